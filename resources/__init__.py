@@ -9,6 +9,7 @@ from dagster import ConfigurableResource
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
+from evaluation_logic.gateway import ModelGateway
 from evaluation_logic.local_model import DEFAULT_CACHE_DIR, DEFAULT_LOCAL_MODEL, is_local_model, load_local_model
 from evaluation_logic.warehouse import ensure_tables
 
@@ -43,7 +44,7 @@ class LanguageModelResource(ConfigurableResource):
 
     model: str = Field(default=DEFAULT_LOCAL_MODEL)
     batch_size: int = Field(default=8, description="Items per forward pass.")
-    max_new_tokens: int = Field(default=256, description="Generation budget (GSM8K).")
+    max_new_tokens: int = Field(default=160, description="Generation budget per answer (GSM8K).")
     model_cache_dir: str = Field(default=str(DEFAULT_CACHE_DIR), description="Where converted weights are kept.")
     api_base: str | None = Field(default=None, description="Base URL of an OpenAI-compatible server.")
 
@@ -53,3 +54,19 @@ class LanguageModelResource(ConfigurableResource):
         from evaluation_logic.api_model import ApiChatModel
 
         return ApiChatModel(self.model, api_base=self.api_base)
+
+
+class ModelGatewayResource(ConfigurableResource):
+    """The one gateway for text generation (compression, mutation, judges, blind-evaluation answers).
+    API keys are read from the environment by litellm (OPENAI_API_KEY, ANTHROPIC_API_KEY,
+    GEMINI_API_KEY, ...) and are never part of this configuration."""
+
+    api_base: str | None = Field(default=None, description="Base URL of an OpenAI-compatible server.")
+    timeout_s: float = Field(default=60.0)
+    max_retries: int = Field(default=3, description="Retries on timeouts, connection errors, 429 and 5xx.")
+    backoff_s: float = Field(default=0.5, description="First retry delay; doubles on each retry.")
+    max_concurrency: int = Field(default=8, description="Calls in flight at once.")
+
+    def gateway(self) -> ModelGateway:
+        return ModelGateway(api_base=self.api_base, timeout_s=self.timeout_s, max_retries=self.max_retries,
+                            backoff_s=self.backoff_s, max_concurrency=self.max_concurrency)

@@ -1,0 +1,63 @@
+"""The seed's fitness formula (Framework v2): 75% judged quality, 25% compression, survival gate."""
+
+from __future__ import annotations
+
+from statistics import mean
+from typing import Callable, Mapping
+
+QUALITY_WEIGHT = 0.75
+COMPRESSION_WEIGHT = 0.25
+COMPRESSION_CAP = 20.0
+
+
+def count_words(text: str) -> int:
+    return len(text.split())
+
+
+def ratio(original: int, compressed: int) -> float:
+    """original / compressed, or 0 for an empty compression."""
+    return original / compressed if compressed > 0 else 0.0
+
+
+def fitness_score(quality_score_avg: float, compression_ratio: float, survival_factor: int) -> tuple[float, float]:
+    """(raw_fitness, fitness) from the normalised quality and capped compression ratio."""
+    quality_norm = quality_score_avg / 10.0
+    compression_norm = min(compression_ratio / COMPRESSION_CAP, 1.0)
+    raw_fitness = QUALITY_WEIGHT * quality_norm + COMPRESSION_WEIGHT * compression_norm
+    return raw_fitness, raw_fitness * survival_factor
+
+
+def calculate_fitness(
+    original_text: str,
+    compressed_text: str,
+    quality_scores: Mapping[str, float | None],
+    use_token_metric: bool,
+    count_tokens: Callable[[str], int],
+) -> dict:
+    """Word and token metrics (both always computed), the average of the judges that answered
+    (`None` marks a failed judge), the word-based survival factor and the fitness (0 when every
+    judge failed)."""
+    original_words, compressed_words = count_words(original_text), count_words(compressed_text)
+    original_tokens, compressed_tokens = count_tokens(original_text), count_tokens(compressed_text)
+    word_ratio = ratio(original_words, compressed_words)
+    token_ratio = ratio(original_tokens, compressed_tokens)
+    compression_ratio = token_ratio if use_token_metric else word_ratio
+    valid = [score for score in quality_scores.values() if score is not None]
+    quality_score_avg = mean(valid) if valid else 0.0
+    survival_factor = 1 if 0 < compressed_words < original_words else 0
+    raw_fitness, fitness = fitness_score(quality_score_avg, compression_ratio, survival_factor)
+    if not valid:  # all judges failed: fitness 0 even for a successful compression
+        fitness = 0.0
+    return {
+        "original_words": original_words,
+        "compressed_words": compressed_words,
+        "compression_ratio": compression_ratio,
+        "word_compression_ratio": word_ratio,
+        "original_tokens": original_tokens,
+        "compressed_tokens": compressed_tokens,
+        "token_compression_ratio": token_ratio,
+        "quality_score_avg": quality_score_avg,
+        "raw_fitness": raw_fitness,
+        "survival_factor": survival_factor,
+        "fitness": fitness,
+    }

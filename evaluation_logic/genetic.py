@@ -1,0 +1,209 @@
+"""Prompt evolution: the five-tag genome, the seed's prompt assembly, GA operators and an era loop.
+
+Per generation: the top 20% (elite) are kept unchanged and not re-evaluated; 20% are mutations
+(one tag rewritten); on odd generations 8% are immigrants (fresh random prompts); the rest are
+tag-wise crossovers. Parents are drawn by roulette wheel on fitness. The era is seeded, so the
+same configuration gives the same era.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import random
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Mapping, Sequence
+
+from evaluation_logic.fitness import calculate_fitness
+from evaluation_logic.gateway import ModelGateway, chat
+from evaluation_logic.judging import judge_compression
+
+TAGS = ("role", "compression_target", "fidelity", "constraints", "output")
+ELITE_FRACTION = 0.2
+MUTATION_FRACTION = 0.2
+IMMIGRATION_FRACTION = 0.08
+
+
+def build_compression_prompt(genome: Mapping[str, str], paragraph_text: str) -> str:
+    """The seed's compression prompt: the five tags, then the original text."""
+    tags = "\n\n".join(genome[tag] for tag in TAGS)
+    return f"{tags}\n\nOriginal Text:\n{paragraph_text}"
+
+
+@dataclass
+class Individual:
+    prompt_id: str
+    genome: dict[str, str]
+    operator: str  # initial, crossover, mutation or immigration
+    parents: list[str] = field(default_factory=list)
+    evaluation: dict[str, Any] | None = None
+
+    @property
+    def fitness(self) -> float:
+        return self.evaluation["fitness"] if self.evaluation else 0.0
+
+
+@dataclass(frozen=True)
+class EraConfig:
+    era: str
+    population_size: int
+    generations: int  # generations after generation 0
+    compression_model: str
+    judge_panel: Mapping[str, str]
+    seed: int = 0
+    use_token_metric: bool = False
+    mutation_model: str | None = None  # None: mutate from the gene pool
+    compression_max_tokens: int = 256
+
+
+def _prompt_id(generation: int, index: int, genome: Mapping[str, str]) -> str:
+    digest = hashlib.sha256("\x1f".join(genome[t] for t in TAGS).encode()).hexdigest()[:8]
+    return f"g{generation:03d}-{index:03d}-{digest}"
+
+
+def random_genome(rng: random.Random, gene_pool: Mapping[str, Sequence[str]]) -> dict[str, str]:
+    return {tag: rng.choice(list(gene_pool[tag])) for tag in TAGS}
+
+
+def roulette(rng: random.Random, population: Sequence[Individual], k: int) -> list[Individual]:
+    """k parents drawn with probability proportional to fitness (uniform if all are 0)."""
+    weights = [ind.fitness for ind in population]
+    return rng.choices(population, weights=weights if sum(weights) > 0 else None, k=k)
+
+
+def crossover(rng: random.Random, first: Individual, second: Individual) -> dict[str, str]:
+    """Each tag from one parent or the other."""
+    return {tag: (first if rng.random() < 0.5 else second).genome[tag] for tag in TAGS}
+
+
+def operator_counts(population_size: int, generation: int) -> dict[str, int]:
+    elite = max(1, round(ELITE_FRACTION * population_size))
+    immigration = max(1, round(IMMIGRATION_FRACTION * population_size)) if generation % 2 == 1 else 0
+    mutation = round(MUTATION_FRACTION * population_size)
+    crossover_count = population_size - elite - immigration - mutation
+    if crossover_count < 0:
+        raise ValueError(f"population_size {population_size} is too small for elite, mutation and immigration")
+    return {"elite": elite, "mutation": mutation, "immigration": immigration, "crossover": crossover_count}
+
+
+MutateTag = Callable[[str, str], Awaitable[str]]  # (tag, current text) -> new text
+
+
+async def next_generation(
+    rng: random.Random, population: Sequence[Individual], generation: int,
+    gene_pool: Mapping[str, Sequence[str]], mutate_tag: MutateTag | None = None,
+) -> list[Individual]:
+    """The next population: elite carried over as they are, then new unevaluated individuals."""
+    counts = operator_counts(len(population), generation)
+    ranked = sorted(population, key=lambda ind: (-ind.fitness, ind.prompt_id))
+    children: list[Individual] = list(ranked[: counts["elite"]])
+    planned: list[tuple[str, dict[str, str], list[str]]] = []
+    for _ in range(counts["crossover"]):
+        first, second = roulette(rng, population, 2)
+        planned.append(("crossover", crossover(rng, first, second), [first.prompt_id, second.prompt_id]))
+    mutations = []
+    for _ in range(counts["mutation"]):
+        (parent,) = roulette(rng, population, 1)
+        tag = rng.choice(TAGS)
+        alternatives = [g for g in gene_pool[tag] if g != parent.genome[tag]] or list(gene_pool[tag])
+        mutations.append((parent, tag, rng.choice(alternatives)))
+    for _ in range(counts["immigration"]):
+        planned.append(("immigration", random_genome(rng, gene_pool), []))
+    if mutate_tag is not None:
+        rewritten = await asyncio.gather(*(mutate_tag(tag, parent.genome[tag]) for parent, tag, _ in mutations))
+    else:
+        rewritten = [from_pool for _, _, from_pool in mutations]
+    for (parent, tag, _), text in zip(mutations, rewritten):
+        planned.append(("mutation", {**parent.genome, tag: text}, [parent.prompt_id]))
+    for operator, genome, parents in planned:
+        children.append(Individual(_prompt_id(generation, len(children), genome), genome, operator, parents))
+    return children
+
+
+async def evaluate_prompt_fitness(
+    gateway: ModelGateway, genome: Mapping[str, str], paragraph_text: str, config: EraConfig,
+    count_tokens: Callable[[str], int],
+) -> dict[str, Any]:
+    """Compress with the era's model, judge with every judge in parallel, compute the fitness.
+    Returns the seed's evaluation dictionary."""
+    prompt_text = build_compression_prompt(genome, paragraph_text)
+    try:
+        completion = await gateway.acomplete(config.compression_model, chat(None, prompt_text),
+                                             max_tokens=config.compression_max_tokens)
+        compressed_text, compression_error = completion.text.strip(), None
+    except Exception as error:  # a failed compression is an empty one: fitness 0
+        compressed_text, compression_error = "", f"{type(error).__name__}: {error}"[:500]
+    if compressed_text:
+        verdicts = await asyncio.gather(*(
+            judge_compression(gateway, name, model, paragraph_text, compressed_text)
+            for name, model in config.judge_panel.items()
+        ))
+    else:
+        verdicts = [{"judge_model": name, "model": model, "score": None, "error": "no compressed text to judge",
+                     "judge_duration_ms": 0} for name, model in config.judge_panel.items()]
+    judge_details = {v["judge_model"]: v for v in verdicts}
+    quality_scores = {name: v["score"] for name, v in judge_details.items()}
+    metrics = calculate_fitness(paragraph_text, compressed_text, quality_scores, config.use_token_metric, count_tokens)
+    return {
+        "prompt_text": prompt_text,
+        "original_text": paragraph_text,
+        "compressed_text": compressed_text,
+        "compression_error": compression_error,
+        **metrics,
+        "quality_scores": quality_scores,
+        "judge_details": judge_details,
+    }
+
+
+def generation_statistics(population: Sequence[Individual]) -> dict[str, float]:
+    values = [ind.fitness for ind in population]
+    return {
+        "population": len(values),
+        "mean_fitness": statistics.fmean(values),
+        "std_fitness": statistics.pstdev(values),
+        "median_fitness": statistics.median(values),
+        "min_fitness": min(values),
+        "max_fitness": max(values),
+    }
+
+
+async def run_era(
+    config: EraConfig, gateway: ModelGateway, paragraphs: Sequence[Mapping[str, str]],
+    gene_pool: Mapping[str, Sequence[str]], count_tokens: Callable[[str], int],
+    on_generation: Callable[[int, list[Individual], dict[str, float]], None] = lambda *_: None,
+) -> list[list[Individual]]:
+    """Every generation's population (0..config.generations), each individual evaluated once.
+    Generation g uses paragraph g mod len(paragraphs); elite keep their evaluation."""
+    rng = random.Random(f"{config.seed}:{config.era}")
+    mutate_tag = _llm_mutation(gateway, config.mutation_model) if config.mutation_model else None
+    population = [
+        Individual(_prompt_id(0, i, genome), genome, "initial")
+        for i, genome in enumerate(random_genome(rng, gene_pool) for _ in range(config.population_size))
+    ]
+    history = []
+    for generation in range(config.generations + 1):
+        if generation:
+            population = await next_generation(rng, population, generation, gene_pool, mutate_tag)
+        paragraph = paragraphs[generation % len(paragraphs)]
+        pending = [ind for ind in population if ind.evaluation is None]
+        evaluations = await asyncio.gather(*(
+            evaluate_prompt_fitness(gateway, ind.genome, paragraph["text"], config, count_tokens) for ind in pending
+        ))
+        for ind, evaluation in zip(pending, evaluations):
+            ind.evaluation = {**evaluation, "paragraph_id": paragraph["paragraph_id"], "evaluated_generation": generation}
+        history.append(list(population))
+        on_generation(generation, population, generation_statistics(population))
+    return history
+
+
+def _llm_mutation(gateway: ModelGateway, model: str) -> MutateTag:
+    async def mutate(tag: str, text: str) -> str:
+        instruction = (
+            f"Rewrite this '{tag}' instruction of a text-compression prompt so it may work better. "
+            f"Keep its purpose; reply with the rewritten instruction only.\n\n{text}"
+        )
+        completion = await gateway.acomplete(model, chat(None, instruction), max_tokens=120)
+        return completion.text.strip() or text
+
+    return mutate

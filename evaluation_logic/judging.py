@@ -1,0 +1,156 @@
+"""Model-as-judge: the seed's rubric prompt, tolerant JSON parsing, and a local probability judge.
+
+API judges answer the rubric prompt with JSON. A 135M local model cannot write reliable JSON, so a
+local judge scores each dimension from its next-token probabilities over the allowed digits and
+reports the probability-weighted score (as G-Eval does), in the same structure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from typing import Any
+
+from evaluation_logic.gateway import ModelGateway, chat
+from evaluation_logic.local_model import LOCAL_MODEL_LOCK, is_local_model, load_local_model
+
+# (name, maximum, rubric section exactly as in the seed)
+RUBRIC = [
+    ("faithfulness", 5, """Faithfulness (0-5 points):
+- Are all core concepts preserved?
+- Are entity names and relationships maintained?
+- Is the logical structure intact?
+
+CALIBRATION EXAMPLES:
+5 points: All entities, relationships, and core concepts perfectly preserved
+4 points: Minor details lost but all main ideas intact
+3 points: Main ideas preserved but missing some key details
+2 points: Significant information loss or some distortion
+1 point: Major concepts missing or distorted
+0 points: Completely unfaithful to original"""),
+    ("clarity", 3, """Clarity (0-3 points):
+- Is the compressed text clear and understandable?
+- Are there any ambiguities?
+
+CALIBRATION EXAMPLES:
+3 points: Perfectly clear and understandable on its own
+2 points: Clear with minor ambiguity that doesn't impede understanding
+1 point: Somewhat unclear or requires original for interpretation
+0 points: Confusing or unclear"""),
+    ("readability", 2, """Readability (0-2 points):
+- Is it grammatically correct?
+- Does it flow naturally?
+
+CALIBRATION EXAMPLES:
+2 points: Natural, grammatical, flows well
+1 point: Readable but awkward or has minor grammar issues
+0 points: Choppy, ungrammatical, or hard to read"""),
+]
+
+_TEXTS = """ORIGINAL TEXT:
+{original_text}
+
+COMPRESSED TEXT:
+{compressed_text}"""
+
+JSON_INSTRUCTION = """IMPORTANT: Respond with ONLY a JSON object in this exact format:
+{
+  "faithfulness": <0-5>,
+  "clarity": <0-3>,
+  "readability": <0-2>,
+  "score": <sum of above, 0-10>,
+  "comments": "<brief 1-2 sentence explanation>"
+}"""
+
+
+def judge_prompt(original_text: str, compressed_text: str) -> str:
+    """The seed's judge prompt, verbatim."""
+    sections = "\n\n".join(section for _, _, section in RUBRIC)
+    texts = _TEXTS.format(original_text=original_text, compressed_text=compressed_text)
+    return (
+        "You are evaluating a text compression. Score the compressed text on three dimensions:\n\n"
+        f"{texts}\n\nSCORING RUBRIC:\n\n{sections}\n\n{JSON_INSTRUCTION}"
+    )
+
+
+class JudgeReplyError(ValueError):
+    """A judge reply that is not a usable rubric JSON object."""
+
+
+def parse_judge_reply(text: str) -> dict[str, Any]:
+    """The rubric scores from a reply: code fences and text around the JSON are tolerated, ranges
+    are checked, and `score` is recomputed as the sum (a differing reported score is recorded)."""
+    cleaned = re.sub(r"```(?:json)?", "", text)
+    start, end = cleaned.find("{"), cleaned.rfind("}")
+    if start < 0 or end <= start:
+        raise JudgeReplyError(f"no JSON object in reply: {text[:200]!r}")
+    try:
+        reply = json.loads(cleaned[start : end + 1])
+    except json.JSONDecodeError as error:
+        raise JudgeReplyError(f"invalid JSON ({error.msg}) in reply: {text[:200]!r}") from error
+    if not isinstance(reply, dict):
+        raise JudgeReplyError("reply JSON is not an object")
+    scores = {}
+    for name, maximum, _ in RUBRIC:
+        value = reply.get(name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+            raise JudgeReplyError(f"{name} must be a whole number, got {value!r}")
+        if not 0 <= value <= maximum:
+            raise JudgeReplyError(f"{name} {value} is outside 0-{maximum}")
+        scores[name] = int(value)
+    total = sum(scores.values())
+    reported = reply.get("score")
+    return {
+        **scores,
+        "score": float(total),
+        "reported_score": reported if isinstance(reported, (int, float)) else None,
+        "score_mismatch": reported != total,
+        "comments": str(reply.get("comments", "")),
+    }
+
+
+def local_rubric_judgment(model: str, original_text: str, compressed_text: str) -> dict[str, Any]:
+    """Each dimension as the expected value of the model's next-digit distribution over 0..max."""
+    local = load_local_model(model)
+    texts = _TEXTS.format(original_text=original_text, compressed_text=compressed_text)
+    chats, labels = [], []
+    for _, maximum, section in RUBRIC:
+        system = "You are evaluating a text compression."
+        user = f"{texts}\n\n{section}\n\nAnswer with a single digit from 0 to {maximum}."
+        chats.append((system, user))
+        labels.append([str(d) for d in range(maximum + 1)])
+    with LOCAL_MODEL_LOCK:
+        distributions = local.label_probabilities(chats, labels, batch_size=len(chats))
+    scores = {
+        name: sum(int(digit) * p for digit, p in dist.items()) for (name, _, _), dist in zip(RUBRIC, distributions)
+    }
+    return {
+        **scores,
+        "score": sum(scores.values()),
+        "reported_score": None,
+        "score_mismatch": False,
+        "comments": "Probability-weighted digits over each rubric dimension (local judge).",
+    }
+
+
+async def judge_compression(
+    gateway: ModelGateway, judge_name: str, model: str, original_text: str, compressed_text: str
+) -> dict[str, Any]:
+    """One judge's verdict in the seed's `judge_details` form; a failure is returned, not raised,
+    with `score` None and the error, so the judge is left out of the average."""
+    start = time.perf_counter()
+    details: dict[str, Any] = {"judge_model": judge_name, "model": model, "error": None}
+    try:
+        if is_local_model(model):
+            details.update(await asyncio.to_thread(local_rubric_judgment, model, original_text, compressed_text))
+        else:
+            completion = await gateway.acomplete(model, chat(None, judge_prompt(original_text, compressed_text)),
+                                                 max_tokens=300)
+            details.update(parse_judge_reply(completion.text))
+    except Exception as error:  # any failure excludes this judge from the average
+        details.update(faithfulness=None, clarity=None, readability=None, score=None, reported_score=None,
+                       score_mismatch=False, comments="", error=f"{type(error).__name__}: {error}"[:500])
+    details["judge_duration_ms"] = round((time.perf_counter() - start) * 1000)
+    return details

@@ -1,0 +1,33 @@
+"""Local Hugging Face models as a litellm custom provider (`local/<name>`), so that local and API
+models share one code path. Imported only when the gateway is first used (it imports litellm)."""
+
+import asyncio
+
+import litellm
+from litellm import CustomLLM
+
+from evaluation_logic.local_model import LOCAL_MODEL_LOCK, load_local_model
+
+PROVIDER = "local"
+
+
+class LocalModelHandler(CustomLLM):
+    def completion(self, model, messages, api_base, custom_prompt_dict, model_response, print_verbose, encoding,
+                   api_key, logging_obj, optional_params, acompletion=None, litellm_params=None, logger_fn=None,
+                   headers={}, timeout=None, client=None):
+        system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
+        user = "\n\n".join(m["content"] for m in messages if m["role"] != "system")
+        local = load_local_model(f"{PROVIDER}/{model}")
+        with LOCAL_MODEL_LOCK:
+            (text,) = local.generate([(system, user)], max_new_tokens=int(optional_params.get("max_tokens") or 256))
+        model_response.choices[0].message.content = text
+        model_response.model = f"{PROVIDER}/{model}"
+        return model_response
+
+    async def acompletion(self, *args, **kwargs):
+        return await asyncio.to_thread(self.completion, *args, **kwargs)
+
+
+def register() -> None:
+    if not any(item["provider"] == PROVIDER for item in litellm.custom_provider_map):
+        litellm.custom_provider_map.append({"provider": PROVIDER, "custom_handler": LocalModelHandler()})

@@ -1,0 +1,121 @@
+"""An OpenAI-compatible chat-completions server on 127.0.0.1 for tests and benchmarks.
+
+Models (the `model` field, after litellm strips the `openai/` prefix):
+- `compressor`: keeps a prompt-dependent share of the words of the text after "Original Text:".
+- `judge-openai`: rubric JSON, but an invalid (unparseable) reply for about a third of the texts
+  (decided by the text, so every run gets the same replies).
+- `judge-claude`: the first request with a given text fails with HTTP 500 (counted in `errors`);
+  later ones get rubric JSON inside a ```json fence with chatter around it.
+- `judge-gemini`: never answers within the client's timeout.
+- `echo`: replies with the last user message (for the latency benchmark).
+A fixed `latency_s` is added to every call. `calls` counts requests per model.
+"""
+
+import hashlib
+import json
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+HANG_S = 5.0
+
+
+def _digest(text: str) -> int:
+    return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)
+
+
+def compress(prompt: str) -> str:
+    instructions, _, original = prompt.partition("Original Text:\n")
+    words = original.split()
+    share = 0.2 + 0.15 * (_digest(instructions) % 5)  # 20% .. 80% of the words
+    return " ".join(words[: max(1, int(len(words) * share))])
+
+
+def rubric(prompt: str) -> dict:
+    original = prompt.split("ORIGINAL TEXT:\n")[1].split("\n\nCOMPRESSED TEXT:")[0]
+    compressed = prompt.split("COMPRESSED TEXT:\n")[1].split("\n\nSCORING RUBRIC:")[0]
+    kept = len(compressed.split()) / max(1, len(original.split()))
+    faithfulness = min(5, round(kept * 6))
+    clarity, readability = (3 if kept > 0.4 else 2), (2 if kept > 0.5 else 1)
+    return {"faithfulness": faithfulness, "clarity": clarity, "readability": readability,
+            "score": faithfulness + clarity + readability, "comments": f"kept {kept:.0%} of the words"}
+
+
+class StubServer:
+    def __init__(self, latency_s: float = 0.0):
+        self.latency_s = latency_s
+        self.calls: Counter = Counter()
+        self.errors: Counter = Counter()
+        self._seen: Counter = Counter()
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def api_base(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._server.shutdown()
+        self._server.server_close()
+
+    def reply(self, model: str, prompt: str) -> tuple[int, str]:
+        with self._lock:
+            self.calls[model] += 1
+            self._seen[(model, prompt)] += 1
+            attempt = self._seen[(model, prompt)]
+        time.sleep(self.latency_s)
+        if model == "compressor":
+            return 200, compress(prompt)
+        if model == "judge-openai":
+            return 200, ("{faithfulness: 4, clarity: 3}" if _digest(prompt) % 3 == 0 else json.dumps(rubric(prompt)))
+        if model == "judge-claude":
+            if attempt == 1:
+                with self._lock:
+                    self.errors[model] += 1
+                return 500, "internal error"
+            return 200, f"Here is my evaluation:\n```json\n{json.dumps(rubric(prompt))}\n```\nThanks."
+        if model == "judge-gemini":
+            time.sleep(HANG_S)
+            return 200, json.dumps(rubric(prompt))
+        return 200, prompt
+
+    def _handler(self):
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                prompt = body["messages"][-1]["content"]
+                status, text = stub.reply(body["model"], prompt)
+                if status != 200:
+                    payload = {"error": {"message": text, "type": "server_error"}}
+                else:
+                    payload = {
+                        "id": "chatcmpl-stub", "object": "chat.completion", "created": int(time.time()),
+                        "model": body["model"],
+                        "choices": [{"index": 0, "finish_reason": "stop",
+                                     "message": {"role": "assistant", "content": text}}],
+                        "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": len(text.split()),
+                                  "total_tokens": len(prompt.split()) + len(text.split())},
+                    }
+                data = json.dumps(payload).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout)
+
+        return Handler

@@ -1,0 +1,219 @@
+"""Genetic-algorithm invariants, and eras run through litellm's real HTTP path against a local
+OpenAI-compatible server serving three judges named openai, claude and gemini."""
+
+import asyncio
+import random
+
+import pytest
+from dagster import materialize
+
+from evaluation_assets.evolution import era_summary, evolution_era, gene_pools, generation_stats, source_paragraphs
+from evaluation_logic.gateway import ModelGateway
+from evaluation_logic.genetic import TAGS, EraConfig, Individual, next_generation, operator_counts, run_era
+from resources import ModelGatewayResource, WarehouseResource
+from tests.openai_stub_server import StubServer
+
+SECRET = "sk-test-secret-never-stored-0123456789"
+PANEL = {"openai": "openai/judge-openai", "claude": "openai/judge-claude", "gemini": "openai/judge-gemini"}
+POOL = {tag: [f"{tag} gene {i}" for i in range(5)] for tag in TAGS}
+SEED_QUERIES = [
+    """SELECT
+  generation,
+  AVG(quality_scores.openai) as openai_avg,
+  AVG(quality_scores.claude) as claude_avg,
+  AVG(quality_scores.gemini) as gemini_avg
+FROM generations
+WHERE era = 'phylo-2'
+GROUP BY generation
+ORDER BY generation;""",
+    """SELECT
+  prompt_id,
+  generation,
+  fitness,
+  quality_score_avg,
+  compression_ratio
+FROM generations
+WHERE era = 'phylo-2'
+  AND quality_score_avg < 6.0
+  AND compression_ratio > 3.0
+ORDER BY fitness DESC;""",
+    """SELECT
+  generation,
+  COUNT(*) as expansion_count
+FROM generations
+WHERE era = 'phylo-2'
+  AND survival_factor = 0
+GROUP BY generation
+ORDER BY generation;""",
+]
+
+
+def evaluated_population(size, rng):
+    population = []
+    for i in range(size):
+        genome = {tag: rng.choice(POOL[tag]) for tag in TAGS}
+        population.append(Individual(f"p{i}", genome, "initial", evaluation={"fitness": rng.random()}))
+    return population
+
+
+@pytest.mark.parametrize("size, generation", [(10, 1), (10, 2), (50, 3), (6, 1), (7, 4)])
+def test_next_generation_keeps_elite_and_size(size, generation):
+    population = evaluated_population(size, random.Random(size))
+    children = asyncio.run(next_generation(random.Random(1), population, generation, POOL))
+    counts = operator_counts(size, generation)
+    assert len(children) == size
+    elite = sorted(population, key=lambda ind: -ind.fitness)[: counts["elite"]]
+    assert children[: counts["elite"]] == elite  # same objects: unchanged, evaluation kept
+    new = children[counts["elite"]:]
+    assert all(child.evaluation is None for child in new)
+    assert sorted(c.operator for c in new) == sorted(
+        ["crossover"] * counts["crossover"] + ["mutation"] * counts["mutation"] + ["immigration"] * counts["immigration"])
+    assert counts["immigration"] == (0 if generation % 2 == 0 else max(1, round(0.08 * size)))
+    ids = {ind.prompt_id for ind in population}
+    for child in new:
+        assert all(parent in ids for parent in child.parents)
+        if child.operator == "mutation":
+            (parent,) = [ind for ind in population if ind.prompt_id == child.parents[0]]
+            assert sum(child.genome[t] != parent.genome[t] for t in TAGS) == 1
+
+
+def test_roulette_prefers_fit_parents():
+    population = evaluated_population(10, random.Random(0))
+    for ind in population:
+        ind.evaluation = {"fitness": 0.0}
+    population[3].evaluation = {"fitness": 1.0}
+    children = asyncio.run(next_generation(random.Random(5), population, 2, POOL))
+    crossover_parents = [p for c in children if c.operator == "crossover" for p in c.parents]
+    assert set(crossover_parents) == {"p3"}
+
+
+@pytest.fixture(scope="module")
+def stub_server():
+    with StubServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="module", autouse=True)
+def api_key():
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OPENAI_API_KEY", SECRET)
+        yield
+
+
+def gateway_resource(server):
+    return ModelGatewayResource(api_base=server.api_base, timeout_s=1.0, max_retries=1, backoff_s=0.05,
+                                max_concurrency=8)
+
+
+def test_same_seed_same_era(stub_server):
+    paragraphs = [{"paragraph_id": "p", "text": " ".join(f"word{i}" for i in range(60))}]
+    config = EraConfig(era="determinism", population_size=8, generations=2, compression_model="openai/compressor",
+                       judge_panel={"openai": "openai/judge-openai"}, seed=3)
+    gateway = gateway_resource(stub_server).gateway()
+
+    def run():
+        history = asyncio.run(run_era(config, gateway, paragraphs, POOL, lambda text: len(text.split())))
+        return [[(i.prompt_id, i.operator, tuple(i.parents), round(i.fitness, 9)) for i in pop] for pop in history]
+
+    first = run()
+    assert run() == first
+    assert len(first) == 3 and all(len(pop) == 8 for pop in first)
+    other_seed = asyncio.run(run_era(EraConfig(**{**config.__dict__, "seed": 4}), gateway, paragraphs, POOL,
+                                     lambda text: len(text.split())))
+    assert [i.prompt_id for i in other_seed[0]] != [p[0] for p in first[0]]
+
+
+@pytest.fixture(scope="module")
+def http_era(stub_server, tmp_path_factory):
+    warehouse = WarehouseResource(database=str(tmp_path_factory.mktemp("era") / "warehouse.duckdb"))
+    config = {"era": "phylo-2", "population_size": 10, "generations": 3, "compression_model": "openai/compressor",
+              "judge_panel": PANEL, "seed": 11}
+
+    def run():
+        return materialize(
+            [source_paragraphs, gene_pools, evolution_era, generation_stats, era_summary],
+            resources={"warehouse": warehouse, "gateway": gateway_resource(stub_server)},
+            run_config={"ops": {"evolution_era": {"config": config}}},
+        )
+
+    first = run()
+    return warehouse, first, run
+
+
+def test_era_over_http_stores_every_generation(http_era):
+    warehouse, result, _ = http_era
+    assert result.success
+    with warehouse.get_connection() as conn:
+        per_generation = conn.execute("SELECT generation, count(*) FROM generations GROUP BY 1 ORDER BY 1").fetchall()
+        assert per_generation == [(0, 10), (1, 10), (2, 10), (3, 10)]
+        assert conn.execute("SELECT min(fitness) >= 0 AND max(fitness) <= 1 FROM generations").fetchone()[0]
+        # Elite: the top 2 of each generation reappear unchanged in the next one.
+        for generation in range(3):
+            top = conn.execute("""SELECT prompt_id, fitness FROM generations WHERE generation = ?
+                                  ORDER BY fitness DESC, prompt_id LIMIT 2""", [generation]).fetchall()
+            carried = conn.execute("""SELECT prompt_id, fitness FROM generations WHERE generation = ?
+                                      AND carried_over ORDER BY fitness DESC, prompt_id""", [generation + 1]).fetchall()
+            assert carried == top
+        stats = conn.execute("SELECT generation, population, mean_fitness, max_fitness FROM generation_stats "
+                             "WHERE era = 'phylo-2' ORDER BY 1").fetchall()
+        assert [s[:2] for s in stats] == [(g, 10) for g in range(4)]
+        era = conn.execute("SELECT total_generations, final_max_fitness FROM eras WHERE era = 'phylo-2'").fetchone()
+        assert era == (3, stats[-1][3])
+
+
+def test_judge_failures_timeouts_retries_and_invalid_json(http_era, stub_server):
+    warehouse, _, _ = http_era
+    with warehouse.get_connection() as conn:
+        judges = {name: conn.execute("SELECT count(*), count(error) FROM judge_scores WHERE era = 'phylo-2' "
+                                     "AND judge_name = ?", [name]).fetchone() for name in PANEL}
+        assert judges["gemini"][0] == judges["gemini"][1] > 0  # every gemini call timed out
+        gemini_error = conn.execute("SELECT any_value(error) FROM judge_scores WHERE judge_name = 'gemini'").fetchone()[0]
+        assert "Timeout" in gemini_error
+        assert judges["claude"][1] == 0  # 500 then success, on every request
+        assert 0 < judges["openai"][1] < judges["openai"][0]  # some invalid JSON
+        openai_error = conn.execute("SELECT any_value(error) FROM judge_scores WHERE judge_name = 'openai' "
+                                    "AND error IS NOT NULL").fetchone()[0]
+        assert "invalid JSON" in openai_error
+        # The average covers exactly the judges that answered.
+        mismatches = conn.execute("""
+            SELECT count(*) FROM generations g JOIN (
+                SELECT prompt_id, coalesce(avg(score), 0) AS expected FROM judge_scores
+                WHERE era = 'phylo-2' GROUP BY 1) j USING (prompt_id)
+            WHERE era = 'phylo-2' AND abs(g.quality_score_avg - j.expected) > 1e-9""").fetchone()[0]
+        assert mismatches == 0
+        assert conn.execute("SELECT count(*) FROM generations WHERE quality_scores.gemini IS NOT NULL").fetchone()[0] == 0
+    # Each distinct text was refused once with a 500 and answered on the retry.
+    assert stub_server.errors["judge-claude"] > 0
+    assert stub_server.calls["judge-claude"] == judges["claude"][0] + stub_server.errors["judge-claude"]
+
+
+def test_seed_diagnostic_queries_run_verbatim(http_era):
+    warehouse, _, _ = http_era
+    with warehouse.get_connection() as con:
+        first = con.execute(SEED_QUERIES[0]).fetchall()
+        assert [row[0] for row in first] == [0, 1, 2, 3]
+        assert all(row[1] is not None and row[2] is not None and row[3] is None for row in first)
+        low_quality_high_compression = con.execute(SEED_QUERIES[1]).fetchall()
+        assert all(row[3] < 6 and row[4] > 3 for row in low_quality_high_compression)
+        assert len(low_quality_high_compression) > 0
+        con.execute(SEED_QUERIES[2]).fetchall()
+
+
+def test_rerunning_an_era_replaces_its_rows_and_secrets_stay_out(http_era):
+    warehouse, first, run = http_era
+    with warehouse.get_connection() as conn:
+        before = [conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                  for t in ("generations", "judge_scores", "eras", "generation_stats")]
+    second = run()
+    with warehouse.get_connection() as conn:
+        after = [conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                 for t in ("generations", "judge_scores", "eras", "generation_stats")]
+        dump = " ".join(str(row) for t in ("generations", "judge_scores", "eras")
+                        for row in conn.execute(f"SELECT * FROM {t}").fetchall())
+    assert after == before
+    assert SECRET not in dump
+    events = " ".join(str(event) for result in (first, second) for event in result.all_events)
+    assert SECRET not in events
+    metadata = next(e for e in second.get_asset_materialization_events()
+                    if e.asset_key.path[-1] == "generation_stats").materialization.metadata
+    assert metadata["fitness_plot"].value.startswith("![fitness per generation](data:image/png;base64,")

@@ -2,13 +2,16 @@
 
 from dagster import Definitions, load_assets_from_modules
 
-from evaluation_assets import benchmarks, evolution
+from evaluation_assets import benchmarks, blind_evaluation, evolution
 from jobs import ALL_JOBS
 from resources import DEFAULT_WAREHOUSE, LanguageModelResource, ModelGatewayResource, WarehouseResource
+from schedules import ALL_SCHEDULES, ALL_SENSORS
 
 defs = Definitions(
-    assets=load_assets_from_modules([benchmarks, evolution]),
+    assets=load_assets_from_modules([benchmarks, evolution, blind_evaluation]),
     jobs=ALL_JOBS,
+    schedules=ALL_SCHEDULES,
+    sensors=ALL_SENSORS,
     resources={
         "warehouse": WarehouseResource(database=DEFAULT_WAREHOUSE),
         "evaluation_model": LanguageModelResource(),

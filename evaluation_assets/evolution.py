@@ -71,8 +71,8 @@ def gene_pools(warehouse: WarehouseResource) -> MaterializeResult:
 
 class EraRunConfig(Config):
     era: str = Field(default="phylo-2", description="Era name; re-running an era replaces its rows.")
-    population_size: int = 6
-    generations: int = Field(default=3, description="Generations after generation 0.")
+    population_size: int = 5
+    generations: int = Field(default=2, description="Generations after generation 0.")
     paragraph_ids: list[str] = Field(default=[], description="Paragraphs to use, in turn; empty: all.")
     compression_model: str = DEFAULT_LOCAL_MODEL
     judge_panel: dict[str, str] = Field(
@@ -84,7 +84,7 @@ class EraRunConfig(Config):
     use_token_metric: bool = False
     tokenizer: str = Field(default=DEFAULT_LOCAL_MODEL, description="Tokenizer for token counts.")
     seed: int = 7
-    compression_max_tokens: int = 96
+    compression_max_tokens: int = 64
 
 
 def generation_rows(era: str, history: list[list[Individual]], judges: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:

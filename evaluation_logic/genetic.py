@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
-import statistics
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping, Sequence
+
+import numpy as np
 
 from evaluation_logic.fitness import calculate_fitness
 from evaluation_logic.gateway import ModelGateway, chat
@@ -157,14 +158,14 @@ async def evaluate_prompt_fitness(
 
 
 def generation_statistics(population: Sequence[Individual]) -> dict[str, float]:
-    values = [ind.fitness for ind in population]
+    values = np.array([ind.fitness for ind in population], dtype=float)
     return {
         "population": len(values),
-        "mean_fitness": statistics.fmean(values),
-        "std_fitness": statistics.pstdev(values),
-        "median_fitness": statistics.median(values),
-        "min_fitness": min(values),
-        "max_fitness": max(values),
+        "mean_fitness": float(values.mean()),
+        "std_fitness": float(values.std()),  # population standard deviation, as stddev_pop in SQL
+        "median_fitness": float(np.median(values)),
+        "min_fitness": float(values.min()),
+        "max_fitness": float(values.max()),
     }
 
 

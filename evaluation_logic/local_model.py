@@ -89,9 +89,18 @@ def _convert_gguf(gguf: Path, target: Path) -> None:
     partial.rename(target)
 
 
+_LOAD_LOCK = threading.Lock()
+
+
+def load_local_model(model: str = DEFAULT_LOCAL_MODEL, cache_dir: str | Path = DEFAULT_CACHE_DIR) -> "LocalCausalLM":
+    """Load a local model by its `local/...` name, once per process. Loading is serialised:
+    transformers' loading is not thread-safe (concurrent loads left a tied lm_head uninitialised)."""
+    with _LOAD_LOCK:
+        return _load_local_model(model, str(cache_dir))
+
+
 @functools.lru_cache(maxsize=2)
-def load_local_model(model: str = DEFAULT_LOCAL_MODEL, cache_dir: str = str(DEFAULT_CACHE_DIR)) -> "LocalCausalLM":
-    """Load (once per process) a local model by its `local/...` name."""
+def _load_local_model(model: str, cache_dir: str) -> "LocalCausalLM":
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -111,8 +120,9 @@ def token_counter(tokenizer_name: str = DEFAULT_LOCAL_MODEL):
     """A function counting tokens with the named tokenizer (a `local/...` model name)."""
     from transformers import AutoTokenizer
 
-    folder, _ = materialize_weights(tokenizer_name)
-    tokenizer = AutoTokenizer.from_pretrained(folder)
+    with _LOAD_LOCK:
+        folder, _ = materialize_weights(tokenizer_name)
+        tokenizer = AutoTokenizer.from_pretrained(folder)
     return lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 

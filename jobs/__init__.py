@@ -14,9 +14,21 @@ benchmark_refresh_job = define_asset_job(
 )
 
 evolution_era_job = define_asset_job(
-    "evolution_era",
+    "prompt_evolution_era",
     selection=AssetSelection.groups("prompt_evolution"),
     description="Run one prompt-evolution era (configure it in the launchpad) and its statistics.",
 )
 
-ALL_JOBS = [benchmark_refresh_job, evolution_era_job]
+blind_evaluation_sheet_job = define_asset_job(
+    "blind_evaluation_sheet",
+    selection=AssetSelection.assets("blind_eval_questions", "blind_eval_answers", "blind_eval_sheet"),
+    description="Collect the questions and both systems' answers, and issue the scoring sheet and answer key.",
+)
+
+blind_evaluation_tally_job = define_asset_job(
+    "blind_evaluation_tally",
+    selection=AssetSelection.assets("blind_eval_scores", "blind_eval_tally"),
+    description="Read the filled scoring sheets and tally wins, ties, averages and statistics.",
+)
+
+ALL_JOBS = [benchmark_refresh_job, evolution_era_job, blind_evaluation_sheet_job, blind_evaluation_tally_job]

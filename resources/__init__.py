@@ -16,6 +16,7 @@ from evaluation_logic.warehouse import ensure_tables
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = PROJECT_ROOT / "data"
 DEFAULT_WAREHOUSE = os.environ.get("EVAL_WAREHOUSE", str(DATA_DIR / "warehouse.duckdb"))
+BLIND_EVAL_DIR = Path(os.environ.get("EVAL_BLIND_DIR", str(DATA_DIR / "blind_eval")))
 WAREHOUSE_POOL = "duckdb_warehouse"
 
 

@@ -1,0 +1,205 @@
+"""Blind human evaluation: questions and answers -> scoring sheet and key -> filled sheets -> tally."""
+
+import asyncio
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+from dagster import AssetExecutionContext, Config, MaterializeResult, MetadataValue, asset
+from pydantic import Field
+
+from evaluation_logic import blind_evaluation as blind
+from evaluation_logic.gateway import chat
+from evaluation_logic.warehouse import Write, records, replace_many
+from resources import BLIND_EVAL_DIR, WAREHOUSE_POOL, ModelGatewayResource, WarehouseResource
+
+SHEET_FILE, KEY_FILE = "blind_evaluation_scoring_sheet.xlsx", "blind_evaluation_answer_key.xlsx"
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+
+class BlindFilesConfig(Config):
+    folder: str = Field(default=str(BLIND_EVAL_DIR), description="Folder with questions, answers/, issued/, filled/.")
+
+
+class AnsweringSystem(Config):
+    name: str
+    model: str = Field(description="Gateway model string, e.g. anthropic/claude-3-5-sonnet-20241022.")
+    system_prompt: str | None = None
+    reference_files: list[str] = Field(default=[], description="Text files placed in the system's context.")
+
+
+class BlindAnswersConfig(BlindFilesConfig):
+    systems: list[AnsweringSystem] = Field(
+        default=[], description="Two systems that answer through the gateway; empty: read answers/<system>.csv|jsonl|xlsx.")
+
+
+def _questions_file(folder: Path) -> Path:
+    for suffix in (".csv", ".jsonl", ".xlsx"):
+        if (folder / f"questions{suffix}").exists():
+            return folder / f"questions{suffix}"
+    raise blind.BlindEvaluationInputError(f"{folder}: no questions.csv, questions.jsonl or questions.xlsx")
+
+
+@asset(group_name="blind_evaluation", kinds={"duckdb"}, pool=WAREHOUSE_POOL)
+def blind_eval_questions(config: BlindFilesConfig, warehouse: WarehouseResource) -> MaterializeResult:
+    """The question set: Question_ID, Question, Ground_Truth."""
+    frame = blind.read_table(_questions_file(Path(config.folder)), ["Question_ID", "Question", "Ground_Truth"])
+    with warehouse.get_connection() as conn:
+        replace_many(conn, [Write("blind_questions", frame, {})])
+    return MaterializeResult(metadata={"dagster/row_count": len(frame),
+                                       "preview": MetadataValue.md(frame.head(5).to_markdown(index=False))})
+
+
+async def _generate_answers(gateway, systems: list[AnsweringSystem], questions: list[dict]) -> list[dict]:
+    async def answer(system: AnsweringSystem, question: dict) -> dict:
+        references = "\n\n".join(Path(p).read_text(encoding="utf-8") for p in system.reference_files)
+        user = (f"Reference documents:\n{references}\n\nQuestion: " if references else "") + question["Question"]
+        completion = await gateway.acomplete(system.model, chat(system.system_prompt, user), max_tokens=400)
+        return {"system": system.name, "Question_ID": question["Question_ID"], "answer": completion.text.strip(),
+                "source": system.model}
+
+    return list(await asyncio.gather(*(answer(s, q) for s in systems for q in questions)))
+
+
+@asset(group_name="blind_evaluation", deps=[blind_eval_questions], kinds={"litellm", "duckdb"}, pool=WAREHOUSE_POOL)
+def blind_eval_answers(config: BlindAnswersConfig, warehouse: WarehouseResource,
+                       gateway: ModelGatewayResource) -> MaterializeResult:
+    """Each system's answer to each question, from answers/ files or generated through the gateway."""
+    with warehouse.get_connection() as conn:
+        questions = records(conn, "SELECT * FROM blind_questions ORDER BY Question_ID")
+    if config.systems:
+        rows = asyncio.run(_generate_answers(gateway.gateway(), config.systems, questions))
+    else:
+        rows = []
+        for path in sorted((Path(config.folder) / "answers").glob("*.*")):
+            table = blind.read_table(path, ["Question_ID", "Answer"])
+            rows += [{"system": path.stem, "Question_ID": r["Question_ID"], "answer": r["Answer"], "source": str(path)}
+                     for r in table.to_dict("records")]
+    frame = pd.DataFrame(rows, columns=["system", "Question_ID", "answer", "source"])
+    with warehouse.get_connection() as conn:
+        replace_many(conn, [Write("blind_answers", frame, {})])
+    return MaterializeResult(metadata={"dagster/row_count": len(frame),
+                                       "systems": MetadataValue.json(sorted(frame["system"].unique().tolist()))})
+
+
+class BlindSheetConfig(BlindFilesConfig):
+    seed: int = Field(default=20240601, description="Draws which system is A per question; recorded in the key.")
+
+
+@asset(group_name="blind_evaluation", deps=[blind_eval_answers], kinds={"excel", "duckdb"}, pool=WAREHOUSE_POOL)
+def blind_eval_sheet(config: BlindSheetConfig, warehouse: WarehouseResource) -> MaterializeResult:
+    """The blind scoring sheet for raters and the separate answer key, in issued/."""
+    with warehouse.get_connection() as conn:
+        questions = conn.execute("SELECT * FROM blind_questions ORDER BY Question_ID").df()
+        answer_rows = records(conn, "SELECT system, Question_ID, answer FROM blind_answers")
+    answers: dict[str, dict[str, str]] = {}
+    for row in answer_rows:
+        answers.setdefault(row["system"], {})[row["Question_ID"]] = row["answer"]
+    systems = sorted(answers)
+    sides = blind.assign_sides(questions["Question_ID"].tolist(), systems, config.seed)
+    rows = blind.issued_rows(questions, answers, sides)
+    sheet_id = blind.sheet_id_for(rows, config.seed)
+    issued = Path(config.folder) / "issued"
+    sheet_path = blind.write_scoring_sheet(issued / SHEET_FILE, rows)
+    key_path = blind.write_answer_key(issued / KEY_FILE, rows, sides, config.seed, sheet_id)
+    issue = pd.DataFrame([{"sheet_id": sheet_id, "seed": config.seed, "systems": systems, "sheet_path": str(sheet_path),
+                           "key_path": str(key_path), "issued_at": _now()}])
+    key = pd.DataFrame([{"sheet_id": sheet_id, "Question_ID": q, "system_a": a, "system_b": b}
+                        for q, (a, b) in sides.items()])
+    with warehouse.get_connection() as conn:
+        replace_many(conn, [Write("blind_issues", issue, {"sheet_id": sheet_id}),
+                            Write("blind_key", key, {"sheet_id": sheet_id})])
+    preview = pd.DataFrame(rows)[["Question_ID", "Question", "Answer_A", "Answer_B"]]
+    return MaterializeResult(metadata={
+        "sheet_id": sheet_id, "scoring_sheet": MetadataValue.path(str(sheet_path)),
+        "answer_key": MetadataValue.path(str(key_path)), "dagster/row_count": len(rows),
+        "preview": MetadataValue.md(preview.map(lambda t: str(t)[:80]).to_markdown(index=False)),
+    })
+
+
+def latest_issue(conn) -> dict:
+    issues = records(conn, "SELECT * FROM blind_issues ORDER BY issued_at DESC LIMIT 1")
+    if not issues:
+        raise blind.BlindEvaluationInputError("No scoring sheet has been issued yet: materialise blind_eval_sheet")
+    return issues[0]
+
+
+@asset(group_name="blind_evaluation", deps=[blind_eval_sheet], kinds={"excel", "duckdb"}, pool=WAREHOUSE_POOL)
+def blind_eval_scores(context: AssetExecutionContext, config: BlindFilesConfig,
+                      warehouse: WarehouseResource) -> MaterializeResult:
+    """Scores from every filled sheet in filled/ (one per rater, named by file), checked against the
+    issued sheet. A sheet with problems is not tallied; each problem is kept with its cell."""
+    with warehouse.get_connection() as conn:
+        issue = latest_issue(conn)
+    key = blind.read_answer_key(Path(issue["key_path"]))
+    scores, problems, accepted = [], [], []
+    for path in sorted((Path(config.folder) / "filled").glob("*")):
+        if path.name.startswith((".", "~$")) or not path.is_file():
+            continue
+        rows, found = blind.read_filled_sheet(path, key)
+        for problem in found:
+            problems.append({"file": path.name, "cell": problem.cell, "problem": problem.message})
+            context.log.warning(f"{path.name}: {problem}")
+        if rows:
+            accepted.append(path.name)
+            scores.append(blind.unblind(rows, key["sides"], rater=path.stem).assign(file=path.name))
+    frame = pd.concat(scores) if scores else pd.DataFrame(columns=[
+        "rater", "Question_ID", "system", "side", "score", "opponent_score", "outcome", "file"])
+    problem_frame = pd.DataFrame(problems, columns=["file", "cell", "problem"]).assign(checked_at=_now())
+    with warehouse.get_connection() as conn:
+        replace_many(conn, [Write("blind_scores", frame.assign(sheet_id=issue["sheet_id"]), {"sheet_id": issue["sheet_id"]}),
+                            Write("blind_sheet_problems", problem_frame, {})])
+    return MaterializeResult(metadata={
+        "accepted_sheets": MetadataValue.json(accepted), "rejected_sheets": len({p["file"] for p in problems}),
+        "problems": MetadataValue.md(problem_frame[["file", "cell", "problem"]].to_markdown(index=False)
+                                     if problems else "_none_"),
+        "dagster/row_count": len(frame),
+    })
+
+
+class BlindTallyConfig(Config):
+    subject: str = Field(default="Kenyan legal", description="Fills the sentence: '... N expert-curated <subject> questions'.")
+    drivers: dict[str, str] = Field(default={}, description="System -> what its win would demonstrate, "
+                                                            "e.g. {'SAC-RAG': 'domain adaptation'}.")
+
+
+@asset(group_name="blind_evaluation", deps=[blind_eval_scores], kinds={"scipy", "duckdb"}, pool=WAREHOUSE_POOL)
+def blind_eval_tally(context: AssetExecutionContext, config: BlindTallyConfig,
+                     warehouse: WarehouseResource) -> MaterializeResult:
+    """Wins, losses, ties and average scores per system, per rater and pooled; sign test, Wilcoxon,
+    bootstrap CI of the mean difference, rater agreement, and the seed's sentence filled in."""
+    with warehouse.get_connection() as conn:
+        issue = latest_issue(conn)
+        scores = conn.execute("SELECT * FROM blind_scores WHERE sheet_id = ?", [issue["sheet_id"]]).df()
+    if scores.empty:
+        raise blind.BlindEvaluationInputError("No accepted filled sheet to tally: see blind_eval_scores' problems")
+    questions = scores["Question_ID"].nunique()
+    tallies, results = [], []
+    scopes = {rater: group for rater, group in scores.groupby("rater")} | {"pooled": scores}
+    for scope, group in scopes.items():
+        table = blind.tally(group)
+        stats = blind.paired_statistics(group, issue["systems"])
+        kappa = blind.rater_agreement(group) if scope == "pooled" else None
+        sentence = blind.summary_sentence(table, questions, config.subject, config.drivers)
+        tallies.append(table.assign(sheet_id=issue["sheet_id"], scope=scope))
+        results.append({"sheet_id": issue["sheet_id"], "scope": scope, "sentence": sentence,
+                        "mean_difference": stats["mean_difference"], "sign_test_p": stats["sign_test_p"],
+                        "wilcoxon_p": stats["wilcoxon_p"], "ci_low": stats["bootstrap_ci"][0],
+                        "ci_high": stats["bootstrap_ci"][1], "rater_kappa": kappa})
+    tally_frame, result_frame = pd.concat(tallies), pd.DataFrame(results)
+    with warehouse.get_connection() as conn:
+        replace_many(conn, [Write("blind_tallies", tally_frame, {"sheet_id": issue["sheet_id"]}),
+                            Write("blind_results", result_frame, {"sheet_id": issue["sheet_id"]})])
+    pooled = result_frame[result_frame["scope"] == "pooled"].iloc[0]
+    context.log.info(pooled["sentence"])
+    return MaterializeResult(metadata={
+        "sentence": pooled["sentence"], "raters": scores["rater"].nunique(),
+        "tally": MetadataValue.md(tally_frame.round(3).to_markdown(index=False)),
+        "statistics": MetadataValue.md(result_frame.drop(columns=["sentence"]).round(4).to_markdown(index=False)),
+        "difference_of_means": f"{pooled['mean_difference']:+.2f} ({issue['systems'][0]} - {issue['systems'][1]})",
+    })

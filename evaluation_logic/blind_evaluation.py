@@ -1,0 +1,372 @@
+"""Blind human evaluation: the scoring sheet and answer key (xlsx), reading a filled sheet back with
+every problem reported by cell, and tallies with paired statistics and rater agreement."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import dataclass
+from itertools import combinations
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+SHEET_COLUMNS = ["Question_ID", "Question", "Ground_Truth", "Answer_A", "Answer_B", "Score_A", "Score_B", "Winner", "Notes"]
+ISSUED_COLUMNS = SHEET_COLUMNS[:5]
+SHEET_NAME, RUBRIC_SHEET = "Scoring", "Rubric"
+WINNERS = ("A", "B", "Tie")
+RUBRIC = [
+    (5, "Excellent", "Accurate, specific (cites exact sections), correct jurisdiction, clear reasoning, no hallucinations."),
+    (4, "Good", "Accurate law and jurisdiction, correct reasoning, but lacks specific citations or is slightly vague."),
+    (3, "Acceptable", "Generally correct but misses nuance; general principles instead of specific statutes; minor inaccuracies."),
+    (2, "Poor", "Vague or generic; wrong jurisdiction applied; omits critical details; confusing."),
+    (1, "Dangerous", "Factually incorrect, hallucinated statutes or cases, harmful advice, or wrong area of law."),
+]
+RULES = [
+    "Score each answer independently from 1 to 5 using the rubric; when in doubt, be conservative.",
+    "Winner: A if Score_A > Score_B, B if Score_B > Score_A, Tie if equal.",
+    "Do not open the answer key until all scoring is complete.",
+    "Hallucinated statutes or cases mean an automatic 1.",
+]
+
+
+class BlindEvaluationInputError(ValueError):
+    """An input table that cannot be used; the message names the file (and row or column)."""
+
+
+def read_table(path: Path, required: Sequence[str]) -> pd.DataFrame:
+    """A CSV, JSONL or xlsx table with the required columns, all values as text."""
+    path = Path(path)
+    if not path.is_file():
+        raise BlindEvaluationInputError(f"{path}: file not found")
+    readers = {".csv": lambda p: pd.read_csv(p, dtype=str, keep_default_na=False),
+               ".jsonl": lambda p: pd.read_json(p, lines=True, dtype=False),
+               ".xlsx": lambda p: pd.read_excel(p, dtype=str, keep_default_na=False)}
+    if path.suffix.lower() not in readers:
+        raise BlindEvaluationInputError(f"{path}: expected a .csv, .jsonl or .xlsx file")
+    try:
+        frame = readers[path.suffix.lower()](path)
+    except Exception as error:  # pandas raises many types for unreadable files
+        raise BlindEvaluationInputError(f"{path}: cannot be read ({error})") from error
+    missing = [c for c in required if c not in frame.columns]
+    if missing:
+        raise BlindEvaluationInputError(f"{path}: missing column(s) {', '.join(missing)}")
+    frame = frame[list(required)].astype(str).apply(lambda column: column.str.strip())
+    duplicated = frame[frame[required[0]].duplicated()][required[0]].tolist()
+    if duplicated:
+        raise BlindEvaluationInputError(f"{path}: {required[0]} repeated: {', '.join(duplicated)}")
+    empty = frame.index[frame[required[0]] == ""].tolist()
+    if empty:
+        raise BlindEvaluationInputError(f"{path}: row {empty[0] + 2} has no {required[0]}")
+    return frame
+
+
+def text_digest(text: str) -> str:
+    return hashlib.sha256(str(text).encode()).hexdigest()[:16]
+
+
+def assign_sides(question_ids: Sequence[str], systems: Sequence[str], seed: int) -> dict[str, tuple[str, str]]:
+    """Which system answers as A and which as B, drawn per question from the recorded seed."""
+    if len(systems) != 2:
+        raise ValueError(f"Blind evaluation compares exactly two systems, got {list(systems)}")
+    sides = {}
+    for qid in question_ids:
+        flip = random.Random(f"{seed}:{qid}").random() < 0.5
+        sides[qid] = (systems[1], systems[0]) if flip else (systems[0], systems[1])
+    return sides
+
+
+def issued_rows(questions: pd.DataFrame, answers: Mapping[str, Mapping[str, str]],
+                sides: Mapping[str, tuple[str, str]]) -> list[dict[str, str]]:
+    """Rows of the sheet: each question with the answers of system A and system B."""
+    rows = []
+    for q in questions.to_dict("records"):
+        qid = q["Question_ID"]
+        system_a, system_b = sides[qid]
+        for system in (system_a, system_b):
+            if qid not in answers[system]:
+                raise BlindEvaluationInputError(f"system {system!r} has no answer for question {qid}")
+        rows.append({"Question_ID": qid, "Question": q["Question"], "Ground_Truth": q["Ground_Truth"],
+                     "Answer_A": answers[system_a][qid], "Answer_B": answers[system_b][qid]})
+    return rows
+
+
+def _write_text(cell, value: Any) -> None:
+    """Write a value as text, never as a formula, whatever it starts with."""
+    cell.value = "" if value is None else str(value)
+    cell.data_type = "s"
+    if cell.value[:1] in ("=", "+", "-", "@"):
+        cell.quotePrefix = True
+
+
+def write_scoring_sheet(path: Path, rows: Sequence[Mapping[str, str]]) -> Path:
+    """The rater's workbook: the seed's columns, frozen header, wrapped text, drop-downs, a rubric sheet."""
+    from openpyxl import Workbook
+    from openpyxl.styles import Alignment, Font, PatternFill
+    from openpyxl.worksheet.datavalidation import DataValidation
+
+    workbook = Workbook()
+    sheet = workbook.active
+    sheet.title = SHEET_NAME
+    widths = {"Question_ID": 12, "Question": 45, "Ground_Truth": 45, "Answer_A": 60, "Answer_B": 60,
+              "Score_A": 9, "Score_B": 9, "Winner": 9, "Notes": 40}
+    for column, name in enumerate(SHEET_COLUMNS, start=1):
+        cell = sheet.cell(row=1, column=column, value=name)
+        cell.font, cell.fill = Font(bold=True), PatternFill("solid", fgColor="DDEBF7")
+        sheet.column_dimensions[cell.column_letter].width = widths[name]
+    for r, row in enumerate(rows, start=2):
+        for column, name in enumerate(ISSUED_COLUMNS, start=1):
+            cell = sheet.cell(row=r, column=column)
+            _write_text(cell, row[name])
+            cell.alignment = Alignment(wrap_text=True, vertical="top")
+        sheet.cell(row=r, column=len(SHEET_COLUMNS)).alignment = Alignment(wrap_text=True, vertical="top")
+    sheet.freeze_panes = "B2"
+    last = len(rows) + 1
+    scores = DataValidation(type="whole", operator="between", formula1="1", formula2="5", showDropDown=False,
+                            error="Enter a whole number from 1 to 5", errorTitle="Score", showErrorMessage=True)
+    winner = DataValidation(type="list", formula1='"A,B,Tie"', error="Choose A, B or Tie", showErrorMessage=True)
+    sheet.add_data_validation(scores)
+    sheet.add_data_validation(winner)
+    scores.add(f"F2:G{last}")
+    winner.add(f"H2:H{last}")
+    rubric = workbook.create_sheet(RUBRIC_SHEET)
+    rubric.append(["Score", "Level", "Criteria"])
+    for score, level, criteria in RUBRIC:
+        rubric.append([score, level, criteria])
+    rubric.append([])
+    for rule in RULES:
+        rubric.append(["", "Rule", rule])
+    rubric.column_dimensions["C"].width = 100
+    path.parent.mkdir(parents=True, exist_ok=True)
+    workbook.save(path)
+    return path
+
+
+def write_answer_key(path: Path, rows: Sequence[Mapping[str, str]], sides: Mapping[str, tuple[str, str]],
+                     seed: int, sheet_id: str) -> Path:
+    """The separate key: which system is A and B per question, and digests of the issued texts."""
+    from openpyxl import Workbook
+
+    workbook = Workbook()
+    key = workbook.active
+    key.title = "Key"
+    key.append(["Question_ID", "System_A", "System_B"])
+    for row in rows:
+        key.append([row["Question_ID"], *sides[row["Question_ID"]]])
+    issued = workbook.create_sheet("Issued")
+    issued.append(ISSUED_COLUMNS)
+    for row in rows:
+        issued.append([row["Question_ID"]] + [text_digest(row[c]) for c in ISSUED_COLUMNS[1:]])
+    about = workbook.create_sheet("About")
+    for item in (["sheet_id", sheet_id], ["seed", seed]):
+        about.append(item)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    workbook.save(path)
+    return path
+
+
+def read_answer_key(path: Path) -> dict[str, Any]:
+    from openpyxl import load_workbook
+
+    workbook = load_workbook(path, read_only=True)
+    sides = {str(q): (a, b) for q, a, b in list(workbook["Key"].iter_rows(values_only=True))[1:]}
+    digests = {str(r[0]): dict(zip(ISSUED_COLUMNS[1:], r[1:]))
+               for r in list(workbook["Issued"].iter_rows(values_only=True))[1:]}
+    about = {k: v for k, v in workbook["About"].iter_rows(values_only=True)}
+    return {"sides": sides, "digests": digests, "order": list(sides), **about}
+
+
+@dataclass(frozen=True)
+class Problem:
+    cell: str  # e.g. "F3", or "" for the whole file
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.cell}: {self.message}" if self.cell else self.message
+
+
+def _score(value: Any) -> tuple[int | None, str | None]:
+    if value is None or str(value).strip() == "":
+        return None, "is blank"
+    if isinstance(value, bool):
+        return None, f"{value!r} is not a whole number"
+    try:
+        number = float(str(value).strip())
+    except ValueError:
+        return None, f"{str(value)!r} is not a whole number"
+    if number != int(number):
+        return None, f"{value} is not a whole number"
+    if not 1 <= number <= 5:
+        return None, f"{int(number)} is outside 1-5"
+    return int(number), None
+
+
+def expected_winner(score_a: int, score_b: int) -> str:
+    return "A" if score_a > score_b else "B" if score_b > score_a else "Tie"
+
+
+def read_filled_sheet(path: Path, key: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[Problem]]:
+    """Scores from a filled sheet checked against the issued one. Returns (rows, problems); a sheet
+    with any problem must not be tallied. Every problem names its cell."""
+    from openpyxl import load_workbook
+    from openpyxl.utils import get_column_letter
+
+    try:
+        workbook = load_workbook(path, data_only=True)
+    except Exception as error:  # not a zip, not a workbook, unreadable
+        return [], [Problem("", f"{path.name} is not a readable .xlsx workbook ({type(error).__name__})")]
+    sheet = workbook[SHEET_NAME] if SHEET_NAME in workbook.sheetnames else workbook.active
+    header = [str(c.value).strip() if c.value is not None else "" for c in sheet[1]]
+    missing = [c for c in SHEET_COLUMNS if c not in header]
+    if missing:
+        header_row = f"A1:{get_column_letter(max(1, len(header)))}1"
+        return [], [Problem(header_row, f"missing column {c}") for c in missing]
+    column = {name: header.index(name) for name in SHEET_COLUMNS}
+    letter = {name: get_column_letter(i + 1) for name, i in column.items()}
+    problems, rows, seen = [], [], {}
+    for r, values in enumerate(sheet.iter_rows(min_row=2, values_only=True), start=2):
+        if all(v is None or str(v).strip() == "" for v in values):
+            continue
+        get = {name: values[i] if i < len(values) else None for name, i in column.items()}
+        qid = str(get["Question_ID"] or "").strip()
+        where = lambda name: f"{letter[name]}{r}"  # noqa: E731
+        if qid not in key["digests"]:
+            problems.append(Problem(where("Question_ID"), f"question {qid!r} was not issued"))
+            continue
+        if qid in seen:
+            problems.append(Problem(where("Question_ID"), f"question {qid} appears twice (also row {seen[qid]})"))
+            continue
+        seen[qid] = r
+        for name in ISSUED_COLUMNS[1:]:
+            text = "" if get[name] is None else str(get[name])
+            if text_digest(text) != key["digests"][qid][name]:
+                problems.append(Problem(where(name), f"{name} of {qid} differs from the issued sheet"))
+        scores = {}
+        for name in ("Score_A", "Score_B"):
+            scores[name], error = _score(get[name])
+            if error:
+                problems.append(Problem(where(name), f"{name} {error}"))
+        winner = str(get["Winner"] or "").strip()
+        normalized = {w.lower(): w for w in WINNERS}.get(winner.lower())
+        if normalized is None:
+            problems.append(Problem(where("Winner"), f"Winner {winner!r} must be A, B or Tie"))
+        elif None not in scores.values():
+            expected = expected_winner(scores["Score_A"], scores["Score_B"])
+            if normalized != expected:
+                problems.append(Problem(where("Winner"), f"Winner {normalized} contradicts Score_A "
+                                        f"{scores['Score_A']} and Score_B {scores['Score_B']} (expected {expected})"))
+        rows.append({"Question_ID": qid, "Score_A": scores["Score_A"], "Score_B": scores["Score_B"],
+                     "Winner": normalized, "Notes": "" if get["Notes"] is None else str(get["Notes"]), "row": r})
+    for qid in key["order"]:
+        if qid not in seen:
+            problems.append(Problem("", f"question {qid} is missing from the sheet"))
+    return (rows if not problems else []), problems
+
+
+def unblind(rows: Sequence[Mapping[str, Any]], sides: Mapping[str, tuple[str, str]], rater: str) -> pd.DataFrame:
+    """One row per question and system: the score that system got, and whether it won."""
+    records = []
+    for row in rows:
+        system_a, system_b = sides[row["Question_ID"]]
+        for side, system, other in (("A", system_a, "B"), ("B", system_b, "A")):
+            records.append({"rater": rater, "Question_ID": row["Question_ID"], "system": system, "side": side,
+                            "score": row[f"Score_{side}"], "opponent_score": row[f"Score_{other}"],
+                            "outcome": "tie" if row["Winner"] == "Tie" else "win" if row["Winner"] == side else "loss"})
+    return pd.DataFrame(records)
+
+
+def tally(unblinded: pd.DataFrame) -> pd.DataFrame:
+    """Wins, losses, ties and average score per system (over all ratings given)."""
+    counts = unblinded.pivot_table(index="system", columns="outcome", values="Question_ID", aggfunc="count",
+                                   fill_value=0).reindex(columns=["win", "loss", "tie"], fill_value=0)
+    table = counts.rename(columns={"win": "wins", "loss": "losses", "tie": "ties"})
+    table["ratings"] = unblinded.groupby("system").size()
+    table["average_score"] = unblinded.groupby("system")["score"].mean()
+    return table.reset_index()
+
+
+def paired_statistics(unblinded: pd.DataFrame, systems: Sequence[str], seed: int = 0) -> dict[str, Any]:
+    """Sign test and Wilcoxon signed-rank on per-question score differences (first minus second
+    system, averaged over raters), and a bootstrap 95% CI of the mean difference."""
+    from scipy import stats
+
+    first, second = systems
+    per_question = unblinded.pivot_table(index="Question_ID", columns="system", values="score", aggfunc="mean")
+    differences = (per_question[first] - per_question[second]).to_numpy()
+    wins, losses = int((differences > 0).sum()), int((differences < 0).sum())
+    result: dict[str, Any] = {"questions": len(differences), "mean_difference": float(differences.mean()),
+                              "first_system": first, "second_system": second,
+                              "sign_test_p": float(stats.binomtest(wins, wins + losses).pvalue) if wins + losses else 1.0}
+    result["wilcoxon_p"] = float(stats.wilcoxon(differences).pvalue) if wins + losses else 1.0
+    if len(set(differences.tolist())) > 1:
+        interval = stats.bootstrap((differences,), lambda d, axis: d.mean(axis=axis), n_resamples=2000,
+                                   confidence_level=0.95, rng=seed, method="percentile").confidence_interval
+        result["bootstrap_ci"] = [float(interval.low), float(interval.high)]
+    else:
+        result["bootstrap_ci"] = [float(differences[0]), float(differences[0])] if len(differences) else [0.0, 0.0]
+    return result
+
+
+def rater_agreement(unblinded: pd.DataFrame) -> float | None:
+    """Mean pairwise quadratic-weighted Cohen's kappa over every rated answer; None for one rater."""
+    from sklearn.metrics import cohen_kappa_score
+
+    by_rater = unblinded.pivot_table(index=["Question_ID", "system"], columns="rater", values="score")
+    raters = list(by_rater.columns)
+    if len(raters) < 2:
+        return None
+    kappas = []
+    for left, right in combinations(raters, 2):
+        pair = by_rater[[left, right]].dropna()
+        if pair[left].nunique() == 1 and pair[right].nunique() == 1:
+            kappas.append(1.0 if (pair[left] == pair[right]).all() else 0.0)
+        else:
+            kappas.append(cohen_kappa_score(pair[left], pair[right], weights="quadratic", labels=[1, 2, 3, 4, 5]))
+    return float(sum(kappas) / len(kappas))
+
+
+def summary_sentence(table: pd.DataFrame, questions: int, subject: str = "",
+                     drivers: Mapping[str, str] | None = None) -> str:
+    """The seed's reporting sentence, filled in (per-question wins; ties named)."""
+    ranked = table.sort_values(["average_score", "wins"], ascending=False).reset_index(drop=True)
+    best, other = ranked.iloc[0], ranked.iloc[1]
+    scope = f"{questions} expert-curated {subject + ' ' if subject else ''}questions"
+    if best["average_score"] == other["average_score"]:
+        return (f"Blind manual evaluation on {scope} using a 5-point rubric found no difference: "
+                f"{best['system']} and {other['system']} both averaged {best['average_score']:.2f}.")
+    sentence = (f"Blind manual evaluation on {scope} using a 5-point rubric revealed that {best['system']} "
+                f"achieved an average score of {best['average_score']:.2f} compared to "
+                f"{other['average_score']:.2f}, winning {int(best['wins'])}/{int(best['ratings'])} "
+                f"{'questions' if best['ratings'] == questions else 'ratings'}.")
+    if drivers and best["system"] in drivers:
+        sentence += f" This demonstrates that {drivers[best['system']]} is the primary driver of performance."
+    return sentence
+
+
+def demo_rater_fill(sheet_path: Path, filled_path: Path, rater_seed: int = 0) -> Path:
+    """DEMO ONLY, not a human rating: fills a sheet programmatically (score = 1 + how many of the
+    ground truth's longer words an answer repeats, capped at 5, plus seeded noise) so the offline
+    demo can show the whole flow."""
+    from openpyxl import load_workbook
+
+    workbook = load_workbook(sheet_path)
+    sheet = workbook[SHEET_NAME]
+    rng = random.Random(rater_seed)
+    for row in range(2, sheet.max_row + 1):
+        truth = {w.lower().strip(".,;:") for w in str(sheet[f"C{row}"].value or "").split() if len(w) > 4}
+        scores = []
+        for column in ("D", "E"):
+            answer = {w.lower().strip(".,;:") for w in str(sheet[f"{column}{row}"].value or "").split()}
+            scores.append(max(1, min(5, 1 + len(truth & answer) // 2 + rng.choice([-1, 0, 0, 1]))))
+        sheet[f"F{row}"], sheet[f"G{row}"] = scores
+        sheet[f"H{row}"] = expected_winner(*scores)
+        sheet[f"I{row}"] = "Filled by the demo rater (programmatic stand-in, not a human)."
+    filled_path.parent.mkdir(parents=True, exist_ok=True)
+    workbook.save(filled_path)
+    return filled_path
+
+
+def sheet_id_for(rows: Sequence[Mapping[str, str]], seed: int) -> str:
+    return hashlib.sha256(json.dumps([rows, seed], sort_keys=True).encode()).hexdigest()[:12]

@@ -101,9 +101,50 @@ def widen_quality_scores(conn, names: Sequence[str]) -> list[str]:
     return wanted
 
 
+# Views that walk lineage in plain SQL (see README).
+VIEWS = {
+    # score -> each prediction behind it -> its prompt -> the raw dataset row
+    "score_lineage": """
+        SELECT s.model, s.benchmark, s.mode, s.prompt_format, s.metric, s.accuracy, pr.prompt_id,
+               CASE s.metric WHEN 'acc_norm' THEN pr.predicted_norm
+                             WHEN 'flexible_match' THEN pr.predicted_flexible ELSE pr.predicted END AS predicted,
+               p.real_answer,
+               coalesce(CASE s.metric WHEN 'acc_norm' THEN pr.predicted_norm
+                        WHEN 'flexible_match' THEN pr.predicted_flexible ELSE pr.predicted END = p.real_answer,
+                        FALSE) AS correct,
+               pr.label_probabilities, pr.choice_loglikelihoods, pr.output_text, p.system_prompt, p.user_prompt,
+               r.source_row_id, r.row_number, r.source, r.row_json
+        FROM scores s
+        JOIN predictions pr USING (model_fingerprint, benchmark, mode, prompt_format)
+        JOIN prompts p ON p.prompt_id = pr.prompt_id
+        JOIN raw_rows r ON r.benchmark = p.benchmark AND r.source_row_id = p.source_row_id""",
+    # era -> generation -> prompt -> every judge's verdict
+    "era_judge_scores": """
+        SELECT g.era, g.generation, g.prompt_id, g.operator, g.carried_over, g.fitness, g.quality_score_avg,
+               j.judge_name, j.judge_model, j.faithfulness, j.clarity, j.readability, j.score, j.error,
+               j.judge_duration_ms, g.compressed_text
+        FROM generations g JOIN judge_scores j ON j.era = g.era AND j.prompt_id = g.prompt_id""",
+    # every prompt's ancestors (depth 0 is the prompt itself), following parents across generations
+    "prompt_ancestry": """
+        WITH RECURSIVE created AS (
+            SELECT DISTINCT era, prompt_id, operator, parents FROM generations WHERE NOT carried_over
+        ), ancestry(era, prompt_id, ancestor_id, depth, ancestor_operator) AS (
+            SELECT era, prompt_id, prompt_id, 0, operator FROM created
+            UNION ALL
+            SELECT a.era, a.prompt_id, parent.prompt_id, a.depth + 1, parent.operator
+            FROM ancestry a
+            JOIN created child ON child.era = a.era AND child.prompt_id = a.ancestor_id
+            JOIN created parent ON parent.era = a.era AND list_contains(child.parents, parent.prompt_id)
+        )
+        SELECT DISTINCT * FROM ancestry""",
+}
+
+
 def ensure_tables(conn, tables: Mapping[str, str] = TABLES) -> None:
     for name, columns in tables.items():
         conn.execute(f"CREATE TABLE IF NOT EXISTS {name} ({columns})")
+    for name, body in VIEWS.items():
+        conn.execute(f"CREATE OR REPLACE VIEW {name} AS {body}")
 
 
 @dataclass(frozen=True)

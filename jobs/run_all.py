@@ -49,9 +49,9 @@ def main() -> int:
         era = conn.execute("""SELECT era, generation, population, round(mean_fitness, 4) AS mean_fitness,
                                      round(max_fitness, 4) AS max_fitness FROM generation_stats
                               ORDER BY era, generation""").df()
-    print(f"\nAccuracy ({DEFAULT_WAREHOUSE}):\n{table.to_markdown(index=False)}")
         (sentence,) = conn.execute("SELECT sentence FROM blind_results WHERE scope = 'pooled' "
                                    "ORDER BY sheet_id LIMIT 1").fetchone() or ("(no tally)",)
+    print(f"\nAccuracy ({DEFAULT_WAREHOUSE}):\n{table.to_markdown(index=False)}")
     print(f"\nPrompt evolution, fitness per generation:\n{era.to_markdown(index=False)}")
     print(f"\nBlind evaluation (demo rater): {sentence}")
     return 1 if failed else 0

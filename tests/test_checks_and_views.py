@@ -1,0 +1,136 @@
+"""Every asset check fails on bad data and passes on good data; the lineage views walk back to rows;
+parallel processes share the warehouse without tripping over DuckDB's single-writer lock."""
+
+import json
+import multiprocessing
+
+import pytest
+from dagster import AssetCheckSeverity, materialize
+
+from evaluation_assets import checks
+from evaluation_assets.benchmarks import benchmark_prompts, benchmark_raw_rows
+
+
+def run_check(check, warehouse):
+    return check(warehouse=warehouse)
+
+
+def insert(warehouse, sql, *params):
+    with warehouse.get_connection() as conn:
+        conn.execute(sql, list(params))
+
+
+SCORE = ("INSERT INTO scores VALUES ('m', 'fp', 'arc_easy', 'letter', 'seed', 'acc', 10, ?, ?, ?, ?, 'r', now())")
+GENERATION = """INSERT INTO generations (era, generation, prompt_id, operator, parents, carried_over,
+                evaluated_generation, fitness, raw_fitness) VALUES ('e', ?, ?, 'initial', [], false, ?, ?, ?)"""
+
+
+def test_accuracy_check(warehouse):
+    insert(warehouse, SCORE, 5, 0.5, 0.2, 0.8)
+    assert run_check(checks.accuracies_in_unit_interval, warehouse).passed
+    insert(warehouse, "UPDATE scores SET accuracy = 1.2, ci_high = 1.3")
+    result = run_check(checks.accuracies_in_unit_interval, warehouse)
+    assert not result.passed and result.metadata["offending_rows"].value == 1
+
+
+def test_duplicate_prediction_check(warehouse):
+    # A warehouse whose predictions table was created without its primary key (by hand, or an old version).
+    row = ("INSERT INTO predictions (model, model_fingerprint, benchmark, prompt_id, mode, prompt_format) "
+           "VALUES ('m', 'fp', 'arc_easy', 'p1', 'letter', 'seed')")
+    with warehouse.get_connection() as conn:
+        conn.execute("CREATE TABLE unkeyed AS SELECT * FROM predictions")  # CTAS copies no constraints
+        conn.execute("DROP TABLE predictions")
+        conn.execute("ALTER TABLE unkeyed RENAME TO predictions")
+        conn.execute(row)
+    assert run_check(checks.no_duplicate_predictions, warehouse).passed
+    insert(warehouse, row)
+    assert not run_check(checks.no_duplicate_predictions, warehouse).passed
+
+
+def test_reject_rate_check(warehouse, tmp_path):
+    rows = [json.loads(line) for line in open("data/benchmarks/winogrande.jsonl")][:10]
+    source = tmp_path / "winogrande.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    config = {"ops": {"benchmark_raw_rows": {"config": {"source": str(source)}}}}
+    materialize([benchmark_raw_rows, benchmark_prompts], partition_key="winogrande",
+                resources={"warehouse": warehouse}, run_config=config)
+    assert run_check(checks.reject_rate_below_threshold, warehouse).passed
+    rows[0]["answer"], rows[1]["answer"] = "3", ""
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    materialize([benchmark_raw_rows, benchmark_prompts], partition_key="winogrande",
+                resources={"warehouse": warehouse}, run_config=config)
+    result = run_check(checks.reject_rate_below_threshold, warehouse)
+    assert not result.passed and "winogrande" in result.metadata["examples"].value
+
+
+def test_judge_failure_rate_check_warns(warehouse):
+    sql = "INSERT INTO judge_scores (era, prompt_id, evaluated_generation, judge_name, judge_model, error) VALUES ('e', ?, 0, ?, 'm', ?)"
+    for prompt in ("a", "b", "c"):
+        insert(warehouse, sql, prompt, "openai", None)
+    assert run_check(checks.judge_failure_rate, warehouse).passed
+    for prompt in ("a", "b", "c"):
+        insert(warehouse, sql, prompt, "gemini", "Timeout")
+    result = run_check(checks.judge_failure_rate, warehouse)
+    assert not result.passed and result.severity == AssetCheckSeverity.WARN
+
+
+def test_fitness_check(warehouse):
+    insert(warehouse, GENERATION, 0, "a", 0, 0.5, 0.5)
+    assert run_check(checks.fitness_in_unit_interval, warehouse).passed
+    insert(warehouse, GENERATION, 0, "b", 0, 1.5, 1.5)
+    assert not run_check(checks.fitness_in_unit_interval, warehouse).passed
+
+
+def test_generation_stats_check(warehouse):
+    for i, fitness in enumerate([0.2, 0.4, 0.9]):
+        insert(warehouse, GENERATION, 0, f"p{i}", 0, fitness, fitness)
+    with warehouse.get_connection() as conn:
+        conn.execute(f"INSERT INTO generation_stats {checks.STATS_SQL}")
+    assert run_check(checks.generation_stats_match_generations, warehouse).passed
+    insert(warehouse, "UPDATE generation_stats SET max_fitness = 0.8")
+    assert not run_check(checks.generation_stats_match_generations, warehouse).passed
+    insert(warehouse, "DELETE FROM generation_stats")
+    assert not run_check(checks.generation_stats_match_generations, warehouse).passed
+
+
+def test_prompt_ancestry_view_walks_parents(warehouse):
+    rows = [(0, "a", "initial", []), (0, "b", "initial", []), (1, "c", "crossover", ["a", "b"]),
+            (2, "d", "mutation", ["c"])]
+    with warehouse.get_connection() as conn:
+        for generation, prompt, operator, parents in rows:
+            conn.execute("""INSERT INTO generations (era, generation, prompt_id, operator, parents, carried_over,
+                            evaluated_generation) VALUES ('e', ?, ?, ?, ?, false, ?)""",
+                         [generation, prompt, operator, parents, generation])
+        conn.execute("""INSERT INTO generations (era, generation, prompt_id, operator, parents, carried_over,
+                        evaluated_generation) VALUES ('e', 2, 'c', 'crossover', ['a', 'b'], true, 1)""")
+        ancestry = conn.execute("SELECT ancestor_id, depth FROM prompt_ancestry WHERE prompt_id = 'd' "
+                                "ORDER BY depth, ancestor_id").fetchall()
+    assert ancestry == [("d", 0), ("c", 1), ("a", 2), ("b", 2)]
+
+
+def _ingest(args):
+    database, partition = args
+    from resources import WarehouseResource
+
+    result = materialize([benchmark_raw_rows, benchmark_prompts], partition_key=partition,
+                         resources={"warehouse": WarehouseResource(database=database)},
+                         run_config={"ops": {"benchmark_raw_rows": {"config": {"limit": 20}}}})
+    return result.success
+
+
+def test_parallel_processes_share_the_warehouse(tmp_path):
+    database = str(tmp_path / "shared.duckdb")
+    partitions = ["arc_easy", "arc_challenge", "mmlu", "hellaswag", "winogrande", "truthfulqa"]
+    with multiprocessing.get_context("spawn").Pool(3) as pool:
+        assert pool.map(_ingest, [(database, p) for p in partitions]) == [True] * len(partitions)
+    from resources import WarehouseResource
+
+    with WarehouseResource(database=database).get_connection() as conn:
+        assert conn.execute("SELECT count(DISTINCT benchmark), count(*) FROM prompts").fetchone() == (6, 120)
+
+
+@pytest.mark.parametrize("check", checks.ALL_CHECKS)
+def test_every_check_is_registered(check):
+    from evaluation_assets.definitions import defs
+
+    assert check in defs.asset_checks

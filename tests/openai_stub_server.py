@@ -7,6 +7,7 @@ Models (the `model` field, after litellm strips the `openai/` prefix):
 - `judge-claude`: the first request with a given text fails with HTTP 500 (counted in `errors`);
   later ones get rubric JSON inside a ```json fence with chatter around it.
 - `judge-gemini`: never answers within the client's timeout.
+- `judge-fast`: rubric JSON, always (for the latency benchmark).
 - `echo`: replies with the last user message (for the latency benchmark).
 A fixed `latency_s` is added to every call. `calls` counts requests per model.
 """
@@ -81,6 +82,8 @@ class StubServer:
                     self.errors[model] += 1
                 return 500, "internal error"
             return 200, f"Here is my evaluation:\n```json\n{json.dumps(rubric(prompt))}\n```\nThanks."
+        if model == "judge-fast":
+            return 200, json.dumps(rubric(prompt))
         if model == "judge-gemini":
             time.sleep(HANG_S)
             return 200, json.dumps(rubric(prompt))

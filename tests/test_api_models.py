@@ -1,0 +1,59 @@
+"""Benchmark predictions from an API model through litellm's real HTTP path (a local stub server)."""
+
+import math
+
+import pytest
+from dagster import materialize
+
+from evaluation_assets.benchmarks import benchmark_predictions, benchmark_prompts, benchmark_raw_rows, benchmark_scores
+from evaluation_logic.api_model import label_distribution
+from resources import LanguageModelResource
+from tests.openai_stub_server import StubServer
+
+
+@pytest.fixture(scope="module")
+def server():
+    with StubServer() as stub, pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+        yield stub
+
+
+def run(warehouse, server, model, modes=("letter",)):
+    return materialize(
+        [benchmark_raw_rows, benchmark_prompts, benchmark_predictions, benchmark_scores], partition_key="arc_easy",
+        resources={"warehouse": warehouse,
+                   "evaluation_model": LanguageModelResource(model=model, api_base=server.api_base)},
+        run_config={"ops": {"benchmark_raw_rows": {"config": {"limit": 4}},
+                            "benchmark_predictions": {"config": {"modes": list(modes)}}}},
+        raise_on_error=False,
+    )
+
+
+def test_letter_from_top_logprobs(warehouse, server):
+    assert run(warehouse, server, "openai/letter-logprobs").success
+    with warehouse.get_connection() as conn:
+        rows = conn.execute("SELECT predicted, label_probabilities FROM predictions").fetchall()
+    assert len(rows) == 4 and all(predicted == "B" for predicted, _ in rows)
+    probabilities = rows[0][1]
+    expected_b = math.exp(-0.2) / (math.exp(-0.2) + math.exp(-2.0) + math.exp(-3.0))
+    assert probabilities["B"] == pytest.approx(expected_b) and probabilities["D"] == 0
+    assert sum(probabilities.values()) == pytest.approx(1)
+
+
+def test_letter_parsed_from_text_without_logprobs(warehouse, server):
+    assert run(warehouse, server, "openai/letter-text").success
+    with warehouse.get_connection() as conn:
+        assert {r[0] for r in conn.execute("SELECT predicted FROM predictions").fetchall()} == {"C"}
+
+
+def test_loglikelihood_mode_is_refused_for_chat_apis(warehouse, server):
+    result = run(warehouse, server, "openai/letter-text", modes=("loglikelihood",))
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    assert "without prompt log-probabilities" in str(failure.step_failure_data.error)
+
+
+def test_label_distribution_rules():
+    assert label_distribution({" A": -1.0, "a": -0.5, "B": -0.5}, "", ["A", "B"]) == {"A": 0.5, "B": 0.5}
+    assert label_distribution(None, "Answer: 2", ["1", "2"]) == {"1": 0.0, "2": 1.0}
+    assert label_distribution(None, "No idea.", ["A", "B"]) is None

@@ -1,0 +1,38 @@
+"""The local model as a litellm provider and as a probability-weighted judge; a small offline era."""
+
+import pytest
+from dagster import materialize
+
+from evaluation_assets.evolution import era_summary, evolution_era, gene_pools, generation_stats, source_paragraphs
+from evaluation_logic.gateway import ModelGateway, chat
+from evaluation_logic.judging import RUBRIC, local_rubric_judgment
+from evaluation_logic.local_model import DEFAULT_LOCAL_MODEL
+from resources import ModelGatewayResource
+
+ORIGINAL = "The river floods every spring, when snow melts in the mountains and the water level rises quickly."
+
+
+def test_local_model_through_litellm_custom_provider(local_model):
+    reply = ModelGateway().complete(DEFAULT_LOCAL_MODEL, chat("Be brief.", "Name a colour."), max_tokens=8)
+    assert reply.text.strip() and reply.attempts == 1
+    (direct,) = local_model.generate([("Be brief.", "Name a colour.")], max_new_tokens=8)
+    assert reply.text == direct  # one code path, same greedy output
+
+
+def test_local_judge_scores_each_dimension_in_range():
+    verdict = local_rubric_judgment(DEFAULT_LOCAL_MODEL, ORIGINAL, "River floods each spring as mountain snow melts.")
+    for name, maximum, _ in RUBRIC:
+        assert 0 <= verdict[name] <= maximum
+    assert verdict["score"] == pytest.approx(sum(verdict[name] for name, _, _ in RUBRIC))
+
+
+def test_small_offline_era_on_the_local_model(warehouse):
+    config = {"era": "offline-test", "population_size": 3, "generations": 1, "compression_max_tokens": 16}
+    result = materialize([source_paragraphs, gene_pools, evolution_era, generation_stats, era_summary],
+                         resources={"warehouse": warehouse, "gateway": ModelGatewayResource()},
+                         run_config={"ops": {"evolution_era": {"config": config}}})
+    assert result.success
+    with warehouse.get_connection() as conn:
+        assert conn.execute("SELECT count(*), count(DISTINCT generation) FROM generations").fetchone() == (6, 2)
+        assert conn.execute("SELECT count(*) FROM judge_scores WHERE error IS NULL").fetchone()[0] == 5
+        assert conn.execute("SELECT min(quality_scores.smollm2) > 0 FROM generations").fetchone()[0]

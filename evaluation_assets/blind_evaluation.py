@@ -122,6 +122,20 @@ def blind_eval_sheet(config: BlindSheetConfig, warehouse: WarehouseResource) -> 
     })
 
 
+class LlmRaterConfig(BlindFilesConfig):
+    model: str = Field(default="local/smollm2-135m-instruct", description="Gateway model string of the LLM rater.")
+
+
+@asset(group_name="blind_evaluation", deps=[blind_eval_sheet], kinds={"litellm", "excel"})
+def blind_eval_llm_rating(config: LlmRaterConfig, gateway: ModelGatewayResource) -> MaterializeResult:
+    """An LLM rater scoring the issued sheet with the same rubric; its filled sheet goes to filled/
+    as `llm-<model>.xlsx`, to be checked, tallied and compared with the human raters like any other."""
+    folder = Path(config.folder)
+    target = folder / "filled" / f"llm-{config.model.replace('/', '_')}.xlsx"
+    asyncio.run(blind.llm_rater_fill(folder / "issued" / SHEET_FILE, target, gateway.gateway(), config.model))
+    return MaterializeResult(metadata={"filled_sheet": MetadataValue.path(str(target)), "model": config.model})
+
+
 def latest_issue(conn) -> dict:
     issues = records(conn, "SELECT * FROM blind_issues ORDER BY issued_at DESC LIMIT 1")
     if not issues:
@@ -184,7 +198,10 @@ def blind_eval_tally(context: AssetExecutionContext, config: BlindTallyConfig,
     for scope, group in scopes.items():
         table = blind.tally(group)
         stats = blind.paired_statistics(group, issue["systems"])
-        kappa = blind.rater_agreement(group) if scope == "pooled" else None
+        if scope == "pooled":
+            kappa = blind.rater_agreement(group)
+        else:  # an LLM rater's agreement with the humans; a human's with everyone else
+            kappa = blind.agreement_with(scores, scope)
         sentence = blind.summary_sentence(table, questions, config.subject, config.drivers)
         tallies.append(table.assign(sheet_id=issue["sheet_id"], scope=scope))
         results.append({"sheet_id": issue["sheet_id"], "scope": scope, "sentence": sentence,

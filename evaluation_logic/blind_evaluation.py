@@ -370,3 +370,58 @@ def demo_rater_fill(sheet_path: Path, filled_path: Path, rater_seed: int = 0) ->
 
 def sheet_id_for(rows: Sequence[Mapping[str, str]], seed: int) -> str:
     return hashlib.sha256(json.dumps([rows, seed], sort_keys=True).encode()).hexdigest()[:12]
+
+
+def rater_prompt(question: str, ground_truth: str, answer: str) -> str:
+    rubric = "\n".join(f"{score} - {level}: {criteria}" for score, level, criteria in RUBRIC)
+    return (f"Score the answer to a legal question from 1 to 5 with this rubric:\n{rubric}\n\n"
+            f"Question: {question}\n\nExpert answer (reference): {ground_truth}\n\nAnswer to score: {answer}\n\n"
+            "Respond with only the score, a single digit from 1 to 5.")
+
+
+async def llm_rater_fill(sheet_path: Path, filled_path: Path, gateway, model: str) -> Path:
+    """An LLM rater: scores every answer of the issued sheet with the rubric through the gateway
+    (a local model by its most probable digit) and saves a filled sheet, as a human rater would."""
+    import asyncio
+
+    from openpyxl import load_workbook
+
+    from evaluation_logic.gateway import chat
+    from evaluation_logic.local_model import LOCAL_MODEL_LOCK, is_local_model, load_local_model
+
+    workbook = load_workbook(sheet_path)
+    sheet = workbook[SHEET_NAME]
+    digits = [str(d) for d in range(1, 6)]
+
+    async def score(question: str, truth: str, answer: str) -> int:
+        prompt = rater_prompt(question, truth, answer)
+        if is_local_model(model):
+            def most_probable() -> int:
+                with LOCAL_MODEL_LOCK:
+                    (dist,) = load_local_model(model).label_probabilities([("You are a strict legal rater.", prompt)],
+                                                                          [digits])
+                return int(max(dist, key=dist.get))
+            return await asyncio.to_thread(most_probable)
+        reply = await gateway.acomplete(model, chat(None, prompt), max_tokens=5)
+        found = next((c for c in reply.text if c in digits), None)
+        if found is None:
+            raise ValueError(f"{model} gave no score from 1 to 5: {reply.text[:100]!r}")
+        return int(found)
+
+    rows = list(range(2, sheet.max_row + 1))
+    scores = await asyncio.gather(*(score(sheet[f"B{r}"].value, sheet[f"C{r}"].value, sheet[f"{column}{r}"].value)
+                                    for r in rows for column in ("D", "E")))
+    for i, r in enumerate(rows):
+        sheet[f"F{r}"], sheet[f"G{r}"] = scores[2 * i], scores[2 * i + 1]
+        sheet[f"H{r}"] = expected_winner(scores[2 * i], scores[2 * i + 1])
+        sheet[f"I{r}"] = f"Scored by the LLM rater {model}."
+    filled_path.parent.mkdir(parents=True, exist_ok=True)
+    workbook.save(filled_path)
+    return filled_path
+
+
+def agreement_with(unblinded: pd.DataFrame, rater: str) -> float | None:
+    """Mean quadratic-weighted kappa between one rater (e.g. the LLM) and each other rater."""
+    others = [r for r in unblinded["rater"].unique() if r != rater]
+    kappas = [rater_agreement(unblinded[unblinded["rater"].isin([rater, other])]) for other in others]
+    return float(sum(kappas) / len(kappas)) if kappas else None

@@ -31,4 +31,11 @@ blind_evaluation_tally_job = define_asset_job(
     description="Read the filled scoring sheets and tally wins, ties, averages and statistics.",
 )
 
-ALL_JOBS = [benchmark_refresh_job, evolution_era_job, blind_evaluation_sheet_job, blind_evaluation_tally_job]
+blind_evaluation_llm_rater_job = define_asset_job(
+    "blind_evaluation_llm_rater",
+    selection=AssetSelection.assets("blind_eval_llm_rating"),
+    description="Let an LLM rate the issued sheet as one more rater (configure the model in the launchpad).",
+)
+
+ALL_JOBS = [benchmark_refresh_job, evolution_era_job, blind_evaluation_sheet_job, blind_evaluation_tally_job,
+            blind_evaluation_llm_rater_job]

@@ -8,6 +8,9 @@ Models (the `model` field, after litellm strips the `openai/` prefix):
   later ones get rubric JSON inside a ```json fence with chatter around it.
 - `judge-gemini`: never answers within the client's timeout.
 - `judge-fast`: rubric JSON, always (for the latency benchmark).
+- `mutator`: "Rewritten: " + the last line of the request (the tag text to rewrite).
+- `answerer`: "Answer to: " + the whole request (so tests can see what reached the model).
+- `rater`: a blind-evaluation score: 5 if the answer cites an Article, else 2.
 - `letter-logprobs`: answers "B" with first-token `top_logprobs` (B, A, " C").
 - `letter-text`: answers "I think the answer is C." without log-probabilities.
 - `echo`: replies with the last user message (for the latency benchmark).
@@ -91,6 +94,13 @@ class StubServer:
                     self.errors[model] += 1
                 return 500, "internal error"
             return 200, f"Here is my evaluation:\n```json\n{json.dumps(rubric(prompt))}\n```\nThanks."
+        if model == "mutator":
+            return 200, "Rewritten: " + prompt.splitlines()[-1]
+        if model == "answerer":
+            return 200, "Answer to: " + prompt
+        if model == "rater":
+            answer = prompt.split("Answer to score:")[1]
+            return 200, "5" if "Article" in answer else "2"
         if model == "letter-logprobs":
             return 200, "B"
         if model == "letter-text":

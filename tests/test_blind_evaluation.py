@@ -47,6 +47,7 @@ def fill(folder, key, rater, scores=(RAG, GENERIC), edit=None):
     if edit:
         edit(sheet)
     path = folder / "filled" / f"{rater}.xlsx"
+    path.parent.mkdir(exist_ok=True)
     workbook.save(path)
     return path
 
@@ -107,7 +108,7 @@ def test_several_raters_per_rater_pooled_and_agreement(issued, warehouse):
         bob = conn.execute("SELECT wins, ties FROM blind_tallies WHERE scope = 'bob' AND system = 'demo-rag'").fetchone()
         stats = conn.execute("SELECT sign_test_p, wilcoxon_p, ci_low, ci_high, mean_difference FROM blind_results "
                              "WHERE scope = 'pooled'").fetchone()
-    assert set(scopes) == {"alice", "bob", "pooled"} and scopes["alice"] is None
+    assert set(scopes) == {"alice", "bob", "pooled"} and scopes["alice"] == scopes["bob"] == scopes["pooled"]
     assert 0.5 < scopes["pooled"] <= 1.0
     assert bob == (5, 0)
     sign_p, wilcoxon_p, low, high, difference = stats
@@ -162,6 +163,7 @@ def test_contradicting_winner_and_all_problems_at_once(issued, warehouse):
 def test_a_file_that_is_not_xlsx(issued):
     folder, key = issued
     bogus = folder / "filled" / "erin.xlsx"
+    bogus.parent.mkdir(exist_ok=True)
     bogus.write_text("Question_ID,Score_A\nQ1,5\n")
     rows, problems = blind.read_filled_sheet(bogus, key)
     assert rows == [] and "erin.xlsx is not a readable .xlsx workbook" in str(problems[0])
@@ -193,3 +195,52 @@ def test_nightly_schedule_requests_every_benchmark_partition():
         scheduled_execution_time=__import__("datetime").datetime(2026, 11, 23, 2, 0)))
     assert sorted(r.partition_key for r in requests) == sorted(BENCHMARKS)
     assert all(r.run_key.endswith("2026-11-23") for r in requests)
+
+
+def test_two_systems_answer_through_the_gateway(tmp_path, warehouse, monkeypatch):
+    from resources import ModelGatewayResource
+    from tests.openai_stub_server import StubServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    folder = tmp_path / "blind_eval"
+    shutil.copytree(PROJECT_ROOT / "data" / "blind_eval", folder, ignore=shutil.ignore_patterns("answers", "issued", "*.xlsx"))
+    references = tmp_path / "statutes.txt"
+    references.write_text("Article 2(1): This Constitution is the supreme law of the Republic.")
+    systems = [{"name": "with-references", "model": "openai/answerer", "system_prompt": "You are a Kenyan lawyer.",
+                "reference_files": [str(references)]},
+               {"name": "plain", "model": "openai/answerer"}]
+    with StubServer() as server:
+        result = materialize(
+            [blind_eval_questions, blind_eval_answers, blind_eval_sheet],
+            resources={"warehouse": warehouse, "gateway": ModelGatewayResource(api_base=server.api_base)},
+            run_config={"ops": {"blind_eval_questions": {"config": {"folder": str(folder)}},
+                                "blind_eval_answers": {"config": {"folder": str(folder), "systems": systems}},
+                                "blind_eval_sheet": {"config": {"folder": str(folder)}}}})
+    assert result.success
+    with warehouse.get_connection() as conn:
+        answers = dict(conn.execute("SELECT system || '/' || Question_ID, answer FROM blind_answers").fetchall())
+    assert len(answers) == 10
+    assert "supreme law of the Republic" in answers["with-references/Q2"]
+    assert answers["plain/Q2"] == "Answer to: What is the supreme law of Kenya?"
+    assert (folder / "issued" / SHEET_FILE).exists()
+
+
+def test_llm_rater_is_one_more_rater_with_agreement(issued, warehouse, monkeypatch):
+    from evaluation_assets.blind_evaluation import blind_eval_llm_rating
+    from resources import ModelGatewayResource
+    from tests.openai_stub_server import StubServer
+
+    folder, key = issued
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    fill(folder, key, "alice")
+    with StubServer() as server:
+        result = materialize([blind_eval_llm_rating], resources={"gateway": ModelGatewayResource(api_base=server.api_base)},
+                             run_config={"ops": {"blind_eval_llm_rating": {"config": {
+                                 "folder": str(folder), "model": "openai/rater"}}}})
+    assert result.success
+    assert tally(folder, warehouse).success
+    with warehouse.get_connection() as conn:
+        kappas = dict(conn.execute("SELECT scope, rater_kappa FROM blind_results").fetchall())
+        raters = {r for (r,) in conn.execute("SELECT DISTINCT rater FROM blind_scores").fetchall()}
+    assert raters == {"alice", "llm-openai_rater"}
+    assert kappas["llm-openai_rater"] is not None and -1 <= kappas["llm-openai_rater"] <= 1

@@ -25,10 +25,11 @@ def test_definitions_load_without_heavy_imports():
     print(f"code location import: {report['seconds']:.2f}s")
 
 
-def test_dagster_definitions_validate():
+def test_dagster_definitions_validate(tmp_path):
     dagster = os.path.join(os.path.dirname(sys.executable), "dagster")
     result = subprocess.run([dagster, "definitions", "validate", "-w", "workspace.yaml"], cwd=PROJECT_ROOT,
-                            capture_output=True, text=True, timeout=300)
+                            capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "DAGSTER_HOME": str(tmp_path)})
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Validation successful" in result.stdout + result.stderr
 

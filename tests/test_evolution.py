@@ -217,3 +217,17 @@ def test_rerunning_an_era_replaces_its_rows_and_secrets_stay_out(http_era):
     metadata = next(e for e in second.get_asset_materialization_events()
                     if e.asset_key.path[-1] == "generation_stats").materialization.metadata
     assert metadata["fitness_plot"].value.startswith("![fitness per generation](data:image/png;base64,")
+
+
+def test_mutation_by_a_mutation_model(stub_server):
+    paragraphs = [{"paragraph_id": "p", "text": " ".join(f"word{i}" for i in range(60))}]
+    config = EraConfig(era="mutation", population_size=10, generations=1, compression_model="openai/compressor",
+                       judge_panel={"openai": "openai/judge-fast"}, mutation_model="openai/mutator", seed=2)
+    history = asyncio.run(run_era(config, gateway_resource(stub_server).gateway(), paragraphs, POOL,
+                                  lambda text: len(text.split())))
+    mutants = [ind for ind in history[1] if ind.operator == "mutation"]
+    assert len(mutants) == 2
+    for mutant in mutants:
+        (parent,) = [ind for ind in history[0] if ind.prompt_id == mutant.parents[0]]
+        changed = [t for t in TAGS if mutant.genome[t] != parent.genome[t]]
+        assert len(changed) == 1 and mutant.genome[changed[0]] == "Rewritten: " + parent.genome[changed[0]]

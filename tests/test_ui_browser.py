@@ -98,14 +98,29 @@ def test_asset_groups_jobs_schedule_and_sensor_are_shown(dagster_ui, browser):
 
 def test_materialise_from_the_ui(dagster_ui, browser):
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
 
     base, warehouse = dagster_ui
-    page_text(browser, f"{base}/assets/source_paragraphs", ["source_paragraphs", "Materialize"])
-    for skip in browser.find_elements(By.XPATH, "//button[normalize-space()='Skip']"):
-        skip.click()  # the community newsletter dialog
-    browser.find_element(By.XPATH, "//button[normalize-space()='Materialize']").click()
+    SCREENSHOTS.mkdir(exist_ok=True)
+    launched = False
+    for _ in range(3):  # the UI may still be loading, or a dialog may cover the button
+        page_text(browser, f"{base}/assets/source_paragraphs", ["source_paragraphs", "Materialize"])
+        time.sleep(2)
+        for skip in browser.find_elements(By.XPATH, "//button[normalize-space()='Skip']"):
+            skip.click()  # the community newsletter dialog
+        button = WebDriverWait(browser, 60).until(expected_conditions.element_to_be_clickable(
+            (By.XPATH, "//button[normalize-space()='Materialize']")))
+        button.click()
+        try:
+            page_text(browser, f"{base}/runs", ["source_paragraphs"], timeout=30)
+            launched = True
+            break
+        except AssertionError:
+            browser.save_screenshot(str(SCREENSHOTS / "launch_retry.png"))
+    assert launched, "no run appeared after clicking Materialize three times"
     text = page_text(browser, f"{base}/runs", ["source_paragraphs"])
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + 240
     while "Success" not in text and time.monotonic() < deadline:
         assert "Failure" not in text, text
         time.sleep(3)

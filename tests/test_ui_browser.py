@@ -97,6 +97,7 @@ def test_asset_groups_jobs_schedule_and_sensor_are_shown(dagster_ui, browser):
 
 
 def test_materialise_from_the_ui(dagster_ui, browser):
+    from selenium.common.exceptions import TimeoutException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
@@ -112,13 +113,14 @@ def test_materialise_from_the_ui(dagster_ui, browser):
         button = WebDriverWait(browser, 60).until(expected_conditions.element_to_be_clickable(
             (By.XPATH, "//button[normalize-space()='Materialize']")))
         button.click()
-        try:
-            page_text(browser, f"{base}/runs", ["source_paragraphs"], timeout=30)
+        try:  # stay on the page until the UI confirms the launch (leaving earlier can cancel it)
+            WebDriverWait(browser, 60).until(
+                lambda driver: "Launched run" in driver.find_element(By.TAG_NAME, "body").text)
             launched = True
             break
-        except AssertionError:
+        except TimeoutException:
             browser.save_screenshot(str(SCREENSHOTS / "launch_retry.png"))
-    assert launched, "no run appeared after clicking Materialize three times"
+    assert launched, "the UI never confirmed a launch after clicking Materialize three times"
     text = page_text(browser, f"{base}/runs", ["source_paragraphs"])
     deadline = time.monotonic() + 240
     while "Success" not in text and time.monotonic() < deadline:

@@ -1,7 +1,6 @@
 """Blind human evaluation: questions and answers -> scoring sheet and key -> filled sheets -> tally."""
 
 import asyncio
-import json
 from datetime import datetime, timezone
 from pathlib import Path
 

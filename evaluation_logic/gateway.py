@@ -10,9 +10,7 @@ import asyncio
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Iterable, TypeVar
-
-T = TypeVar("T")
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -88,7 +86,3 @@ def _first_token_logprobs(choice: Any) -> dict[str, float] | None:
 
 def chat(system: str | None, user: str) -> list[dict[str, str]]:
     return ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
-
-
-async def gather_all(awaitables: Iterable[Awaitable[T]]) -> list[T]:
-    return list(await asyncio.gather(*awaitables))

@@ -161,11 +161,6 @@ class Write:
     computed: Mapping[str, str] = field(default_factory=dict)
 
 
-def replace_rows(conn, table: str, frame: pd.DataFrame, where: Mapping[str, Any]) -> int:
-    """Delete the rows of `table` matching `where`, insert `frame`, all in one transaction."""
-    return replace_many(conn, [Write(table, frame, where)])
-
-
 def replace_many(conn, writes: Sequence[Write]) -> int:
     """Apply several writes in a single transaction; returns the number of rows inserted."""
     inserted = 0
@@ -202,7 +197,3 @@ def records(conn, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
     cursor = conn.execute(sql, list(params))
     names = [d[0] for d in cursor.description]
     return [dict(zip(names, row)) for row in cursor.fetchall()]
-
-
-def query(conn, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
-    return conn.execute(sql, list(params)).df()

@@ -8,7 +8,6 @@ import pytest
 from dagster import materialize
 
 from evaluation_assets.evolution import era_summary, evolution_era, gene_pools, generation_stats, source_paragraphs
-from evaluation_logic.gateway import ModelGateway
 from evaluation_logic.genetic import TAGS, EraConfig, Individual, next_generation, operator_counts, run_era
 from resources import ModelGatewayResource, WarehouseResource
 from tests.openai_stub_server import StubServer

@@ -100,7 +100,7 @@ def api_key():
 
 
 def gateway_resource(server):
-    return ModelGatewayResource(api_base=server.api_base, timeout_s=1.0, max_retries=1, backoff_s=0.05,
+    return ModelGatewayResource(api_base=server.api_base, timeout_s=2.0, max_retries=1, backoff_s=0.05,
                                 max_concurrency=8)
 
 

@@ -1,7 +1,6 @@
 """Benchmark validation: raw rows -> prompts -> predictions -> scores, one partition per benchmark."""
 
 import json
-from datetime import datetime, timezone
 
 import pandas as pd
 from dagster import AssetExecutionContext, Config, MaterializeResult, MetadataValue, StaticPartitionsDefinition, asset
@@ -11,14 +10,11 @@ from evaluation_logic.benchmarks import BENCHMARKS, preprocess_rows
 from evaluation_logic.ingestion import default_source, load_rows
 from evaluation_logic.prediction import MULTIPLE_CHOICE_MODES, predict, prompt_format_for
 from evaluation_logic.scoring import METRICS, score_items
-from evaluation_logic.warehouse import Write, records, replace_many
+from evaluation_logic.warehouse import Write, records, replace_many, utc_now
 from resources import DATA_DIR, WAREHOUSE_POOL, LanguageModelResource, WarehouseResource
 
 benchmark_partitions = StaticPartitionsDefinition(list(BENCHMARKS))
 
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 def _markdown(frame: pd.DataFrame, rows: int = 10) -> MetadataValue:
@@ -54,12 +50,12 @@ def benchmark_raw_rows(
                   "row_json": json.dumps(row, default=str, ensure_ascii=False)}
         (duplicates if row_id in seen else kept).append(record)
         seen.add(row_id)
-    raw = pd.DataFrame(kept).assign(source=source, ingested_at=_now())
+    raw = pd.DataFrame(kept).assign(source=source, ingested_at=utc_now())
     rejected = pd.DataFrame(
         [{"benchmark": d["benchmark"], "stage": "ingest", "source_row_id": d["source_row_id"],
           "row_json": d["row_json"], "reason": "duplicate source row id"} for d in duplicates],
         columns=["benchmark", "stage", "source_row_id", "row_json", "reason"],
-    ).assign(rejected_at=_now())
+    ).assign(rejected_at=utc_now())
     with warehouse.get_connection() as conn:
         replace_many(conn, [
             Write("raw_rows", raw, {"benchmark": spec.name}),
@@ -86,7 +82,7 @@ def benchmark_prompts(context: AssetExecutionContext, warehouse: WarehouseResour
     prompts, rejects = preprocess_rows(spec, [(row_id, json.loads(text)) for row_id, text in rows.items()])
     prompt_frame = pd.DataFrame(prompts)
     reject_frame = pd.DataFrame(rejects, columns=["benchmark", "source_row_id", "reason"]).assign(
-        stage="preprocess", row_json=lambda f: f["source_row_id"].map(rows), rejected_at=_now()
+        stage="preprocess", row_json=lambda f: f["source_row_id"].map(rows), rejected_at=utc_now()
     )
     with warehouse.get_connection() as conn:
         replace_many(conn, [
@@ -158,7 +154,7 @@ def _prediction_frame(new: list[dict], model, key: dict) -> pd.DataFrame:
     return frame.assign(
         label_keys=[list(d) if isinstance(d, dict) else None for d in distributions],
         label_values=[list(d.values()) if isinstance(d, dict) else None for d in distributions],
-        model=model.name, **key, predicted_at=_now(),
+        model=model.name, **key, predicted_at=utc_now(),
     ).astype({"predicted_norm": "object", "predicted_flexible": "object", "output_text": "object",
               "choice_loglikelihoods": "object"})
 
@@ -186,7 +182,7 @@ def benchmark_scores(context: AssetExecutionContext, warehouse: WarehouseResourc
             context.log.info(f"{spec.name} {model} {mode}/{prompt_format} {metric}\n{score.report}")
             scores.append({"model": model, "model_fingerprint": fingerprint, "benchmark": spec.name, "mode": mode,
                            "prompt_format": prompt_format, "metric": metric, **vars(score)})
-    frame = pd.DataFrame(scores).assign(scored_at=_now()) if scores else pd.DataFrame()
+    frame = pd.DataFrame(scores).assign(scored_at=utc_now()) if scores else pd.DataFrame()
     with warehouse.get_connection() as conn:
         replace_many(conn, [Write("scores", frame, {"benchmark": spec.name})])
     table = frame[["model", "mode", "prompt_format", "metric", "n", "accuracy", "ci_low", "ci_high"]] if scores else frame

@@ -1,7 +1,6 @@
 """Blind human evaluation: questions and answers -> scoring sheet and key -> filled sheets -> tally."""
 
 import asyncio
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
@@ -10,14 +9,11 @@ from pydantic import Field
 
 from evaluation_logic import blind_evaluation as blind
 from evaluation_logic.gateway import chat
-from evaluation_logic.warehouse import Write, records, replace_many
+from evaluation_logic.warehouse import Write, records, replace_many, utc_now
 from resources import BLIND_EVAL_DIR, WAREHOUSE_POOL, ModelGatewayResource, WarehouseResource
 
 SHEET_FILE, KEY_FILE = "blind_evaluation_scoring_sheet.xlsx", "blind_evaluation_answer_key.xlsx"
 
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 
@@ -107,7 +103,7 @@ def blind_eval_sheet(config: BlindSheetConfig, warehouse: WarehouseResource) -> 
     sheet_path = blind.write_scoring_sheet(issued / SHEET_FILE, rows)
     key_path = blind.write_answer_key(issued / KEY_FILE, rows, sides, config.seed, sheet_id)
     issue = pd.DataFrame([{"sheet_id": sheet_id, "seed": config.seed, "systems": systems, "sheet_path": str(sheet_path),
-                           "key_path": str(key_path), "issued_at": _now()}])
+                           "key_path": str(key_path), "issued_at": utc_now()}])
     key = pd.DataFrame([{"sheet_id": sheet_id, "Question_ID": q, "system_a": a, "system_b": b}
                         for q, (a, b) in sides.items()])
     with warehouse.get_connection() as conn:
@@ -163,7 +159,7 @@ def blind_eval_scores(context: AssetExecutionContext, config: BlindFilesConfig,
             scores.append(blind.unblind(rows, key["sides"], rater=path.stem).assign(file=path.name))
     frame = pd.concat(scores) if scores else pd.DataFrame(columns=[
         "rater", "Question_ID", "system", "side", "score", "opponent_score", "outcome", "file"])
-    problem_frame = pd.DataFrame(problems, columns=["file", "cell", "problem"]).assign(checked_at=_now())
+    problem_frame = pd.DataFrame(problems, columns=["file", "cell", "problem"]).assign(checked_at=utc_now())
     with warehouse.get_connection() as conn:
         replace_many(conn, [Write("blind_scores", frame.assign(sheet_id=issue["sheet_id"]), {"sheet_id": issue["sheet_id"]}),
                             Write("blind_sheet_problems", problem_frame, {})])

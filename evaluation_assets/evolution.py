@@ -4,7 +4,6 @@ import asyncio
 import base64
 import io
 import json
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
@@ -13,14 +12,11 @@ from pydantic import Field
 
 from evaluation_logic.genetic import TAGS, EraConfig, Individual, run_era
 from evaluation_logic.local_model import DEFAULT_LOCAL_MODEL, token_counter
-from evaluation_logic.warehouse import Write, judge_json_schema, records, replace_many, widen_quality_scores
+from evaluation_logic.warehouse import Write, judge_json_schema, records, replace_many, utc_now, widen_quality_scores
 from resources import DATA_DIR, WAREHOUSE_POOL, ModelGatewayResource, WarehouseResource
 
 EVOLUTION_DIR = DATA_DIR / "evolution"
 
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 def read_paragraphs(path: Path) -> pd.DataFrame:
@@ -144,7 +140,7 @@ def evolution_era(
         context.log.info(
             f"era {config.era} generation {generation}: " + ", ".join(f"{k}={v:.4f}" for k, v in stats.items()))
 
-    started = _now()
+    started = utc_now()
     history = asyncio.run(run_era(era_config, gateway.gateway(), paragraphs, pool, token_counter(config.tokenizer),
                                   on_generation=log_generation))
     with warehouse.get_connection() as conn:
@@ -153,7 +149,7 @@ def evolution_era(
         era_row = pd.DataFrame([{
             "era": config.era, "config": config.model_dump_json(), "compression_model": config.compression_model,
             "judge_panel": json.dumps(config.judge_panel), "population_size": config.population_size,
-            "started_at": started, "finished_at": _now(),
+            "started_at": started, "finished_at": utc_now(),
         }])
         replace_many(conn, [
             Write("generations", generations, {"era": config.era},

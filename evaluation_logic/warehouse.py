@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
@@ -190,6 +191,11 @@ def replace_many(conn, writes: Sequence[Write]) -> int:
 
 def _names_in(expression: str) -> set[str]:
     return set(re.findall(r"[a-z_]+", expression))
+
+
+def utc_now() -> datetime:
+    """The current UTC time as a naive timestamp, as DuckDB's TIMESTAMP columns store it."""
+    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 def records(conn, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:

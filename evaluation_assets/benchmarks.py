@@ -137,6 +137,7 @@ def benchmark_predictions(
                 also="" if config.recompute else "prompt_id NOT IN (SELECT prompt_id FROM prompts WHERE benchmark = ?)",
                 also_params=() if config.recompute else (spec.name,),
                 computed={"label_probabilities": "map(label_keys, label_values)"},
+                inputs=("label_keys", "label_values"),
             )])
         counts[mode] = {"computed": len(new), "reused": len(prompts) - len(todo),
                         "forward_passes": getattr(model, "forward_passes", 0) - passes_before}

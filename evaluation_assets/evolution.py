@@ -153,7 +153,8 @@ def evolution_era(
         }])
         replace_many(conn, [
             Write("generations", generations, {"era": config.era},
-                  computed={"quality_scores": f"from_json(quality_scores_json, '{judge_json_schema(judges)}')"}),
+                  computed={"quality_scores": f"from_json(quality_scores_json, '{judge_json_schema(judges)}')"},
+                  inputs=("quality_scores_json",)),
             Write("judge_scores", judge_scores, {"era": config.era}),
             Write("eras", era_row, {"era": config.era}),
         ])

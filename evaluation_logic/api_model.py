@@ -67,6 +67,12 @@ class ApiChatModel:
 
         return asyncio.run(every())
 
+    def _no_prompt_logprobs(self) -> ValueError:
+        return ValueError(f"{self.name} is served through a chat API without prompt log-probabilities: "
+                          "use the letter mode (or a local model) for log-likelihood scoring")
+
     def loglikelihoods(self, items, batch_size: int = 8):
-        raise ValueError(f"{self.name} is served through a chat API without prompt log-probabilities: "
-                         "use the letter mode (or a local model) for log-likelihood scoring")
+        raise self._no_prompt_logprobs()
+
+    def render_chat(self, system_prompt: str, user_prompt: str) -> str:
+        raise self._no_prompt_logprobs()  # a chat API's template is not ours to render

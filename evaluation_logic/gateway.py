@@ -28,10 +28,14 @@ class ModelGateway:
     max_retries: int = 3
     backoff_s: float = 0.5
     max_concurrency: int = 8
-    _semaphores: dict[int, asyncio.Semaphore] = field(default_factory=dict, repr=False)
+    # One semaphore per event loop (a semaphore is bound to the loop it is first used in); the
+    # entries of closed loops are dropped, so repeated asyncio.run calls do not accumulate them.
+    _semaphores: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = field(default_factory=dict, repr=False)
 
     def _semaphore(self) -> asyncio.Semaphore:
-        loop = id(asyncio.get_running_loop())
+        loop = asyncio.get_running_loop()
+        for closed in [other for other in self._semaphores if other.is_closed()]:
+            del self._semaphores[closed]
         if loop not in self._semaphores:
             self._semaphores[loop] = asyncio.Semaphore(self.max_concurrency)
         return self._semaphores[loop]

@@ -20,8 +20,6 @@ def loglikelihood_requests(model: Any, prompt: dict, prompt_format: str) -> list
     continued by each choice's text."""
     if prompt_format == "harness":
         return list(zip(prompt["harness_contexts"], prompt["harness_continuations"]))
-    if not hasattr(model, "render_chat"):
-        model.loglikelihoods([])  # raises: the model gives no prompt log-probabilities
     context = model.render_chat(prompt["system_prompt"], prompt["user_prompt"])
     return [(context, choice) for choice in prompt["choices"]]
 

@@ -10,6 +10,8 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
+from evaluation_logic.scoring import METRICS
+
 SEED_JUDGES = ("openai", "claude", "gemini")
 
 
@@ -102,23 +104,24 @@ def widen_quality_scores(conn, names: Sequence[str]) -> list[str]:
     return wanted
 
 
+# The prediction column each metric reads (scoring.METRICS), as SQL over a scores row `s`.
+_METRIC_COLUMNS = {metric: column for metrics in METRICS.values() for metric, column in metrics.items()}
+_METRIC_PREDICTION = "CASE s.metric " + " ".join(
+    f"WHEN '{metric}' THEN pr.{column}" for metric, column in _METRIC_COLUMNS.items()) + " END"
+
 # Views that walk lineage in plain SQL (see README).
 VIEWS = {
     # score -> each prediction behind it -> its prompt -> the raw dataset row
-    "score_lineage": """
-        SELECT s.model, s.benchmark, s.mode, s.prompt_format, s.metric, s.accuracy, pr.prompt_id,
-               CASE s.metric WHEN 'acc_norm' THEN pr.predicted_norm
-                             WHEN 'flexible_match' THEN pr.predicted_flexible ELSE pr.predicted END AS predicted,
-               p.real_answer,
-               coalesce(CASE s.metric WHEN 'acc_norm' THEN pr.predicted_norm
-                        WHEN 'flexible_match' THEN pr.predicted_flexible ELSE pr.predicted END = p.real_answer,
-                        FALSE) AS correct,
-               pr.label_probabilities, pr.choice_loglikelihoods, pr.output_text, p.system_prompt, p.user_prompt,
-               r.source_row_id, r.row_number, r.source, r.row_json
-        FROM scores s
-        JOIN predictions pr USING (model_fingerprint, benchmark, mode, prompt_format)
-        JOIN prompts p ON p.prompt_id = pr.prompt_id
-        JOIN raw_rows r ON r.benchmark = p.benchmark AND r.source_row_id = p.source_row_id""",
+    "score_lineage": f"""
+        SELECT *, coalesce(predicted = real_answer, FALSE) AS correct FROM (
+            SELECT s.model, s.benchmark, s.mode, s.prompt_format, s.metric, s.accuracy, pr.prompt_id,
+                   {_METRIC_PREDICTION} AS predicted, p.real_answer,
+                   pr.label_probabilities, pr.choice_loglikelihoods, pr.output_text, p.system_prompt,
+                   p.user_prompt, r.source_row_id, r.row_number, r.source, r.row_json
+            FROM scores s
+            JOIN predictions pr USING (model_fingerprint, benchmark, mode, prompt_format)
+            JOIN prompts p ON p.prompt_id = pr.prompt_id
+            JOIN raw_rows r ON r.benchmark = p.benchmark AND r.source_row_id = p.source_row_id)""",
     # era -> generation -> prompt -> every judge's verdict
     "era_judge_scores": """
         SELECT g.era, g.generation, g.prompt_id, g.operator, g.carried_over, g.fitness, g.quality_score_avg,
@@ -152,7 +155,8 @@ def ensure_tables(conn, tables: Mapping[str, str] = TABLES) -> None:
 class Write:
     """Replace the rows of `table` matching `where` (column equalities, plus an optional SQL
     condition `also` with its params) by `frame`. `computed` maps a column to a SQL expression
-    over the frame's columns (e.g. building a MAP from two lists)."""
+    over the frame's columns (e.g. building a MAP from two lists); `inputs` are the frame columns
+    that only feed those expressions and are not stored themselves."""
 
     table: str
     frame: pd.DataFrame
@@ -160,6 +164,7 @@ class Write:
     also: str = ""
     also_params: Sequence[Any] = ()
     computed: Mapping[str, str] = field(default_factory=dict)
+    inputs: Sequence[str] = ()
 
 
 def replace_many(conn, writes: Sequence[Write]) -> int:
@@ -174,8 +179,7 @@ def replace_many(conn, writes: Sequence[Write]) -> int:
                 [*write.where.values(), *write.also_params],
             )
             if len(write.frame):
-                inputs = set().union(*(_names_in(expr) for expr in write.computed.values()))
-                plain = [c for c in write.frame.columns if c not in inputs]
+                plain = [c for c in write.frame.columns if c not in write.inputs]
                 targets = ", ".join([*plain, *write.computed])
                 values = ", ".join([*plain, *write.computed.values()])
                 conn.register("incoming_rows", write.frame)
@@ -188,9 +192,6 @@ def replace_many(conn, writes: Sequence[Write]) -> int:
         raise
     return inserted
 
-
-def _names_in(expression: str) -> set[str]:
-    return set(re.findall(r"[a-z_]+", expression))
 
 
 def utc_now() -> datetime:

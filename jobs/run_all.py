@@ -18,28 +18,27 @@ from resources import BLIND_EVAL_DIR, DEFAULT_WAREHOUSE
 # The console shows warnings (rejected rows) and the summary; every log line, the per-item reports
 # included, is kept in the run's event log in the Dagster UI.
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-OTHER_JOBS = ("prompt_evolution_era", "blind_evaluation_sheet", "blind_evaluation_tally")
 
 
 def main() -> int:
     instance = DagsterInstance.get()
     failed = []
-    for partition in benchmark_partitions.get_partition_keys():
-        result = defs.resolve_job_def("benchmark_refresh").execute_in_process(
-            partition_key=partition, instance=instance, raise_on_error=False, run_config=QUIET
-        )
-        print(f"benchmark_refresh [{partition}]: {'success' if result.success else 'FAILED'}", flush=True)
-        if not result.success:
-            failed.append(partition)
-    for job_name in OTHER_JOBS:
-        if job_name == "blind_evaluation_tally":
-            # DEMO: a programmatic stand-in for a human rater fills the issued sheet (it says so in Notes).
-            demo_rater_fill(BLIND_EVAL_DIR / "issued" / SHEET_FILE, BLIND_EVAL_DIR / "filled" / "demo-rater.xlsx")
+
+    def run(job_name: str, partition: str | None = None) -> None:
         result = defs.resolve_job_def(job_name).execute_in_process(
-            instance=instance, raise_on_error=False, run_config=QUIET)
-        print(f"{job_name}: {'success' if result.success else 'FAILED'}", flush=True)
+            partition_key=partition, instance=instance, raise_on_error=False, run_config=QUIET)
+        label = f"{job_name} [{partition}]" if partition else job_name
+        print(f"{label}: {'success' if result.success else 'FAILED'}", flush=True)
         if not result.success:
-            failed.append(job_name)
+            failed.append(label)
+
+    for partition in benchmark_partitions.get_partition_keys():
+        run("benchmark_refresh", partition)
+    run("prompt_evolution_era")
+    run("blind_evaluation_sheet")
+    # DEMO: a programmatic stand-in for a human rater fills the issued sheet (it says so in Notes).
+    demo_rater_fill(BLIND_EVAL_DIR / "issued" / SHEET_FILE, BLIND_EVAL_DIR / "filled" / "demo-rater.xlsx")
+    run("blind_evaluation_tally")
     with defs.resources["warehouse"].get_connection() as conn:
         table = conn.execute("""
             SELECT benchmark, mode || ' / ' || prompt_format || ' / ' || metric AS metric, n,

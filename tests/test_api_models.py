@@ -57,3 +57,12 @@ def test_label_distribution_rules():
     assert label_distribution({" A": -1.0, "a": -0.5, "B": -0.5}, "", ["A", "B"]) == {"A": 0.5, "B": 0.5}
     assert label_distribution(None, "Answer: 2", ["1", "2"]) == {"1": 0.0, "2": 1.0}
     assert label_distribution(None, "No idea.", ["A", "B"]) is None
+
+
+def test_gateway_reused_across_event_loops(server):
+    from evaluation_logic.gateway import ModelGateway, chat
+
+    gateway = ModelGateway(api_base=server.api_base, max_concurrency=2)
+    for i in range(25):  # each call runs its own event loop, as ApiChatModel's calls do
+        assert gateway.complete("openai/echo", chat(None, f"hello {i}")).text == f"hello {i}"
+    assert len(gateway._semaphores) == 1  # only the last loop's semaphore is left, not 25

@@ -68,6 +68,10 @@ def test_all_six_benchmarks_materialise_with_the_real_model(all_benchmarks):
             JOIN raw_rows r ON r.benchmark = p.benchmark AND r.source_row_id = p.source_row_id
             WHERE s.benchmark = 'arc_easy' AND s.mode = 'letter'""").fetchall()
         assert len(lineage) == ROWS and all(json.loads(row)["question"] in prompt for _, _, prompt, row in lineage)
+        # Per-item correctness in the lineage view averages back to every stored accuracy.
+        assert conn.execute("""SELECT count(*) FROM (SELECT benchmark, mode, prompt_format, metric,
+                                   avg(correct::INT) AS recomputed, any_value(accuracy) AS stored
+                               FROM score_lineage GROUP BY ALL) WHERE abs(recomputed - stored) > 1e-9""").fetchone()[0] == 0
         report = conn.execute("SELECT report FROM scores WHERE benchmark = 'mmlu' AND mode = 'letter'").fetchone()[0]
         assert report.splitlines()[0].startswith("0. Output: ") and report.splitlines()[-1].startswith("Score: ")
 

@@ -1,4 +1,4 @@
-"""One generation of prompt evolution through the gateway: sequential (as the seed does it) vs concurrent.
+"""One generation of prompt evolution through the gateway: sequential (as the fitness document does it) vs concurrent.
 
     python benchmarks/gateway_concurrency.py --prompts 40 --latency 0.25
 
@@ -18,8 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evaluation_logic.gateway import ModelGateway  # noqa: E402
-from evaluation_logic.genetic import TAGS, EraConfig, evaluate_prompt_fitness  # noqa: E402
+from eval_platform.core.gateway import ModelGateway  # noqa: E402
+from eval_platform.core.genetic import TAGS, EraConfig, evaluate_prompt_fitness  # noqa: E402
+from eval_platform.core.judging import make_judge  # noqa: E402
 from tests.openai_stub_server import StubServer  # noqa: E402
 
 PARAGRAPH = " ".join(f"word{i}" for i in range(120))
@@ -30,8 +31,9 @@ async def generation(gateway: ModelGateway, prompts: int) -> list[dict]:
                        judge_panel={name: "openai/judge-fast" for name in ("openai", "claude", "gemini")})
     rng = random.Random(0)
     genomes = [{tag: f"{tag} variant {rng.randrange(5)}" for tag in TAGS} for _ in range(prompts)]
-    return await asyncio.gather(*(evaluate_prompt_fitness(gateway, g, PARAGRAPH, config, lambda t: len(t.split()))
-                                  for g in genomes))
+    judges = {name: make_judge(model, gateway) for name, model in config.judge_panel.items()}
+    return await asyncio.gather(*(evaluate_prompt_fitness(gateway, judges, g, PARAGRAPH, config,
+                                                          lambda t: len(t.split())) for g in genomes))
 
 
 def main() -> None:

@@ -13,10 +13,10 @@ import argparse
 import time
 from pathlib import Path
 
-from evaluation_logic.benchmarks import BENCHMARKS, preprocess_rows
-from evaluation_logic.ingestion import load_rows
-from evaluation_logic.local_model import DEFAULT_LOCAL_MODEL, load_local_model
-from evaluation_logic.prediction import loglikelihood_requests, predict
+from eval_platform.core.benchmarks import BENCHMARKS, preprocess_rows
+from eval_platform.core.ingestion import load_rows
+from eval_platform.core.models.local import DEFAULT_LOCAL_MODEL, load_local_model
+from eval_platform.core.prediction import MODES, PredictionSettings, loglikelihood_requests
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -44,19 +44,20 @@ def main() -> None:
     print(f"{spec.title}: {len(prompts)} items from {source}, model {model.fingerprint}, batch size {args.batch_size}")
     print(f"{'mode':<14}{'path':<9}{'items/s':>9}{'passes/item':>13}{'seconds':>9}{'speed-up':>10}{'agree':>7}")
     for mode in ("letter", "loglikelihood"):
+        strategy, prompt_format = MODES[mode], "chat" if mode == "letter" else "harness"
         if mode == "letter":
-            naive_work = lambda: predict(model, prompts, mode, "seed", batch_size=1)  # noqa: E731
+            naive_work = lambda: strategy.predict(model, prompts, prompt_format, PredictionSettings(1))  # noqa: E731
         else:
-            naive_work = lambda: model.loglikelihoods_naive(  # noqa: E731
-                [loglikelihood_requests(model, p, "harness") for p in prompts])
-        batched, batched_s, batched_passes = timed(model, lambda: predict(model, prompts, mode, "harness",
-                                                                           batch_size=args.batch_size))
+            naive_work = lambda: [model.loglikelihoods_naive(loglikelihood_requests(p, prompt_format))  # noqa: E731
+                                  for p in prompts]
+        batched, batched_s, batched_passes = timed(model, lambda: strategy.predict(
+            model, prompts, prompt_format, PredictionSettings(args.batch_size)))
         naive, naive_s, naive_passes = timed(model, naive_work)
         if mode == "letter":
-            agree = sum(a["predicted"] == b["predicted"] for a, b in zip(batched, naive)) / len(prompts)
+            agree = sum(a.predicted == b.predicted for a, b in zip(batched, naive)) / len(prompts)
         else:
-            agree = sum(max(range(len(s)), key=s.__getitem__) == max(range(len(b["choice_loglikelihoods"])),
-                        key=b["choice_loglikelihoods"].__getitem__) for s, b in zip(naive, batched)) / len(prompts)
+            agree = sum(max(range(len(s)), key=s.__getitem__) == max(range(len(b.choice_loglikelihoods)),
+                        key=b.choice_loglikelihoods.__getitem__) for s, b in zip(naive, batched)) / len(prompts)
         n = len(prompts)
         print(f"{mode:<14}{'naive':<9}{n / naive_s:>9.2f}{naive_passes / n:>13.3f}{naive_s:>9.1f}{1:>10.2f}")
         print(f"{mode:<14}{'batched':<9}{n / batched_s:>9.2f}{batched_passes / n:>13.3f}{batched_s:>9.1f}"

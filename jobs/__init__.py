@@ -1,41 +1,5 @@
-"""Named jobs of the code location."""
+"""Named jobs of the code location (thin: the code lives in `eval_platform.jobs`)."""
 
-from dagster import AssetSelection, define_asset_job
+from eval_platform.jobs import ALL_JOBS
 
-from evaluation_assets.benchmarks import benchmark_partitions
-
-benchmark_refresh_job = define_asset_job(
-    "benchmark_refresh",
-    selection=AssetSelection.groups(
-        "benchmark_ingestion", "benchmark_preprocessing", "benchmark_prediction", "benchmark_scoring"
-    ),
-    partitions_def=benchmark_partitions,
-    description="Ingest, preprocess, predict and score one benchmark partition.",
-)
-
-evolution_era_job = define_asset_job(
-    "prompt_evolution_era",
-    selection=AssetSelection.groups("prompt_evolution"),
-    description="Run one prompt-evolution era (configure it in the launchpad) and its statistics.",
-)
-
-blind_evaluation_sheet_job = define_asset_job(
-    "blind_evaluation_sheet",
-    selection=AssetSelection.assets("blind_eval_questions", "blind_eval_answers", "blind_eval_sheet"),
-    description="Collect the questions and both systems' answers, and issue the scoring sheet and answer key.",
-)
-
-blind_evaluation_tally_job = define_asset_job(
-    "blind_evaluation_tally",
-    selection=AssetSelection.assets("blind_eval_scores", "blind_eval_tally"),
-    description="Read the filled scoring sheets and tally wins, ties, averages and statistics.",
-)
-
-blind_evaluation_llm_rater_job = define_asset_job(
-    "blind_evaluation_llm_rater",
-    selection=AssetSelection.assets("blind_eval_llm_rating"),
-    description="Let an LLM rate the issued sheet as one more rater (configure the model in the launchpad).",
-)
-
-ALL_JOBS = [benchmark_refresh_job, evolution_era_job, blind_evaluation_sheet_job, blind_evaluation_tally_job,
-            blind_evaluation_llm_rater_job]
+__all__ = ["ALL_JOBS"]

@@ -4,7 +4,7 @@ from dagster import AssetSelection, Definitions, define_asset_job
 
 
 def unpartitioned_graph():
-    from evaluation_assets.definitions import defs
+    from eval_platform.definitions import defs
 
     selection = AssetSelection.groups("prompt_evolution") | AssetSelection.assets(
         "blind_eval_questions", "blind_eval_answers", "blind_eval_sheet")

@@ -5,9 +5,9 @@ import math
 import pytest
 from dagster import materialize
 
-from evaluation_assets.benchmarks import benchmark_predictions, benchmark_prompts, benchmark_raw_rows, benchmark_scores
-from evaluation_logic.api_model import label_distribution
-from resources import LanguageModelResource
+from eval_platform.assets.benchmarks import benchmark_predictions, benchmark_prompts, benchmark_raw_rows, benchmark_scores
+from eval_platform.core.models.api_chat import label_distribution
+from eval_platform.resources import LanguageModelResource, ModelGatewayResource
 from tests.openai_stub_server import StubServer
 
 
@@ -22,7 +22,8 @@ def run(warehouse, server, model, modes=("letter",)):
     return materialize(
         [benchmark_raw_rows, benchmark_prompts, benchmark_predictions, benchmark_scores], partition_key="arc_easy",
         resources={"warehouse": warehouse,
-                   "evaluation_model": LanguageModelResource(model=model, api_base=server.api_base)},
+                   "evaluation_model": LanguageModelResource(
+                       model=model, gateway=ModelGatewayResource(api_base=server.api_base, max_retries=0))},
         run_config={"ops": {"benchmark_raw_rows": {"config": {"limit": 4}},
                             "benchmark_predictions": {"config": {"modes": list(modes)}}}},
         raise_on_error=False,
@@ -60,7 +61,7 @@ def test_label_distribution_rules():
 
 
 def test_gateway_reused_across_event_loops(server):
-    from evaluation_logic.gateway import ModelGateway, chat
+    from eval_platform.core.gateway import ModelGateway, chat
 
     gateway = ModelGateway(api_base=server.api_base, max_concurrency=2)
     for i in range(25):  # each call runs its own event loop, as ApiChatModel's calls do

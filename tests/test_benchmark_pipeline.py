@@ -6,12 +6,14 @@ import re
 import pytest
 from dagster import materialize
 
-from evaluation_assets.benchmarks import (
+from eval_platform.assets.benchmarks import (
     benchmark_partitions, benchmark_predictions, benchmark_prompts, benchmark_raw_rows, benchmark_scores,
 )
-from evaluation_logic.benchmarks import BENCHMARKS, build_prompt
-from evaluation_logic.ingestion import DataFileError
-from resources import LanguageModelResource
+from eval_platform.core.benchmarks import BENCHMARKS, build_prompt
+from eval_platform.core.ingestion import DataFileError
+from eval_platform.core.models import Chat, LoglikelihoodRequest
+from eval_platform.core.prediction import MODES
+from eval_platform.resources import LanguageModelResource
 
 ASSETS = [benchmark_raw_rows, benchmark_prompts, benchmark_predictions, benchmark_scores]
 ROWS = 5
@@ -28,7 +30,7 @@ def run(warehouse, partition, limit=ROWS, source=None, selection=ASSETS):
 
 def table_counts(conn):
     return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-            for t in ["raw_rows", "rejected_rows", "prompts", "predictions", "scores"]}
+            for t in ["raw_rows", "ingest_rejections", "prompt_rejections", "prompts", "predictions", "scores"]}
 
 
 def materialization(result, asset):
@@ -37,7 +39,7 @@ def materialization(result, asset):
 
 @pytest.fixture(scope="module")
 def all_benchmarks(tmp_path_factory):
-    from resources import WarehouseResource
+    from eval_platform.resources import WarehouseResource
 
     warehouse = WarehouseResource(database=str(tmp_path_factory.mktemp("wh") / "warehouse.duckdb"))
     results = {p: run(warehouse, p) for p in benchmark_partitions.get_partition_keys()}
@@ -52,13 +54,14 @@ def test_all_six_benchmarks_materialise_with_the_real_model(all_benchmarks):
         assert per_benchmark == {name: ROWS for name in BENCHMARKS}
         sums = conn.execute("""SELECT list_sum(map_values(label_probabilities)) FROM predictions
                                WHERE mode = 'letter'""").fetchall()
-        assert len(sums) == ROWS * 6 and all(abs(s - 1) < 1e-5 for (s,) in sums)
+        letter_benchmarks = [spec for spec in BENCHMARKS.values() if "letter" in spec.modes]
+        assert len(sums) == ROWS * len(letter_benchmarks) and all(abs(s - 1) < 1e-5 for (s,) in sums)
         assert conn.execute("SELECT min(accuracy) >= 0 AND max(accuracy) <= 1 FROM scores").fetchone()[0]
         metrics = {tuple(r) for r in conn.execute("SELECT DISTINCT mode, metric FROM scores").fetchall()}
-        assert metrics == {("letter", "acc"), ("loglikelihood", "acc"), ("loglikelihood", "acc_norm"),
-                           ("generate", "strict_match"), ("generate", "flexible_match")}
+        assert metrics == {(mode.name, metric) for mode in MODES.values() for metric in mode.metrics}
         generated = conn.execute("SELECT count(*) FROM predictions WHERE mode = 'generate' AND output_text <> ''")
-        assert generated.fetchone()[0] == ROWS
+        generating = [spec for spec in BENCHMARKS.values() if spec.modes == ("generate",)]
+        assert generated.fetchone()[0] == ROWS * len(generating)
         # Lineage: from a score to its predictions, their prompts and the raw rows.
         lineage = conn.execute("""
             SELECT s.benchmark, s.metric, p.user_prompt, r.row_json
@@ -83,7 +86,7 @@ def test_letter_probabilities_match_an_unbatched_pass(all_benchmarks, local_mode
                                FROM predictions pr JOIN prompts p USING (prompt_id)
                                WHERE p.benchmark = 'hellaswag' AND pr.mode = 'letter'""").fetchall()
     for system, user, labels, stored in rows:
-        (alone,) = local_model.label_probabilities([(system, user)], [labels], batch_size=1)
+        (alone,) = local_model.label_probabilities([Chat(system, user)], [labels], batch_size=1)
         assert all(abs(alone[label] - stored[label]) < 1e-4 for label in labels)
 
 
@@ -108,7 +111,8 @@ def test_malformed_rows_are_kept_with_their_reason(warehouse, tmp_path):
     metadata = materialization(result, benchmark_prompts).materialization.metadata
     assert metadata["rejected_rows"].value == 2 and metadata["dagster/row_count"].value == 2
     with warehouse.get_connection() as conn:
-        rejected = conn.execute("SELECT source_row_id, reason, row_json FROM rejected_rows ORDER BY 1").fetchall()
+        rejected = conn.execute("SELECT source_row_id, reason, row_json FROM prompt_rejections ORDER BY 1").fetchall()
+        assert conn.execute("SELECT count(*) FROM rejected_rows WHERE stage = 'preprocess'").fetchone()[0] == 2
     assert [(r[0], r[1]) for r in rejected] == [
         ("row-1", "answer '9' in field 'answer' is out of range for 4 choices"),
         ("row-3", "field 'choices' is not a list of choices"),
@@ -130,12 +134,12 @@ def test_unreadable_data_file_fails_naming_it(warehouse, tmp_path):
 
 
 def test_shared_context_loglikelihoods_equal_the_naive_loop(local_model):
-    items = []
+    requests = []
     for name in ["winogrande", "arc_challenge"]:
         for i, line in enumerate(open(f"data/benchmarks/{BENCHMARKS[name].data_file}").readlines()[:2]):
             prompt = build_prompt(BENCHMARKS[name], json.loads(line), str(i))
-            items.append(list(zip(prompt["harness_contexts"], prompt["harness_continuations"])))
-    batched = local_model.loglikelihoods(items, batch_size=4)
-    naive = local_model.loglikelihoods_naive(items)
-    for fast, slow in zip(batched, naive):
-        assert fast == pytest.approx(slow, abs=1e-3)
+            requests += [LoglikelihoodRequest(c, k) for c, k in zip(prompt["harness_contexts"],
+                                                                     prompt["harness_continuations"])]
+    batched = local_model.loglikelihoods(requests, batch_size=4)
+    naive = local_model.loglikelihoods_naive(requests)
+    assert batched == pytest.approx(naive, abs=1e-3)

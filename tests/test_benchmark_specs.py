@@ -1,14 +1,15 @@
-"""Adapters on the seed's own example rows and on real rows of both layouts; GSM8K; rejects."""
+"""Adapters on the benchmark specification's example rows and on real rows of both layouts; GSM8K; rejects."""
 
 import json
+import re
 
 import pytest
 
-from evaluation_logic.benchmarks import BENCHMARKS, build_prompt, gsm8k_final_number, preprocess_rows
-from evaluation_logic.scoring import extract_numbers, score_items, wilson_interval
-from tests.conftest import SHARED_BENCHMARKS
+from eval_platform.core.benchmarks import BENCHMARKS, build_prompt, gsm8k_final_number, preprocess_rows
+from eval_platform.core.scoring import extract_numbers, score_items, wilson_interval
+from tests.conftest import DATA_BENCHMARKS
 
-SEED_EXAMPLES = {
+SPEC_EXAMPLES = {
     "arc_easy": ({"question": "What is the boiling point of water at sea level?",
                   "choices": {"label": ["A", "B", "C"], "text": ["100°C", "0°C", "50°C"]}, "answerKey": "A"},
                  ["A", "B", "C"], "A"),
@@ -27,10 +28,10 @@ SEED_EXAMPLES = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(SEED_EXAMPLES))
-def test_seed_examples(name):
-    row, labels, answer = SEED_EXAMPLES[name]
-    prompt = build_prompt(BENCHMARKS[name], row, "seed-0")
+@pytest.mark.parametrize("name", sorted(SPEC_EXAMPLES))
+def test_specification_examples(name):
+    row, labels, answer = SPEC_EXAMPLES[name]
+    prompt = build_prompt(BENCHMARKS[name], row, "spec-0")
     assert prompt["labels"] == labels
     assert prompt["real_answer"] == answer
     assert prompt["system_prompt"] == BENCHMARKS[name].system_prompt
@@ -40,9 +41,9 @@ def test_seed_examples(name):
         assert f"{label}. {choice}" in prompt["user_prompt"]
 
 
-def test_seed_example_prompt_text():
-    row, _, _ = SEED_EXAMPLES["mmlu"]
-    prompt = build_prompt(BENCHMARKS["mmlu"], row, "seed-0")
+def test_specification_example_prompt_text():
+    row, _, _ = SPEC_EXAMPLES["mmlu"]
+    prompt = build_prompt(BENCHMARKS["mmlu"], row, "spec-0")
     assert prompt["user_prompt"] == (
         "What is the capital of France?\n\nA. Berlin\nB. Madrid\nC. Paris\nD. Rome\n\nAnswer with A, B, C or D."
     )
@@ -51,31 +52,30 @@ def test_seed_example_prompt_text():
 
 
 def _shared_rows(file_name, count=None):
-    path = SHARED_BENCHMARKS / file_name
-    if not path.exists():
-        pytest.skip(f"{path} is not beside this checkout")
-    lines = path.read_text(encoding="utf-8").splitlines()
+    """Real rows of the slice shipped in data/benchmarks (the Hugging Face layout)."""
+    lines = (DATA_BENCHMARKS / file_name).read_text(encoding="utf-8").splitlines()
     return [json.loads(line) for line in lines[:count]] if count else [json.loads(line) for line in lines]
 
 
 @pytest.mark.parametrize("name", sorted(BENCHMARKS))
 def test_real_rows_hugging_face_layout(name):
-    rows = _shared_rows(BENCHMARKS[name].data_file, 200)
+    rows = _shared_rows(BENCHMARKS[name].data_file)
     prompts, rejected = preprocess_rows(BENCHMARKS[name], [(str(i), row) for i, row in enumerate(rows)])
     assert rejected == []
-    assert len(prompts) == 200
-    assert len({p["prompt_id"] for p in prompts}) == 200
+    assert len(prompts) == len(rows) == 50
+    assert len({p["prompt_id"] for p in prompts}) == len(rows)
     for prompt in prompts:
-        if BENCHMARKS[name].task == "multiple_choice":
+        if BENCHMARKS[name].multiple_choice:
             assert prompt["real_answer"] in prompt["labels"]
             assert len(prompt["harness_contexts"]) == len(prompt["choices"]) == len(prompt["labels"])
         else:
-            assert float(prompt["real_answer"]) == float(prompt["real_answer"])
+            assert re.fullmatch(r"-?\d+(\.\d+)?", prompt["real_answer"]), prompt["real_answer"]
 
 
 def test_real_arc_rows_with_numeric_labels_and_five_choices():
-    rows = [r for r in _shared_rows("arc_challenge.jsonl") if r["choices"]["label"][0] == "1" or len(r["choices"]["label"]) == 5]
-    assert len(rows) >= 20
+    rows = [r for r in _shared_rows("arc_challenge.jsonl") + _shared_rows("arc_easy.jsonl")
+            if r["choices"]["label"][0] == "1" or len(r["choices"]["label"]) != 4]
+    assert len(rows) >= 2
     for row in rows:
         prompt = build_prompt(BENCHMARKS["arc_challenge"], row, row["id"])
         position = row["choices"]["label"].index(row["answerKey"])
@@ -86,14 +86,14 @@ def test_real_arc_rows_with_numeric_labels_and_five_choices():
 def test_real_mmlu_row_in_both_layouts_gives_the_same_answer():
     row = _shared_rows("mmlu.jsonl", 1)[0]
     hf = build_prompt(BENCHMARKS["mmlu"], row, "0")
-    seed_layout = {"question": row["question"], "options": row["choices"], "answer": "ABCD"[row["answer"]]}
-    seed = build_prompt(BENCHMARKS["mmlu"], seed_layout, "0")
-    assert hf["real_answer"] == seed["real_answer"] == "ABCD"[row["answer"]]
-    assert hf["user_prompt"] == seed["user_prompt"]
+    simple_layout = {"question": row["question"], "options": row["choices"], "answer": "ABCD"[row["answer"]]}
+    simple = build_prompt(BENCHMARKS["mmlu"], simple_layout, "0")
+    assert hf["real_answer"] == simple["real_answer"] == "ABCD"[row["answer"]]
+    assert hf["user_prompt"] == simple["user_prompt"]
 
 
 def test_real_truthfulqa_rows_are_shuffled_deterministically():
-    rows = _shared_rows("truthfulqa.jsonl", 100)
+    rows = _shared_rows("truthfulqa.jsonl")
     prompts = [build_prompt(BENCHMARKS["truthfulqa"], row, str(i)) for i, row in enumerate(rows)]
     assert len({p["real_answer"] for p in prompts}) > 2  # the true answer is not always A
     for row, prompt in zip(rows, prompts):
@@ -156,7 +156,7 @@ def test_rejects_keep_the_row_and_reason(name, row, reason):
     assert reason in rejected[0]["reason"]
 
 
-def test_score_report_in_the_seed_form():
+def test_score_report_in_the_specification_form():
     score = score_items(["A", "B"], ["A", "C"])
     assert score.report == "0. Output: A, Reference: A :: O\n1. Output: B, Reference: C :: X\nScore: 0.5"
     assert (score.n, score.correct, score.accuracy) == (2, 1, 0.5)

@@ -7,11 +7,11 @@ import pytest
 from dagster import RunRequest, SkipReason, build_schedule_context, build_sensor_context, materialize
 from openpyxl import load_workbook
 
-from evaluation_assets.blind_evaluation import (
+from eval_platform.assets.blind_evaluation import (
     KEY_FILE, SHEET_FILE, blind_eval_answers, blind_eval_questions, blind_eval_scores, blind_eval_sheet, blind_eval_tally,
 )
-from evaluation_logic import blind_evaluation as blind
-from schedules import filled_sheet_sensor, nightly_benchmark_refresh
+from eval_platform.core import blind
+from eval_platform.schedules import filled_sheet_sensor, nightly_benchmark_refresh
 from tests.conftest import PROJECT_ROOT
 
 # What the rater thinks of each system, per question (the rater sees only A and B).
@@ -189,7 +189,7 @@ def test_sensor_requests_a_tally_for_a_dropped_sheet(issued, warehouse):
 
 
 def test_nightly_schedule_requests_every_benchmark_partition():
-    from evaluation_logic.benchmarks import BENCHMARKS
+    from eval_platform.core.benchmarks import BENCHMARKS
 
     requests = nightly_benchmark_refresh(build_schedule_context(
         scheduled_execution_time=__import__("datetime").datetime(2026, 11, 23, 2, 0)))
@@ -198,7 +198,7 @@ def test_nightly_schedule_requests_every_benchmark_partition():
 
 
 def test_two_systems_answer_through_the_gateway(tmp_path, warehouse, monkeypatch):
-    from resources import ModelGatewayResource
+    from eval_platform.resources import ModelGatewayResource
     from tests.openai_stub_server import StubServer
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
@@ -226,8 +226,8 @@ def test_two_systems_answer_through_the_gateway(tmp_path, warehouse, monkeypatch
 
 
 def test_llm_rater_is_one_more_rater_with_agreement(issued, warehouse, monkeypatch):
-    from evaluation_assets.blind_evaluation import blind_eval_llm_rating
-    from resources import ModelGatewayResource
+    from eval_platform.assets.blind_evaluation import blind_eval_llm_rating
+    from eval_platform.resources import ModelGatewayResource
     from tests.openai_stub_server import StubServer
 
     folder, key = issued

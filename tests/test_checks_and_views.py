@@ -7,8 +7,8 @@ import multiprocessing
 import pytest
 from dagster import AssetCheckSeverity, materialize
 
-from evaluation_assets import checks
-from evaluation_assets.benchmarks import benchmark_prompts, benchmark_raw_rows
+from eval_platform import checks
+from eval_platform.assets.benchmarks import benchmark_prompts, benchmark_raw_rows
 
 
 def run_check(check, warehouse):
@@ -20,7 +20,7 @@ def insert(warehouse, sql, *params):
         conn.execute(sql, list(params))
 
 
-SCORE = ("INSERT INTO scores VALUES ('m', 'fp', 'arc_easy', 'letter', 'seed', 'acc', 10, ?, ?, ?, ?, 'r', now())")
+SCORE = ("INSERT INTO scores VALUES ('m', 'fp', 'arc_easy', 'letter', 'chat', 0, 'acc', 10, ?, ?, ?, ?, 'r', now())")
 GENERATION = """INSERT INTO generations (era, generation, prompt_id, operator, parents, carried_over,
                 evaluated_generation, fitness, raw_fitness) VALUES ('e', ?, ?, 'initial', [], false, ?, ?, ?)"""
 
@@ -35,8 +35,8 @@ def test_accuracy_check(warehouse):
 
 def test_duplicate_prediction_check(warehouse):
     # A warehouse whose predictions table was created without its primary key (by hand, or an old version).
-    row = ("INSERT INTO predictions (model, model_fingerprint, benchmark, prompt_id, mode, prompt_format) "
-           "VALUES ('m', 'fp', 'arc_easy', 'p1', 'letter', 'seed')")
+    row = ("INSERT INTO predictions (model, model_fingerprint, benchmark, prompt_id, mode, prompt_format, num_fewshot, "
+           "predicted_at) VALUES ('m', 'fp', 'arc_easy', 'p1', 'letter', 'chat', 0, now())")
     with warehouse.get_connection() as conn:
         conn.execute("CREATE TABLE unkeyed AS SELECT * FROM predictions")  # CTAS copies no constraints
         conn.execute("DROP TABLE predictions")
@@ -84,8 +84,11 @@ def test_fitness_check(warehouse):
 def test_generation_stats_check(warehouse):
     for i, fitness in enumerate([0.2, 0.4, 0.9]):
         insert(warehouse, GENERATION, 0, f"p{i}", 0, fitness, fitness)
-    with warehouse.get_connection() as conn:
-        conn.execute(f"INSERT INTO generation_stats {checks.STATS_SQL}")
+    from eval_platform.core.genetic import statistics_rows
+    from eval_platform.stores import EvolutionStore
+
+    with warehouse.store(EvolutionStore) as store:
+        store.replace_generation_stats(statistics_rows(store.load_generation_outcomes()))
     assert run_check(checks.generation_stats_match_generations, warehouse).passed
     insert(warehouse, "UPDATE generation_stats SET max_fitness = 0.8")
     assert not run_check(checks.generation_stats_match_generations, warehouse).passed
@@ -110,7 +113,7 @@ def test_prompt_ancestry_view_walks_parents(warehouse):
 
 def _ingest(args):
     database, partition = args
-    from resources import WarehouseResource
+    from eval_platform.resources import WarehouseResource
 
     result = materialize([benchmark_raw_rows, benchmark_prompts], partition_key=partition,
                          resources={"warehouse": WarehouseResource(database=database)},
@@ -123,7 +126,7 @@ def test_parallel_processes_share_the_warehouse(tmp_path):
     partitions = ["arc_easy", "arc_challenge", "mmlu", "hellaswag", "winogrande", "truthfulqa"]
     with multiprocessing.get_context("spawn").Pool(3) as pool:
         assert pool.map(_ingest, [(database, p) for p in partitions]) == [True] * len(partitions)
-    from resources import WarehouseResource
+    from eval_platform.resources import WarehouseResource
 
     with WarehouseResource(database=database).get_connection() as conn:
         assert conn.execute("SELECT count(DISTINCT benchmark), count(*) FROM prompts").fetchone() == (6, 120)
@@ -131,6 +134,6 @@ def test_parallel_processes_share_the_warehouse(tmp_path):
 
 @pytest.mark.parametrize("check", checks.ALL_CHECKS)
 def test_every_check_is_registered(check):
-    from evaluation_assets.definitions import defs
+    from eval_platform.definitions import defs
 
     assert check in defs.asset_checks

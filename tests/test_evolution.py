@@ -7,15 +7,15 @@ import random
 import pytest
 from dagster import materialize
 
-from evaluation_assets.evolution import era_summary, evolution_era, gene_pools, generation_stats, source_paragraphs
-from evaluation_logic.genetic import TAGS, EraConfig, Individual, next_generation, operator_counts, run_era
-from resources import ModelGatewayResource, WarehouseResource
+from eval_platform.assets.evolution import era_summary, evolution_era, gene_pools, generation_stats, source_paragraphs
+from eval_platform.core.genetic import TAGS, EraConfig, Individual, next_generation, operator_counts, run_era
+from eval_platform.resources import ModelGatewayResource, WarehouseResource
 from tests.openai_stub_server import StubServer
 
 SECRET = "sk-test-secret-never-stored-0123456789"
 PANEL = {"openai": "openai/judge-openai", "claude": "openai/judge-claude", "gemini": "openai/judge-gemini"}
 POOL = {tag: [f"{tag} gene {i}" for i in range(5)] for tag in TAGS}
-SEED_QUERIES = [
+DIAGNOSTIC_QUERIES = [
     """SELECT
   generation,
   AVG(quality_scores.openai) as openai_avg,
@@ -156,7 +156,7 @@ def test_era_over_http_stores_every_generation(http_era):
         stats = conn.execute("SELECT generation, population, mean_fitness, max_fitness FROM generation_stats "
                              "WHERE era = 'phylo-2' ORDER BY 1").fetchall()
         assert [s[:2] for s in stats] == [(g, 10) for g in range(4)]
-        era = conn.execute("SELECT total_generations, final_max_fitness FROM eras WHERE era = 'phylo-2'").fetchone()
+        era = conn.execute("SELECT total_generations, final_max_fitness FROM era_summaries WHERE era = 'phylo-2'").fetchone()
         assert era == (3, stats[-1][3])
 
 
@@ -186,27 +186,27 @@ def test_judge_failures_timeouts_retries_and_invalid_json(http_era, stub_server)
     assert stub_server.calls["judge-claude"] == judges["claude"][0] + stub_server.errors["judge-claude"]
 
 
-def test_seed_diagnostic_queries_run_verbatim(http_era):
+def test_fitness_document_diagnostic_queries_run_verbatim(http_era):
     warehouse, _, _ = http_era
     with warehouse.get_connection() as con:
-        first = con.execute(SEED_QUERIES[0]).fetchall()
+        first = con.execute(DIAGNOSTIC_QUERIES[0]).fetchall()
         assert [row[0] for row in first] == [0, 1, 2, 3]
         assert all(row[1] is not None and row[2] is not None and row[3] is None for row in first)
-        low_quality_high_compression = con.execute(SEED_QUERIES[1]).fetchall()
+        low_quality_high_compression = con.execute(DIAGNOSTIC_QUERIES[1]).fetchall()
         assert all(row[3] < 6 and row[4] > 3 for row in low_quality_high_compression)
         assert len(low_quality_high_compression) > 0
-        con.execute(SEED_QUERIES[2]).fetchall()
+        con.execute(DIAGNOSTIC_QUERIES[2]).fetchall()
 
 
 def test_rerunning_an_era_replaces_its_rows_and_secrets_stay_out(http_era):
     warehouse, first, run = http_era
     with warehouse.get_connection() as conn:
         before = [conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-                  for t in ("generations", "judge_scores", "eras", "generation_stats")]
+                  for t in ("generations", "judge_scores", "eras", "generation_stats", "era_summaries")]
     second = run()
     with warehouse.get_connection() as conn:
         after = [conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-                 for t in ("generations", "judge_scores", "eras", "generation_stats")]
+                 for t in ("generations", "judge_scores", "eras", "generation_stats", "era_summaries")]
         dump = " ".join(str(row) for t in ("generations", "judge_scores", "eras")
                         for row in conn.execute(f"SELECT * FROM {t}").fetchall())
     assert after == before

@@ -1,10 +1,10 @@
-"""The seed's fitness table and edge cases; judge reply parsing; the seed's prompt texts."""
+"""The fitness document's table and edge cases; judge reply parsing; its prompt texts."""
 
 import pytest
 
-from evaluation_logic.fitness import calculate_fitness, fitness_score
-from evaluation_logic.genetic import build_compression_prompt
-from evaluation_logic.judging import JudgeReplyError, judge_prompt, parse_judge_reply
+from eval_platform.core.fitness import calculate_fitness, fitness_score
+from eval_platform.core.genetic import build_compression_prompt
+from eval_platform.core.judging import JudgeReplyError, judge_prompt, parse_judge_reply
 from tests.conftest import PROJECT_ROOT
 
 words = len  # token counter stand-in where tokens are not the point: one token per character
@@ -17,14 +17,14 @@ words = len  # token counter stand-in where tokens are not the point: one token 
     (9.5, 0.8, 0, 0.000),   # text expanded
     (0.0, 0.0, 0, 0.000),   # compression failed
 ])
-def test_seed_fitness_table(quality, ratio, survival, expected):
+def test_fitness_document_table(quality, ratio, survival, expected):
     _, fitness = fitness_score(quality, ratio, survival)
     assert round(fitness, 3) == expected
 
 
-def test_seed_table_raw_fitness_for_expanded_text():
+def test_fitness_document_raw_fitness_for_expanded_text():
     raw, fitness = fitness_score(9.5, 0.8, 0)
-    assert raw == pytest.approx(0.7225) and fitness == 0  # the seed rounds 0.7225 up to 0.723
+    assert raw == pytest.approx(0.7225) and fitness == 0  # the document rounds 0.7225 up to 0.723
 
 
 ORIGINAL = " ".join(f"w{i}" for i in range(100))
@@ -106,12 +106,9 @@ def test_invalid_or_out_of_range_replies_are_refused(reply, message):
         parse_judge_reply(reply)
 
 
-def test_judge_prompt_is_the_seeds_verbatim():
-    seed = (PROJECT_ROOT.parent / "shared" / "seeds" / "003_a77bf944593c8626.txt")
-    if not seed.exists():
-        pytest.skip("seed documents are not beside this checkout")
-    text = seed.read_text(encoding="utf-8")
-    block = text.split("**Judge Prompt Structure:**\n\n```\n")[1].split("\n```")[0]
+def test_judge_prompt_is_the_fitness_documents_verbatim():
+    # tests/data holds the judge prompt block of the fitness document, copied character for character.
+    block = (PROJECT_ROOT / "tests" / "data" / "fitness_document_judge_prompt.txt").read_text(encoding="utf-8")
     assert judge_prompt("{original_text}", "{compressed_text}") == block
 
 

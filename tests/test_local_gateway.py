@@ -1,13 +1,16 @@
 """The local model as a litellm provider and as a probability-weighted judge; a small offline era."""
 
+import asyncio
+
 import pytest
 from dagster import materialize
 
-from evaluation_assets.evolution import era_summary, evolution_era, gene_pools, generation_stats, source_paragraphs
-from evaluation_logic.gateway import ModelGateway, chat
-from evaluation_logic.judging import RUBRIC, local_rubric_judgment
-from evaluation_logic.local_model import DEFAULT_LOCAL_MODEL
-from resources import ModelGatewayResource
+from eval_platform.assets.evolution import era_summary, evolution_era, gene_pools, generation_stats, source_paragraphs
+from eval_platform.core.gateway import ModelGateway, chat
+from eval_platform.core.judging import RUBRIC, ProbabilityRubricJudge, make_judge
+from eval_platform.core.models import Chat, GenerationRequest
+from eval_platform.core.models.local import DEFAULT_LOCAL_MODEL
+from eval_platform.resources import ModelGatewayResource
 
 ORIGINAL = "The river floods every spring, when snow melts in the mountains and the water level rises quickly."
 
@@ -15,12 +18,14 @@ ORIGINAL = "The river floods every spring, when snow melts in the mountains and 
 def test_local_model_through_litellm_custom_provider(local_model):
     reply = ModelGateway().complete(DEFAULT_LOCAL_MODEL, chat("Be brief.", "Name a colour."), max_tokens=8)
     assert reply.text.strip() and reply.attempts == 1
-    (direct,) = local_model.generate([("Be brief.", "Name a colour.")], max_new_tokens=8)
+    (direct,) = local_model.generate([GenerationRequest(Chat("Be brief.", "Name a colour."), max_new_tokens=8)])
     assert reply.text == direct  # one code path, same greedy output
 
 
 def test_local_judge_scores_each_dimension_in_range():
-    verdict = local_rubric_judgment(DEFAULT_LOCAL_MODEL, ORIGINAL, "River floods each spring as mountain snow melts.")
+    judge = make_judge(DEFAULT_LOCAL_MODEL, ModelGateway())
+    assert isinstance(judge, ProbabilityRubricJudge)
+    verdict = asyncio.run(judge.scores(ORIGINAL, "River floods each spring as mountain snow melts."))
     for name, maximum, _ in RUBRIC:
         assert 0 <= verdict[name] <= maximum
     assert verdict["score"] == pytest.approx(sum(verdict[name] for name, _, _ in RUBRIC))

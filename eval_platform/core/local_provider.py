@@ -6,7 +6,8 @@ import asyncio
 import litellm
 from litellm import CustomLLM
 
-from evaluation_logic.local_model import LOCAL_MODEL_LOCK, load_local_model
+from eval_platform.core.models import Chat, GenerationRequest
+from eval_platform.core.models.local import load_local_model
 
 PROVIDER = "local"
 
@@ -18,8 +19,9 @@ class LocalModelHandler(CustomLLM):
         system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
         user = "\n\n".join(m["content"] for m in messages if m["role"] != "system")
         local = load_local_model(f"{PROVIDER}/{model}")
-        with LOCAL_MODEL_LOCK:
-            (text,) = local.generate([(system, user)], max_new_tokens=int(optional_params.get("max_tokens") or 256))
+        request = GenerationRequest(Chat(system, user), max_new_tokens=int(optional_params.get("max_tokens") or 256),
+                                    stop=tuple(optional_params.get("stop") or ()))
+        (text,) = local.generate([request])
         model_response.choices[0].message.content = text
         model_response.model = f"{PROVIDER}/{model}"
         return model_response

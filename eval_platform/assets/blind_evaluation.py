@@ -7,18 +7,19 @@ import pandas as pd
 from dagster import AssetExecutionContext, Config, MaterializeResult, MetadataValue, asset
 from pydantic import Field
 
-from evaluation_logic import blind_evaluation as blind
-from evaluation_logic.gateway import chat
-from evaluation_logic.warehouse import Write, records, replace_many, utc_now
-from resources import BLIND_EVAL_DIR, WAREHOUSE_POOL, ModelGatewayResource, WarehouseResource
+from eval_platform.core import blind
+from eval_platform.core.gateway import chat
+from eval_platform.core.models import open_model
+from eval_platform.resources import BLIND_EVAL_DIR, WAREHOUSE_POOL, ModelGatewayResource, WarehouseResource
+from eval_platform.stores import BlindStore
+from eval_platform.stores.warehouse import utc_now
 
-SHEET_FILE, KEY_FILE = "blind_evaluation_scoring_sheet.xlsx", "blind_evaluation_answer_key.xlsx"
-
-
+SHEET_FILE, KEY_FILE, RUBRIC_FILE = "blind_evaluation_scoring_sheet.xlsx", "blind_evaluation_answer_key.xlsx", "rubric.json"
 
 
 class BlindFilesConfig(Config):
-    folder: str = Field(default=str(BLIND_EVAL_DIR), description="Folder with questions, answers/, issued/, filled/.")
+    folder: str = Field(default=str(BLIND_EVAL_DIR),
+                        description="Folder with questions, answers/, rubric.json, issued/, filled/.")
 
 
 class AnsweringSystem(Config):
@@ -44,8 +45,8 @@ def _questions_file(folder: Path) -> Path:
 def blind_eval_questions(config: BlindFilesConfig, warehouse: WarehouseResource) -> MaterializeResult:
     """The question set: Question_ID, Question, Ground_Truth."""
     frame = blind.read_table(_questions_file(Path(config.folder)), ["Question_ID", "Question", "Ground_Truth"])
-    with warehouse.get_connection() as conn:
-        replace_many(conn, [Write("blind_questions", frame, {})])
+    with warehouse.store(BlindStore) as store:
+        store.replace_questions(frame)
     return MaterializeResult(metadata={"dagster/row_count": len(frame),
                                        "preview": MetadataValue.md(frame.head(5).to_markdown(index=False))})
 
@@ -65,8 +66,8 @@ async def _generate_answers(gateway, systems: list[AnsweringSystem], questions: 
 def blind_eval_answers(config: BlindAnswersConfig, warehouse: WarehouseResource,
                        gateway: ModelGatewayResource) -> MaterializeResult:
     """Each system's answer to each question, from answers/ files or generated through the gateway."""
-    with warehouse.get_connection() as conn:
-        questions = records(conn, "SELECT * FROM blind_questions ORDER BY Question_ID")
+    with warehouse.store(BlindStore) as store:
+        questions = store.load_questions().to_dict("records")
     if config.systems:
         rows = asyncio.run(_generate_answers(gateway.gateway(), config.systems, questions))
     else:
@@ -76,8 +77,8 @@ def blind_eval_answers(config: BlindAnswersConfig, warehouse: WarehouseResource,
             rows += [{"system": path.stem, "Question_ID": r["Question_ID"], "answer": r["Answer"], "source": str(path)}
                      for r in table.to_dict("records")]
     frame = pd.DataFrame(rows, columns=["system", "Question_ID", "answer", "source"])
-    with warehouse.get_connection() as conn:
-        replace_many(conn, [Write("blind_answers", frame, {})])
+    with warehouse.store(BlindStore) as store:
+        store.replace_answers(frame)
     return MaterializeResult(metadata={"dagster/row_count": len(frame),
                                        "systems": MetadataValue.json(sorted(frame["system"].unique().tolist()))})
 
@@ -86,29 +87,27 @@ class BlindSheetConfig(BlindFilesConfig):
     seed: int = Field(default=20240601, description="Draws which system is A per question; recorded in the key.")
 
 
-@asset(group_name="blind_evaluation", deps=[blind_eval_answers], kinds={"excel", "duckdb"}, pool=WAREHOUSE_POOL)
+@asset(group_name="blind_evaluation", deps=[blind_eval_questions, blind_eval_answers], kinds={"excel", "duckdb"},
+       pool=WAREHOUSE_POOL)
 def blind_eval_sheet(config: BlindSheetConfig, warehouse: WarehouseResource) -> MaterializeResult:
     """The blind scoring sheet for raters and the separate answer key, in issued/."""
-    with warehouse.get_connection() as conn:
-        questions = conn.execute("SELECT * FROM blind_questions ORDER BY Question_ID").df()
-        answer_rows = records(conn, "SELECT system, Question_ID, answer FROM blind_answers")
-    answers: dict[str, dict[str, str]] = {}
-    for row in answer_rows:
-        answers.setdefault(row["system"], {})[row["Question_ID"]] = row["answer"]
+    with warehouse.store(BlindStore) as store:
+        questions = store.load_questions()
+        answers = store.load_answers()
     systems = sorted(answers)
     sides = blind.assign_sides(questions["Question_ID"].tolist(), systems, config.seed)
     rows = blind.issued_rows(questions, answers, sides)
     sheet_id = blind.sheet_id_for(rows, config.seed)
     issued = Path(config.folder) / "issued"
-    sheet_path = blind.write_scoring_sheet(issued / SHEET_FILE, rows)
+    rubric = blind.Rubric.from_file(Path(config.folder) / RUBRIC_FILE)
+    sheet_path = blind.write_scoring_sheet(issued / SHEET_FILE, rows, rubric)
     key_path = blind.write_answer_key(issued / KEY_FILE, rows, sides, config.seed, sheet_id)
     issue = pd.DataFrame([{"sheet_id": sheet_id, "seed": config.seed, "systems": systems, "sheet_path": str(sheet_path),
                            "key_path": str(key_path), "issued_at": utc_now()}])
     key = pd.DataFrame([{"sheet_id": sheet_id, "Question_ID": q, "system_a": a, "system_b": b}
                         for q, (a, b) in sides.items()])
-    with warehouse.get_connection() as conn:
-        replace_many(conn, [Write("blind_issues", issue, {"sheet_id": sheet_id}),
-                            Write("blind_key", key, {"sheet_id": sheet_id})])
+    with warehouse.store(BlindStore) as store:
+        store.save_issue(sheet_id, issue, key)
     preview = pd.DataFrame(rows)[["Question_ID", "Question", "Answer_A", "Answer_B"]]
     return MaterializeResult(metadata={
         "sheet_id": sheet_id, "scoring_sheet": MetadataValue.path(str(sheet_path)),
@@ -127,15 +126,16 @@ def blind_eval_llm_rating(config: LlmRaterConfig, gateway: ModelGatewayResource)
     as `llm-<model>.xlsx`, to be checked, tallied and compared with the human raters like any other."""
     folder = Path(config.folder)
     target = folder / "filled" / f"llm-{config.model.replace('/', '_')}.xlsx"
-    asyncio.run(blind.llm_rater_fill(folder / "issued" / SHEET_FILE, target, gateway.gateway(), config.model))
+    blind.llm_rater_fill(folder / "issued" / SHEET_FILE, target, open_model(config.model, gateway.gateway()),
+                         blind.Rubric.from_file(folder / RUBRIC_FILE))
     return MaterializeResult(metadata={"filled_sheet": MetadataValue.path(str(target)), "model": config.model})
 
 
-def latest_issue(conn) -> dict:
-    issues = records(conn, "SELECT * FROM blind_issues ORDER BY issued_at DESC LIMIT 1")
-    if not issues:
+def latest_issue(store: BlindStore) -> dict:
+    issue = store.latest_issue()
+    if issue is None:
         raise blind.BlindEvaluationInputError("No scoring sheet has been issued yet: materialise blind_eval_sheet")
-    return issues[0]
+    return issue
 
 
 @asset(group_name="blind_evaluation", deps=[blind_eval_sheet], kinds={"excel", "duckdb"}, pool=WAREHOUSE_POOL)
@@ -143,8 +143,8 @@ def blind_eval_scores(context: AssetExecutionContext, config: BlindFilesConfig,
                       warehouse: WarehouseResource) -> MaterializeResult:
     """Scores from every filled sheet in filled/ (one per rater, named by file), checked against the
     issued sheet. A sheet with problems is not tallied; each problem is kept with its cell."""
-    with warehouse.get_connection() as conn:
-        issue = latest_issue(conn)
+    with warehouse.store(BlindStore) as store:
+        issue = latest_issue(store)
     key = blind.read_answer_key(Path(issue["key_path"]))
     scores, problems, accepted = [], [], []
     for path in sorted((Path(config.folder) / "filled").glob("*")):
@@ -160,9 +160,8 @@ def blind_eval_scores(context: AssetExecutionContext, config: BlindFilesConfig,
     frame = pd.concat(scores) if scores else pd.DataFrame(columns=[
         "rater", "Question_ID", "system", "side", "score", "opponent_score", "outcome", "file"])
     problem_frame = pd.DataFrame(problems, columns=["file", "cell", "problem"]).assign(checked_at=utc_now())
-    with warehouse.get_connection() as conn:
-        replace_many(conn, [Write("blind_scores", frame.assign(sheet_id=issue["sheet_id"]), {"sheet_id": issue["sheet_id"]}),
-                            Write("blind_sheet_problems", problem_frame, {})])
+    with warehouse.store(BlindStore) as store:
+        store.replace_ratings(issue["sheet_id"], frame.assign(sheet_id=issue["sheet_id"]), problem_frame)
     return MaterializeResult(metadata={
         "accepted_sheets": MetadataValue.json(accepted), "rejected_sheets": len({p["file"] for p in problems}),
         "problems": MetadataValue.md(problem_frame[["file", "cell", "problem"]].to_markdown(index=False)
@@ -177,14 +176,15 @@ class BlindTallyConfig(Config):
                                                             "e.g. {'SAC-RAG': 'domain adaptation'}.")
 
 
-@asset(group_name="blind_evaluation", deps=[blind_eval_scores], kinds={"scipy", "duckdb"}, pool=WAREHOUSE_POOL)
+@asset(group_name="blind_evaluation", deps=[blind_eval_sheet, blind_eval_scores], kinds={"scipy", "duckdb"},
+       pool=WAREHOUSE_POOL)
 def blind_eval_tally(context: AssetExecutionContext, config: BlindTallyConfig,
                      warehouse: WarehouseResource) -> MaterializeResult:
     """Wins, losses, ties and average scores per system, per rater and pooled; sign test, Wilcoxon,
-    bootstrap CI of the mean difference, rater agreement, and the seed's sentence filled in."""
-    with warehouse.get_connection() as conn:
-        issue = latest_issue(conn)
-        scores = conn.execute("SELECT * FROM blind_scores WHERE sheet_id = ?", [issue["sheet_id"]]).df()
+    bootstrap CI of the mean difference, rater agreement, and the instructions' sentence filled in."""
+    with warehouse.store(BlindStore) as store:
+        issue = latest_issue(store)
+        scores = store.load_ratings(issue["sheet_id"])
     if scores.empty:
         raise blind.BlindEvaluationInputError("No accepted filled sheet to tally: see blind_eval_scores' problems")
     questions = scores["Question_ID"].nunique()
@@ -204,9 +204,8 @@ def blind_eval_tally(context: AssetExecutionContext, config: BlindTallyConfig,
                         "wilcoxon_p": stats["wilcoxon_p"], "ci_low": stats["bootstrap_ci"][0],
                         "ci_high": stats["bootstrap_ci"][1], "rater_kappa": kappa})
     tally_frame, result_frame = pd.concat(tallies), pd.DataFrame(results)
-    with warehouse.get_connection() as conn:
-        replace_many(conn, [Write("blind_tallies", tally_frame, {"sheet_id": issue["sheet_id"]}),
-                            Write("blind_results", result_frame, {"sheet_id": issue["sheet_id"]})])
+    with warehouse.store(BlindStore) as store:
+        store.replace_tally(issue["sheet_id"], tally_frame, result_frame)
     pooled = result_frame[result_frame["scope"] == "pooled"].iloc[0]
     context.log.info(pooled["sentence"])
     return MaterializeResult(metadata={

@@ -1,8 +1,9 @@
 """Benchmarks as small declarative specs, with row parsers that accept both circulating layouts.
 
 A spec names its data, its system prompt, how a raw row becomes a question with choices and an
-answer (`parse`), and how lm-evaluation-harness would phrase it for log-likelihood scoring
-(`harness`). Everything else (prompt building, prediction, scoring) is shared.
+answer (`parse`), the prediction modes it supports, and how lm-evaluation-harness would phrase it
+for log-likelihood scoring (`harness`). Everything else (prompt building, prediction, scoring) is
+shared, so a new benchmark is one spec here and one data slice in data/benchmarks/.
 """
 
 from __future__ import annotations
@@ -48,9 +49,13 @@ class BenchmarkSpec:
     system_prompt: str
     parse: Callable[[Mapping[str, Any]], ParsedRow]
     harness: Callable[[ParsedRow], HarnessRequests] | None = None
-    task: str = "multiple_choice"  # or "generation"
+    modes: tuple[str, ...] = ("letter", "loglikelihood")  # prediction modes; the first is the default
     numeric_labels: bool = False
     choice_count: int | None = None  # None: any count from 2 to len(LETTERS)
+
+    @property
+    def multiple_choice(self) -> bool:
+        return self.harness is not None
 
     def labels(self, n_choices: int) -> list[str]:
         if self.numeric_labels:
@@ -259,7 +264,7 @@ BENCHMARKS: dict[str, BenchmarkSpec] = {
                 "You are a careful math tutor. Solve the problem step by step, then give the final "
                 "answer on its own line as '#### <number>'."
             ),
-            parse=parse_gsm8k, task="generation",
+            parse=parse_gsm8k, modes=("generate",),
         ),
         BenchmarkSpec(
             name="hellaswag", title="HellaSwag", data_file="hellaswag.jsonl",
@@ -293,7 +298,7 @@ BENCHMARKS: dict[str, BenchmarkSpec] = {
 
 
 def build_user_prompt(spec: BenchmarkSpec, parsed: ParsedRow) -> str:
-    if spec.task == "generation":
+    if not spec.multiple_choice:
         return parsed.question
     labels = spec.labels(len(parsed.choices))
     options = "\n".join(f"{label}. {choice}" for label, choice in zip(labels, parsed.choices))
@@ -307,13 +312,13 @@ def content_hash(*parts: Any) -> str:
 def build_prompt(spec: BenchmarkSpec, row: Mapping[str, Any], source_row_id: str) -> dict[str, Any]:
     """One raw row to its prompt record; raises RowRejected with the reason."""
     parsed = spec.parse(row)
-    if spec.task == "multiple_choice":
+    if spec.multiple_choice:
         n = len(parsed.choices)
         expected = f"exactly {spec.choice_count}" if spec.choice_count else f"2 to {len(LETTERS)}"
         if (spec.choice_count and n != spec.choice_count) or not 2 <= n <= len(LETTERS):
             raise RowRejected(f"wrong number of choices: {n}, expected {expected}")
     labels = spec.labels(len(parsed.choices))
-    real_answer = parsed.answer_text if spec.task == "generation" else labels[parsed.answer_index]
+    real_answer = labels[parsed.answer_index] if spec.multiple_choice else parsed.answer_text
     requests = spec.harness(parsed) if spec.harness else []
     record = {
         "benchmark": spec.name,

@@ -1,8 +1,9 @@
-"""Model-as-judge: the seed's rubric prompt, tolerant JSON parsing, and a local probability judge.
+"""Model-as-judge: the fitness document's rubric prompt, tolerant JSON parsing, two kinds of judge.
 
-API judges answer the rubric prompt with JSON. A 135M local model cannot write reliable JSON, so a
-local judge scores each dimension from its next-token probabilities over the allowed digits and
-reports the probability-weighted score (as G-Eval does), in the same structure.
+API judges answer the rubric prompt with JSON (`JsonRubricJudge`). A 135M local model cannot write
+reliable JSON, so a local judge scores each dimension from its next-token probabilities over the
+allowed digits and reports the probability-weighted score, as G-Eval does
+(`ProbabilityRubricJudge`), in the same structure.
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ import asyncio
 import json
 import re
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
-from evaluation_logic.gateway import ModelGateway, chat
-from evaluation_logic.local_model import LOCAL_MODEL_LOCK, is_local_model, load_local_model
+from eval_platform.core.gateway import ModelGateway, chat
+from eval_platform.core.models import LOCAL_PREFIX, Chat, LanguageModel, open_model
 
-# (name, maximum, rubric section exactly as in the seed)
+# (name, maximum, rubric section exactly as in the fitness document)
 RUBRIC = [
     ("faithfulness", 5, """Faithfulness (0-5 points):
 - Are all core concepts preserved?
@@ -66,7 +68,7 @@ JSON_INSTRUCTION = """IMPORTANT: Respond with ONLY a JSON object in this exact f
 
 
 def judge_prompt(original_text: str, compressed_text: str) -> str:
-    """The seed's judge prompt, verbatim."""
+    """The fitness document's judge prompt, verbatim."""
     sections = "\n\n".join(section for _, _, section in RUBRIC)
     texts = _TEXTS.format(original_text=original_text, compressed_text=compressed_text)
     return (
@@ -111,44 +113,63 @@ def parse_judge_reply(text: str) -> dict[str, Any]:
     }
 
 
-def local_rubric_judgment(model: str, original_text: str, compressed_text: str) -> dict[str, Any]:
+class Judge(Protocol):
+    model: str
+
+    async def scores(self, original_text: str, compressed_text: str) -> dict[str, Any]:
+        """The rubric scores, `score`, `reported_score`, `score_mismatch` and `comments`; raises on failure."""
+
+
+@dataclass
+class JsonRubricJudge:
+    """An API model answering the rubric prompt with JSON, through the gateway."""
+
+    model: str
+    gateway: ModelGateway
+
+    async def scores(self, original_text: str, compressed_text: str) -> dict[str, Any]:
+        completion = await self.gateway.acomplete(self.model, chat(None, judge_prompt(original_text, compressed_text)),
+                                                  max_tokens=300)
+        return parse_judge_reply(completion.text)
+
+
+@dataclass
+class ProbabilityRubricJudge:
     """Each dimension as the expected value of the model's next-digit distribution over 0..max."""
-    local = load_local_model(model)
-    texts = _TEXTS.format(original_text=original_text, compressed_text=compressed_text)
-    chats, labels = [], []
-    for _, maximum, section in RUBRIC:
-        system = "You are evaluating a text compression."
-        user = f"{texts}\n\n{section}\n\nAnswer with a single digit from 0 to {maximum}."
-        chats.append((system, user))
-        labels.append([str(d) for d in range(maximum + 1)])
-    with LOCAL_MODEL_LOCK:
-        distributions = local.label_probabilities(chats, labels, batch_size=len(chats))
-    scores = {
-        name: sum(int(digit) * p for digit, p in dist.items()) for (name, _, _), dist in zip(RUBRIC, distributions)
-    }
-    return {
-        **scores,
-        "score": sum(scores.values()),
-        "reported_score": None,
-        "score_mismatch": False,
-        "comments": "Probability-weighted digits over each rubric dimension (local judge).",
-    }
+
+    model: str
+    language_model: LanguageModel
+
+    def _scores(self, original_text: str, compressed_text: str) -> dict[str, Any]:
+        texts = _TEXTS.format(original_text=original_text, compressed_text=compressed_text)
+        chats = [Chat("You are evaluating a text compression.",
+                      f"{texts}\n\n{section}\n\nAnswer with a single digit from 0 to {maximum}.")
+                 for _, maximum, section in RUBRIC]
+        labels = [[str(d) for d in range(maximum + 1)] for _, maximum, _ in RUBRIC]
+        distributions = self.language_model.label_probabilities(chats, labels, len(chats))
+        scores = {name: sum(int(digit) * p for digit, p in dist.items())
+                  for (name, _, _), dist in zip(RUBRIC, distributions)}
+        return {**scores, "score": sum(scores.values()), "reported_score": None, "score_mismatch": False,
+                "comments": "Probability-weighted digits over each rubric dimension (local judge)."}
+
+    async def scores(self, original_text: str, compressed_text: str) -> dict[str, Any]:
+        return await asyncio.to_thread(self._scores, original_text, compressed_text)
 
 
-async def judge_compression(
-    gateway: ModelGateway, judge_name: str, model: str, original_text: str, compressed_text: str
-) -> dict[str, Any]:
-    """One judge's verdict in the seed's `judge_details` form; a failure is returned, not raised,
-    with `score` None and the error, so the judge is left out of the average."""
+def make_judge(model: str, gateway: ModelGateway) -> Judge:
+    """A local model judges by digit probabilities; any API model by the JSON rubric prompt."""
+    if model.startswith(LOCAL_PREFIX):
+        return ProbabilityRubricJudge(model, open_model(model, gateway))
+    return JsonRubricJudge(model, gateway)
+
+
+async def judge_compression(judge_name: str, judge: Judge, original_text: str, compressed_text: str) -> dict[str, Any]:
+    """One judge's verdict in the fitness document's `judge_details` form; a failure is returned,
+    not raised, with `score` None and the error, so the judge is left out of the average."""
     start = time.perf_counter()
-    details: dict[str, Any] = {"judge_model": judge_name, "model": model, "error": None}
+    details: dict[str, Any] = {"judge_model": judge_name, "model": judge.model, "error": None}
     try:
-        if is_local_model(model):
-            details.update(await asyncio.to_thread(local_rubric_judgment, model, original_text, compressed_text))
-        else:
-            completion = await gateway.acomplete(model, chat(None, judge_prompt(original_text, compressed_text)),
-                                                 max_tokens=300)
-            details.update(parse_judge_reply(completion.text))
+        details.update(await judge.scores(original_text, compressed_text))
     except Exception as error:  # any failure excludes this judge from the average
         details.update(faithfulness=None, clarity=None, readability=None, score=None, reported_score=None,
                        score_mismatch=False, comments="", error=f"{type(error).__name__}: {error}"[:500])

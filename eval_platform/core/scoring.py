@@ -1,4 +1,5 @@
-"""Scoring: answer extraction, accuracy with a confidence interval, and the seed's per-item report."""
+"""Scoring: answer extraction, accuracy with a confidence interval, and the per-item report of the
+benchmark specification (`0. Output: A, Reference: A :: O` ... `Score: 0.5`)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from evaluation_logic.benchmarks import gsm8k_final_number, normalize_number
-
-# Which prediction column each metric of each mode reads.
-METRICS = {
-    "letter": {"acc": "predicted"},
-    "loglikelihood": {"acc": "predicted", "acc_norm": "predicted_norm"},
-    "generate": {"strict_match": "predicted", "flexible_match": "predicted_flexible"},
-}
+from eval_platform.core.benchmarks import gsm8k_final_number, normalize_number
 
 
 def extract_numbers(text: str) -> tuple[str | None, str | None]:
@@ -50,7 +44,7 @@ class Score:
 
 
 def score_items(outputs: Sequence[str | None], references: Sequence[str]) -> Score:
-    """Accuracy of outputs against references, with the seed's report:
+    """Accuracy of outputs against references, with the specification's report:
     `0. Output: A, Reference: A :: O` per item, then `Score: 0.5`."""
     lines, correct = [], 0
     for i, (output, reference) in enumerate(zip(outputs, references, strict=True)):

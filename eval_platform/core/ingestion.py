@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from evaluation_logic.benchmarks import BenchmarkSpec
+from eval_platform.core.benchmarks import BenchmarkSpec
 
 LOCAL_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
 

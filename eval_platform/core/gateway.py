@@ -41,12 +41,12 @@ class ModelGateway:
         return self._semaphores[loop]
 
     async def acomplete(self, model: str, messages: list[dict[str, str]], max_tokens: int = 512,
-                        top_logprobs: int | None = None) -> Completion:
+                        top_logprobs: int | None = None, stop: list[str] | None = None) -> Completion:
         """One chat completion; retried on timeouts, connection errors, 429 and 5xx."""
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network fetch at import
         import litellm
 
-        from evaluation_logic import local_provider
+        from eval_platform.core import local_provider
 
         local_provider.register()
         retryable = (litellm.Timeout, litellm.APIConnectionError, litellm.RateLimitError,
@@ -54,6 +54,8 @@ class ModelGateway:
         extra: dict[str, Any] = {}
         if top_logprobs:
             extra.update(logprobs=True, top_logprobs=top_logprobs)
+        if stop:
+            extra["stop"] = stop
         if self.api_base and not model.startswith(f"{local_provider.PROVIDER}/"):
             extra["api_base"] = self.api_base
         async with self._semaphore():

@@ -10,13 +10,15 @@ import pandas as pd
 from dagster import AssetExecutionContext, Config, MaterializeResult, MetadataValue, asset
 from pydantic import Field
 
-from evaluation_logic.genetic import TAGS, EraConfig, Individual, run_era
-from evaluation_logic.local_model import DEFAULT_LOCAL_MODEL, token_counter
-from evaluation_logic.warehouse import Write, judge_json_schema, records, replace_many, utc_now, widen_quality_scores
-from resources import DATA_DIR, WAREHOUSE_POOL, ModelGatewayResource, WarehouseResource
+from eval_platform.core.genetic import TAGS, EraConfig, Individual, run_era, statistics_rows
+from eval_platform.core.models.local import DEFAULT_LOCAL_MODEL, token_counter
+from eval_platform.resources import DATA_DIR, WAREHOUSE_POOL, ModelGatewayResource, WarehouseResource
+from eval_platform.stores import EvolutionStore
+from eval_platform.stores.warehouse import utc_now
 
 EVOLUTION_DIR = DATA_DIR / "evolution"
-
+# The offline panel: the local model judging by digit probabilities.
+OFFLINE_JUDGE_PANEL = {"smollm2": DEFAULT_LOCAL_MODEL}
 
 
 def read_paragraphs(path: Path) -> pd.DataFrame:
@@ -40,8 +42,8 @@ def read_paragraphs(path: Path) -> pd.DataFrame:
 def source_paragraphs(warehouse: WarehouseResource) -> MaterializeResult:
     """The paragraphs candidate prompts compress (data/evolution/paragraphs.jsonl)."""
     frame = read_paragraphs(EVOLUTION_DIR / "paragraphs.jsonl")
-    with warehouse.get_connection() as conn:
-        replace_many(conn, [Write("source_paragraphs", frame, {})])
+    with warehouse.store(EvolutionStore) as store:
+        store.replace_source_paragraphs(frame)
     words = frame["text"].str.split().str.len()
     return MaterializeResult(metadata={
         "dagster/row_count": len(frame), "words": MetadataValue.md(
@@ -59,8 +61,8 @@ def gene_pools(warehouse: WarehouseResource) -> MaterializeResult:
         raise ValueError(f"{path}: no genes for tag(s) {', '.join(missing)}")
     frame = pd.DataFrame([{"tag": tag, "gene_index": i, "text": text}
                           for tag in TAGS for i, text in enumerate(pools[tag])])
-    with warehouse.get_connection() as conn:
-        replace_many(conn, [Write("gene_pool", frame, {})])
+    with warehouse.store(EvolutionStore) as store:
+        store.replace_gene_pool(frame)
     return MaterializeResult(metadata={"dagster/row_count": len(frame),
                                        "genes_per_tag": MetadataValue.json({t: len(pools[t]) for t in TAGS})})
 
@@ -72,7 +74,7 @@ class EraRunConfig(Config):
     paragraph_ids: list[str] = Field(default=[], description="Paragraphs to use, in turn; empty: all.")
     compression_model: str = DEFAULT_LOCAL_MODEL
     judge_panel: dict[str, str] = Field(
-        default={"smollm2": DEFAULT_LOCAL_MODEL},
+        default=OFFLINE_JUDGE_PANEL,
         description='Judge name -> model, e.g. {"openai": "openai/gpt-4o-mini", '
                     '"claude": "anthropic/claude-3-5-sonnet-20241022", "gemini": "gemini/gemini-1.5-flash"}.',
     )
@@ -119,9 +121,9 @@ def evolution_era(
     context: AssetExecutionContext, config: EraRunConfig, warehouse: WarehouseResource, gateway: ModelGatewayResource
 ) -> MaterializeResult:
     """One era of the genetic algorithm: every prompt, compression, judge score and fitness."""
-    with warehouse.get_connection() as conn:
-        paragraphs = records(conn, "SELECT paragraph_id, text FROM source_paragraphs ORDER BY paragraph_id")
-        genes = records(conn, "SELECT tag, text FROM gene_pool ORDER BY tag, gene_index")
+    with warehouse.store(EvolutionStore) as store:
+        paragraphs = store.load_paragraphs()
+        genes = store.load_gene_pool()
     if config.paragraph_ids:
         known = {p["paragraph_id"]: p for p in paragraphs}
         unknown = [pid for pid in config.paragraph_ids if pid not in known]
@@ -143,21 +145,15 @@ def evolution_era(
     started = utc_now()
     history = asyncio.run(run_era(era_config, gateway.gateway(), paragraphs, pool, token_counter(config.tokenizer),
                                   on_generation=log_generation))
-    with warehouse.get_connection() as conn:
-        judges = widen_quality_scores(conn, list(config.judge_panel))
+    with warehouse.store(EvolutionStore) as store:
+        judges = store.widen_quality_scores(list(config.judge_panel))
         generations, judge_scores = generation_rows(config.era, history, judges)
         era_row = pd.DataFrame([{
             "era": config.era, "config": config.model_dump_json(), "compression_model": config.compression_model,
             "judge_panel": json.dumps(config.judge_panel), "population_size": config.population_size,
             "started_at": started, "finished_at": utc_now(),
         }])
-        replace_many(conn, [
-            Write("generations", generations, {"era": config.era},
-                  computed={"quality_scores": f"from_json(quality_scores_json, '{judge_json_schema(judges)}')"},
-                  inputs=("quality_scores_json",)),
-            Write("judge_scores", judge_scores, {"era": config.era}),
-            Write("eras", era_row, {"era": config.era}),
-        ])
+        store.replace_era(config.era, generations, judge_scores, era_row, judges)
     failures = int(judge_scores["error"].notna().sum()) if len(judge_scores) else 0
     best = generations.sort_values("fitness", ascending=False).iloc[0]
     return MaterializeResult(metadata={
@@ -165,18 +161,6 @@ def evolution_era(
         "judge_failures": failures, "best_fitness": float(best["fitness"]),
         "best_prompt": MetadataValue.md(f"```\n{best['prompt_text'][:2000]}\n```"),
     })
-
-
-STATS_SQL = """
-    SELECT g.era, g.generation, count(*) AS population, avg(fitness) AS mean_fitness,
-           stddev_pop(fitness) AS std_fitness, median(fitness) AS median_fitness,
-           min(fitness) AS min_fitness, max(fitness) AS max_fitness,
-           count(*) FILTER (WHERE NOT carried_over) AS new_evaluations,
-           coalesce(max(f.failures), 0) AS judge_failures
-    FROM generations g
-    LEFT JOIN (SELECT era, evaluated_generation AS generation, count(*) AS failures FROM judge_scores
-               WHERE error IS NOT NULL GROUP BY ALL) f USING (era, generation)
-    GROUP BY g.era, g.generation ORDER BY g.era, g.generation"""
 
 
 def fitness_plot(stats: pd.DataFrame, era: str) -> str:
@@ -201,10 +185,10 @@ def fitness_plot(stats: pd.DataFrame, era: str) -> str:
 @asset(group_name="prompt_evolution", deps=[evolution_era], kinds={"duckdb"}, pool=WAREHOUSE_POOL)
 def generation_stats(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
     """Mean, std, median, min and max fitness per era and generation, from the generations table."""
-    with warehouse.get_connection() as conn:
-        stats = conn.execute(STATS_SQL).df()
-        replace_many(conn, [Write("generation_stats", stats, {})])
-        (latest,) = conn.execute("SELECT era FROM eras ORDER BY finished_at DESC LIMIT 1").fetchone()
+    with warehouse.store(EvolutionStore) as store:
+        stats = statistics_rows(store.load_generation_outcomes())
+        store.replace_generation_stats(stats)
+        latest = store.latest_era()
     era_stats = stats[stats["era"] == latest]
     return MaterializeResult(metadata={
         "dagster/row_count": len(stats), "era": latest,
@@ -213,17 +197,10 @@ def generation_stats(context: AssetExecutionContext, warehouse: WarehouseResourc
     })
 
 
-@asset(group_name="prompt_evolution", deps=[generation_stats], kinds={"duckdb"}, pool=WAREHOUSE_POOL)
+@asset(group_name="prompt_evolution", deps=[generation_stats, evolution_era], kinds={"duckdb"}, pool=WAREHOUSE_POOL)
 def era_summary(warehouse: WarehouseResource) -> MaterializeResult:
     """Each era's final mean and max fitness and its number of generations."""
-    with warehouse.get_connection() as conn:
-        conn.execute("""
-            UPDATE eras SET total_generations = s.last_generation, final_mean_fitness = s.mean_fitness,
-                            final_max_fitness = s.max_fitness
-            FROM (SELECT era, generation AS last_generation, mean_fitness, max_fitness FROM generation_stats
-                  QUALIFY row_number() OVER (PARTITION BY era ORDER BY generation DESC) = 1) s
-            WHERE eras.era = s.era""")
-        eras = conn.execute("""SELECT era, compression_model, population_size, total_generations,
-                                      final_mean_fitness, final_max_fitness FROM eras ORDER BY era""").df()
+    with warehouse.store(EvolutionStore) as store:
+        eras = store.summarize_eras()
     return MaterializeResult(metadata={"dagster/row_count": len(eras),
                                        "eras": MetadataValue.md(eras.round(4).to_markdown(index=False))})

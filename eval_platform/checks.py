@@ -1,0 +1,78 @@
+"""Asset checks: data-quality rules evaluated against the warehouse after each materialisation."""
+
+import os
+
+import pandas as pd
+from dagster import AssetCheckResult, AssetCheckSeverity, MetadataValue, asset_check
+
+from eval_platform.assets.benchmarks import benchmark_predictions, benchmark_prompts, benchmark_scores
+from eval_platform.assets.evolution import evolution_era, generation_stats
+from eval_platform.core.genetic import statistics_rows
+from eval_platform.resources import WarehouseResource
+from eval_platform.stores import BenchmarkStore, EvolutionStore
+
+MAX_REJECT_RATE = float(os.environ.get("EVAL_MAX_REJECT_RATE", "0.05"))
+MAX_JUDGE_FAILURE_RATE = float(os.environ.get("EVAL_MAX_JUDGE_FAILURE_RATE", "0.34"))
+
+
+def _result(offenders: list[tuple], what: str, severity=AssetCheckSeverity.ERROR) -> AssetCheckResult:
+    return AssetCheckResult(
+        passed=not offenders, severity=severity,
+        metadata={"offending_rows": len(offenders), "examples": MetadataValue.md(
+            "\n".join(f"- {row}" for row in offenders[:10]) or f"_no {what}_")},
+    )
+
+
+@asset_check(asset=benchmark_scores, description="Every accuracy and interval bound lies in [0, 1].")
+def accuracies_in_unit_interval(warehouse: WarehouseResource) -> AssetCheckResult:
+    with warehouse.store(BenchmarkStore) as store:
+        return _result(store.accuracies_outside_unit_interval(), "accuracy outside [0, 1]")
+
+
+@asset_check(asset=benchmark_predictions, description="At most one prediction per model, prompt, mode and shots.")
+def no_duplicate_predictions(warehouse: WarehouseResource) -> AssetCheckResult:
+    with warehouse.store(BenchmarkStore) as store:
+        return _result(store.duplicate_predictions(), "duplicate predictions")
+
+
+@asset_check(asset=benchmark_prompts,
+             description=f"Rejected rows stay under EVAL_MAX_REJECT_RATE (now {MAX_REJECT_RATE:.0%}) per benchmark.")
+def reject_rate_below_threshold(warehouse: WarehouseResource) -> AssetCheckResult:
+    with warehouse.store(BenchmarkStore) as store:
+        return _result(store.reject_rates_above(MAX_REJECT_RATE), "benchmark over the reject-rate threshold")
+
+
+@asset_check(asset=evolution_era, description=f"Judge failures per era stay under EVAL_MAX_JUDGE_FAILURE_RATE "
+                                              f"(now {MAX_JUDGE_FAILURE_RATE:.0%}).")
+def judge_failure_rate(warehouse: WarehouseResource) -> AssetCheckResult:
+    with warehouse.store(EvolutionStore) as store:
+        return _result(store.judge_failure_rates_above(MAX_JUDGE_FAILURE_RATE), "era over the judge-failure threshold",
+                       severity=AssetCheckSeverity.WARN)
+
+
+@asset_check(asset=evolution_era, description="Every fitness, and every normalised component, lies in [0, 1].")
+def fitness_in_unit_interval(warehouse: WarehouseResource) -> AssetCheckResult:
+    with warehouse.store(EvolutionStore) as store:
+        return _result(store.fitness_outside_unit_interval(), "fitness outside [0, 1]")
+
+
+@asset_check(asset=generation_stats, description="generation_stats equals statistics recomputed from generations.")
+def generation_stats_match_generations(warehouse: WarehouseResource) -> AssetCheckResult:
+    with warehouse.store(EvolutionStore) as store:
+        recomputed = statistics_rows(store.load_generation_outcomes())
+        stored = store.load_generation_stats()
+    merged = pd.merge(stored, recomputed, on=["era", "generation"], how="outer", suffixes=("_stored", "_recomputed"),
+                      indicator=True)
+    offenders = []
+    for row in merged.to_dict("records"):
+        differs = row["_merge"] != "both" or any(
+            abs((row[f"{c}_stored"] or 0) - (row[f"{c}_recomputed"] or 0)) > 1e-9
+            for c in ("population", "mean_fitness", "std_fitness", "median_fitness", "min_fitness", "max_fitness"))
+        if differs:
+            offenders.append((row["era"], row["generation"], row.get("mean_fitness_stored"),
+                              row.get("mean_fitness_recomputed")))
+    return _result(offenders, "mismatch between generation_stats and generations")
+
+
+ALL_CHECKS = [accuracies_in_unit_interval, no_duplicate_predictions, reject_rate_below_threshold,
+              judge_failure_rate, fitness_in_unit_interval, generation_stats_match_generations]

@@ -1,0 +1,205 @@
+"""The structure the code promises: layers that never import upward, one writing asset per table
+with the asset graph equal to the table graph, versioned warehouse schemas, and one gateway."""
+
+import ast
+import inspect
+import textwrap
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tests.conftest import PROJECT_ROOT
+
+PACKAGE = PROJECT_ROOT / "eval_platform"
+LAYERS = ["core", "stores", "resources", "partitions", "assets", "checks", "jobs", "schedules", "definitions", "main"]
+THIN_FOLDERS = ["evaluation_assets", "resources", "jobs", "schedules"]
+
+
+def layer_of(module: str) -> int:
+    """eval_platform.core.models.local -> the index of 'core'."""
+    return LAYERS.index(module.split(".")[1])
+
+
+def imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+def test_no_module_imports_a_higher_layer():
+    upward = []
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PROJECT_ROOT).with_suffix("").parts
+        module = ".".join(p for p in parts if p != "__init__")
+        if module == "eval_platform":
+            continue
+        for target in imports(path):
+            top = target.split(".")[0]
+            if top in THIN_FOLDERS or top in ("tests", "evaluation_logic"):
+                upward.append(f"{module} imports the top-level {target}")
+            elif top == "eval_platform" and target != "eval_platform" and layer_of(target) > layer_of(module):
+                upward.append(f"{module} ({LAYERS[layer_of(module)]}) imports {target} ({LAYERS[layer_of(target)]})")
+    assert upward == []
+
+
+def test_thin_folders_only_re_export_the_package():
+    for folder in THIN_FOLDERS:
+        for path in (PROJECT_ROOT / folder).rglob("*.py"):
+            own = {t for t in imports(path) if t.split(".")[0] not in ("eval_platform", "sys", "__future__")}
+            assert own == set(), f"{path} imports {own}"
+            assert len(path.read_text().splitlines()) < 30, f"{path} is not thin"
+
+
+# --- asset graph == table graph -----------------------------------------------------------------
+
+def store_methods():
+    from eval_platform.stores import ALL_STORES
+    from eval_platform.stores.warehouse import table_access
+
+    methods = {}
+    for store in ALL_STORES:
+        for name, function in vars(store).items():
+            if hasattr(function, "table_access"):
+                assert name not in methods, f"store method {name} is defined twice"
+                methods[name] = table_access(function)
+    return methods
+
+
+def tables_touched(function, methods, seen=None):
+    """(reads, writes) of the store methods a function calls, following helpers of its own module."""
+    seen = seen if seen is not None else set()
+    seen.add(function)
+    reads, writes = set(), set()
+    tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        if isinstance(node.func, ast.Attribute) and node.func.attr in methods:
+            reads |= set(methods[node.func.attr]["reads"])
+            writes |= set(methods[node.func.attr]["writes"])
+        elif isinstance(node.func, ast.Name):
+            helper = function.__globals__.get(node.func.id)
+            if inspect.isfunction(helper) and helper.__module__.startswith("eval_platform") and helper not in seen:
+                more_reads, more_writes = tables_touched(helper, methods, seen)
+                reads |= more_reads
+                writes |= more_writes
+    return reads, writes
+
+
+# Edges that are files, not tables: the LLM rater reads the issued scoring sheet. (Filled sheets,
+# which people and the LLM rater drop into filled/, are an input of blind_eval_scores, not an edge.)
+FILE_EDGES = {("blind_eval_llm_rating", "blind_eval_sheet")}
+
+
+def test_every_table_has_one_writer_and_deps_equal_the_table_graph():
+    from eval_platform.definitions import defs
+    from eval_platform.stores import ALL_STORES
+
+    methods = store_methods()
+    touched, deps = {}, {}
+    for assets_def in defs.assets:
+        (key,) = assets_def.keys
+        name = key.path[-1]
+        touched[name] = tables_touched(assets_def.op.compute_fn.decorated_fn, methods)
+        (spec,) = assets_def.specs
+        deps[name] = {dep.asset_key.path[-1] for dep in spec.deps}
+    writers = {}
+    for asset, (_, written) in touched.items():
+        for table in written:
+            writers.setdefault(table, []).append(asset)
+    every_table = {table for store in ALL_STORES for table in store.tables}
+    assert {t: w for t, w in writers.items() if len(w) > 1} == {}
+    assert every_table - set(writers) == set(), "tables no asset writes"
+    for asset, (read, written) in touched.items():
+        upstream = {writers[table][0] for table in read - written if table in writers}
+        assert upstream == deps[asset] - {b for a, b in FILE_EDGES if a == asset}, asset
+
+
+def test_asset_checks_read_tables_of_their_asset_or_upstream():
+    from eval_platform.definitions import defs
+
+    methods = store_methods()
+    graph = defs.resolve_asset_graph()
+    writers = {}
+    for assets_def in defs.assets:
+        for table in tables_touched(assets_def.op.compute_fn.decorated_fn, methods)[1]:
+            writers[table] = assets_def.key
+    for check in defs.asset_checks:
+        (check_key,) = check.check_keys
+        reads, writes = tables_touched(check.op.compute_fn.decorated_fn, methods)
+        assert writes == set(), check_key
+        allowed = {check_key.asset_key} | graph.get_ancestor_asset_keys(check_key.asset_key)
+        assert {writers[t] for t in reads} <= allowed, check_key
+
+
+def test_a_store_method_cannot_touch_an_undeclared_table(warehouse):
+    from eval_platform.stores import BenchmarkStore
+    from eval_platform.stores.warehouse import reads
+
+    class Sneaky(BenchmarkStore):
+        @reads("prompts")
+        def peek(self):
+            return self.sql("SELECT count(*) FROM predictions").fetchone()
+
+    with warehouse.get_connection() as conn, pytest.raises(AssertionError, match="undeclared table"):
+        Sneaky(conn).peek()
+
+
+# --- schema versions ----------------------------------------------------------------------------
+
+def test_a_new_warehouse_records_every_store_version(warehouse):
+    from eval_platform.stores import ALL_STORES
+
+    with warehouse.get_connection() as conn:
+        versions = dict(conn.execute("SELECT store, version FROM schema_versions").fetchall())
+    assert versions == {store.name: store.version for store in ALL_STORES}
+
+
+def test_an_unversioned_warehouse_is_migrated(tmp_path):
+    from eval_platform.resources import WarehouseResource
+
+    path = tmp_path / "old.duckdb"
+    with duckdb.connect(str(path)) as conn:
+        conn.execute((PROJECT_ROOT / "tests" / "data" / "unversioned_warehouse.sql").read_text())
+    with WarehouseResource(database=str(path)).get_connection() as conn:
+        rejected = conn.execute("SELECT stage, source_row_id FROM rejected_rows ORDER BY stage").fetchall()
+        assert rejected == [("ingest", "row-0"), ("preprocess", "row-1")]
+        assert conn.execute("SELECT count(*) FROM ingest_rejections").fetchone()[0] == 1
+        predictions = conn.execute("SELECT mode, prompt_format, num_fewshot, predicted, choice_loglikelihoods "
+                                   "FROM predictions ORDER BY mode").fetchall()
+        assert predictions == [("letter", "chat", 0, "A", None), ("loglikelihood", "harness", 0, "B", [-1.5, -0.5])]
+        assert conn.execute("SELECT prompt_format, num_fewshot FROM scores").fetchall() == [("chat", 0)]
+        assert conn.execute("SELECT total_generations, final_max_fitness FROM era_summaries").fetchall() == [(2, 0.6)]
+        columns = {r[0] for r in conn.execute("SELECT column_name FROM information_schema.columns "
+                                              "WHERE table_name = 'eras'").fetchall()}
+        assert "total_generations" not in columns and "config" in columns
+        assert conn.execute("SELECT count(*) FROM blind_questions").fetchone()[0] == 1
+        assert conn.execute("SELECT count(*) FROM score_lineage").fetchone()[0] == 0  # views rebuilt
+    with WarehouseResource(database=str(path)).get_connection() as conn:  # migrating twice changes nothing
+        assert conn.execute("SELECT count(*) FROM predictions").fetchone()[0] == 2
+
+
+def test_a_newer_warehouse_is_refused_clearly(warehouse):
+    from eval_platform.stores.warehouse import SchemaError
+
+    with warehouse.get_connection() as conn:
+        conn.execute("UPDATE schema_versions SET version = version + 1 WHERE store = 'benchmarks'")
+    with pytest.raises(SchemaError, match="benchmarks tables are at schema version .* newer than this platform"):
+        with warehouse.get_connection():
+            pass
+
+
+# --- one gateway ----------------------------------------------------------------------------------
+
+def test_api_models_receive_the_configured_gateway():
+    from eval_platform.resources import LanguageModelResource, ModelGatewayResource
+
+    model = LanguageModelResource(model="openai/gpt-4o-mini",
+                                  gateway=ModelGatewayResource(timeout_s=7, max_retries=5, max_concurrency=2)).load()
+    assert (model.gateway.timeout_s, model.gateway.max_retries, model.gateway.max_concurrency) == (7, 5, 2)

@@ -6,6 +6,7 @@ import pandas as pd
 from dagster import AssetCheckResult, AssetCheckSeverity, MetadataValue, asset_check
 
 from eval_platform.assets.benchmarks import benchmark_predictions, benchmark_prompts, benchmark_scores
+from eval_platform.core.comparison import compare, flipped_to_wrong
 from eval_platform.assets.evolution import evolution_era, generation_stats
 from eval_platform.core.genetic import statistics_rows
 from eval_platform.resources import WarehouseResource
@@ -13,6 +14,7 @@ from eval_platform.stores import BenchmarkStore, EvolutionStore
 
 MAX_REJECT_RATE = float(os.environ.get("EVAL_MAX_REJECT_RATE", "0.05"))
 MAX_JUDGE_FAILURE_RATE = float(os.environ.get("EVAL_MAX_JUDGE_FAILURE_RATE", "0.34"))
+REGRESSION_ALPHA = float(os.environ.get("EVAL_REGRESSION_ALPHA", "0.05"))
 
 
 def _result(offenders: list[tuple], what: str, severity=AssetCheckSeverity.ERROR) -> AssetCheckResult:
@@ -74,5 +76,31 @@ def generation_stats_match_generations(warehouse: WarehouseResource) -> AssetChe
     return _result(offenders, "mismatch between generation_stats and generations")
 
 
-ALL_CHECKS = [accuracies_in_unit_interval, no_duplicate_predictions, reject_rate_below_threshold,
+@asset_check(asset=benchmark_scores, description=(
+    f"No model's accuracy dropped below its previous scoring run's by more than an exact McNemar test "
+    f"allows (p < EVAL_REGRESSION_ALPHA, now {REGRESSION_ALPHA}) on the items both runs scored; names "
+    "the items that flipped from right to wrong."))
+def accuracy_regression(warehouse: WarehouseResource) -> AssetCheckResult:
+    with warehouse.store(BenchmarkStore) as store:
+        rows = store.latest_score_runs()
+    runs: dict[tuple, dict[bool, dict[str, float]]] = {}
+    names: dict[str, str] = {}
+    for row in rows:
+        key = (row["benchmark"], row["model"], row["model_fingerprint"], row["mode"], row["prompt_format"],
+               row["num_fewshot"], row["metric"])
+        runs.setdefault(key, {}).setdefault(row["latest"], {})[row["prompt_id"]] = row["value"]
+        names[row["prompt_id"]] = row["source_row_id"]
+    regressions = []
+    for key, by_recency in sorted(runs.items()):
+        if set(by_recency) != {True, False}:
+            continue  # a first run has nothing to compare with
+        result = compare(by_recency[False], by_recency[True])  # previous minus latest
+        if result.difference > 0 and result.mcnemar_p is not None and result.mcnemar_p < REGRESSION_ALPHA:
+            flipped = [names[item] for item in flipped_to_wrong(by_recency[False], by_recency[True])]
+            regressions.append((*key[:2], *key[3:], round(result.first_accuracy, 4), round(result.second_accuracy, 4),
+                                f"p={result.mcnemar_p:.3g}", "flipped to wrong: " + ", ".join(flipped)))
+    return _result(regressions, "significant accuracy drop", severity=AssetCheckSeverity.WARN)
+
+
+ALL_CHECKS = [accuracies_in_unit_interval, no_duplicate_predictions, reject_rate_below_threshold, accuracy_regression,
               judge_failure_rate, fitness_in_unit_interval, generation_stats_match_generations]

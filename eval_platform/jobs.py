@@ -2,15 +2,30 @@
 
 from dagster import AssetSelection, define_asset_job
 
+from eval_platform.core.protocols import PROTOCOLS
 from eval_platform.partitions import benchmark_partitions
 
+BENCHMARK_GROUPS = AssetSelection.groups(
+    "benchmark_ingestion", "benchmark_preprocessing", "benchmark_prediction", "benchmark_scoring")
+
 benchmark_refresh_job = define_asset_job(
-    "benchmark_refresh",
-    selection=AssetSelection.groups(
-        "benchmark_ingestion", "benchmark_preprocessing", "benchmark_prediction", "benchmark_scoring"
-    ),
-    partitions_def=benchmark_partitions,
+    "benchmark_refresh", selection=BENCHMARK_GROUPS, partitions_def=benchmark_partitions,
     description="Ingest, preprocess, predict and score one benchmark partition.",
+)
+
+protocol_jobs = [
+    define_asset_job(
+        protocol.name, selection=BENCHMARK_GROUPS, partitions_def=benchmark_partitions,
+        config={"ops": {"benchmark_predictions": {"config": {"protocol": protocol.name}}}},
+        description=f"{protocol.title}: launch it for the partitions "
+                    f"{', '.join(t.benchmark for t in protocol.tasks)} (a backfill), then run score_protocols.",
+    )
+    for protocol in PROTOCOLS.values()
+]
+
+protocol_scores_job = define_asset_job(
+    "score_protocols", selection=AssetSelection.assets("protocol_scores"),
+    description="Each protocol's tasks and average from the stored benchmark scores.",
 )
 
 evolution_era_job = define_asset_job(
@@ -37,5 +52,5 @@ blind_evaluation_llm_rater_job = define_asset_job(
     description="Let an LLM rate the issued sheet as one more rater (configure the model in the launchpad).",
 )
 
-ALL_JOBS = [benchmark_refresh_job, evolution_era_job, blind_evaluation_sheet_job, blind_evaluation_tally_job,
-            blind_evaluation_llm_rater_job]
+ALL_JOBS = [benchmark_refresh_job, *protocol_jobs, protocol_scores_job, evolution_era_job, blind_evaluation_sheet_job,
+            blind_evaluation_tally_job, blind_evaluation_llm_rater_job]

@@ -1,16 +1,20 @@
 """The main command: materialise the whole graph offline on the embedded defaults, then print results.
 
-    python -m jobs.run_all        (what `make run` does; the same as python -m eval_platform.main)
+    python -m jobs.run_all                                      (what `make run` does: zero-shot)
+    python -m jobs.run_all --protocol open_llm_leaderboard_v1   (a named protocol: few-shot)
 
 Runs are recorded in the Dagster instance at $DAGSTER_HOME, so `dagster dev` shows them afterwards.
 """
 
+import argparse
 import sys
 
 from dagster import DagsterInstance
 
 from eval_platform.assets.blind_evaluation import SHEET_FILE
+from eval_platform.core.benchmarks import BENCHMARKS
 from eval_platform.core.blind import demo_rater_fill
+from eval_platform.core.protocols import PROTOCOLS
 from eval_platform.definitions import defs
 from eval_platform.partitions import benchmark_partitions
 from eval_platform.resources import BLIND_EVAL_DIR, DEFAULT_WAREHOUSE
@@ -19,22 +23,50 @@ from eval_platform.stores import BenchmarkStore, BlindStore, EvolutionStore
 # The console shows warnings (rejected rows) and the summary; every log line, the per-item reports
 # included, is kept in the run's event log in the Dagster UI.
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+# The demo's second model, to compare with: the same SmolLM2 in bfloat16 (log-likelihoods only).
+SECOND_MODEL = {"evaluation_model": {"config": {"device": "cpu", "dtype": "bfloat16"}}}
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--protocol", choices=sorted(PROTOCOLS),
+                        help="Run a named protocol's benchmarks (with its shots) and its average instead.")
+    args = parser.parse_args(argv)
     instance = DagsterInstance.get()
     failed = []
 
-    def run(job_name: str, partition: str | None = None) -> None:
+    def run(job_name: str, partition: str | None = None, ops: dict | None = None, resources: dict | None = None) -> None:
         result = defs.resolve_job_def(job_name).execute_in_process(
-            partition_key=partition, instance=instance, raise_on_error=False, run_config=QUIET)
+            partition_key=partition, instance=instance, raise_on_error=False,
+            run_config={**QUIET, "ops": ops or {}, "resources": resources or {}})
         label = f"{job_name} [{partition}]" if partition else job_name
         print(f"{label}: {'success' if result.success else 'FAILED'}", flush=True)
         if not result.success:
             failed.append(label)
 
+    if args.protocol:
+        protocol = PROTOCOLS[args.protocol]
+        for task in protocol.tasks:
+            fewshot = BENCHMARKS[task.benchmark].fewshot
+            if task.num_fewshot and fewshot.data_file is None:
+                print(f"{protocol.name} [{task.benchmark}]: skipped: its few-shot split ({fewshot.hub_path} "
+                      f"{fewshot.hub_split}) is not shipped; with hub access, run the job {protocol.name} with "
+                      f"benchmark_fewshot_rows' source set to it", flush=True)
+                continue
+            run(protocol.name, task.benchmark, {"benchmark_predictions": {"config": {"protocol": protocol.name}}})
+        run("score_protocols")
+        with defs.resources["warehouse"].store(BenchmarkStore) as store:
+            results = store.load_protocol_results(protocol.name)
+        shown = results[["model", "benchmark", "num_fewshot", "metric", "n", "accuracy", "status"]]
+        print(f"\n{protocol.title} ({DEFAULT_WAREHOUSE}):\n{shown.round(4).to_markdown(index=False)}")
+        return 1 if failed else 0
+
     for partition in benchmark_partitions.get_partition_keys():
         run("benchmark_refresh", partition)
+    for partition in benchmark_partitions.get_partition_keys():  # the second model; then the comparison
+        if "loglikelihood" in BENCHMARKS[partition].modes:
+            run("benchmark_refresh", partition, {"benchmark_predictions": {"config": {"modes": ["loglikelihood"]}}},
+                SECOND_MODEL)
     run("prompt_evolution_era")
     run("blind_evaluation_sheet")
     # DEMO: a programmatic stand-in for a human rater fills the issued sheet (it says so in Notes).
@@ -45,9 +77,11 @@ def main() -> int:
         table = store.score_table()
     with warehouse.store(EvolutionStore) as store:
         era = store.load_generation_stats()[["era", "generation", "population", "mean_fitness", "max_fitness"]]
+        comparisons = store.comparison_table()
     with warehouse.store(BlindStore) as store:
         sentence = store.pooled_sentence() or "(no tally)"
     print(f"\nAccuracy ({DEFAULT_WAREHOUSE}):\n{table.to_markdown(index=False)}")
+    print(f"\nModel against model (float32 minus bfloat16, on the same items):\n{comparisons.to_markdown(index=False)}")
     print(f"\nPrompt evolution, fitness per generation:\n{era.round(4).to_markdown(index=False)}")
     print(f"\nBlind evaluation (demo rater): {sentence}")
     return 1 if failed else 0

@@ -15,8 +15,8 @@ from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
 from eval_platform.core.gateway import ModelGateway
-from eval_platform.core.models import LanguageModel, open_model
-from eval_platform.core.models.local import DEFAULT_CACHE_DIR, DEFAULT_LOCAL_MODEL
+from eval_platform.core.models import LOCAL_PREFIX, LanguageModel, open_model
+from eval_platform.core.models.local import DEFAULT_CACHE_DIR, DEFAULT_LOCAL_MODEL, detect_placement
 from eval_platform.stores import ALL_STORES, Store
 from eval_platform.stores.warehouse import ensure_schema
 
@@ -135,14 +135,27 @@ class ModelGatewayResource(ConfigurableResource):
 
 class LanguageModelResource(ConfigurableResource):
     """The model under evaluation: `local/smollm2-135m-instruct` (offline default), `local/<path or
-    hub id>` for any Hugging Face causal LM, or a litellm provider string such as
-    `openai/gpt-4o-mini`, called through the gateway (its retries, timeout and concurrency)."""
+    hub id>` for any Hugging Face causal LM (on a GPU where there is one), `served/<name>` for a
+    model behind an OpenAI-compatible server (vLLM, llama.cpp, TGI) at the gateway's api_base, or a
+    litellm provider string such as `openai/gpt-4o-mini`; API calls go through the gateway (its
+    retries, timeout and concurrency)."""
 
-    model: str = Field(default=DEFAULT_LOCAL_MODEL)
+    model: str = Field(default=DEFAULT_LOCAL_MODEL, description="local/<name, path or hub id>, served/<name on the "
+                                                               "gateway's server>, or a litellm chat model string.")
+    served_tokenizer: str | None = Field(default=None, description="served/ models: a local model with the same "
+                                                                  "tokenizer, to send token ids as the harness does.")
+    device: str = Field(default="auto", description="Local models: auto (CUDA, then Apple MPS, then CPU), cpu, "
+                                                   "cuda, cuda:N or mps.")
+    dtype: str = Field(default="auto", description="Local models: auto (bfloat16 on a GPU that supports it, float32 "
+                                                  "on the CPU), float32, bfloat16 or float16.")
+    device_map: str | None = Field(default=None, description='Local models: "auto" spreads a model larger than one '
+                                                             "GPU over the GPUs (and the CPU).")
     batch_size: int = Field(default=8, description="Items per forward pass.")
-    max_new_tokens: int = Field(default=160, description="Generation budget per answer (GSM8K).")
+    max_new_tokens: int = Field(default=160, description="Generation budget per answer (GSM8K, chat format).")
     model_cache_dir: str = Field(default=str(DEFAULT_CACHE_DIR), description="Where converted weights are kept.")
     gateway: ModelGatewayResource = Field(default_factory=ModelGatewayResource)
 
     def load(self) -> LanguageModel:
-        return open_model(self.model, self.gateway.gateway(), self.model_cache_dir)
+        placement = detect_placement(self.device, self.dtype, self.device_map) \
+            if self.model.startswith(LOCAL_PREFIX) else None
+        return open_model(self.model, self.gateway.gateway(), self.model_cache_dir, placement, self.served_tokenizer)

@@ -24,6 +24,8 @@ import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from tests.http_json import send_json
+
 HANG_S = 5.0
 
 
@@ -134,14 +136,6 @@ class StubServer:
                         "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": len(text.split()),
                                   "total_tokens": len(prompt.split()) + len(text.split())},
                     }
-                data = json.dumps(payload).encode()
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (timeout)
+                send_json(self, status, payload)
 
         return Handler

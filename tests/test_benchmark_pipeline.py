@@ -7,7 +7,8 @@ import pytest
 from dagster import materialize
 
 from eval_platform.assets.benchmarks import (
-    benchmark_partitions, benchmark_predictions, benchmark_prompts, benchmark_raw_rows, benchmark_scores,
+    benchmark_fewshot_rows, benchmark_partitions, benchmark_predictions, benchmark_prompts, benchmark_raw_rows,
+    benchmark_scores,
 )
 from eval_platform.core.benchmarks import BENCHMARKS, build_prompt
 from eval_platform.core.ingestion import DataFileError
@@ -15,7 +16,7 @@ from eval_platform.core.models import Chat, LoglikelihoodRequest
 from eval_platform.core.prediction import MODES
 from eval_platform.resources import LanguageModelResource
 
-ASSETS = [benchmark_raw_rows, benchmark_prompts, benchmark_predictions, benchmark_scores]
+ASSETS = [benchmark_raw_rows, benchmark_fewshot_rows, benchmark_prompts, benchmark_predictions, benchmark_scores]
 ROWS = 5
 
 
@@ -30,7 +31,8 @@ def run(warehouse, partition, limit=ROWS, source=None, selection=ASSETS):
 
 def table_counts(conn):
     return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-            for t in ["raw_rows", "ingest_rejections", "prompt_rejections", "prompts", "predictions", "scores"]}
+            for t in ["raw_rows", "ingest_rejections", "fewshot_rows", "prompt_rejections", "prompts", "harness_requests",
+                      "predictions", "item_scores", "scores"]}
 
 
 def materialization(result, asset):
@@ -57,8 +59,12 @@ def test_all_six_benchmarks_materialise_with_the_real_model(all_benchmarks):
         letter_benchmarks = [spec for spec in BENCHMARKS.values() if "letter" in spec.modes]
         assert len(sums) == ROWS * len(letter_benchmarks) and all(abs(s - 1) < 1e-5 for (s,) in sums)
         assert conn.execute("SELECT min(accuracy) >= 0 AND max(accuracy) <= 1 FROM scores").fetchone()[0]
-        metrics = {tuple(r) for r in conn.execute("SELECT DISTINCT mode, metric FROM scores").fetchall()}
-        assert metrics == {(mode.name, metric) for mode in MODES.values() for metric in mode.metrics}
+        stored = {tuple(r) for r in conn.execute("SELECT DISTINCT benchmark, mode, prompt_format, metric FROM scores")
+                  .fetchall()}
+        expected = {(spec.name, mode, fmt, metric) for spec in BENCHMARKS.values()
+                    for mode, fmt in (("letter", "chat"), ("loglikelihood", "harness"), ("generate", "chat"))
+                    if mode in spec.modes for metric in MODES[mode].metrics(spec, fmt)}
+        assert stored == expected
         generated = conn.execute("SELECT count(*) FROM predictions WHERE mode = 'generate' AND output_text <> ''")
         generating = [spec for spec in BENCHMARKS.values() if spec.modes == ("generate",)]
         assert generated.fetchone()[0] == ROWS * len(generating)
@@ -71,10 +77,12 @@ def test_all_six_benchmarks_materialise_with_the_real_model(all_benchmarks):
             JOIN raw_rows r ON r.benchmark = p.benchmark AND r.source_row_id = p.source_row_id
             WHERE s.benchmark = 'arc_easy' AND s.mode = 'letter'""").fetchall()
         assert len(lineage) == ROWS and all(json.loads(row)["question"] in prompt for _, _, prompt, row in lineage)
-        # Per-item correctness in the lineage view averages back to every stored accuracy.
-        assert conn.execute("""SELECT count(*) FROM (SELECT benchmark, mode, prompt_format, metric,
-                                   avg(correct::INT) AS recomputed, any_value(accuracy) AS stored
+        # Per-item scores in the lineage view average back to every stored accuracy.
+        assert conn.execute("""SELECT count(*) FROM (SELECT benchmark, mode, prompt_format, num_fewshot, metric,
+                                   avg(item_score) AS recomputed, any_value(accuracy) AS stored
                                FROM score_lineage GROUP BY ALL) WHERE abs(recomputed - stored) > 1e-9""").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM (SELECT DISTINCT benchmark, mode, prompt_format, metric "
+                            "FROM score_lineage)").fetchone()[0] == len(expected)
         report = conn.execute("SELECT report FROM scores WHERE benchmark = 'mmlu' AND mode = 'letter'").fetchone()[0]
         assert report.splitlines()[0].startswith("0. Output: ") and report.splitlines()[-1].startswith("Score: ")
 
@@ -98,7 +106,7 @@ def test_rerun_replaces_rows_and_reuses_predictions(all_benchmarks):
     with warehouse.get_connection() as conn:
         assert table_counts(conn) == before
     modes = materialization(result, benchmark_predictions).materialization.metadata["modes"].value
-    assert modes["letter"] == {"computed": 0, "reused": ROWS, "forward_passes": 0}
+    assert modes["letter/chat/0-shot"] == {"computed": 0, "reused": ROWS, "forward_passes": 0}
 
 
 def test_malformed_rows_are_kept_with_their_reason(warehouse, tmp_path):
@@ -122,15 +130,18 @@ def test_malformed_rows_are_kept_with_their_reason(warehouse, tmp_path):
 
 def test_missing_data_file_fails_naming_it(warehouse, tmp_path):
     missing = tmp_path / "nowhere" / "arc.jsonl"
-    with pytest.raises(DataFileError, match="not found for arc_easy: " + re.escape(str(missing))):
+    with pytest.raises(DataFileError, match="Data file not found: " + re.escape(str(missing))):
         run(warehouse, "arc_easy", source=missing, selection=[benchmark_raw_rows])
 
 
-def test_unreadable_data_file_fails_naming_it(warehouse, tmp_path):
+def test_a_malformed_line_is_kept_with_its_line_and_the_good_rows_land(warehouse, tmp_path):
     broken = tmp_path / "broken.jsonl"
-    broken.write_text('{"question": "ok"}\n{not json at all\n')
-    with pytest.raises(DataFileError, match="Cannot read benchmark data file " + re.escape(str(broken))):
-        run(warehouse, "arc_easy", source=broken, selection=[benchmark_raw_rows])
+    broken.write_text('{"id": "a", "question": "ok"}\n{not json at all\n{"id": "b", "question": "fine"}\n')
+    assert run(warehouse, "arc_easy", source=broken, selection=[benchmark_raw_rows]).success
+    with warehouse.get_connection() as conn:
+        assert conn.execute("SELECT source_row_id, line FROM raw_rows ORDER BY line").fetchall() == [("a", 1), ("b", 3)]
+        (source, line, reason), = conn.execute("SELECT source, line, reason FROM ingest_rejections").fetchall()
+    assert (source, line) == (str(broken), 2) and reason.startswith("invalid JSON")
 
 
 def test_shared_context_loglikelihoods_equal_the_naive_loop(local_model):
@@ -138,8 +149,7 @@ def test_shared_context_loglikelihoods_equal_the_naive_loop(local_model):
     for name in ["winogrande", "arc_challenge"]:
         for i, line in enumerate(open(f"data/benchmarks/{BENCHMARKS[name].data_file}").readlines()[:2]):
             prompt = build_prompt(BENCHMARKS[name], json.loads(line), str(i))
-            requests += [LoglikelihoodRequest(c, k) for c, k in zip(prompt["harness_contexts"],
-                                                                     prompt["harness_continuations"])]
+            requests += [LoglikelihoodRequest(c, k) for c, k in prompt["harness"].requests()]
     batched = local_model.loglikelihoods(requests, batch_size=4)
     naive = local_model.loglikelihoods_naive(requests)
     assert batched == pytest.approx(naive, abs=1e-3)

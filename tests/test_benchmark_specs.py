@@ -47,27 +47,30 @@ def test_specification_example_prompt_text():
     assert prompt["user_prompt"] == (
         "What is the capital of France?\n\nA. Berlin\nB. Madrid\nC. Paris\nD. Rome\n\nAnswer with A, B, C or D."
     )
-    assert prompt["harness_contexts"][0].endswith("D. Rome\nAnswer:")
-    assert prompt["harness_continuations"] == [" A", " B", " C", " D"]
+    contexts, continuations = zip(*prompt["harness"].requests())
+    assert contexts[0] == "What is the capital of France?\nA. Berlin\nB. Madrid\nC. Paris\nD. Rome\nAnswer:"
+    assert continuations == (" A", " B", " C", " D")
 
 
 def _shared_rows(file_name, count=None):
     """Real rows of the slice shipped in data/benchmarks (the Hugging Face layout)."""
-    lines = (DATA_BENCHMARKS / file_name).read_text(encoding="utf-8").splitlines()
+    lines = (DATA_BENCHMARKS / file_name).read_text(encoding="utf-8").rstrip("\n").split("\n")
     return [json.loads(line) for line in lines[:count]] if count else [json.loads(line) for line in lines]
 
 
 @pytest.mark.parametrize("name", sorted(BENCHMARKS))
 def test_real_rows_hugging_face_layout(name):
     rows = _shared_rows(BENCHMARKS[name].data_file)
-    prompts, rejected = preprocess_rows(BENCHMARKS[name], [(str(i), row) for i, row in enumerate(rows)])
-    assert rejected == []
+    prepared = preprocess_rows(BENCHMARKS[name], [(str(i), row) for i, row in enumerate(rows)])
+    prompts = prepared.prompts
+    assert prepared.rejected == []
     assert len(prompts) == len(rows) == 50
     assert len({p["prompt_id"] for p in prompts}) == len(rows)
+    zero_shot = {r["prompt_id"]: r["item"] for r in prepared.requests if r["num_fewshot"] == 0}
     for prompt in prompts:
         if BENCHMARKS[name].multiple_choice:
-            assert prompt["real_answer"] in prompt["labels"]
-            assert len(prompt["harness_contexts"]) == len(prompt["choices"]) == len(prompt["labels"])
+            assert set(prompt["real_answer"].split(",")) <= set(prompt["labels"])
+            assert len(zero_shot[prompt["prompt_id"]].requests()) == len(prompt["choices"]) == len(prompt["labels"])
         else:
             assert re.fullmatch(r"-?\d+(\.\d+)?", prompt["real_answer"]), prompt["real_answer"]
 
@@ -97,7 +100,8 @@ def test_real_truthfulqa_rows_are_shuffled_deterministically():
     prompts = [build_prompt(BENCHMARKS["truthfulqa"], row, str(i)) for i, row in enumerate(rows)]
     assert len({p["real_answer"] for p in prompts}) > 2  # the true answer is not always A
     for row, prompt in zip(rows, prompts):
-        assert prompt["choices"][prompt["labels"].index(prompt["real_answer"])] == row["mc1_targets"]["choices"][0]
+        shown = prompt["choices"][prompt["labels"].index(prompt["real_answer"])]
+        assert shown == row["mc1_targets"]["choices"][0].strip()
     assert prompts == [build_prompt(BENCHMARKS["truthfulqa"], row, str(i)) for i, row in enumerate(rows)]
 
 
@@ -105,17 +109,18 @@ def test_real_hellaswag_row_with_empty_ctx_b_uses_harness_preprocessing():
     row = _shared_rows("hellaswag.jsonl", 1)[0]
     assert row["ctx_b"] == ""
     prompt = build_prompt(BENCHMARKS["hellaswag"], row, "0")
-    assert prompt["harness_contexts"][0] == "Roof shingle removal: A man is sitting on a roof. he"
-    assert prompt["harness_continuations"][3] == " starts pulling up roofing on a roof."
+    requests = prompt["harness"].requests()
+    assert requests[0][0] == "Roof shingle removal: A man is sitting on a roof. he"
+    assert requests[3][1] == " starts pulling up roofing on a roof."
     assert prompt["real_answer"] == "D"
 
 
 def test_winogrande_partial_scoring_requests():
     row = _shared_rows("winogrande.jsonl", 1)[0]
     prompt = build_prompt(BENCHMARKS["winogrande"], row, "0")
-    assert prompt["harness_contexts"] == ["Sarah was a much better surgeon than Maria so Sarah",
-                                          "Sarah was a much better surgeon than Maria so Maria"]
-    assert prompt["harness_continuations"] == [" always got the easier cases."] * 2
+    assert prompt["harness"].requests() == [
+        ("Sarah was a much better surgeon than Maria so Sarah", " always got the easier cases."),
+        ("Sarah was a much better surgeon than Maria so Maria", " always got the easier cases.")]
     assert prompt["real_answer"] == "2"
 
 
@@ -150,8 +155,9 @@ def test_gsm8k_reference_parsing_removes_commas():
     ("gsm8k", {"question": "q", "answer": "no marker"}, "no final"),
 ])
 def test_rejects_keep_the_row_and_reason(name, row, reason):
-    prompts, rejected = preprocess_rows(BENCHMARKS[name], [("bad-1", row)])
-    assert prompts == []
+    prepared = preprocess_rows(BENCHMARKS[name], [("bad-1", row)])
+    assert prepared.prompts == [] and prepared.requests == []
+    rejected = prepared.rejected
     assert rejected[0]["source_row_id"] == "bad-1"
     assert reason in rejected[0]["reason"]
 

@@ -1,5 +1,6 @@
 """The Dagster UI in a real headless Chromium: `dagster dev` on 127.0.0.1, the asset groups, jobs,
-schedule and sensor shown, one materialisation launched from the UI and seen to succeed.
+schedule and sensor shown, materialised assets' tables rendered (the model comparison), one
+materialisation launched from the UI and seen to succeed.
 
 Chromium and its driver are Debian packages that `make test` installs (`make browser`)."""
 
@@ -8,13 +9,13 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import duckdb
 import pytest
 
 from tests.conftest import PROJECT_ROOT
+from tests.processes import running
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 SCREENSHOTS = PROJECT_ROOT / ".test-artifacts"
@@ -26,33 +27,42 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def materialise_history(home: Path, warehouse: Path) -> None:
+    """Runs the UI will show: ARC-Easy scored by SmolLM2 in float32 and in bfloat16, and the comparison."""
+    from dagster import DagsterInstance, Definitions
+
+    from eval_platform.definitions import defs
+    from eval_platform.resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
+
+    test_defs = Definitions(assets=list(defs.assets), jobs=list(defs.jobs), resources={
+        "warehouse": WarehouseResource(database=str(warehouse)), "gateway": ModelGatewayResource(),
+        "evaluation_model": LanguageModelResource()})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DAGSTER_HOME", str(home))
+        with DagsterInstance.get() as instance:
+            for dtype in ("float32", "bfloat16"):
+                assert test_defs.resolve_job_def("benchmark_refresh").execute_in_process(
+                    partition_key="arc_easy", instance=instance, run_config={
+                        "ops": {"benchmark_raw_rows": {"config": {"limit": 5}},
+                                "benchmark_predictions": {"config": {"modes": ["loglikelihood"]}}},
+                        "resources": {"evaluation_model": {"config": {"device": "cpu", "dtype": dtype}}}}).success
+
+
 @pytest.fixture(scope="module")
 def dagster_ui(tmp_path_factory):
     missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not Path(p).exists()]
     assert not missing, f"{missing} not installed: run `make browser` (part of `make test`)"
     home = tmp_path_factory.mktemp("dagster_home")
     warehouse = home / "warehouse.duckdb"
+    materialise_history(home, warehouse)
     port = free_port()
     env = {**os.environ, "DAGSTER_HOME": str(home), "EVAL_WAREHOUSE": str(warehouse)}
     dagster = Path(sys.executable).with_name("dagster")
-    server = subprocess.Popen([str(dagster), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
-                              cwd=PROJECT_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True)
     base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                urllib.request.urlopen(f"{base}/server_info", timeout=2)
-                break
-            except OSError:
-                time.sleep(1)
-        else:
-            pytest.fail("dagster dev did not answer within 120 s")
+    with running([str(dagster), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
+                 f"{base}/server_info", timeout_s=120, cwd=PROJECT_ROOT, env=env, stdout=subprocess.DEVNULL,
+                 stderr=subprocess.DEVNULL):
         yield base, warehouse
-    finally:
-        os.killpg(server.pid, 15)
-        server.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")
@@ -81,19 +91,68 @@ def page_text(browser, url: str, expected: list[str], timeout: float = 60) -> st
         if all(item in text for item in expected):
             return text
         time.sleep(1)
+    SCREENSHOTS.mkdir(exist_ok=True)
+    browser.save_screenshot(str(SCREENSHOTS / f"failed-{url.rsplit('/', 1)[-1].split('?')[0]}.png"))
     raise AssertionError(f"{url} never showed {[i for i in expected if i not in text]}")
+
+
+def launched_run_status(home: Path, asset: str, timeout_s: float = 240) -> str:
+    """The final status of the run launched for `asset`, read from the instance the UI writes to."""
+    from dagster import DagsterInstance
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DAGSTER_HOME", str(home))
+        with DagsterInstance.get() as instance:
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline:
+                runs = [r for r in instance.get_runs() if any(k.path[-1] == asset for k in r.asset_selection or ())]
+                if runs and runs[0].is_finished:
+                    return runs[0].status.value
+                time.sleep(2)
+    return "not finished"
 
 
 def test_asset_groups_jobs_schedule_and_sensor_are_shown(dagster_ui, browser):
     base, _ = dagster_ui
     page_text(browser, f"{base}/asset-groups", [
-        "benchmark_ingestion", "benchmark_preprocessing", "benchmark_prediction", "benchmark_scoring",
+        "benchmark_ingestion", "benchmark_preprocessing", "benchmark_prediction", "benchmark_scoring", "benchmark_protocols",
         "prompt_evolution", "blind_evaluation"])
     SCREENSHOTS.mkdir(exist_ok=True)
     browser.save_screenshot(str(SCREENSHOTS / "asset_groups.png"))
-    page_text(browser, f"{base}/jobs", ["benchmark_refresh", "prompt_evolution_era", "blind_evaluation_sheet",
-                                        "blind_evaluation_tally"])
+    page_text(browser, f"{base}/jobs", ["benchmark_refresh", "open_llm_leaderboard_v1", "score_protocols",
+                                        "prompt_evolution_era", "blind_evaluation_sheet", "blind_evaluation_tally"])
     page_text(browser, f"{base}/automation", ["nightly_benchmark_refresh", "blind_eval_filled_sheet_sensor"])
+
+
+def skip_dialogs(browser) -> None:
+    from selenium.webdriver.common.by import By
+
+    for skip in browser.find_elements(By.XPATH, "//button[normalize-space()='Skip']"):
+        skip.click()  # the community newsletter dialog
+
+
+def markdown_metadata(browser, url: str, key: str, name: str) -> str:
+    """The rendered text of an asset's markdown metadata entry `key` (behind "[Show Markdown]")."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    page_text(browser, url, ["Metadata", key, "Show Markdown"], timeout=90)
+    time.sleep(2)
+    skip_dialogs(browser)
+    row = browser.find_element(By.XPATH, f"//tr[td[normalize-space()='{key}']]")
+    WebDriverWait(browser, 30).until(expected_conditions.element_to_be_clickable(
+        row.find_element(By.XPATH, ".//*[contains(text(), 'Show Markdown')]"))).click()
+    WebDriverWait(browser, 30).until(lambda driver: driver.find_elements(By.CSS_SELECTOR, "[role=dialog] table"))
+    SCREENSHOTS.mkdir(exist_ok=True)
+    browser.save_screenshot(str(SCREENSHOTS / f"{name}.png"))
+    return browser.find_element(By.CSS_SELECTOR, "[role=dialog]").text
+
+
+def test_the_model_comparison_table_renders(dagster_ui, browser):
+    base, _ = dagster_ui
+    text = markdown_metadata(browser, f"{base}/assets/model_comparison", "comparison", "model_comparison")
+    assert all(column in text for column in ("mcnemar_p", "ci_low", "acc_norm", "+bfloat16"))
 
 
 def test_materialise_from_the_ui(dagster_ui, browser):
@@ -108,8 +167,7 @@ def test_materialise_from_the_ui(dagster_ui, browser):
     for _ in range(3):  # the UI may still be loading, or a dialog may cover the button
         page_text(browser, f"{base}/assets/source_paragraphs", ["source_paragraphs", "Materialize"])
         time.sleep(2)
-        for skip in browser.find_elements(By.XPATH, "//button[normalize-space()='Skip']"):
-            skip.click()  # the community newsletter dialog
+        skip_dialogs(browser)
         button = WebDriverWait(browser, 60).until(expected_conditions.element_to_be_clickable(
             (By.XPATH, "//button[normalize-space()='Materialize']")))
         button.click()
@@ -121,13 +179,9 @@ def test_materialise_from_the_ui(dagster_ui, browser):
         except TimeoutException:
             browser.save_screenshot(str(SCREENSHOTS / "launch_retry.png"))
     assert launched, "the UI never confirmed a launch after clicking Materialize three times"
-    text = page_text(browser, f"{base}/runs", ["source_paragraphs"])
-    deadline = time.monotonic() + 240
-    while "Success" not in text and time.monotonic() < deadline:
-        assert "Failure" not in text, text
-        time.sleep(3)
-        text = page_text(browser, f"{base}/runs", ["source_paragraphs"])
+    status = launched_run_status(warehouse.parent, "source_paragraphs")
+    page_text(browser, f"{base}/runs", ["source_paragraphs", "Success"])
     browser.save_screenshot(str(SCREENSHOTS / "run_succeeded.png"))
-    assert "Success" in text
+    assert status == "SUCCESS"
     with duckdb.connect(str(warehouse), read_only=True) as conn:
         assert conn.execute("SELECT count(*) FROM source_paragraphs").fetchone()[0] == 3

@@ -24,7 +24,7 @@ OFFLINE_JUDGE_PANEL = {"smollm2": DEFAULT_LOCAL_MODEL}
 def read_paragraphs(path: Path) -> pd.DataFrame:
     """Source paragraphs from JSONL; a row without `paragraph_id` or `text` fails naming file and line."""
     rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):  # not splitlines(): U+2028 is text
         if not line.strip():
             continue
         try:

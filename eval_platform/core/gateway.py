@@ -1,8 +1,9 @@
-"""One model gateway for all text generation: litellm `acompletion` at temperature 0, with a
-timeout, retries with exponential backoff and a concurrency limit. Provider strings are litellm's
-(`openai/...`, `anthropic/...`, `gemini/...`, or `openai/<name>` with an OpenAI-compatible
-`api_base`); `local/<name>` runs a local Hugging Face model through our custom provider.
-API keys are read by litellm from the environment and never pass through this module."""
+"""One model gateway for every call to an API model: litellm at temperature 0, with a deadline per
+attempt, retries with exponential backoff (honouring a 429's Retry-After), a concurrency limit,
+and each call's tokens and cost. Provider strings are litellm's (`openai/...`, `anthropic/...`,
+`gemini/...`, or `openai/<name>` with an OpenAI-compatible `api_base`); `local/<name>` runs a local
+Hugging Face model through our custom provider. API keys are read by litellm from the environment
+and never pass through this module."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import asyncio
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Awaitable, Callable, Sequence
+
+MAX_RETRY_AFTER_S = 60.0  # the longest Retry-After honoured
 
 
 @dataclass(frozen=True)
@@ -19,6 +22,42 @@ class Completion:
     duration_ms: int
     attempts: int
     first_token_logprobs: dict[str, float] | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cost_usd: float | None = None  # None where litellm knows no price for the model
+
+
+@dataclass(frozen=True)
+class PromptLogprobs:
+    """An echoed prompt's tokens and each token's log-probability (the first has none)."""
+
+    tokens: list[str]
+    token_logprobs: list[float | None]
+    text_offset: list[int]
+
+
+def _litellm():
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network fetch at import
+    import litellm
+
+    # httpx, not aiohttp: aiohttp's sessions outlive each asyncio.run and warn as unclosed.
+    litellm.disable_aiohttp_transport = True
+
+    from eval_platform.core import local_provider
+
+    local_provider.register()
+    return litellm
+
+
+def retry_after_s(error: BaseException) -> float | None:
+    """The Retry-After of a rate-limited response, in seconds, where it gives one."""
+    response = getattr(error, "response", None)
+    headers = getattr(response, "headers", None) or {}
+    value = headers.get("retry-after") or headers.get("Retry-After")
+    try:
+        return min(float(value), MAX_RETRY_AFTER_S) if value is not None else None
+    except ValueError:
+        return None
 
 
 @dataclass
@@ -40,47 +79,79 @@ class ModelGateway:
             self._semaphores[loop] = asyncio.Semaphore(self.max_concurrency)
         return self._semaphores[loop]
 
-    async def acomplete(self, model: str, messages: list[dict[str, str]], max_tokens: int = 512,
-                        top_logprobs: int | None = None, stop: list[str] | None = None) -> Completion:
-        """One chat completion; retried on timeouts, connection errors, 429 and 5xx."""
-        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network fetch at import
-        import litellm
+    async def _call(self, attempt: Callable[[], Awaitable[Any]]) -> tuple[Any, int, int]:
+        """(response, attempts, milliseconds): each attempt within `timeout_s` (a response that
+        never ends is cut off), retried on timeouts, connection errors, 429 (after its
+        Retry-After) and 5xx."""
+        litellm = _litellm()
+        retryable = (litellm.Timeout, litellm.APIConnectionError, litellm.RateLimitError,
+                     litellm.InternalServerError, litellm.ServiceUnavailableError, asyncio.TimeoutError)
+        async with self._semaphore():
+            start = time.perf_counter()
+            for number in range(1, self.max_retries + 2):
+                try:
+                    response = await asyncio.wait_for(attempt(), timeout=self.timeout_s + 1)
+                    return response, number, round((time.perf_counter() - start) * 1000)
+                except retryable as error:
+                    if number > self.max_retries:
+                        if isinstance(error, asyncio.TimeoutError):
+                            raise litellm.Timeout(f"no complete response within {self.timeout_s} s", "", "") from error
+                        raise
+                    delay = self.backoff_s * 2 ** (number - 1)
+                    await asyncio.sleep(max(delay, retry_after_s(error) or 0.0))
+        raise AssertionError("unreachable")
 
+    def _routing(self, model: str) -> dict[str, Any]:
         from eval_platform.core import local_provider
 
-        local_provider.register()
-        retryable = (litellm.Timeout, litellm.APIConnectionError, litellm.RateLimitError,
-                     litellm.InternalServerError, litellm.ServiceUnavailableError)
-        extra: dict[str, Any] = {}
+        return {"api_base": self.api_base} if self.api_base and not model.startswith(f"{local_provider.PROVIDER}/") \
+            else {}
+
+    async def acomplete(self, model: str, messages: list[dict[str, str]], max_tokens: int = 512,
+                        top_logprobs: int | None = None, stop: list[str] | None = None) -> Completion:
+        """One chat completion, with its usage and cost."""
+        litellm = _litellm()
+        extra: dict[str, Any] = self._routing(model)
         if top_logprobs:
             extra.update(logprobs=True, top_logprobs=top_logprobs)
         if stop:
             extra["stop"] = stop
-        if self.api_base and not model.startswith(f"{local_provider.PROVIDER}/"):
-            extra["api_base"] = self.api_base
-        async with self._semaphore():
-            start = time.perf_counter()
-            for attempt in range(1, self.max_retries + 2):
-                try:
-                    response = await litellm.acompletion(
-                        model=model, messages=messages, temperature=0, max_tokens=max_tokens,
-                        timeout=self.timeout_s, num_retries=0, max_retries=0, **extra,
-                    )
-                    break
-                except retryable:
-                    if attempt > self.max_retries:
-                        raise
-                    await asyncio.sleep(self.backoff_s * 2 ** (attempt - 1))
+        response, attempts, milliseconds = await self._call(lambda: litellm.acompletion(
+            model=model, messages=messages, temperature=0, max_tokens=max_tokens, timeout=self.timeout_s,
+            num_retries=0, max_retries=0, **extra))
         choice = response.choices[0]
+        usage = getattr(response, "usage", None)
         return Completion(
-            text=choice.message.content or "",
-            duration_ms=round((time.perf_counter() - start) * 1000),
-            attempts=attempt,
+            text=choice.message.content or "", duration_ms=milliseconds, attempts=attempts,
             first_token_logprobs=_first_token_logprobs(choice),
+            prompt_tokens=getattr(usage, "prompt_tokens", None), completion_tokens=getattr(usage, "completion_tokens", None),
+            cost_usd=_cost(litellm, response, model),
         )
 
     def complete(self, model: str, messages: list[dict[str, str]], **kwargs: Any) -> Completion:
         return asyncio.run(self.acomplete(model, messages, **kwargs))
+
+    async def aprompt_logprobs(self, model: str, prompts: Sequence[list[int] | str],
+                               max_tokens: int = 0) -> list[PromptLogprobs]:
+        """The log-probability of every token of each prompt, from an OpenAI-compatible completions
+        endpoint (`echo`, `logprobs`, `max_tokens` 0), several prompts per request."""
+        litellm = _litellm()
+        response, _, _ = await self._call(lambda: litellm.atext_completion(
+            model=f"text-completion-openai/{model}", prompt=list(prompts), echo=True, logprobs=1,
+            max_tokens=max_tokens, temperature=0, timeout=self.timeout_s, num_retries=0, max_retries=0,
+            **self._routing(model)))
+        choices = sorted(response.choices, key=lambda c: c.index)
+        if len(choices) != len(prompts):
+            raise ValueError(f"{model} answered {len(choices)} choices for {len(prompts)} prompts")
+        return [PromptLogprobs(list(c.logprobs.tokens), list(c.logprobs.token_logprobs), list(c.logprobs.text_offset))
+                for c in choices]
+
+
+def _cost(litellm: Any, response: Any, model: str) -> float | None:
+    try:
+        return float(litellm.completion_cost(completion_response=response, model=model))
+    except Exception:  # litellm knows no price for this model
+        return None
 
 
 def _first_token_logprobs(choice: Any) -> dict[str, float] | None:

@@ -1,4 +1,5 @@
-"""The benchmark domain's tables: raw rows, prompts, predictions and scores, with their rejections.
+"""The benchmark domain's tables: raw rows and few-shot rows, prompts and their harness requests,
+predictions, per-item and aggregate scores, protocol results, and every rejection with its reason.
 
 Every write replaces one partition's rows (or one model's predictions in one mode) in a single
 transaction, so a re-run never duplicates and a crash never leaves half a partition.
@@ -10,7 +11,6 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from eval_platform.core.prediction import METRICS
 from eval_platform.stores.warehouse import Store, reads, rebuild_table, writes
 
 PREDICTION_KEY = ("model_fingerprint", "benchmark", "mode", "prompt_format", "num_fewshot")
@@ -25,31 +25,35 @@ _PREDICTIONS = """
 _SCORES = """
     model VARCHAR NOT NULL, model_fingerprint VARCHAR NOT NULL, benchmark VARCHAR NOT NULL,
     mode VARCHAR NOT NULL, prompt_format VARCHAR NOT NULL, num_fewshot INTEGER NOT NULL, metric VARCHAR NOT NULL,
-    n INTEGER NOT NULL, correct INTEGER NOT NULL, accuracy DOUBLE NOT NULL,
+    n INTEGER NOT NULL, correct DOUBLE NOT NULL, accuracy DOUBLE NOT NULL,
     ci_low DOUBLE NOT NULL, ci_high DOUBLE NOT NULL, report VARCHAR NOT NULL, scored_at TIMESTAMP NOT NULL,
     PRIMARY KEY (model_fingerprint, benchmark, mode, prompt_format, num_fewshot, metric)"""
-_INGEST_REJECTIONS = """
-    benchmark VARCHAR NOT NULL, source_row_id VARCHAR NOT NULL, row_json JSON, reason VARCHAR NOT NULL,
+_PROMPTS = """
+    prompt_id VARCHAR PRIMARY KEY, benchmark VARCHAR NOT NULL, source_row_id VARCHAR NOT NULL, row_number INTEGER,
+    system_prompt VARCHAR NOT NULL, user_prompt VARCHAR NOT NULL, labels VARCHAR[] NOT NULL,
+    choices VARCHAR[] NOT NULL, real_answer VARCHAR NOT NULL"""
+_REJECTIONS = """
+    benchmark VARCHAR NOT NULL, source_row_id VARCHAR, row_json VARCHAR, reason VARCHAR NOT NULL,
     rejected_at TIMESTAMP NOT NULL"""
-_PROMPT_REJECTIONS = _INGEST_REJECTIONS
-
-# The prediction column each metric reads, as SQL over a scores row `s` and a predictions row `pr`.
-_METRIC_COLUMNS = {metric: column for metrics in METRICS.values() for metric, column in metrics.items()}
-_METRIC_PREDICTION = "CASE s.metric " + " ".join(
-    f"WHEN '{metric}' THEN pr.{column}" for metric, column in _METRIC_COLUMNS.items()) + " END"
+_SOURCE_REJECTIONS = "source VARCHAR, line INTEGER, " + _REJECTIONS
 
 
 def _from_unversioned(conn: Any) -> None:
-    """The warehouse of the unversioned platform: one `rejected_rows` table for two writers,
-    prompt format 'seed' (now 'chat'), no number of shots."""
-    for stage, table in (("ingest", "ingest_rejections"), ("preprocess", "prompt_rejections")):
-        conn.execute(f"CREATE TABLE {table} ({_INGEST_REJECTIONS})")
-        conn.execute(f"INSERT INTO {table} SELECT benchmark, source_row_id, row_json, reason, rejected_at "
+    """The unversioned platform's warehouse: one `rejected_rows` table for two writers, prompt format
+    'seed' (now 'chat'), no number of shots, harness requests inside `prompts`."""
+    for stage, table, columns in (("ingest", "ingest_rejections", _SOURCE_REJECTIONS),
+                                  ("preprocess", "prompt_rejections", _REJECTIONS)):
+        conn.execute(f"CREATE TABLE {table} ({columns})")
+        conn.execute(f"INSERT INTO {table} BY NAME SELECT benchmark, source_row_id, row_json, reason, rejected_at "
                      f"FROM rejected_rows WHERE stage = '{stage}'")
     conn.execute("DROP TABLE rejected_rows")
+    conn.execute("ALTER TABLE raw_rows ADD COLUMN line INTEGER")
+    rebuild_table(conn, "prompts", _PROMPTS,
+                  "* EXCLUDE (harness_contexts, harness_continuations), (SELECT r.row_number FROM raw_rows r "
+                  "WHERE r.benchmark = old.benchmark AND r.source_row_id = old.source_row_id) AS row_number")
     renamed = "CASE prompt_format WHEN 'seed' THEN 'chat' ELSE prompt_format END AS prompt_format"
     rebuild_table(conn, "predictions", _PREDICTIONS, f"* REPLACE ({renamed}), 0 AS num_fewshot")
-    rebuild_table(conn, "scores", _SCORES, f"* REPLACE ({renamed}), 0 AS num_fewshot")
+    rebuild_table(conn, "scores", _SCORES, f"* REPLACE ({renamed}, correct::DOUBLE AS correct), 0 AS num_fewshot")
 
 
 class BenchmarkStore(Store):
@@ -57,40 +61,77 @@ class BenchmarkStore(Store):
     version = 1
     tables = {
         "raw_rows": """
-            benchmark VARCHAR NOT NULL, source_row_id VARCHAR NOT NULL, row_number INTEGER NOT NULL,
+            benchmark VARCHAR NOT NULL, source_row_id VARCHAR NOT NULL, row_number INTEGER NOT NULL, line INTEGER,
             row_json JSON NOT NULL, source VARCHAR NOT NULL, ingested_at TIMESTAMP NOT NULL,
             PRIMARY KEY (benchmark, source_row_id)""",
-        "ingest_rejections": _INGEST_REJECTIONS,
-        "prompts": """
-            prompt_id VARCHAR PRIMARY KEY, benchmark VARCHAR NOT NULL, source_row_id VARCHAR NOT NULL,
-            system_prompt VARCHAR NOT NULL, user_prompt VARCHAR NOT NULL, labels VARCHAR[] NOT NULL,
-            choices VARCHAR[] NOT NULL, real_answer VARCHAR NOT NULL,
-            harness_contexts VARCHAR[] NOT NULL, harness_continuations VARCHAR[] NOT NULL""",
-        "prompt_rejections": _PROMPT_REJECTIONS,
+        "ingest_rejections": _SOURCE_REJECTIONS,
+        "fewshot_rows": """
+            benchmark VARCHAR NOT NULL, row_number INTEGER NOT NULL, source_row_id VARCHAR NOT NULL, line INTEGER,
+            row_json JSON NOT NULL, source VARCHAR NOT NULL, ingested_at TIMESTAMP NOT NULL,
+            PRIMARY KEY (benchmark, row_number)""",
+        "fewshot_rejections": _SOURCE_REJECTIONS,
+        "prompts": _PROMPTS,
+        "prompt_rejections": _REJECTIONS,
+        "harness_requests": """
+            prompt_id VARCHAR NOT NULL, benchmark VARCHAR NOT NULL, num_fewshot INTEGER NOT NULL,
+            prefix VARCHAR NOT NULL, contexts VARCHAR[] NOT NULL, continuations VARCHAR[] NOT NULL,
+            choice_texts VARCHAR[] NOT NULL, gold INTEGER[] NOT NULL, target VARCHAR, fewshot_ids VARCHAR[] NOT NULL,
+            PRIMARY KEY (prompt_id, num_fewshot)""",
         "predictions": _PREDICTIONS,
+        "item_scores": """
+            model_fingerprint VARCHAR NOT NULL, benchmark VARCHAR NOT NULL, prompt_id VARCHAR NOT NULL,
+            mode VARCHAR NOT NULL, prompt_format VARCHAR NOT NULL, num_fewshot INTEGER NOT NULL, metric VARCHAR NOT NULL,
+            value DOUBLE NOT NULL, predicted VARCHAR, reference VARCHAR,
+            PRIMARY KEY (model_fingerprint, prompt_id, mode, prompt_format, num_fewshot, metric)""",
         "scores": _SCORES,
+        "score_history": """
+            run_id VARCHAR NOT NULL, scored_at TIMESTAMP NOT NULL, model VARCHAR NOT NULL,
+            model_fingerprint VARCHAR NOT NULL, benchmark VARCHAR NOT NULL, prompt_id VARCHAR NOT NULL,
+            source_row_id VARCHAR NOT NULL, mode VARCHAR NOT NULL, prompt_format VARCHAR NOT NULL,
+            num_fewshot INTEGER NOT NULL, metric VARCHAR NOT NULL, value DOUBLE NOT NULL,
+            PRIMARY KEY (run_id, model_fingerprint, prompt_id, mode, prompt_format, num_fewshot, metric)""",
+        "model_comparisons": """
+            benchmark VARCHAR NOT NULL, mode VARCHAR NOT NULL, prompt_format VARCHAR NOT NULL,
+            num_fewshot INTEGER NOT NULL, metric VARCHAR NOT NULL, model_a VARCHAR NOT NULL,
+            fingerprint_a VARCHAR NOT NULL, model_b VARCHAR NOT NULL, fingerprint_b VARCHAR NOT NULL,
+            items INTEGER NOT NULL, accuracy_a DOUBLE NOT NULL, accuracy_b DOUBLE NOT NULL, difference DOUBLE NOT NULL,
+            only_a INTEGER NOT NULL, only_b INTEGER NOT NULL, mcnemar_p DOUBLE, ci_low DOUBLE NOT NULL,
+            ci_high DOUBLE NOT NULL, compared_at TIMESTAMP NOT NULL,
+            PRIMARY KEY (benchmark, mode, prompt_format, num_fewshot, metric, fingerprint_a, fingerprint_b)""",
+        "protocol_results": """
+            protocol VARCHAR NOT NULL, model VARCHAR NOT NULL, model_fingerprint VARCHAR NOT NULL,
+            benchmark VARCHAR NOT NULL, num_fewshot INTEGER, mode VARCHAR, prompt_format VARCHAR, metric VARCHAR,
+            n INTEGER, accuracy DOUBLE, ci_low DOUBLE, ci_high DOUBLE, status VARCHAR NOT NULL,
+            computed_at TIMESTAMP NOT NULL, PRIMARY KEY (protocol, model_fingerprint, benchmark)""",
     }
     views = {
-        # every rejected row, at either stage
+        # every rejected row, at any stage, with its reason
         "rejected_rows": """
-            SELECT benchmark, 'ingest' AS stage, source_row_id, row_json, reason, rejected_at FROM ingest_rejections
-            UNION ALL
-            SELECT benchmark, 'preprocess', source_row_id, row_json, reason, rejected_at FROM prompt_rejections""",
-        # score -> each prediction behind it -> its prompt -> the raw dataset row
-        "score_lineage": f"""
-            SELECT *, coalesce(predicted = real_answer, FALSE) AS correct FROM (
-                SELECT s.model, s.benchmark, s.mode, s.prompt_format, s.num_fewshot, s.metric, s.accuracy,
-                       pr.prompt_id, {_METRIC_PREDICTION} AS predicted, p.real_answer,
-                       pr.label_probabilities, pr.choice_loglikelihoods, pr.output_text, p.system_prompt,
-                       p.user_prompt, r.source_row_id, r.row_number, r.source, r.row_json
-                FROM scores s
-                JOIN predictions pr USING (model_fingerprint, benchmark, mode, prompt_format, num_fewshot)
-                JOIN prompts p ON p.prompt_id = pr.prompt_id
-                JOIN raw_rows r ON r.benchmark = p.benchmark AND r.source_row_id = p.source_row_id)""",
+            SELECT benchmark, 'ingest' AS stage, source, line, source_row_id, row_json, reason, rejected_at
+            FROM ingest_rejections
+            UNION ALL SELECT benchmark, 'fewshot', source, line, source_row_id, row_json, reason, rejected_at
+            FROM fewshot_rejections
+            UNION ALL SELECT benchmark, 'preprocess', NULL, NULL, source_row_id, row_json, reason, rejected_at
+            FROM prompt_rejections""",
+        # score -> each item's score -> the prediction behind it -> its prompt (and harness request) -> the raw row
+        "score_lineage": """
+            SELECT s.model, s.benchmark, s.mode, s.prompt_format, s.num_fewshot, s.metric, s.accuracy,
+                   i.prompt_id, i.value AS item_score, i.predicted, i.reference,
+                   pr.label_probabilities, pr.choice_loglikelihoods, pr.output_text,
+                   p.system_prompt, p.user_prompt, h.prefix AS harness_prefix, h.contexts AS harness_contexts,
+                   h.continuations AS harness_continuations, h.fewshot_ids,
+                   r.source_row_id, r.row_number, r.line, r.source, r.row_json
+            FROM scores s
+            JOIN item_scores i USING (model_fingerprint, benchmark, mode, prompt_format, num_fewshot, metric)
+            JOIN predictions pr USING (model_fingerprint, prompt_id, mode, prompt_format, num_fewshot)
+            JOIN prompts p ON p.prompt_id = i.prompt_id
+            LEFT JOIN harness_requests h ON s.prompt_format = 'harness' AND h.prompt_id = i.prompt_id
+                                         AND h.num_fewshot = i.num_fewshot
+            JOIN raw_rows r ON r.benchmark = p.benchmark AND r.source_row_id = p.source_row_id""",
     }
     migrations = {0: _from_unversioned}
 
-    # --- raw rows -------------------------------------------------------------------------------
+    # --- raw and few-shot rows ----------------------------------------------------------------------
 
     @writes("raw_rows", "ingest_rejections")
     def replace_raw_rows(self, benchmark: str, rows: pd.DataFrame, rejections: pd.DataFrame) -> None:
@@ -103,17 +144,35 @@ class BenchmarkStore(Store):
         return self.rows("SELECT source_row_id, row_number, row_json FROM raw_rows WHERE benchmark = ? "
                          "ORDER BY row_number", [benchmark])
 
+    @writes("fewshot_rows", "fewshot_rejections")
+    def replace_fewshot_rows(self, benchmark: str, rows: pd.DataFrame, rejections: pd.DataFrame) -> None:
+        with self.transaction():
+            self.replace("fewshot_rows", rows, "benchmark = ?", [benchmark])
+            self.replace("fewshot_rejections", rejections, "benchmark = ?", [benchmark])
+
+    @reads("fewshot_rows")
+    def load_fewshot_rows(self, benchmark: str) -> list[dict[str, Any]]:
+        return self.rows("SELECT source_row_id, row_json FROM fewshot_rows WHERE benchmark = ? ORDER BY row_number",
+                         [benchmark])
+
     # --- prompts --------------------------------------------------------------------------------
 
-    @writes("prompts", "prompt_rejections")
-    def replace_prompts(self, benchmark: str, prompts: pd.DataFrame, rejections: pd.DataFrame) -> None:
+    @writes("prompts", "prompt_rejections", "harness_requests")
+    def replace_prompts(self, benchmark: str, prompts: pd.DataFrame, rejections: pd.DataFrame,
+                        requests: pd.DataFrame) -> None:
         with self.transaction():
             self.replace("prompts", prompts, "benchmark = ?", [benchmark])
             self.replace("prompt_rejections", rejections, "benchmark = ?", [benchmark])
+            self.replace("harness_requests", requests, "benchmark = ?", [benchmark])
 
-    @reads("prompts")
-    def load_prompts(self, benchmark: str) -> list[dict[str, Any]]:
-        return self.rows("SELECT * FROM prompts WHERE benchmark = ? ORDER BY source_row_id", [benchmark])
+    @reads("prompts", "harness_requests")
+    def load_prompts(self, benchmark: str, num_fewshot: int = 0) -> list[dict[str, Any]]:
+        """The benchmark's prompts in source order, each with its harness request for `num_fewshot`
+        shots (its fields None where the prompt has none)."""
+        return self.rows("""
+            SELECT p.*, h.prefix, h.contexts, h.continuations, h.choice_texts, h.gold, h.target, h.fewshot_ids
+            FROM prompts p LEFT JOIN harness_requests h ON h.prompt_id = p.prompt_id AND h.num_fewshot = ?
+            WHERE p.benchmark = ? ORDER BY p.row_number, p.source_row_id""", [num_fewshot, benchmark])
 
     # --- predictions ----------------------------------------------------------------------------
 
@@ -135,22 +194,80 @@ class BenchmarkStore(Store):
                          [*key.values(), *([] if replace_all else [key["benchmark"]])],
                          "* EXCLUDE (label_keys, label_values), map(label_keys, label_values) AS label_probabilities")
 
-    @reads("predictions", "prompts")
-    def load_scored_predictions(self, benchmark: str) -> pd.DataFrame:
-        """Every stored prediction of the benchmark's current prompts, with the reference answer
-        (missing values as None)."""
-        return self.frame_of_rows("""
-            SELECT pr.model, pr.model_fingerprint, pr.mode, pr.prompt_format, pr.num_fewshot, pr.predicted,
-                   pr.predicted_norm, pr.predicted_flexible, p.real_answer
+    @reads("predictions", "prompts", "harness_requests")
+    def load_scoring_inputs(self, benchmark: str) -> list[dict[str, Any]]:
+        """Every stored prediction of the benchmark's current prompts, with what it is scored
+        against: the prompt's labels and real answer, and its harness request's gold and choices."""
+        return self.rows("""
+            SELECT pr.model, pr.model_fingerprint, pr.mode, pr.prompt_format, pr.num_fewshot, pr.prompt_id,
+                   pr.predicted, pr.predicted_norm, pr.predicted_flexible, pr.choice_loglikelihoods, pr.output_text,
+                   p.labels, p.real_answer, h.choice_texts, h.gold, h.target
             FROM predictions pr JOIN prompts p USING (prompt_id)
-            WHERE p.benchmark = ? ORDER BY p.source_row_id""", [benchmark])
+            LEFT JOIN harness_requests h ON pr.prompt_format = 'harness' AND h.prompt_id = pr.prompt_id
+                                         AND h.num_fewshot = pr.num_fewshot
+            WHERE p.benchmark = ? ORDER BY pr.model_fingerprint, pr.mode, pr.prompt_format, pr.num_fewshot,
+                                           p.row_number, p.source_row_id""", [benchmark])
 
     # --- scores ---------------------------------------------------------------------------------
 
-    @writes("scores")
-    def replace_scores(self, benchmark: str, scores: pd.DataFrame) -> None:
+    @writes("item_scores", "scores", "score_history")
+    @reads("prompts")
+    def replace_scores(self, benchmark: str, items: pd.DataFrame, scores: pd.DataFrame, run_id: str,
+                       keep_runs: int = 5) -> None:
+        """The benchmark's item scores and scores; the item scores are also kept as this run's
+        history (the latest `keep_runs` runs per benchmark), for the regression watch."""
         with self.transaction():
+            self.replace("item_scores", items, "benchmark = ?", [benchmark])
             self.replace("scores", scores, "benchmark = ?", [benchmark])
+            self.sql("DELETE FROM score_history WHERE benchmark = ? AND run_id = ?", [benchmark, run_id])
+            if len(scores):
+                self.sql("""
+                    INSERT INTO score_history BY NAME
+                    SELECT ? AS run_id, s.scored_at, s.model, i.model_fingerprint, i.benchmark, i.prompt_id,
+                           p.source_row_id, i.mode, i.prompt_format, i.num_fewshot, i.metric, i.value
+                    FROM item_scores i
+                    JOIN scores s USING (model_fingerprint, benchmark, mode, prompt_format, num_fewshot, metric)
+                    JOIN prompts p ON p.prompt_id = i.prompt_id
+                    WHERE i.benchmark = ?""", [run_id, benchmark])
+            self.sql("""
+                DELETE FROM score_history WHERE benchmark = ? AND run_id NOT IN (
+                    SELECT run_id FROM score_history WHERE benchmark = ? GROUP BY run_id
+                    ORDER BY max(scored_at) DESC LIMIT ?)""", [benchmark, benchmark, keep_runs])
+
+    @reads("item_scores", "scores")
+    def load_item_scores(self, benchmark: str) -> list[dict[str, Any]]:
+        """Every item score of the benchmark, with the model's name."""
+        return self.rows("""
+            SELECT s.model, i.model_fingerprint, i.mode, i.prompt_format, i.num_fewshot, i.metric, i.prompt_id, i.value
+            FROM item_scores i
+            JOIN scores s USING (model_fingerprint, benchmark, mode, prompt_format, num_fewshot, metric)
+            WHERE i.benchmark = ?""", [benchmark])
+
+    @reads("score_history")
+    def latest_score_runs(self) -> list[dict[str, Any]]:
+        """Item scores of the latest two runs of every benchmark, model, mode, format, shots and
+        metric (`latest` true for the newest)."""
+        return self.rows("""
+            WITH per_run AS (
+                SELECT benchmark, model_fingerprint, mode, prompt_format, num_fewshot, metric, run_id,
+                       max(scored_at) AS last_scored
+                FROM score_history GROUP BY benchmark, model_fingerprint, mode, prompt_format, num_fewshot, metric, run_id),
+            runs AS (
+                SELECT *, row_number() OVER (PARTITION BY benchmark, model_fingerprint, mode, prompt_format,
+                                                          num_fewshot, metric ORDER BY last_scored DESC) AS recency
+                FROM per_run)
+            SELECT h.*, r.recency = 1 AS latest FROM score_history h
+            JOIN runs r USING (benchmark, model_fingerprint, mode, prompt_format, num_fewshot, metric, run_id)
+            WHERE r.recency <= 2""")
+
+    @writes("model_comparisons")
+    def replace_model_comparisons(self, benchmark: str, comparisons: pd.DataFrame) -> None:
+        with self.transaction():
+            self.replace("model_comparisons", comparisons, "benchmark = ?", [benchmark])
+
+    @reads("scores")
+    def load_scores(self) -> list[dict[str, Any]]:
+        return self.rows("SELECT * EXCLUDE (report) FROM scores ORDER BY benchmark, model, mode, num_fewshot, metric")
 
     @reads("scores")
     def score_table(self) -> pd.DataFrame:
@@ -159,6 +276,28 @@ class BenchmarkStore(Store):
             SELECT benchmark, mode || ' / ' || prompt_format || ' / ' || num_fewshot || '-shot / ' || metric AS metric,
                    n, round(accuracy, 3) AS accuracy, '[' || round(ci_low, 3) || ', ' || round(ci_high, 3) || ']' AS ci95
             FROM scores ORDER BY benchmark, metric""")
+
+    @reads("model_comparisons")
+    def comparison_table(self) -> pd.DataFrame:
+        """Every model comparison, one line each, for a console summary."""
+        return self.frame("""
+            SELECT benchmark, mode || ' / ' || prompt_format || ' / ' || num_fewshot || '-shot / ' || metric AS metric,
+                   items, round(accuracy_a, 3) AS a, round(accuracy_b, 3) AS b, round(difference, 3) AS difference,
+                   only_a, only_b, round(mcnemar_p, 4) AS mcnemar_p,
+                   '[' || round(ci_low, 3) || ', ' || round(ci_high, 3) || ']' AS ci95
+            FROM model_comparisons ORDER BY benchmark, metric""")
+
+    # --- protocols ------------------------------------------------------------------------------
+
+    @writes("protocol_results")
+    def replace_protocol_results(self, protocol: str, results: pd.DataFrame) -> None:
+        with self.transaction():
+            self.replace("protocol_results", results, "protocol = ?", [protocol])
+
+    @reads("protocol_results")
+    def load_protocol_results(self, protocol: str) -> pd.DataFrame:
+        return self.frame("SELECT * FROM protocol_results WHERE protocol = ? ORDER BY model, benchmark = 'average', "
+                          "benchmark", [protocol])
 
     # --- data-quality checks ----------------------------------------------------------------------
 

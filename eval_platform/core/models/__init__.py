@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Protocol, Sequence
 
 if TYPE_CHECKING:
     from eval_platform.core.gateway import ModelGateway
+    from eval_platform.core.models.local import Placement
 
 
 @dataclass(frozen=True)
@@ -61,15 +62,27 @@ class UnsupportedRequest(ValueError):
 
 
 LOCAL_PREFIX = "local/"
+SERVED_PREFIX = "served/"
 
 
-def open_model(name: str, gateway: "ModelGateway", cache_dir: str | None = None) -> LanguageModel:
-    """The model behind a name: `local/<name, path or hub id>` runs in this process, any other
-    litellm provider string (`openai/gpt-4o-mini`, ...) through the gateway."""
+def open_model(name: str, gateway: "ModelGateway", cache_dir: str | None = None,
+               placement: "Placement | None" = None, served_tokenizer: str | None = None) -> LanguageModel:
+    """The model behind a name: `local/<name, path or hub id>` runs in this process (on
+    `placement`, default the best this machine has); `served/<name>` is a model on the
+    OpenAI-compatible server at the gateway's api_base, with log-likelihoods from its completions
+    endpoint (`served_tokenizer`: a local model with the same tokenizer); any other litellm
+    provider string (`openai/gpt-4o-mini`, ...) is a chat API through the gateway."""
     if name.startswith(LOCAL_PREFIX):
-        from eval_platform.core.models.local import load_local_model
+        from eval_platform.core.models.local import DEFAULT_CACHE_DIR, load_local_model
 
-        return load_local_model(name, cache_dir) if cache_dir else load_local_model(name)
+        return load_local_model(name, cache_dir or DEFAULT_CACHE_DIR, placement)
+    if name.startswith(SERVED_PREFIX):
+        from eval_platform.core.models.local import DEFAULT_CACHE_DIR, Placement, load_local_model
+        from eval_platform.core.models.served import ServedCompletionsModel
+
+        tokenizer = load_local_model(served_tokenizer, cache_dir or DEFAULT_CACHE_DIR, Placement()) \
+            if served_tokenizer else None
+        return ServedCompletionsModel(name, gateway, tokenizer)
     from eval_platform.core.models.api_chat import ApiChatModel
 
     return ApiChatModel(name, gateway)

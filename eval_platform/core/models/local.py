@@ -14,7 +14,6 @@ import importlib.util
 import os
 import threading
 from dataclasses import dataclass, field
-from itertools import groupby
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -87,15 +86,49 @@ def _convert_gguf(gguf: Path, target: Path) -> None:
 _LOAD_LOCK = threading.Lock()
 
 
-def load_local_model(model: str = DEFAULT_LOCAL_MODEL, cache_dir: str | Path = DEFAULT_CACHE_DIR) -> "LocalCausalLM":
-    """Load a local model by its `local/...` name, once per process. Loading is serialised:
-    transformers' loading is not thread-safe (concurrent loads left a tied lm_head uninitialised)."""
+@dataclass(frozen=True)
+class Placement:
+    """Where a local model runs and in which precision."""
+
+    device: str = "cpu"  # cpu, cuda, cuda:N, mps
+    dtype: str = "float32"  # float32, bfloat16, float16
+    device_map: str | None = None  # "auto": spread a model larger than one GPU over the GPUs (and CPU)
+
+
+def choose_placement(device: str, dtype: str, device_map: str | None, cuda: bool, cuda_bf16: bool,
+                     mps: bool) -> Placement:
+    """`auto` resolved: CUDA, then Apple MPS, then the CPU; bfloat16 on a GPU that supports it
+    (float16 on one that does not, and on MPS), float32 on the CPU."""
+    if device == "auto":
+        device = "cuda" if cuda else "mps" if mps else "cpu"
+    if dtype == "auto":
+        dtype = ("bfloat16" if cuda_bf16 else "float16") if device.startswith("cuda") else \
+            "float16" if device == "mps" else "float32"
+    if device_map is not None and not device.startswith("cuda"):
+        raise ValueError(f"device_map={device_map!r} spreads a model over GPUs; the device is {device!r}")
+    return Placement(device, dtype, device_map)
+
+
+def detect_placement(device: str = "auto", dtype: str = "auto", device_map: str | None = None) -> Placement:
+    """choose_placement on this machine's accelerators."""
+    import torch
+
+    cuda = torch.cuda.is_available()
+    return choose_placement(device, dtype, device_map, cuda, cuda and torch.cuda.is_bf16_supported(),
+                            torch.backends.mps.is_available())
+
+
+def load_local_model(model: str = DEFAULT_LOCAL_MODEL, cache_dir: str | Path = DEFAULT_CACHE_DIR,
+                     placement: Placement | None = None) -> "LocalCausalLM":
+    """Load a local model by its `local/...` name, once per process and placement (default: the
+    best this machine has). Loading is serialised: transformers' loading is not thread-safe
+    (concurrent loads left a tied lm_head uninitialised)."""
     with _LOAD_LOCK:
-        return _load_local_model(model, str(cache_dir))
+        return _load_local_model(model, str(cache_dir), placement or detect_placement())
 
 
-@functools.lru_cache(maxsize=2)
-def _load_local_model(model: str, cache_dir: str) -> "LocalCausalLM":
+@functools.lru_cache(maxsize=4)
+def _load_local_model(model: str, cache_dir: str, placement: Placement) -> "LocalCausalLM":
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -104,10 +137,15 @@ def _load_local_model(model: str, cache_dir: str) -> "LocalCausalLM":
         torch.set_num_threads(int(TORCH_THREADS))
     torch.manual_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    network = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    network = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, placement.dtype),
+                                                   device_map=placement.device_map).eval()
+    if placement.device_map is None:
+        network = network.to(placement.device)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    return LocalCausalLM(model, fingerprint, tokenizer, network)
+    # Results of different precisions never mix; float32 keeps the fingerprint it always had.
+    suffix = "" if placement.dtype == "float32" else f"+{placement.dtype}"
+    return LocalCausalLM(model, fingerprint + suffix, tokenizer, network)
 
 
 @functools.lru_cache(maxsize=4)
@@ -123,16 +161,31 @@ def token_counter(tokenizer_name: str = DEFAULT_LOCAL_MODEL):
 
 @dataclass
 class LocalCausalLM:
-    """A causal LM in this process. Its methods are thread-safe: one call runs at a time."""
+    """A causal LM in this process. Its methods are thread-safe: one call runs at a time.
+
+    Texts are tokenised as lm-evaluation-harness tokenises them (the tokenizer's own special
+    tokens, unless the text already starts with the BOS token), so log-likelihoods and generations
+    equal the harness's for the same model.
+    """
 
     name: str
     fingerprint: str
     tokenizer: Any
     network: Any
     forward_passes: int = 0
+    max_batch_tokens: int = 16384  # rows x (cached + new tokens) per log-likelihood pass
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
-    # --- prompt rendering ------------------------------------------------------------------
+    @property
+    def max_length(self) -> int:
+        """The longest input, as the harness reads it from the model's configuration."""
+        config = self.network.config
+        for attribute in ("n_positions", "max_position_embeddings", "n_ctx"):
+            if getattr(config, attribute, None):
+                return int(getattr(config, attribute))
+        return 2048
+
+    # --- text and tokens --------------------------------------------------------------------
 
     def render(self, prompt: Chat | str) -> str:
         """A Chat as the chat template's text ready for the assistant's reply; text as it is."""
@@ -144,40 +197,42 @@ class LocalCausalLM:
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
     def encode(self, text: str) -> list[int]:
+        """A whole text's tokens, as the harness encodes a context."""
+        bos = self.tokenizer.bos_token
+        return self.tokenizer(text, add_special_tokens=not (bos and text.startswith(bos)))["input_ids"]
+
+    def encode_piece(self, text: str) -> list[int]:
+        """A fragment's tokens, without special tokens (an answer label)."""
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
-    # --- batched forward passes -------------------------------------------------------------
+    def encode_pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
+        """lm-evaluation-harness's rule: trailing whitespace of the context moves to the continuation,
+        the whole text is encoded, and the continuation is what follows the context's own tokens."""
+        spaces = len(context) - len(context.rstrip())
+        if spaces:
+            context, continuation = context[:-spaces], context[-spaces:] + continuation
+        context_tokens = self.encode(context)
+        return context_tokens, self.encode(context + continuation)[len(context_tokens):]
+
+    def scored_sequence(self, request: LoglikelihoodRequest) -> tuple[list[int], int]:
+        """The tokens fed for a request (left-truncated to the model's length, as the harness does)
+        and how many of its last tokens are scored."""
+        context, continuation = self.encode_pair(self.render(request.context), request.continuation)
+        return (context + continuation)[-(self.max_length + 1):], len(continuation)
+
+    # --- forward passes ---------------------------------------------------------------------
 
     def _left_padded(self, sequences: Sequence[list[int]]):
         import torch
 
         width = max(len(s) for s in sequences)
         pad = self.tokenizer.pad_token_id
-        ids = torch.tensor([[pad] * (width - len(s)) + list(s) for s in sequences])
-        mask = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in sequences])
+        ids = torch.tensor([[pad] * (width - len(s)) + list(s) for s in sequences], device=self.network.device)
+        mask = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in sequences], device=self.network.device)
         return ids, mask, (mask.cumsum(-1) - 1).clamp(min=0)
 
-    def _forward(self, **inputs):
-        import torch
-
+    def _count_pass(self) -> None:
         self.forward_passes += 1
-        with torch.inference_mode():
-            return self.network(**inputs)
-
-    def _last_token_logprobs(self, texts: Sequence[str], batch_size: int):
-        """Log-probabilities of the next token after each text (batched, length-sorted)."""
-        import torch
-
-        encoded = [self.encode(t) for t in texts]
-        result: list[Any] = [None] * len(texts)
-        for batch in _length_sorted_batches([len(e) for e in encoded], batch_size):
-            ids, mask, positions = self._left_padded([encoded[i] for i in batch])
-            logits = self._forward(
-                input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=1
-            ).logits[:, -1, :]
-            for row, index in zip(torch.log_softmax(logits.float(), dim=-1), batch):
-                result[index] = row
-        return result
 
     def label_probabilities(self, chats: Sequence[Chat], labels: Sequence[Sequence[str]],
                             batch_size: int = 8) -> list[dict[str, float] | None]:
@@ -185,61 +240,31 @@ class LocalCausalLM:
         import torch
 
         with self._lock:
-            logprobs = self._last_token_logprobs([self.render(chat) for chat in chats], batch_size)
-            distributions: list[dict[str, float] | None] = []
-            for row, item_labels in zip(logprobs, labels):
-                token_ids = [self.encode(label)[0] for label in item_labels]
-                restricted = torch.softmax(row[token_ids], dim=-1).tolist()
-                distributions.append(dict(zip(item_labels, restricted)))
+            encoded = [self.encode(self.render(chat)) for chat in chats]
+            distributions: list[dict[str, float] | None] = [None] * len(chats)
+            for batch in _length_sorted_batches([len(e) for e in encoded], batch_size):
+                ids, mask, positions = self._left_padded([encoded[i] for i in batch])
+                self._count_pass()
+                with torch.inference_mode():
+                    logits = self.network(input_ids=ids, attention_mask=mask, position_ids=positions,
+                                          logits_to_keep=1).logits[:, -1, :]
+                for row, index in zip(torch.log_softmax(logits.float(), dim=-1), batch):
+                    token_ids = [self.encode_piece(label)[0] for label in labels[index]]
+                    restricted = torch.softmax(row[token_ids], dim=-1).tolist()
+                    distributions[index] = dict(zip(labels[index], restricted))
             return distributions
 
     def loglikelihoods(self, requests: Sequence[LoglikelihoodRequest], batch_size: int = 8) -> list[float]:
-        """log P(continuation | context) for each request.
-
-        Requests with the same context form a group; each distinct context of a batch of groups
-        is encoded once and its key/value cache shared by all of its continuations in a second
-        pass. Two forward passes per batch.
-        """
-        import torch
+        """log P(continuation | context) for each request, every distinct token prefix of the
+        requests encoded once (see prefix_cache)."""
+        from eval_platform.core.models.prefix_cache import PrefixTrie, score
 
         with self._lock:
-            contexts = [self.render(r.context) for r in requests]
-            groups = [list(g) for _, g in groupby(range(len(requests)), key=contexts.__getitem__)]
-            encoded = {i: _split_request(self, contexts[i], requests[i].continuation) for i in range(len(requests))}
-            sizes = [sum(len(encoded[i][0]) + len(encoded[i][1]) for i in group) for group in groups]
-            result = [0.0] * len(requests)
-            for batch in _length_sorted_batches(sizes, batch_size):
-                slots_of: dict[tuple[int, ...], int] = {}
-                rows = []  # (request index, context slot, continuation tokens)
-                for group in batch:
-                    for index in groups[group]:
-                        context, continuation = encoded[index]
-                        slot = slots_of.setdefault(tuple(context), len(slots_of))
-                        rows.append((index, slot, continuation))
-                context_ids, context_mask, context_positions = self._left_padded([list(c) for c in slots_of])
-                first = self._forward(
-                    input_ids=context_ids, attention_mask=context_mask, position_ids=context_positions,
-                    use_cache=True, logits_to_keep=1,
-                )
-                first_logprobs = torch.log_softmax(first.logits[:, -1, :].float(), dim=-1)
-                slots = torch.tensor([slot for _, slot, _ in rows])
-                cache = first.past_key_values
-                cache.reorder_cache(slots)
-                width = max(len(c) for _, _, c in rows)
-                pad = self.tokenizer.pad_token_id
-                ids = torch.tensor([c + [pad] * (width - len(c)) for _, _, c in rows])
-                cont_mask = torch.tensor([[1] * len(c) + [0] * (width - len(c)) for _, _, c in rows])
-                mask = torch.cat([context_mask[slots], cont_mask], dim=1)
-                positions = context_mask[slots].sum(-1, keepdim=True) + torch.arange(width)
-                second = self._forward(input_ids=ids, attention_mask=mask, position_ids=positions,
-                                       past_key_values=cache)
-                second_logprobs = torch.log_softmax(second.logits.float(), dim=-1)
-                for row, (index, slot, continuation) in enumerate(rows):
-                    total = first_logprobs[slot, continuation[0]].item()
-                    for j in range(1, len(continuation)):
-                        total += second_logprobs[row, j - 1, continuation[j]].item()
-                    result[index] = total
-            return result
+            trie = PrefixTrie()
+            for request in requests:
+                trie.add(*self.scored_sequence(request))
+            return score(trie, self.network, batch_size, self.max_batch_tokens, self.tokenizer.pad_token_id,
+                         on_pass=self._count_pass)
 
     def loglikelihoods_naive(self, requests: Sequence[LoglikelihoodRequest]) -> list[float]:
         """The one-request-at-a-time baseline: a full forward pass per request, no batching or cache."""
@@ -248,34 +273,49 @@ class LocalCausalLM:
         with self._lock:
             result = []
             for request in requests:
-                ctx, cont = _split_request(self, self.render(request.context), request.continuation)
-                ids = torch.tensor([ctx + cont])
-                logprobs = torch.log_softmax(self._forward(input_ids=ids).logits[0].float(), dim=-1)
-                result.append(sum(logprobs[len(ctx) - 1 + j, token].item() for j, token in enumerate(cont)))
+                tokens, scored = self.scored_sequence(request)
+                self._count_pass()
+                with torch.inference_mode():
+                    ids = torch.tensor([tokens[:-1]], device=self.network.device)
+                    logits = self.network(input_ids=ids).logits[0].float()
+                logprobs = torch.log_softmax(logits, dim=-1)
+                first = len(tokens) - scored
+                result.append(sum(logprobs[first - 1 + j, tokens[first + j]].item() for j in range(scored)))
             return result
 
     def generate(self, requests: Sequence[GenerationRequest], batch_size: int = 8) -> list[str]:
-        """Greedy completions, batched with left padding, cut at the first stop sequence."""
+        """Greedy completions, cut at the first stop sequence. Batched as the harness batches them:
+        longest prompt first (ties by text), left-padded, the prompt left-truncated to leave room
+        for the new tokens."""
         import torch
 
         with self._lock:
-            encoded = [self.encode(self.render(r.prompt)) for r in requests]
+            texts = [self.render(r.prompt) for r in requests]
+            encoded = [self.encode(text) for text in texts]
+            order = sorted(range(len(requests)), key=lambda i: (-len(encoded[i]), texts[i]))
             outputs: list[str] = [""] * len(requests)
-            for batch in _length_sorted_batches([len(e) for e in encoded], batch_size):
-                for max_new_tokens, members in groupby(sorted(batch, key=lambda i: requests[i].max_new_tokens),
-                                                       key=lambda i: requests[i].max_new_tokens):
-                    members = list(members)
-                    ids, mask, _ = self._left_padded([encoded[i] for i in members])
-                    self.forward_passes += 1
+            for start in range(0, len(order), batch_size):
+                batch = order[start: start + batch_size]
+                for (budget, stop), members in _grouped(batch, lambda i: (requests[i].max_new_tokens, requests[i].stop)):
+                    room = max(1, self.max_length - budget)
+                    ids, mask, _ = self._left_padded([encoded[i][-room:] for i in members])
+                    self._count_pass()
+                    extra = {"stop_strings": list(stop), "tokenizer": self.tokenizer} if stop else {}
                     with torch.inference_mode():
                         generated = self.network.generate(
-                            input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=False,
-                            pad_token_id=self.tokenizer.pad_token_id,
-                        )
+                            input_ids=ids, attention_mask=mask, max_new_tokens=budget, do_sample=False,
+                            pad_token_id=self.tokenizer.pad_token_id, **extra)
                     for row, index in zip(generated[:, ids.shape[1]:], members):
-                        outputs[index] = cut_at_stop(self.tokenizer.decode(row, skip_special_tokens=True),
-                                                     requests[index].stop).strip()
+                        outputs[index] = cut_at_stop(self.tokenizer.decode(row, skip_special_tokens=True), stop)
             return outputs
+
+
+def _grouped(indices: Sequence[int], key) -> list[tuple[Any, list[int]]]:
+    """Indices grouped by key, in order of first appearance."""
+    groups: dict[Any, list[int]] = {}
+    for index in indices:
+        groups.setdefault(key(index), []).append(index)
+    return list(groups.items())
 
 
 def cut_at_stop(text: str, stop: Sequence[str]) -> str:
@@ -283,13 +323,6 @@ def cut_at_stop(text: str, stop: Sequence[str]) -> str:
     for sequence in stop:
         text = text.split(sequence)[0]
     return text
-
-
-def _split_request(model: LocalCausalLM, context: str, continuation: str) -> tuple[list[int], list[int]]:
-    """Token ids of context and continuation; trailing context whitespace moves to the continuation."""
-    stripped = context.rstrip()
-    continuation = context[len(stripped):] + continuation
-    return model.encode(stripped), model.encode(continuation)
 
 
 def _length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:

@@ -1,0 +1,262 @@
+"""Log-likelihoods with a shared-prefix cache: every distinct token prefix is encoded once.
+
+The requests' token sequences go into a radix trie. A node holds a run of tokens shared by every
+request below it: a few-shot header shared by all questions of an MMLU subject, a context shared
+by its answer choices, a sentence start shared by Winogrande's two options. A shared run shorter
+than `min_shared` tokens is not worth a cache entry and is folded into the nodes below it.
+
+Nodes are encoded in batches, parents before children. Nodes that start a sequence run as the
+harness runs its requests: right-padded, causal, no mask (the fast attention kernel). A node
+below them gathers its ancestors' key/value segments as its past, left-padded to the batch's
+longest, and runs only its own tokens. A node keeps its segment while nodes below it still need it;
+nodes are taken deepest first, so the cache holds about one batch of contexts at a time.
+
+Only the positions that predict a scored token go through the output layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+
+@dataclass(eq=False)
+class Node:
+    tokens: list[int]
+    start: int  # the global position of tokens[0]
+    parent: "Node | None"
+    children: dict[int, "Node"] = field(default_factory=dict)  # by first token while the trie is built
+    # (offset in tokens, the token that follows, request index): log-probabilities to collect
+    targets: list[tuple[int, int, int]] = field(default_factory=list)
+    remaining: int = 0  # children not yet done
+    segment: Any = None  # per layer (keys, values) of this node's tokens, while nodes below need it
+
+
+class PrefixTrie:
+    """The token sequences of a batch of requests, with shared prefixes merged."""
+
+    def __init__(self) -> None:
+        self.root = Node([], 0, None)
+        self.requests = 0
+
+    def add(self, tokens: Sequence[int], scored: int) -> int:
+        """Add a sequence whose last `scored` tokens are scored; returns its index."""
+        index = self.requests
+        self.requests += 1
+        inputs = list(tokens[:-1])  # the last token is predicted, never fed
+        first = len(tokens) - scored - 1  # the position predicting the first scored token
+        node, position = self.root, 0
+        placed: list[tuple[Node, int]] = []  # (node, offset) of every input position
+        while position < len(inputs):
+            child = node.children.get(inputs[position])
+            if child is None:
+                child = Node(inputs[position:], position, node)
+                node.children[inputs[position]] = child
+            shared = _common_length(child.tokens, inputs[position:])
+            if shared < len(child.tokens):
+                _split(child, shared)
+            placed += [(child, offset) for offset in range(shared)]
+            node, position = child, position + shared
+        for predictor in range(first, len(inputs)):
+            owner, offset = placed[predictor]
+            owner.targets.append((offset, tokens[predictor + 1], index))
+        return index
+
+
+def _common_length(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _split(node: Node, at: int) -> None:
+    """Cut a node after `at` tokens: the rest becomes its only child."""
+    rest = Node(node.tokens[at:], node.start + at, node, node.children)
+    for child in rest.children.values():
+        child.parent = rest
+    rest.targets = [(offset - at, token, request) for offset, token, request in node.targets if offset >= at]
+    node.targets = [target for target in node.targets if target[0] < at]
+    node.tokens = node.tokens[:at]
+    node.children = {rest.tokens[0]: rest}
+
+
+def _fold_short(node: Node, min_shared: int) -> None:
+    """Fold shared runs shorter than `min_shared` tokens (that score nothing) into the nodes below
+    them, so that the nodes below start where they did."""
+    kept, pending = [], list(node.children.values())
+    while pending:
+        child = pending.pop()
+        if child.children and len(child.tokens) < min_shared and not child.targets:
+            for grandchild in child.children.values():
+                grandchild.tokens = child.tokens + grandchild.tokens
+                grandchild.targets = [(offset + len(child.tokens), token, request)
+                                      for offset, token, request in grandchild.targets]
+                grandchild.start, grandchild.parent = child.start, node
+                pending.append(grandchild)
+        else:
+            kept.append(child)
+    node.children = {id(child): child for child in kept}  # keys no longer needed once the trie is built
+    for child in kept:
+        _fold_short(child, min_shared)
+
+
+@dataclass
+class Unit:
+    """One row of a pass: one node (`nodes` of one), or leaf siblings packed side by side, each
+    attending to their shared past and to its own earlier tokens only."""
+
+    nodes: list[Node]
+
+    @property
+    def start(self) -> int:
+        return self.nodes[0].start
+
+    @property
+    def length(self) -> int:
+        return sum(len(node.tokens) for node in self.nodes)
+
+
+def _units(nodes: Sequence[Node], pack_limit: int) -> list[Unit]:
+    """Siblings as rows: a node with children alone (its segment is kept), leaves packed up to
+    `pack_limit` tokens a row; longest first."""
+    units, row = [], []
+    for node in sorted(nodes, key=lambda n: -len(n.tokens)):
+        if node.children or node.start == 0:
+            units.append(Unit([node]))
+        elif row and sum(len(n.tokens) for n in row) + len(node.tokens) > pack_limit:
+            units.append(Unit(row))
+            row = [node]
+        else:
+            row.append(node)
+    return units + ([Unit(row)] if row else [])
+
+
+def score(trie: PrefixTrie, network: Any, batch_size: int, max_batch_tokens: int, pad_id: int,
+          min_shared: int = 32, pack_limit: int = 256, on_pass=lambda: None) -> list[float]:
+    """The summed log-probabilities of every request's scored tokens."""
+    import torch
+
+    totals = [0.0] * trie.requests
+    _fold_short(trie.root, min_shared)
+    ready = _units(trie.root.children.values(), pack_limit)
+    decoder, head = network.get_decoder(), network.get_output_embeddings()
+    while ready:
+        batch = _take_batch(ready, batch_size, max_batch_tokens)
+        with torch.inference_mode():
+            hidden, segments = _encode(decoder, batch, pad_id)
+            on_pass()
+            rows, positions, tokens, owners = [], [], [], []
+            for row, unit in enumerate(batch):
+                begin = 0
+                for node in unit.nodes:
+                    for offset, token, request in node.targets:
+                        rows.append(row)
+                        positions.append(begin + offset)
+                        tokens.append(token)
+                        owners.append(request)
+                    begin += len(node.tokens)
+            if rows:
+                logits = head(hidden[torch.tensor(rows), torch.tensor(positions)]).float()
+                picked = torch.log_softmax(logits, dim=-1)[torch.arange(len(rows)), torch.tensor(tokens)].cpu()
+                for request, value in zip(owners, picked.tolist()):
+                    totals[request] += value
+        for unit, segment in zip(batch, segments):
+            node = unit.nodes[0]
+            if node.children:
+                below = _units(node.children.values(), pack_limit)
+                node.segment, node.remaining = segment, len(below)
+                ready[:0] = below
+            else:
+                _done(unit)
+    return totals
+
+
+def _done(unit: Unit) -> None:
+    """A unit is encoded: free the segments nothing below needs any more."""
+    parent = unit.nodes[0].parent
+    while parent is not None and parent.parent is not None:
+        parent.remaining -= 1
+        if parent.remaining:
+            break
+        parent.segment = None
+        parent = parent.parent
+
+
+def _take_batch(ready: list[Unit], batch_size: int, max_batch_tokens: int) -> list[Unit]:
+    """The first ready unit and the next ones like it: starting a sequence too, or not, and of a
+    length that at most doubles the padding."""
+    batch = [ready.pop(0)]
+    lead = batch[0].length
+    index = 0
+    while index < len(ready) and len(batch) < batch_size:
+        candidate = ready[index]
+        members = batch + [candidate]
+        width = max(u.start for u in members) + max(u.length for u in members)
+        if ((candidate.start == 0) == (batch[0].start == 0) and lead / 2 <= candidate.length <= lead * 2
+                and width * len(members) <= max_batch_tokens):
+            batch.append(ready.pop(index))
+        else:
+            index += 1
+    return batch
+
+
+def _past(node: Node) -> list[Any]:
+    """The node's ancestors' segments, oldest first."""
+    chain, ancestor = [], node.parent
+    while ancestor is not None and ancestor.parent is not None:
+        chain.append(ancestor.segment)
+        ancestor = ancestor.parent
+    return chain[::-1]
+
+
+def _encode(decoder: Any, batch: list[Unit], pad_id: int):
+    """One pass over the batch's rows; returns the hidden states [rows, tokens, width] and, for a
+    row that is one node with children, that node's own key/value segment."""
+    import torch
+    from transformers import DynamicCache
+
+    past_width = max(unit.start for unit in batch)
+    width = max(unit.length for unit in batch)
+    device = decoder.device
+    ids = torch.tensor([[t for node in unit.nodes for t in node.tokens] + [pad_id] * (width - unit.length)
+                        for unit in batch], device=device)
+    keep = any(unit.nodes[0].children for unit in batch)
+    if past_width == 0:  # whole sequences from their start: right padding never reaches a real token
+        output = decoder(input_ids=ids, use_cache=keep)
+    else:
+        chains = [_past(unit.nodes[0]) for unit in batch]
+        sample = next(chain for chain in chains if chain)[0]  # any segment: its layers' shapes and dtype
+        layers = []
+        for layer, (sample_keys, _) in enumerate(sample):
+            heads, _, dim = sample_keys.shape
+            keys, values = [], []
+            for unit, chain in zip(batch, chains):
+                padding = [sample_keys.new_zeros((heads, past_width - unit.start, dim))]
+                keys.append(torch.cat(padding + [segment[layer][0] for segment in chain], dim=1))
+                values.append(torch.cat(padding + [segment[layer][1] for segment in chain], dim=1))
+            layers.append((torch.stack(keys), torch.stack(values)))
+        mask = torch.zeros((len(batch), 1, width, past_width + width), dtype=torch.bool)
+        positions = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, unit in enumerate(batch):
+            mask[row, 0, :, past_width - unit.start: past_width] = True
+            begin = 0
+            for node in unit.nodes:  # each packed node sees the past and its own earlier tokens
+                end = begin + len(node.tokens)
+                mask[row, 0, begin:end, past_width + begin: past_width + end] = torch.ones(
+                    end - begin, end - begin, dtype=torch.bool).tril()
+                positions[row, begin:end] = torch.arange(node.start, node.start + len(node.tokens))
+                begin = end
+            for pad in range(begin, width):  # padding attends to itself (no empty row)
+                mask[row, 0, pad, past_width + pad] = True
+        output = decoder(input_ids=ids, attention_mask=mask.to(device), position_ids=positions.to(device),
+                         past_key_values=DynamicCache(ddp_cache_data=layers), use_cache=True)
+    segments = []
+    for row, unit in enumerate(batch):
+        node = unit.nodes[0]
+        own = slice(past_width, past_width + len(node.tokens))
+        segments.append([(layer.keys[row, :, own, :].clone(), layer.values[row, :, own, :].clone())
+                         for layer in output.past_key_values.layers] if node.children else None)
+    return output.last_hidden_state, segments

@@ -1,0 +1,72 @@
+"""Start a server process for a test and stop it whatever it does with SIGTERM.
+
+Every process runs in its own session (process group), so stopping it reaches its children too:
+SIGTERM to the group, then SIGKILL to the group if it is still there after `grace_s`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+from contextlib import contextmanager
+from typing import Iterator, Sequence
+
+STARTED: list[int] = []  # process-group ids this test session started
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stop_group(process: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """SIGTERM the process group, then SIGKILL it if anything in it outlives `grace_s`."""
+    pgid = process.pid
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            process.poll()
+            if not group_alive(pgid):
+                break
+            time.sleep(0.1)
+        else:
+            continue
+        break
+    process.wait(timeout=10)
+
+
+def wait_for_http(url: str, timeout_s: float, process: subprocess.Popen) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the server exited with {process.returncode} before answering {url}")
+        try:
+            urllib.request.urlopen(url, timeout=2)
+            return
+        except OSError:
+            time.sleep(0.5)
+    raise TimeoutError(f"{url} did not answer within {timeout_s:.0f} s")
+
+
+@contextmanager
+def running(command: Sequence[str], ready_url: str, timeout_s: float = 120, **popen) -> Iterator[subprocess.Popen]:
+    """A server process, answering at `ready_url`, stopped (and its whole group) on exit."""
+    process = subprocess.Popen(list(command), start_new_session=True, **popen)
+    STARTED.append(process.pid)
+    try:
+        wait_for_http(ready_url, timeout_s, process)
+        yield process
+    finally:
+        stop_group(process)

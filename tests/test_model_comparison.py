@@ -1,0 +1,76 @@
+"""Model against model on the same items (exact McNemar, paired bootstrap) in DuckDB and metadata,
+the regression watch of the nightly refresh, and scores as numbers Dagster can plot."""
+
+import pytest
+from dagster import AssetCheckSeverity, DagsterInstance, materialize
+
+from eval_platform import checks
+from eval_platform.assets.benchmarks import (
+    benchmark_fewshot_rows, benchmark_predictions, benchmark_prompts, benchmark_raw_rows, benchmark_scores,
+    model_comparison,
+)
+from eval_platform.core.comparison import compare, exact_mcnemar, flipped_to_wrong, paired_bootstrap_interval
+from eval_platform.resources import LanguageModelResource
+
+ASSETS = [benchmark_raw_rows, benchmark_fewshot_rows, benchmark_prompts, benchmark_predictions, benchmark_scores]
+
+
+def test_exact_mcnemar_and_the_paired_bootstrap():
+    assert exact_mcnemar(5, 0) == pytest.approx(2 * 0.5 ** 5)
+    assert exact_mcnemar(3, 3) == pytest.approx(1.0) and exact_mcnemar(0, 0) == 1.0
+    first, second = [1.0] * 30 + [0.0] * 10, [1.0] * 20 + [0.0] * 20
+    low, high = paired_bootstrap_interval(first, second)
+    assert low < 0.25 < high and low > 0
+    result = compare({str(i): v for i, v in enumerate(first)}, {str(i): v for i, v in enumerate(second)})
+    assert (result.items, result.only_first, result.only_second) == (40, 10, 0)
+    assert result.difference == pytest.approx(0.25) and result.mcnemar_p == pytest.approx(exact_mcnemar(10, 0))
+    assert compare({"a": 0.3, "b": 0.8}, {"a": 0.5, "b": 0.1}).mcnemar_p is None  # mc2: no McNemar
+    assert flipped_to_wrong({"a": 1.0, "b": 1.0, "c": 0.0}, {"a": 0.0, "b": 1.0, "c": 0.0, "d": 0.0}) == ["a"]
+
+
+def test_two_precisions_of_smollm2_compared_on_shared_items(warehouse):
+    config = {"ops": {"benchmark_raw_rows": {"config": {"limit": 6}},
+                      "benchmark_predictions": {"config": {"modes": ["loglikelihood"]}}}}
+    instance = DagsterInstance.ephemeral()
+    for model in (LanguageModelResource(), LanguageModelResource(device="cpu", dtype="bfloat16")):
+        result = materialize(ASSETS, partition_key="arc_easy", run_config=config, instance=instance,
+                             resources={"warehouse": warehouse, "evaluation_model": model})
+        assert result.success
+        scores = next(e for e in result.get_asset_materialization_events() if e.asset_key.path[-1] == "benchmark_scores")
+        metadata = scores.materialization.metadata
+        assert 0 <= metadata["accuracy/loglikelihood/harness/0-shot/acc_norm"].value <= 1  # a number Dagster plots
+        tags = instance.get_run_by_id(result.run_id).tags
+        assert tags["eval/model"] == "local/smollm2-135m-instruct"
+        assert tags["eval/model_fingerprint"].endswith("+bfloat16") == (model.dtype == "bfloat16")
+    result = materialize([model_comparison], partition_key="arc_easy", resources={"warehouse": warehouse})
+    assert result.success
+    metadata = result.get_asset_materialization_events()[0].materialization.metadata
+    assert metadata["pairs"].value == 1 and "+bfloat16" in metadata["comparison"].value
+    with warehouse.get_connection() as conn:
+        rows = conn.execute("SELECT metric, items, accuracy_a, accuracy_b, difference, only_a, only_b, mcnemar_p, "
+                            "ci_low, ci_high FROM model_comparisons ORDER BY metric").fetchall()
+    assert [r[0] for r in rows] == ["acc", "acc_norm"]
+    for _, items, a, b, difference, only_a, only_b, p, low, high in rows:
+        assert items == 6 and difference == pytest.approx(a - b) and low <= difference <= high
+        assert p == pytest.approx(exact_mcnemar(only_a, only_b))
+
+
+def test_the_regression_watch_names_items_that_flipped_to_wrong(warehouse):
+    config = {"ops": {"benchmark_raw_rows": {"config": {"limit": 12}},
+                      "benchmark_predictions": {"config": {"modes": ["letter"]}}}}
+    resources = {"warehouse": warehouse, "evaluation_model": LanguageModelResource()}
+    assert materialize(ASSETS, partition_key="arc_easy", run_config=config, resources=resources).success
+    assert checks.accuracy_regression(warehouse=warehouse).passed  # one run: nothing to compare
+    with warehouse.get_connection() as conn:  # a model that answers every question right ...
+        conn.execute("UPDATE predictions p SET predicted = q.real_answer FROM prompts q WHERE p.prompt_id = q.prompt_id")
+    assert materialize([benchmark_scores], partition_key="arc_easy", resources=resources).success
+    assert checks.accuracy_regression(warehouse=warehouse).passed  # better is no regression
+    with warehouse.get_connection() as conn:  # ... then, refreshed, none
+        conn.execute("UPDATE predictions p SET predicted = CASE q.real_answer WHEN 'A' THEN 'B' ELSE 'A' END "
+                     "FROM prompts q WHERE p.prompt_id = q.prompt_id")
+        flipped = {r[0] for r in conn.execute("SELECT source_row_id FROM prompts").fetchall()}
+    assert materialize([benchmark_scores], partition_key="arc_easy", resources=resources).success
+    result = checks.accuracy_regression(warehouse=warehouse)
+    assert not result.passed and result.severity == AssetCheckSeverity.WARN
+    report = result.metadata["examples"].value
+    assert "p=0.000488" in report and all(row_id in report for row_id in flipped)

@@ -1,0 +1,113 @@
+"""A served model's log-likelihoods over real HTTP, from a completions server process that answers
+from the local SmolLM2: equal to the in-process model's, through retries after a 500 and a timeout,
+and scored by the benchmark assets like any other model. Also the choice of device and dtype."""
+
+import json
+import socket
+import sys
+import urllib.request
+
+import pytest
+from dagster import materialize
+
+from eval_platform.assets.benchmarks import (
+    benchmark_fewshot_rows, benchmark_predictions, benchmark_prompts, benchmark_raw_rows, benchmark_scores,
+)
+from eval_platform.core.benchmarks import BENCHMARKS, build_prompt
+from eval_platform.core.gateway import ModelGateway
+from eval_platform.core.models import LoglikelihoodRequest
+from eval_platform.core.models.local import DEFAULT_LOCAL_MODEL, Placement, choose_placement
+from eval_platform.core.models.served import ServedCompletionsModel
+from eval_platform.resources import LanguageModelResource, ModelGatewayResource
+from tests.conftest import DATA_BENCHMARKS, PROJECT_ROOT
+from tests.processes import running
+
+ASSETS = [benchmark_raw_rows, benchmark_fewshot_rows, benchmark_prompts, benchmark_predictions, benchmark_scores]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    port = free_port()
+    with running([sys.executable, "-m", "tests.completions_server", "--port", str(port)],
+                 f"http://127.0.0.1:{port}/health", cwd=PROJECT_ROOT), pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OPENAI_API_KEY", "sk-test-served-not-a-real-key")
+        yield f"http://127.0.0.1:{port}"
+
+
+def calls(server) -> int:
+    return json.loads(urllib.request.urlopen(f"{server}/calls").read())["calls"]
+
+
+def requests_of(name: str, rows: int) -> list[LoglikelihoodRequest]:
+    lines = (DATA_BENCHMARKS / BENCHMARKS[name].data_file).read_text().rstrip("\n").split("\n")[:rows]
+    return [LoglikelihoodRequest(c, k) for i, line in enumerate(lines)
+            for c, k in build_prompt(BENCHMARKS[name], json.loads(line), str(i))["harness"].requests()]
+
+
+def test_served_loglikelihoods_equal_the_in_process_model(server, local_model):
+    requests = requests_of("arc_easy", 3) + requests_of("mmlu", 3)
+    served = ServedCompletionsModel("served/smollm2", ModelGateway(api_base=f"{server}/v1"), tokenizer=local_model)
+    assert served.loglikelihoods(requests, batch_size=4) == pytest.approx(local_model.loglikelihoods_naive(requests),
+                                                                          abs=1e-5)
+    by_text = ServedCompletionsModel("served/smollm2", ModelGateway(api_base=f"{server}/v1"))  # no tokenizer
+    assert by_text.loglikelihoods(requests[:4], batch_size=4) == pytest.approx(
+        local_model.loglikelihoods_naive(requests[:4]), abs=1e-3)
+
+
+@pytest.mark.parametrize("model", ["served/smollm2-500-once", "served/smollm2-slow-once"])
+def test_served_path_retries_after_a_500_or_a_timeout(server, local_model, model):
+    requests = requests_of("arc_easy", 1)
+    gateway = ModelGateway(api_base=f"{server}/v1", timeout_s=3, max_retries=2, backoff_s=0.05)
+    before = calls(server)
+    values = ServedCompletionsModel(model, gateway, tokenizer=local_model).loglikelihoods(requests, batch_size=8)
+    assert values == pytest.approx(local_model.loglikelihoods_naive(requests), abs=1e-5)
+    assert calls(server) - before == 2  # the failed attempt and the retry
+
+
+def test_served_model_scores_arc_easy_and_mmlu_as_the_in_process_model_does(server, warehouse):
+    served = LanguageModelResource(model="served/smollm2", served_tokenizer=DEFAULT_LOCAL_MODEL,
+                                   gateway=ModelGatewayResource(api_base=f"{server}/v1"))
+    config = {"ops": {"benchmark_raw_rows": {"config": {"limit": 6}},
+                      "benchmark_predictions": {"config": {"modes": ["loglikelihood"]}}}}
+    for partition in ("arc_easy", "mmlu"):
+        for model in (served, LanguageModelResource()):
+            assert materialize(ASSETS, partition_key=partition, run_config=config,
+                               resources={"warehouse": warehouse, "evaluation_model": model}).success
+    with warehouse.get_connection() as conn:
+        pairs = conn.execute("""
+            SELECT a.prompt_id, a.predicted, b.predicted, a.predicted_norm, b.predicted_norm,
+                   a.choice_loglikelihoods, b.choice_loglikelihoods
+            FROM predictions a JOIN predictions b USING (prompt_id, mode, prompt_format, num_fewshot)
+            WHERE a.model = 'served/smollm2' AND b.model = ?""", [DEFAULT_LOCAL_MODEL]).fetchall()
+        accuracies = conn.execute("SELECT benchmark, metric, list(DISTINCT accuracy) FROM scores GROUP BY ALL").fetchall()
+    assert len(pairs) == 12
+    assert all(p[1] == p[2] and p[3] == p[4] for p in pairs)
+    assert max(abs(x - y) for p in pairs for x, y in zip(p[5], p[6])) < 1e-3
+    assert all(len(values) == 1 for _, _, values in accuracies)  # same accuracy for both models
+
+
+@pytest.mark.parametrize("device, dtype, cuda, bf16, mps, expected", [
+    ("auto", "auto", False, False, False, Placement("cpu", "float32")),
+    ("auto", "auto", True, True, False, Placement("cuda", "bfloat16")),
+    ("auto", "auto", True, False, False, Placement("cuda", "float16")),
+    ("auto", "auto", False, False, True, Placement("mps", "float16")),
+    ("cpu", "bfloat16", True, True, False, Placement("cpu", "bfloat16")),
+    ("cuda:1", "auto", True, True, False, Placement("cuda:1", "bfloat16")),
+])
+def test_device_and_dtype_choice(device, dtype, cuda, bf16, mps, expected):
+    assert choose_placement(device, dtype, None, cuda, bf16, mps) == expected
+
+
+def test_device_map_needs_a_gpu_and_precision_is_part_of_the_fingerprint(local_model):
+    assert choose_placement("auto", "auto", "auto", True, True, False) == Placement("cuda", "bfloat16", "auto")
+    with pytest.raises(ValueError, match="spreads a model over GPUs"):
+        choose_placement("cpu", "auto", "auto", False, False, False)
+    assert "+" not in local_model.fingerprint  # float32 on the CPU keeps the fingerprint it always had
+    bf16 = LanguageModelResource(device="cpu", dtype="bfloat16").load()
+    assert bf16.fingerprint == local_model.fingerprint + "+bfloat16"

@@ -7,7 +7,7 @@ from dagster import AssetCheckResult, AssetCheckSeverity, MetadataValue, asset_c
 
 from eval_platform.assets.benchmarks import benchmark_predictions, benchmark_prompts, benchmark_scores
 from eval_platform.core.comparison import compare, flipped_to_wrong
-from eval_platform.assets.evolution import evolution_era, generation_stats
+from eval_platform.assets.evolution import evolution_era
 from eval_platform.core.genetic import statistics_rows
 from eval_platform.resources import WarehouseResource
 from eval_platform.stores import BenchmarkStore, EvolutionStore
@@ -58,7 +58,7 @@ def fitness_in_unit_interval(warehouse: WarehouseResource) -> AssetCheckResult:
         return _result(store.fitness_outside_unit_interval(), "fitness outside [0, 1]")
 
 
-@asset_check(asset=generation_stats, description="generation_stats equals statistics recomputed from generations.")
+@asset_check(asset=evolution_era, description="generation_stats equals statistics recomputed from generations.")
 def generation_stats_match_generations(warehouse: WarehouseResource) -> AssetCheckResult:
     with warehouse.store(EvolutionStore) as store:
         recomputed = statistics_rows(store.load_generation_outcomes())

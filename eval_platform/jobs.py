@@ -3,7 +3,7 @@
 from dagster import AssetSelection, define_asset_job
 
 from eval_platform.core.protocols import PROTOCOLS
-from eval_platform.partitions import benchmark_partitions
+from eval_platform.partitions import benchmark_partitions, era_partitions
 
 BENCHMARK_GROUPS = AssetSelection.groups(
     "benchmark_ingestion", "benchmark_preprocessing", "benchmark_prediction", "benchmark_scoring")
@@ -28,10 +28,15 @@ protocol_scores_job = define_asset_job(
     description="Each protocol's tasks and average from the stored benchmark scores.",
 )
 
+evolution_inputs_job = define_asset_job(
+    "evolution_inputs", selection=AssetSelection.groups("evolution_inputs"),
+    description="Load the source paragraphs and gene pools eras read.",
+)
+
 evolution_era_job = define_asset_job(
-    "prompt_evolution_era",
-    selection=AssetSelection.groups("prompt_evolution"),
-    description="Run one prompt-evolution era (configure it in the launchpad) and its statistics.",
+    "prompt_evolution_era", selection=AssetSelection.groups("prompt_evolution"), partitions_def=era_partitions,
+    description="Run (or resume) one prompt-evolution era, a partition: add one in the launchpad, configure it "
+                "there, or drop its configuration into data/evolution/eras/ for the era sensor.",
 )
 
 blind_evaluation_sheet_job = define_asset_job(
@@ -52,5 +57,5 @@ blind_evaluation_llm_rater_job = define_asset_job(
     description="Let an LLM rate the issued sheet as one more rater (configure the model in the launchpad).",
 )
 
-ALL_JOBS = [benchmark_refresh_job, *protocol_jobs, protocol_scores_job, evolution_era_job, blind_evaluation_sheet_job,
+ALL_JOBS = [benchmark_refresh_job, *protocol_jobs, protocol_scores_job, evolution_inputs_job, evolution_era_job, blind_evaluation_sheet_job,
             blind_evaluation_tally_job, blind_evaluation_llm_rater_job]

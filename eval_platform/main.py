@@ -7,6 +7,7 @@ Runs are recorded in the Dagster instance at $DAGSTER_HOME, so `dagster dev` sho
 """
 
 import argparse
+import json
 import sys
 
 from dagster import DagsterInstance
@@ -16,8 +17,9 @@ from eval_platform.core.benchmarks import BENCHMARKS
 from eval_platform.core.blind import demo_rater_fill
 from eval_platform.core.protocols import PROTOCOLS
 from eval_platform.definitions import defs
-from eval_platform.partitions import benchmark_partitions
+from eval_platform.partitions import benchmark_partitions, era_partitions
 from eval_platform.resources import BLIND_EVAL_DIR, DEFAULT_WAREHOUSE
+from eval_platform.schedules import ERA_DIR
 from eval_platform.stores import BenchmarkStore, BlindStore, EvolutionStore
 
 # The console shows warnings (rejected rows) and the summary; every log line, the per-item reports
@@ -67,7 +69,11 @@ def main(argv: list[str] | None = None) -> int:
         if "loglikelihood" in BENCHMARKS[partition].modes:
             run("benchmark_refresh", partition, {"benchmark_predictions": {"config": {"modes": ["loglikelihood"]}}},
                 SECOND_MODEL)
-    run("prompt_evolution_era")
+    run("evolution_inputs")
+    for path in sorted(ERA_DIR.glob("*.json")):  # each era of data/evolution/eras/: a partition, resumed if stored
+        if path.stem not in instance.get_dynamic_partitions(era_partitions.name):
+            instance.add_dynamic_partitions(era_partitions.name, [path.stem])
+        run("prompt_evolution_era", path.stem, {"evolution_era": {"config": json.loads(path.read_text())}})
     run("blind_evaluation_sheet")
     # DEMO: a programmatic stand-in for a human rater fills the issued sheet (it says so in Notes).
     demo_rater_fill(BLIND_EVAL_DIR / "issued" / SHEET_FILE, BLIND_EVAL_DIR / "filled" / "demo-rater.xlsx")
@@ -75,9 +81,10 @@ def main(argv: list[str] | None = None) -> int:
     warehouse = defs.resources["warehouse"]
     with warehouse.store(BenchmarkStore) as store:
         table = store.score_table()
-    with warehouse.store(EvolutionStore) as store:
-        era = store.load_generation_stats()[["era", "generation", "population", "mean_fitness", "max_fitness"]]
         comparisons = store.comparison_table()
+    with warehouse.store(EvolutionStore) as store:
+        era = store.load_generation_stats()[["era", "generation", "population", "mean_fitness", "max_fitness",
+                                             "calls", "cache_hits"]]
     with warehouse.store(BlindStore) as store:
         sentence = store.pooled_sentence() or "(no tally)"
     print(f"\nAccuracy ({DEFAULT_WAREHOUSE}):\n{table.to_markdown(index=False)}")

@@ -1,17 +1,21 @@
 """The platform's assets, asset checks and code location (thin: the code lives in `eval_platform`)."""
 
 from eval_platform.assets.benchmarks import (
-    benchmark_predictions, benchmark_prompts, benchmark_raw_rows, benchmark_scores,
+    benchmark_fewshot_rows, benchmark_predictions, benchmark_prompts, benchmark_raw_rows, benchmark_scores,
+    model_comparison, protocol_scores,
 )
 from eval_platform.assets.blind_evaluation import (
     blind_eval_answers, blind_eval_llm_rating, blind_eval_questions, blind_eval_scores, blind_eval_sheet,
     blind_eval_tally,
 )
-from eval_platform.assets.evolution import era_summary, evolution_era, gene_pools, generation_stats, source_paragraphs
+from eval_platform.assets.evolution import (
+    era_summary, evolution_era, gene_pools, judge_analysis, pareto_front, source_paragraphs,
+)
 from eval_platform.checks import ALL_CHECKS
 
 __all__ = [
-    "ALL_CHECKS", "benchmark_predictions", "benchmark_prompts", "benchmark_raw_rows", "benchmark_scores",
-    "blind_eval_answers", "blind_eval_llm_rating", "blind_eval_questions", "blind_eval_scores", "blind_eval_sheet",
-    "blind_eval_tally", "era_summary", "evolution_era", "gene_pools", "generation_stats", "source_paragraphs",
+    "ALL_CHECKS", "benchmark_fewshot_rows", "benchmark_predictions", "benchmark_prompts", "benchmark_raw_rows",
+    "benchmark_scores", "model_comparison", "protocol_scores", "blind_eval_answers", "blind_eval_llm_rating",
+    "blind_eval_questions", "blind_eval_scores", "blind_eval_sheet", "blind_eval_tally", "era_summary",
+    "evolution_era", "gene_pools", "judge_analysis", "pareto_front", "source_paragraphs",
 ]

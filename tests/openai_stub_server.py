@@ -8,13 +8,16 @@ Models (the `model` field, after litellm strips the `openai/` prefix):
   later ones get rubric JSON inside a ```json fence with chatter around it.
 - `judge-gemini`: never answers within the client's timeout.
 - `judge-fast`: rubric JSON, always (for the latency benchmark).
+- `judge-harsh`, `judge-lenient`: rubric JSON two points of faithfulness lower, or one higher and
+  full clarity and readability (for the judge analysis).
 - `mutator`: "Rewritten: " + the last line of the request (the tag text to rewrite).
 - `answerer`: "Answer to: " + the whole request (so tests can see what reached the model).
 - `rater`: a blind-evaluation score: 5 if the answer cites an Article, else 2.
 - `letter-logprobs`: answers "B" with first-token `top_logprobs` (B, A, " C").
 - `letter-text`: answers "I think the answer is C." without log-probabilities.
 - `echo`: replies with the last user message (for the latency benchmark).
-A fixed `latency_s` is added to every call. `calls` counts requests per model.
+A fixed `latency_s` is added to every call. `calls` counts requests per model. `aliases` map other
+model names to these (e.g. a name litellm knows the price of, to be answered as `judge-fast`).
 """
 
 import hashlib
@@ -58,8 +61,9 @@ def _logprobs(body: dict, text: str) -> dict | None:
 
 
 class StubServer:
-    def __init__(self, latency_s: float = 0.0):
+    def __init__(self, latency_s: float = 0.0, aliases: dict[str, str] | None = None):
         self.latency_s = latency_s
+        self.aliases = aliases or {}
         self.calls: Counter = Counter()
         self.errors: Counter = Counter()
         self._seen: Counter = Counter()
@@ -81,6 +85,7 @@ class StubServer:
         self._server.server_close()
 
     def reply(self, model: str, prompt: str) -> tuple[int, str]:
+        model = self.aliases.get(model, model)
         with self._lock:
             self.calls[model] += 1
             self._seen[(model, prompt)] += 1
@@ -109,6 +114,14 @@ class StubServer:
             return 200, "I think the answer is C."
         if model == "judge-fast":
             return 200, json.dumps(rubric(prompt))
+        if model in ("judge-harsh", "judge-lenient"):
+            verdict = rubric(prompt)
+            if model == "judge-harsh":
+                verdict["faithfulness"] = max(0, verdict["faithfulness"] - 2)
+            else:
+                verdict.update(faithfulness=min(5, verdict["faithfulness"] + 1), clarity=3, readability=2)
+            verdict["score"] = verdict["faithfulness"] + verdict["clarity"] + verdict["readability"]
+            return 200, json.dumps(verdict)
         if model == "judge-gemini":
             time.sleep(HANG_S)
             return 200, json.dumps(rubric(prompt))

@@ -10,7 +10,7 @@ import time
 from dagster import DagsterInstance, execute_job, reconstructable
 
 from tests.conftest import PROJECT_ROOT
-from tests.multiprocess_jobs import unpartitioned_graph
+from tests.multiprocess_jobs import era_graph, unpartitioned_graph
 
 HEAVY = ["torch", "transformers", "litellm", "datasets", "matplotlib", "scipy", "sklearn", "openpyxl"]
 
@@ -40,18 +40,20 @@ def test_multiprocess_executor_shares_the_warehouse(tmp_path, monkeypatch):
     monkeypatch.setenv("EVAL_WAREHOUSE", str(tmp_path / "warehouse.duckdb"))
     monkeypatch.setenv("EVAL_BLIND_DIR", str(blind_dir))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
-    era = {"era": "multiprocess", "population_size": 3, "generations": 1, "compression_max_tokens": 8}
+    era = {"population_size": 3, "generations": 1, "compression_max_tokens": 8}
+    multiprocess = {"execution": {"config": {"multiprocess": {"max_concurrent": 4}}}}
     start = time.perf_counter()
     with DagsterInstance.get() as instance:
-        result = execute_job(reconstructable(unpartitioned_graph), instance=instance,
-                             run_config={"execution": {"config": {"multiprocess": {"max_concurrent": 4}}},
-                                         "ops": {"evolution_era": {"config": era},
-                                                 **{op: {"config": {"folder": str(blind_dir)}} for op in (
-                                                     "blind_eval_questions", "blind_eval_answers",
-                                                     "blind_eval_sheet")}}})
-        assert result.success, [str(e.event_specific_data.error) for e in result.all_events if e.is_step_failure]
-        starts = [e for e in result.all_events if e.event_type_value == "STEP_START"]
-        assert len({e.pid for e in starts}) == len(starts) > 5  # every step in its own process
+        inputs = execute_job(reconstructable(unpartitioned_graph), instance=instance, run_config={
+            **multiprocess, "ops": {op: {"config": {"folder": str(blind_dir)}} for op in (
+                "blind_eval_questions", "blind_eval_answers", "blind_eval_sheet")}})
+        instance.add_dynamic_partitions("eras", ["multiprocess"])
+        era_run = execute_job(reconstructable(era_graph), instance=instance, tags={"dagster/partition": "multiprocess"},
+                              run_config={**multiprocess, "ops": {"evolution_era": {"config": era}}})
+        for result in (inputs, era_run):
+            assert result.success, [str(e.event_specific_data.error) for e in result.all_events if e.is_step_failure]
+            starts = [e for e in result.all_events if e.event_type_value == "STEP_START"]
+            assert len({e.pid for e in starts}) == len(starts) >= 4  # every step in its own process
     import duckdb
 
     with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:

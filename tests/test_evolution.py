@@ -5,9 +5,11 @@ import asyncio
 import random
 
 import pytest
-from dagster import materialize
+from dagster import DagsterInstance, materialize
 
-from eval_platform.assets.evolution import era_summary, evolution_era, gene_pools, generation_stats, source_paragraphs
+from eval_platform.assets.evolution import (
+    era_summary, evolution_era, gene_pools, judge_analysis, pareto_front, source_paragraphs,
+)
 from eval_platform.core.genetic import TAGS, EraConfig, Individual, next_generation, operator_counts, run_era
 from eval_platform.resources import ModelGatewayResource, WarehouseResource
 from tests.openai_stub_server import StubServer
@@ -104,6 +106,27 @@ def gateway_resource(server):
                                 max_concurrency=8)
 
 
+def history_of(config, gateway, paragraphs, pool=POOL):
+    """Every generation's population of an era run start to end."""
+    history = []
+    status = asyncio.run(run_era(config, gateway, paragraphs, pool, lambda text: len(text.split()),
+                                 lambda record: history.append(record.population)))
+    assert status == "complete"
+    return history
+
+
+def era_run(warehouse, server, era, config, instance=None, assets=None):
+    """Materialise an era partition (with its inputs) against the stub."""
+    instance = instance or DagsterInstance.ephemeral()
+    if era not in instance.get_dynamic_partitions("eras"):
+        instance.add_dynamic_partitions("eras", [era])
+    resources = {"warehouse": warehouse, "gateway": gateway_resource(server)}
+    assert materialize([source_paragraphs, gene_pools], resources=resources, instance=instance).success
+    return materialize(assets or [evolution_era, era_summary, judge_analysis, pareto_front], partition_key=era,
+                       resources=resources, instance=instance, run_config={"ops": {"evolution_era": {"config": config}}},
+                       raise_on_error=False)
+
+
 def test_same_seed_same_era(stub_server):
     paragraphs = [{"paragraph_id": "p", "text": " ".join(f"word{i}" for i in range(60))}]
     config = EraConfig(era="determinism", population_size=8, generations=2, compression_model="openai/compressor",
@@ -111,29 +134,25 @@ def test_same_seed_same_era(stub_server):
     gateway = gateway_resource(stub_server).gateway()
 
     def run():
-        history = asyncio.run(run_era(config, gateway, paragraphs, POOL, lambda text: len(text.split())))
-        return [[(i.prompt_id, i.operator, tuple(i.parents), round(i.fitness, 9)) for i in pop] for pop in history]
+        return [[(i.prompt_id, i.operator, tuple(i.parents), round(i.fitness, 9)) for i in pop]
+                for pop in history_of(config, gateway, paragraphs)]
 
     first = run()
     assert run() == first
     assert len(first) == 3 and all(len(pop) == 8 for pop in first)
-    other_seed = asyncio.run(run_era(EraConfig(**{**config.__dict__, "seed": 4}), gateway, paragraphs, POOL,
-                                     lambda text: len(text.split())))
+    other_seed = history_of(EraConfig(**{**config.__dict__, "seed": 4}), gateway, paragraphs)
     assert [i.prompt_id for i in other_seed[0]] != [p[0] for p in first[0]]
 
 
 @pytest.fixture(scope="module")
 def http_era(stub_server, tmp_path_factory):
     warehouse = WarehouseResource(database=str(tmp_path_factory.mktemp("era") / "warehouse.duckdb"))
-    config = {"era": "phylo-2", "population_size": 10, "generations": 3, "compression_model": "openai/compressor",
+    config = {"population_size": 10, "generations": 3, "compression_model": "openai/compressor",
               "judge_panel": PANEL, "seed": 11}
+    instance = DagsterInstance.ephemeral()
 
-    def run():
-        return materialize(
-            [source_paragraphs, gene_pools, evolution_era, generation_stats, era_summary],
-            resources={"warehouse": warehouse, "gateway": gateway_resource(stub_server)},
-            run_config={"ops": {"evolution_era": {"config": config}}},
-        )
+    def run(**changes):
+        return era_run(warehouse, stub_server, "phylo-2", {**config, **changes}, instance)
 
     first = run()
     return warehouse, first, run
@@ -181,9 +200,12 @@ def test_judge_failures_timeouts_retries_and_invalid_json(http_era, stub_server)
             WHERE era = 'phylo-2' AND abs(g.quality_score_avg - j.expected) > 1e-9""").fetchone()[0]
         assert mismatches == 0
         assert conn.execute("SELECT count(*) FROM generations WHERE quality_scores.gemini IS NOT NULL").fetchone()[0] == 0
-    # Each distinct text was refused once with a 500 and answered on the retry.
-    assert stub_server.errors["judge-claude"] > 0
-    assert stub_server.calls["judge-claude"] == judges["claude"][0] + stub_server.errors["judge-claude"]
+        asked = conn.execute("SELECT count(*), sum(attempts) FROM gateway_calls WHERE era = 'phylo-2' "
+                             "AND judge_name = 'claude' AND NOT cached").fetchone()
+    # Each distinct text was refused once with a 500 and answered on the retry; repeated texts came
+    # from the response cache.
+    assert stub_server.errors["judge-claude"] == asked[0] > 0
+    assert stub_server.calls["judge-claude"] == asked[1] == 2 * asked[0]
 
 
 def test_fitness_document_diagnostic_queries_run_verbatim(http_era):
@@ -203,7 +225,7 @@ def test_rerunning_an_era_replaces_its_rows_and_secrets_stay_out(http_era):
     with warehouse.get_connection() as conn:
         before = [conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
                   for t in ("generations", "judge_scores", "eras", "generation_stats", "era_summaries")]
-    second = run()
+    second = run(restart=True)
     with warehouse.get_connection() as conn:
         after = [conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
                  for t in ("generations", "judge_scores", "eras", "generation_stats", "era_summaries")]
@@ -214,7 +236,7 @@ def test_rerunning_an_era_replaces_its_rows_and_secrets_stay_out(http_era):
     events = " ".join(str(event) for result in (first, second) for event in result.all_events)
     assert SECRET not in events
     metadata = next(e for e in second.get_asset_materialization_events()
-                    if e.asset_key.path[-1] == "generation_stats").materialization.metadata
+                    if e.asset_key.path[-1] == "era_summary").materialization.metadata
     assert metadata["fitness_plot"].value.startswith("![fitness per generation](data:image/png;base64,")
 
 
@@ -222,8 +244,7 @@ def test_mutation_by_a_mutation_model(stub_server):
     paragraphs = [{"paragraph_id": "p", "text": " ".join(f"word{i}" for i in range(60))}]
     config = EraConfig(era="mutation", population_size=10, generations=1, compression_model="openai/compressor",
                        judge_panel={"openai": "openai/judge-fast"}, mutation_model="openai/mutator", seed=2)
-    history = asyncio.run(run_era(config, gateway_resource(stub_server).gateway(), paragraphs, POOL,
-                                  lambda text: len(text.split())))
+    history = history_of(config, gateway_resource(stub_server).gateway(), paragraphs)
     mutants = [ind for ind in history[1] if ind.operator == "mutation"]
     assert len(mutants) == 2
     for mutant in mutants:

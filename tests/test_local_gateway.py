@@ -3,9 +3,11 @@
 import asyncio
 
 import pytest
-from dagster import materialize
+from dagster import DagsterInstance, materialize
 
-from eval_platform.assets.evolution import era_summary, evolution_era, gene_pools, generation_stats, source_paragraphs
+from eval_platform.assets.evolution import (
+    era_summary, evolution_era, gene_pools, judge_analysis, pareto_front, source_paragraphs,
+)
 from eval_platform.core.gateway import ModelGateway, chat
 from eval_platform.core.judging import RUBRIC, ProbabilityRubricJudge, make_judge
 from eval_platform.core.models import Chat, GenerationRequest
@@ -25,17 +27,21 @@ def test_local_model_through_litellm_custom_provider(local_model):
 def test_local_judge_scores_each_dimension_in_range():
     judge = make_judge(DEFAULT_LOCAL_MODEL, ModelGateway())
     assert isinstance(judge, ProbabilityRubricJudge)
-    verdict = asyncio.run(judge.scores(ORIGINAL, "River floods each spring as mountain snow melts."))
+    verdict, call = asyncio.run(judge.scores(ORIGINAL, "River floods each spring as mountain snow melts."))
+    assert call is None  # a local judge makes no API call
     for name, maximum, _ in RUBRIC:
         assert 0 <= verdict[name] <= maximum
     assert verdict["score"] == pytest.approx(sum(verdict[name] for name, _, _ in RUBRIC))
 
 
 def test_small_offline_era_on_the_local_model(warehouse):
-    config = {"era": "offline-test", "population_size": 3, "generations": 1, "compression_max_tokens": 16}
-    result = materialize([source_paragraphs, gene_pools, evolution_era, generation_stats, era_summary],
-                         resources={"warehouse": warehouse, "gateway": ModelGatewayResource()},
-                         run_config={"ops": {"evolution_era": {"config": config}}})
+    config = {"population_size": 3, "generations": 1, "compression_max_tokens": 16}
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("eras", ["offline-test"])
+    resources = {"warehouse": warehouse, "gateway": ModelGatewayResource()}
+    assert materialize([source_paragraphs, gene_pools], resources=resources, instance=instance).success
+    result = materialize([evolution_era, era_summary, judge_analysis, pareto_front], partition_key="offline-test",
+                         resources=resources, instance=instance, run_config={"ops": {"evolution_era": {"config": config}}})
     assert result.success
     with warehouse.get_connection() as conn:
         assert conn.execute("SELECT count(*), count(DISTINCT generation) FROM generations").fetchone() == (6, 2)

@@ -27,19 +27,32 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+ERA = {"population_size": 6, "generations": 2, "compression_model": "openai/compressor", "judge_panel": {
+    "openai": "openai/judge-harsh", "claude": "openai/judge-fast", "gemini": "openai/judge-lenient"}}
+
+
 def materialise_history(home: Path, warehouse: Path) -> None:
-    """Runs the UI will show: ARC-Easy scored by SmolLM2 in float32 and in bfloat16, and the comparison."""
+    """Runs the UI will show: ARC-Easy scored by SmolLM2 in float32 and in bfloat16, and the
+    comparison; an era judged by three judges (an HTTP stub), its judge analysis and Pareto front."""
     from dagster import DagsterInstance, Definitions
 
     from eval_platform.definitions import defs
     from eval_platform.resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
+    from tests.openai_stub_server import StubServer
 
     test_defs = Definitions(assets=list(defs.assets), jobs=list(defs.jobs), resources={
         "warehouse": WarehouseResource(database=str(warehouse)), "gateway": ModelGatewayResource(),
         "evaluation_model": LanguageModelResource()})
-    with pytest.MonkeyPatch.context() as patch:
+    with pytest.MonkeyPatch.context() as patch, StubServer() as stub:
         patch.setenv("DAGSTER_HOME", str(home))
+        patch.setenv("OPENAI_API_KEY", "sk-test-ui-not-a-real-key")
         with DagsterInstance.get() as instance:
+            assert test_defs.resolve_job_def("evolution_inputs").execute_in_process(instance=instance).success
+            instance.add_dynamic_partitions("eras", ["ui-era"])
+            assert test_defs.resolve_job_def("prompt_evolution_era").execute_in_process(
+                partition_key="ui-era", instance=instance, run_config={
+                    "ops": {"evolution_era": {"config": ERA}},
+                    "resources": {"gateway": {"config": {"api_base": stub.api_base}}}}).success
             for dtype in ("float32", "bfloat16"):
                 assert test_defs.resolve_job_def("benchmark_refresh").execute_in_process(
                     partition_key="arc_easy", instance=instance, run_config={
@@ -132,15 +145,20 @@ def skip_dialogs(browser) -> None:
 
 
 def markdown_metadata(browser, url: str, key: str, name: str) -> str:
-    """The rendered text of an asset's markdown metadata entry `key` (behind "[Show Markdown]")."""
+    """The rendered text of an asset's markdown metadata entry `key`: shown in its row, or, when
+    long, behind "[Show Markdown]"."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
 
-    page_text(browser, url, ["Metadata", key, "Show Markdown"], timeout=90)
+    page_text(browser, url, ["Metadata", key], timeout=90)
     time.sleep(2)
     skip_dialogs(browser)
+    SCREENSHOTS.mkdir(exist_ok=True)
+    browser.save_screenshot(str(SCREENSHOTS / f"{name}.png"))
     row = browser.find_element(By.XPATH, f"//tr[td[normalize-space()='{key}']]")
+    if row.find_elements(By.TAG_NAME, "table"):
+        return row.text
     WebDriverWait(browser, 30).until(expected_conditions.element_to_be_clickable(
         row.find_element(By.XPATH, ".//*[contains(text(), 'Show Markdown')]"))).click()
     WebDriverWait(browser, 30).until(lambda driver: driver.find_elements(By.CSS_SELECTOR, "[role=dialog] table"))
@@ -153,6 +171,16 @@ def test_the_model_comparison_table_renders(dagster_ui, browser):
     base, _ = dagster_ui
     text = markdown_metadata(browser, f"{base}/assets/model_comparison", "comparison", "model_comparison")
     assert all(column in text for column in ("mcnemar_p", "ci_low", "acc_norm", "+bfloat16"))
+
+
+def test_the_judge_analysis_and_pareto_front_render(dagster_ui, browser):
+    base, _ = dagster_ui
+    judges = markdown_metadata(browser, f"{base}/assets/judge_analysis", "judges", "judge_analysis")
+    assert "harshest" in judges and "most lenient" in judges and "mismatch_share" in judges
+    agreement = markdown_metadata(browser, f"{base}/assets/judge_analysis", "agreement", "judge_agreement")
+    assert "pearson" in agreement and "spearman" in agreement
+    front = markdown_metadata(browser, f"{base}/assets/pareto_front", "front", "pareto_front")
+    assert "quality_score_avg" in front and "compression_ratio" in front
 
 
 def test_materialise_from_the_ui(dagster_ui, browser):

@@ -1,4 +1,5 @@
-"""Prompt evolution: paragraphs and gene pools -> an era of generations -> statistics -> era summary."""
+"""Prompt evolution: paragraphs and gene pools -> an era (one partition per era), checkpointed
+generation by generation -> its summary, its judges' analysis and its Pareto front."""
 
 import asyncio
 import base64
@@ -10,8 +11,12 @@ import pandas as pd
 from dagster import AssetExecutionContext, Config, MaterializeResult, MetadataValue, asset
 from pydantic import Field
 
-from eval_platform.core.genetic import TAGS, EraConfig, Individual, run_era, statistics_rows
+from eval_platform.core import eras as era_logic
+from eval_platform.core.eras import config_hash, generation_frames, population_from_rows, rng_state
+from eval_platform.core.gateway import Completion, MemoryResponseCache
+from eval_platform.core.genetic import TAGS, Checkpoint, EraConfig, GenerationRecord, run_era
 from eval_platform.core.models.local import DEFAULT_LOCAL_MODEL, token_counter
+from eval_platform.partitions import era_partitions
 from eval_platform.resources import DATA_DIR, WAREHOUSE_POOL, ModelGatewayResource, WarehouseResource
 from eval_platform.stores import EvolutionStore
 from eval_platform.stores.warehouse import utc_now
@@ -38,7 +43,7 @@ def read_paragraphs(path: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-@asset(group_name="prompt_evolution", kinds={"duckdb"}, pool=WAREHOUSE_POOL)
+@asset(group_name="evolution_inputs", kinds={"duckdb"}, pool=WAREHOUSE_POOL)
 def source_paragraphs(warehouse: WarehouseResource) -> MaterializeResult:
     """The paragraphs candidate prompts compress (data/evolution/paragraphs.jsonl)."""
     frame = read_paragraphs(EVOLUTION_DIR / "paragraphs.jsonl")
@@ -51,7 +56,7 @@ def source_paragraphs(warehouse: WarehouseResource) -> MaterializeResult:
     })
 
 
-@asset(group_name="prompt_evolution", kinds={"duckdb"}, pool=WAREHOUSE_POOL)
+@asset(group_name="evolution_inputs", kinds={"duckdb"}, pool=WAREHOUSE_POOL)
 def gene_pools(warehouse: WarehouseResource) -> MaterializeResult:
     """Initial alternatives for each of the five prompt tags (data/evolution/gene_pools.json)."""
     path = EVOLUTION_DIR / "gene_pools.json"
@@ -67,10 +72,13 @@ def gene_pools(warehouse: WarehouseResource) -> MaterializeResult:
                                        "genes_per_tag": MetadataValue.json({t: len(pools[t]) for t in TAGS})})
 
 
+class EraConfigurationChanged(ValueError):
+    """An era re-run with another configuration than the one its stored generations came from."""
+
+
 class EraRunConfig(Config):
-    era: str = Field(default="phylo-2", description="Era name; re-running an era replaces its rows.")
     population_size: int = 5
-    generations: int = Field(default=2, description="Generations after generation 0.")
+    generations: int = Field(default=2, description="Generations after generation 0; raise it to extend an era.")
     paragraph_ids: list[str] = Field(default=[], description="Paragraphs to use, in turn; empty: all.")
     compression_model: str = DEFAULT_LOCAL_MODEL
     judge_panel: dict[str, str] = Field(
@@ -83,47 +91,67 @@ class EraRunConfig(Config):
     tokenizer: str = Field(default=DEFAULT_LOCAL_MODEL, description="Tokenizer for token counts.")
     seed: int = 7
     compression_max_tokens: int = 64
+    max_cost_usd: float | None = Field(default=None, description="Stop after the generation that brings the era's "
+                                                                "API cost to this; raise it to resume.")
+    use_response_cache: bool = Field(default=True, description="Answer identical temperature-0 calls from DuckDB.")
+    restart: bool = Field(default=False, description="Start the era again, replacing its stored generations "
+                                                     "(needed to change an existing era's configuration).")
 
 
-def generation_rows(era: str, history: list[list[Individual]], judges: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Rows for `generations` (every individual of every generation) and `judge_scores` (one per
-    judge per evaluated prompt)."""
-    rows, judge_rows = [], []
-    for generation, population in enumerate(history):
-        for ind in population:
-            e = ind.evaluation
-            carried = e["evaluated_generation"] != generation
-            rows.append({
-                "era": era, "generation": generation, "prompt_id": ind.prompt_id, "operator": ind.operator,
-                "parents": ind.parents, "carried_over": carried, "evaluated_generation": e["evaluated_generation"],
-                **ind.genome, "prompt_text": e["prompt_text"], "paragraph_id": e["paragraph_id"],
-                **{k: e[k] for k in ("original_text", "compressed_text", "compression_error", "original_words",
-                                     "compressed_words", "compression_ratio", "word_compression_ratio",
-                                     "original_tokens", "compressed_tokens", "token_compression_ratio",
-                                     "quality_score_avg", "raw_fitness", "survival_factor", "fitness")},
-                "quality_scores_json": json.dumps({j: e["quality_scores"].get(j) for j in judges}),
-            })
-            if not carried:
-                for name, d in e["judge_details"].items():
-                    judge_rows.append({
-                        "era": era, "prompt_id": ind.prompt_id, "evaluated_generation": generation,
-                        "judge_name": name, "judge_model": d["model"],
-                        **{k: d.get(k) for k in ("faithfulness", "clarity", "readability", "score",
-                                                 "reported_score", "score_mismatch", "comments", "error",
-                                                 "judge_duration_ms")},
-                    })
-    return pd.DataFrame(rows), pd.DataFrame(judge_rows)
+def _era_config(era: str, config: EraRunConfig) -> EraConfig:
+    return EraConfig(era=era, population_size=config.population_size, generations=config.generations,
+                     compression_model=config.compression_model, judge_panel=config.judge_panel, seed=config.seed,
+                     use_token_metric=config.use_token_metric, mutation_model=config.mutation_model,
+                     compression_max_tokens=config.compression_max_tokens, max_cost_usd=config.max_cost_usd)
 
 
-@asset(group_name="prompt_evolution", deps=[source_paragraphs, gene_pools], kinds={"litellm", "duckdb"},
-       pool=WAREHOUSE_POOL)
+def _changed(stored: str, config: EraRunConfig) -> list[str]:
+    """The settings in which `config` differs from a stored era configuration."""
+    old = json.loads(stored)
+    ignored = {"generations", "max_cost_usd", "use_response_cache", "restart"}
+    return [key for key, value in config.model_dump().items() if key not in ignored and old.get(key) != value]
+
+
+def _cache_rows(era: str, entries: dict[str, tuple[str, dict, Completion]]) -> pd.DataFrame:
+    return pd.DataFrame([{"key": key, "model": model, "request": json.dumps(request), "text": c.text,
+                          "first_token_logprobs": json.dumps(c.first_token_logprobs), "prompt_tokens": c.prompt_tokens,
+                          "completion_tokens": c.completion_tokens, "cost_usd": c.cost_usd, "first_era": era,
+                          "created_at": utc_now()} for key, (model, request, c) in entries.items()])
+
+
+def _known_responses(rows: list[dict]) -> dict[str, Completion]:
+    return {row["key"]: Completion(row["text"], 0, 0, json.loads(row["first_token_logprobs"] or "null"),
+                                   row["prompt_tokens"], row["completion_tokens"], row["cost_usd"]) for row in rows}
+
+
+@asset(partitions_def=era_partitions, group_name="prompt_evolution", deps=[source_paragraphs, gene_pools],
+       kinds={"litellm", "duckdb"}, pool=WAREHOUSE_POOL)
 def evolution_era(
     context: AssetExecutionContext, config: EraRunConfig, warehouse: WarehouseResource, gateway: ModelGatewayResource
 ) -> MaterializeResult:
-    """One era of the genetic algorithm: every prompt, compression, judge score and fitness."""
+    """One era of the genetic algorithm: every prompt, compression, judge verdict, fitness and API
+    call (tokens, cost, cache hits), stored generation by generation with the random state to go
+    on. Re-running the era resumes after its last complete generation and gives the era an
+    uninterrupted run gives; a changed configuration is refused unless `restart` is set."""
+    era = context.partition_key
+    era_config = _era_config(era, config)
     with warehouse.store(EvolutionStore) as store:
+        state = store.era_state(era)
         paragraphs = store.load_paragraphs()
         genes = store.load_gene_pool()
+    if state and state["config_hash"] != config_hash(era_config) and not config.restart:
+        raise EraConfigurationChanged(
+            f"Era {era!r} was run with another configuration (changed: {', '.join(_changed(state['config'], config)) or 'its version'}); "
+            "set restart: true to start it again (its stored generations are replaced), or name a new era.")
+    resume = None
+    if state and not config.restart:
+        with warehouse.store(EvolutionStore) as store:
+            loaded, spent = store.load_checkpoint(era), store.era_spending(era)
+        if loaded:
+            checkpoint, rows = loaded
+            resume = Checkpoint(checkpoint["generation"], population_from_rows(rows),
+                                rng_state(checkpoint["rng_state"]), spent)
+            context.log.info(f"era {era}: resuming after generation {resume.generation} (spent ${spent:.4f} so far)")
     if config.paragraph_ids:
         known = {p["paragraph_id"]: p for p in paragraphs}
         unknown = [pid for pid in config.paragraph_ids if pid not in known]
@@ -131,76 +159,154 @@ def evolution_era(
             raise ValueError(f"Unknown paragraph_ids {unknown}; known: {sorted(known)}")
         paragraphs = [known[pid] for pid in config.paragraph_ids]
     pool = {tag: [g["text"] for g in genes if g["tag"] == tag] for tag in TAGS}
-    era_config = EraConfig(
-        era=config.era, population_size=config.population_size, generations=config.generations,
-        compression_model=config.compression_model, judge_panel=config.judge_panel, seed=config.seed,
-        use_token_metric=config.use_token_metric, mutation_model=config.mutation_model,
-        compression_max_tokens=config.compression_max_tokens,
-    )
-
-    def log_generation(generation, population, stats):
-        context.log.info(
-            f"era {config.era} generation {generation}: " + ", ".join(f"{k}={v:.4f}" for k, v in stats.items()))
-
-    started = utc_now()
-    history = asyncio.run(run_era(era_config, gateway.gateway(), paragraphs, pool, token_counter(config.tokenizer),
-                                  on_generation=log_generation))
+    now = utc_now()
+    era_row = pd.DataFrame([{
+        "era": era, "config": config.model_dump_json(), "config_hash": config_hash(era_config),
+        "compression_model": config.compression_model, "judge_panel": json.dumps(config.judge_panel),
+        "population_size": config.population_size, "status": "running",
+        "generations_done": resume.generation if resume else None, "started_at": now, "updated_at": now,
+        "finished_at": None}])
+    models = sorted({config.compression_model, *config.judge_panel.values(), *filter(None, [config.mutation_model])})
     with warehouse.store(EvolutionStore) as store:
         judges = store.widen_quality_scores(list(config.judge_panel))
-        generations, judge_scores = generation_rows(config.era, history, judges)
-        era_row = pd.DataFrame([{
-            "era": config.era, "config": config.model_dump_json(), "compression_model": config.compression_model,
-            "judge_panel": json.dumps(config.judge_panel), "population_size": config.population_size,
-            "started_at": started, "finished_at": utc_now(),
-        }])
-        store.replace_era(config.era, generations, judge_scores, era_row, judges)
-    failures = int(judge_scores["error"].notna().sum()) if len(judge_scores) else 0
-    best = generations.sort_values("fitness", ascending=False).iloc[0]
+        store.begin_era(era_row, restart=config.restart)
+        cache = MemoryResponseCache(_known_responses(store.load_response_cache(models))) \
+            if config.use_response_cache else None
+    client = gateway.gateway()
+    client.cache = cache
+    totals = {"calls": 0, "cache_hits": 0, "cost_usd": 0.0, "generations": 0}
+
+    def checkpoint_generation(record: GenerationRecord) -> None:
+        frames = generation_frames(era, record, judges, utc_now())
+        new = _cache_rows(era, cache.take_new()) if cache else pd.DataFrame()
+        with warehouse.store(EvolutionStore) as store:
+            store.save_generation(era, record.generation, frames, judges, new, utc_now())
+        calls = frames["gateway_calls"]
+        totals.update(calls=totals["calls"] + len(calls), cache_hits=totals["cache_hits"] + int(calls["cached"].sum()),
+                      cost_usd=totals["cost_usd"] + float(calls["cost_usd"].sum()), generations=totals["generations"] + 1)
+        context.log.info(
+            f"era {era} generation {record.generation}: "
+            + ", ".join(f"{k}={v:.4f}" for k, v in record.statistics.items())
+            + f"; {len(calls)} calls ({int(calls['cached'].sum())} from the cache), ${float(calls['cost_usd'].sum()):.4f},"
+              f" era so far ${record.spent_usd:.4f}")
+
+    if resume is not None and resume.generation >= config.generations:
+        status = "complete"
+    else:
+        status = asyncio.run(run_era(era_config, client, paragraphs, pool, token_counter(config.tokenizer),
+                                     checkpoint_generation, resume))
+    with warehouse.store(EvolutionStore) as store:
+        store.finish_era(era, status, utc_now())
+    if status == "stopped_for_budget":
+        context.log.warning(f"era {era} stopped for its budget of ${config.max_cost_usd}; raise max_cost_usd to resume")
     return MaterializeResult(metadata={
-        "era": config.era, "dagster/row_count": len(generations), "judge_calls": len(judge_scores),
-        "judge_failures": failures, "best_fitness": float(best["fitness"]),
-        "best_prompt": MetadataValue.md(f"```\n{best['prompt_text'][:2000]}\n```"),
+        "era": era, "status": status, "generations_run": totals["generations"],
+        "resumed_after_generation": resume.generation if resume else -1, "calls": totals["calls"],
+        "cache_hits": totals["cache_hits"],
+        "cache_hit_rate": MetadataValue.float(totals["cache_hits"] / totals["calls"] if totals["calls"] else 0.0),
+        "cost_usd": MetadataValue.float(totals["cost_usd"]),
     })
 
 
-def fitness_plot(stats: pd.DataFrame, era: str) -> str:
-    """Markdown embedding a PNG plot of mean and max fitness per generation."""
+def png_markdown(figure, alt: str) -> str:
+    """A matplotlib figure as markdown embedding its PNG."""
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    figure.tight_layout()
+    figure.savefig(buffer, format="png")
+    plt.close(figure)
+    return f"![{alt}](data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()})"
+
+
+def _axes(title: str):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(figsize=(6, 3.2), dpi=100)
+    axes.set_title(title)
+    return figure, axes
+
+
+def fitness_plot(stats: pd.DataFrame, era: str) -> str:
+    """Markdown embedding a PNG plot of mean and max fitness per generation."""
+    figure, axes = _axes(f"Era {era}")
     axes.plot(stats["generation"], stats["mean_fitness"], marker="o", label="mean fitness")
     axes.plot(stats["generation"], stats["max_fitness"], marker="s", label="max fitness")
-    axes.set(xlabel="generation", ylabel="fitness", title=f"Era {era}", ylim=(0, 1))
+    axes.set(xlabel="generation", ylabel="fitness", ylim=(0, 1))
     axes.legend()
-    figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    plt.close(figure)
-    return f"![fitness per generation](data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()})"
+    return png_markdown(figure, "fitness per generation")
 
 
-@asset(group_name="prompt_evolution", deps=[evolution_era], kinds={"duckdb"}, pool=WAREHOUSE_POOL)
-def generation_stats(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
-    """Mean, std, median, min and max fitness per era and generation, from the generations table."""
+@asset(partitions_def=era_partitions, group_name="prompt_evolution", deps=[evolution_era], kinds={"duckdb"},
+       pool=WAREHOUSE_POOL)
+def era_summary(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
+    """The era's status, final mean and max fitness, generations, and its calls, tokens, cost and
+    response-cache hits; its statistics per generation and a plot of its fitness."""
+    era = context.partition_key
     with warehouse.store(EvolutionStore) as store:
-        stats = statistics_rows(store.load_generation_outcomes())
-        store.replace_generation_stats(stats)
-        latest = store.latest_era()
-    era_stats = stats[stats["era"] == latest]
+        summary = store.summarize_era(era, utc_now())
+        stats = store.load_generation_stats(era)
+    numbers = {k: MetadataValue.float(float(summary[k] or 0)) for k in ("final_mean_fitness", "final_max_fitness",
+                                                                         "cost_usd", "cache_hit_rate")}
+    shown = stats.drop(columns=["era"]).round(4)
     return MaterializeResult(metadata={
-        "dagster/row_count": len(stats), "era": latest,
-        "statistics": MetadataValue.md(era_stats.round(4).to_markdown(index=False)),
-        "fitness_plot": MetadataValue.md(fitness_plot(era_stats, latest)),
+        "era": era, "status": summary.get("status"), "dagster/row_count": len(stats), **numbers,
+        "calls": int(summary.get("calls") or 0), "prompt_tokens": int(summary.get("prompt_tokens") or 0),
+        "completion_tokens": int(summary.get("completion_tokens") or 0),
+        "statistics": MetadataValue.md(shown.to_markdown(index=False)),
+        "fitness_plot": MetadataValue.md(fitness_plot(stats, era)),
     })
 
 
-@asset(group_name="prompt_evolution", deps=[generation_stats, evolution_era], kinds={"duckdb"}, pool=WAREHOUSE_POOL)
-def era_summary(warehouse: WarehouseResource) -> MaterializeResult:
-    """Each era's final mean and max fitness and its number of generations."""
+@asset(partitions_def=era_partitions, group_name="prompt_evolution", deps=[evolution_era], kinds={"scipy", "duckdb"},
+       pool=WAREHOUSE_POOL)
+def judge_analysis(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
+    """The fitness document's research questions about the judges: how well each pair agrees
+    (Pearson and Spearman, with n), which judge is harshest and which most lenient, how each
+    judge's scores move over the generations, and how often a reported score is not the sum of its
+    parts."""
+    era = context.partition_key
     with warehouse.store(EvolutionStore) as store:
-        eras = store.summarize_eras()
-    return MaterializeResult(metadata={"dagster/row_count": len(eras),
-                                       "eras": MetadataValue.md(eras.round(4).to_markdown(index=False))})
+        verdicts = store.load_verdicts(era)
+    summary, agreement, per_generation = era_logic.judge_analysis(era, verdicts)
+    with warehouse.store(EvolutionStore) as store:
+        store.replace_judge_analysis(era, summary, agreement, per_generation)
+    figure, axes = _axes(f"Era {era}: each judge's mean score")
+    for name, group in per_generation.groupby("judge_name"):
+        axes.plot(group["generation"], group["mean_score"], marker="o", label=name)
+    axes.set(xlabel="generation", ylabel="mean score (0-10)", ylim=(0, 10))
+    axes.legend()
+    return MaterializeResult(metadata={
+        "era": era, "dagster/row_count": len(summary),
+        "judges": MetadataValue.md(summary.drop(columns=["era"]).round(4).to_markdown(index=False)),
+        "agreement": MetadataValue.md(agreement.drop(columns=["era"]).round(4).to_markdown(index=False)
+                                      if len(agreement) else "_one judge: nothing to correlate_"),
+        "mean_score_per_generation": MetadataValue.md(png_markdown(figure, "each judge's mean score per generation")),
+    })
+
+
+@asset(partitions_def=era_partitions, group_name="prompt_evolution", deps=[evolution_era], kinds={"duckdb"},
+       pool=WAREHOUSE_POOL)
+def pareto_front(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
+    """The era's prompts that no other prompt beats on both judged quality and compression ratio:
+    pick a prompt off this front for the trade-off you want, not by fitness alone."""
+    era = context.partition_key
+    with warehouse.store(EvolutionStore) as store:
+        points = store.load_evaluated_prompts(era)
+    front = era_logic.pareto_front(points).assign(era=era)
+    with warehouse.store(EvolutionStore) as store:
+        store.replace_pareto_front(era, front)
+    figure, axes = _axes(f"Era {era}: quality against compression")
+    axes.scatter(points["compression_ratio"], points["quality_score_avg"], s=14, alpha=0.5, label="prompts")
+    ordered = front.sort_values("compression_ratio")
+    axes.plot(ordered["compression_ratio"], ordered["quality_score_avg"], marker="o", color="crimson", label="front")
+    axes.set(xlabel="compression ratio", ylabel="judged quality (0-10)")
+    axes.legend()
+    shown = front[["prompt_id", "generation", "quality_score_avg", "compression_ratio", "fitness"]].round(4)
+    return MaterializeResult(metadata={
+        "era": era, "dagster/row_count": len(front), "front": MetadataValue.md(shown.to_markdown(index=False)),
+        "front_plot": MetadataValue.md(png_markdown(figure, "Pareto front")),
+    })

@@ -8,10 +8,12 @@ and never pass through this module."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import os
 import time
-from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Awaitable, Callable, Protocol, Sequence
 
 MAX_RETRY_AFTER_S = 60.0  # the longest Retry-After honoured
 
@@ -24,7 +26,53 @@ class Completion:
     first_token_logprobs: dict[str, float] | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
-    cost_usd: float | None = None  # None where litellm knows no price for the model
+    cost_usd: float | None = None  # what the call cost: None where litellm knows no price, 0 from the cache
+    cached: bool = False  # answered from the response cache, not the provider
+
+
+class ResponseCache(Protocol):
+    """Answers of deterministic (temperature 0) calls, by request."""
+
+    def lookup(self, key: str) -> Completion | None:
+        ...
+
+    def remember(self, key: str, model: str, request: dict[str, Any], completion: Completion) -> None:
+        ...
+
+
+@dataclass
+class MemoryResponseCache:
+    """A response cache held in memory: answers known beforehand, and those `remember`ed since,
+    which `take_new` hands over (to be stored) once."""
+
+    known: dict[str, Completion] = field(default_factory=dict)
+    new: dict[str, tuple[str, dict[str, Any], Completion]] = field(default_factory=dict)
+
+    def lookup(self, key: str) -> Completion | None:
+        found = self.known.get(key)
+        return None if found is None else replace(found, cached=True, cost_usd=0.0, attempts=0, duration_ms=0)
+
+    def remember(self, key: str, model: str, request: dict[str, Any], completion: Completion) -> None:
+        self.known[key] = completion
+        self.new[key] = (model, request, completion)
+
+    def take_new(self) -> dict[str, tuple[str, dict[str, Any], Completion]]:
+        new, self.new = self.new, {}
+        return new
+
+
+def call_record(purpose: str, model: str, completion: Completion | None, error: str | None = None,
+                judge_name: str | None = None) -> dict[str, Any]:
+    """One API call's row: what for, which model, its tokens and cost, whether the cache answered."""
+    return {"purpose": purpose, "model": model, "judge_name": judge_name, "error": error,
+            **{name: getattr(completion, name, None) for name in ("prompt_tokens", "completion_tokens", "cost_usd",
+                                                                   "attempts", "duration_ms")},
+            "cached": bool(completion and completion.cached)}
+
+
+def request_key(model: str, request: dict[str, Any]) -> str:
+    """The cache key of a call: its model, messages and parameters."""
+    return hashlib.sha256(json.dumps([model, request], sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -67,6 +115,8 @@ class ModelGateway:
     max_retries: int = 3
     backoff_s: float = 0.5
     max_concurrency: int = 8
+    cache: ResponseCache | None = None  # answers temperature-0 chat calls it has seen before
+    _in_flight: dict[str, asyncio.Future] = field(default_factory=dict, repr=False)
     # One semaphore per event loop (a semaphore is bound to the loop it is first used in); the
     # entries of closed loops are dropped, so repeated asyncio.run calls do not accumulate them.
     _semaphores: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = field(default_factory=dict, repr=False)
@@ -109,7 +159,39 @@ class ModelGateway:
 
     async def acomplete(self, model: str, messages: list[dict[str, str]], max_tokens: int = 512,
                         top_logprobs: int | None = None, stop: list[str] | None = None) -> Completion:
-        """One chat completion, with its usage and cost."""
+        """One chat completion at temperature 0, with its usage and cost; from the response cache
+        where the same request was answered before."""
+        request = {"messages": messages, "max_tokens": max_tokens, "top_logprobs": top_logprobs, "stop": stop,
+                   "temperature": 0}
+        key = request_key(model, request)
+        if self.cache is not None:
+            if (hit := self.cache.lookup(key)) is not None:
+                return hit
+            if key in self._in_flight:  # the same request is under way: its answer is this one's
+                answer = await asyncio.shield(self._in_flight[key])
+                return replace(answer, cached=True, cost_usd=0.0, attempts=0, duration_ms=0)
+            self._in_flight[key] = asyncio.get_running_loop().create_future()
+        try:
+            completion = await self._complete(model, messages, max_tokens, top_logprobs, stop)
+        except BaseException as error:
+            if self.cache is not None:
+                self._settle(key, error=error)
+            raise
+        if self.cache is not None:
+            self.cache.remember(key, model, request, completion)
+            self._settle(key, completion)
+        return completion
+
+    def _settle(self, key: str, completion: Completion | None = None, error: BaseException | None = None) -> None:
+        future = self._in_flight.pop(key)
+        if error is not None:
+            future.set_exception(error)
+            future.exception()  # retrieved: no "never retrieved" warning when no one else waited
+        else:
+            future.set_result(completion)
+
+    async def _complete(self, model: str, messages: list[dict[str, str]], max_tokens: int, top_logprobs: int | None,
+                        stop: list[str] | None) -> Completion:
         litellm = _litellm()
         extra: dict[str, Any] = self._routing(model)
         if top_logprobs:

@@ -1,5 +1,5 @@
 """Prompt evolution: the five-tag genome, the fitness document's prompt assembly, GA operators and
-an era loop.
+an era loop that can stop (after any generation: a crash, or its cost budget) and resume exactly.
 
 Per generation: the top 20% (elite) are kept unchanged and not re-evaluated; 20% are mutations
 (one tag rewritten); on odd generations 8% are immigrants (fresh random prompts); the rest are
@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from eval_platform.core.fitness import calculate_fitness
-from eval_platform.core.gateway import ModelGateway, chat
+from eval_platform.core.gateway import ModelGateway, call_record, chat
 from eval_platform.core.judging import Judge, judge_compression, make_judge
 
 TAGS = ("role", "compression_target", "fidelity", "constraints", "output")
@@ -41,6 +41,7 @@ class Individual:
     operator: str  # initial, crossover, mutation or immigration
     parents: list[str] = field(default_factory=list)
     evaluation: dict[str, Any] | None = None
+    calls: list[dict[str, Any]] = field(default_factory=list)  # the API calls made for it (mutation, evaluation)
 
     @property
     def fitness(self) -> float:
@@ -58,6 +59,7 @@ class EraConfig:
     use_token_metric: bool = False
     mutation_model: str | None = None  # None: mutate from the gene pool
     compression_max_tokens: int = 256
+    max_cost_usd: float | None = None  # stop after the generation whose calls bring the era's cost to it
 
 
 def _prompt_id(generation: int, index: int, genome: Mapping[str, str]) -> str:
@@ -90,7 +92,7 @@ def operator_counts(population_size: int, generation: int) -> dict[str, int]:
     return {"elite": elite, "mutation": mutation, "immigration": immigration, "crossover": crossover_count}
 
 
-MutateTag = Callable[[str, str], Awaitable[str]]  # (tag, current text) -> new text
+MutateTag = Callable[[str, str], Awaitable[tuple[str, dict[str, Any]]]]  # (tag, text) -> (new text, its call)
 
 
 async def next_generation(
@@ -113,14 +115,20 @@ async def next_generation(
         mutations.append((parent, tag, rng.choice(alternatives)))
     for _ in range(counts["immigration"]):
         planned.append(("immigration", random_genome(rng, gene_pool), []))
+    mutation_calls: list[list[dict[str, Any]]] = [[] for _ in mutations]
     if mutate_tag is not None:
-        rewritten = await asyncio.gather(*(mutate_tag(tag, parent.genome[tag]) for parent, tag, _ in mutations))
+        results = await asyncio.gather(*(mutate_tag(tag, parent.genome[tag]) for parent, tag, _ in mutations))
+        rewritten = [text for text, _ in results]
+        mutation_calls = [[call] for _, call in results]
     else:
         rewritten = [from_pool for _, _, from_pool in mutations]
-    for (parent, tag, _), text in zip(mutations, rewritten):
+    calls = [[] for _ in planned]
+    for (parent, tag, _), text, made in zip(mutations, rewritten, mutation_calls):
         planned.append(("mutation", {**parent.genome, tag: text}, [parent.prompt_id]))
-    for operator, genome, parents in planned:
-        children.append(Individual(_prompt_id(generation, len(children), genome), genome, operator, parents))
+        calls.append(made)
+    for (operator, genome, parents), made in zip(planned, calls):
+        children.append(Individual(_prompt_id(generation, len(children), genome), genome, operator, parents,
+                                   calls=list(made)))
     return children
 
 
@@ -136,7 +144,8 @@ async def evaluate_prompt_fitness(
                                              max_tokens=config.compression_max_tokens)
         compressed_text, compression_error = completion.text.strip(), None
     except Exception as error:  # a failed compression is an empty one: fitness 0
-        compressed_text, compression_error = "", f"{type(error).__name__}: {error}"[:500]
+        completion, compressed_text, compression_error = None, "", f"{type(error).__name__}: {error}"[:500]
+    calls = [call_record("compression", config.compression_model, completion, compression_error)]
     if compressed_text:
         verdicts = await asyncio.gather(*(
             judge_compression(name, judge, paragraph_text, compressed_text) for name, judge in judges.items()
@@ -145,6 +154,7 @@ async def evaluate_prompt_fitness(
         verdicts = [{"judge_model": name, "model": judge.model, "score": None, "error": "no compressed text to judge",
                      "judge_duration_ms": 0} for name, judge in judges.items()]
     judge_details = {v["judge_model"]: v for v in verdicts}
+    calls += [v.pop("call") for v in verdicts if "call" in v]
     quality_scores = {name: v["score"] for name, v in judge_details.items()}
     metrics = calculate_fitness(paragraph_text, compressed_text, quality_scores, config.use_token_metric, count_tokens)
     return {
@@ -155,6 +165,7 @@ async def evaluate_prompt_fitness(
         **metrics,
         "quality_scores": quality_scores,
         "judge_details": judge_details,
+        "calls": calls,
     }
 
 
@@ -181,22 +192,57 @@ def statistics_rows(outcomes: pd.DataFrame) -> pd.DataFrame:
                 "max_fitness", "new_evaluations", "judge_failures"])
 
 
+@dataclass(frozen=True)
+class Checkpoint:
+    """Where a stopped era continues: its last complete generation's population, the random
+    generator's state after it, and what the era has cost so far."""
+
+    generation: int
+    population: list[Individual]
+    rng_state: Any
+    spent_usd: float = 0.0
+
+
+@dataclass(frozen=True)
+class GenerationRecord:
+    """One complete generation: what a checkpoint stores."""
+
+    generation: int
+    population: list[Individual]
+    statistics: dict[str, float]
+    calls: list[dict[str, Any]]  # the calls of this generation: mutations and evaluations, with prompt ids
+    rng_state: Any
+    spent_usd: float  # the era's cost up to and including this generation
+
+
+def generation_calls(population: Sequence[Individual], generation: int) -> list[dict[str, Any]]:
+    """The calls made in a generation: for the individuals it created and evaluated (not the elite)."""
+    return [{**call, "prompt_id": ind.prompt_id} for ind in population
+            if ind.evaluation and ind.evaluation["evaluated_generation"] == generation for call in ind.calls]
+
+
 async def run_era(
     config: EraConfig, gateway: ModelGateway, paragraphs: Sequence[Mapping[str, str]],
     gene_pool: Mapping[str, Sequence[str]], count_tokens: Callable[[str], int],
-    on_generation: Callable[[int, list[Individual], dict[str, float]], None] = lambda *_: None,
-) -> list[list[Individual]]:
-    """Every generation's population (0..config.generations), each individual evaluated once.
-    Generation g uses paragraph g mod len(paragraphs); elite keep their evaluation."""
+    on_generation: Callable[[GenerationRecord], None] = lambda record: None, resume: Checkpoint | None = None,
+) -> str:
+    """Run the era's generations (0..config.generations) from the start or after a checkpoint,
+    handing each complete generation to `on_generation`; each individual is evaluated once
+    (generation g on paragraph g mod len(paragraphs)), elite keep their evaluation. Returns
+    `complete`, or `stopped_for_budget` when a generation brought the cost to `max_cost_usd`."""
     rng = random.Random(f"{config.seed}:{config.era}")
     judges = {name: make_judge(model, gateway) for name, model in config.judge_panel.items()}
     mutate_tag = _llm_mutation(gateway, config.mutation_model) if config.mutation_model else None
-    population = [
-        Individual(_prompt_id(0, i, genome), genome, "initial")
-        for i, genome in enumerate(random_genome(rng, gene_pool) for _ in range(config.population_size))
-    ]
-    history = []
-    for generation in range(config.generations + 1):
+    if resume is None:
+        population = [
+            Individual(_prompt_id(0, i, genome), genome, "initial")
+            for i, genome in enumerate(random_genome(rng, gene_pool) for _ in range(config.population_size))
+        ]
+        first, spent = 0, 0.0
+    else:
+        rng.setstate(resume.rng_state)
+        population, first, spent = list(resume.population), resume.generation + 1, resume.spent_usd
+    for generation in range(first, config.generations + 1):
         if generation:
             population = await next_generation(rng, population, generation, gene_pool, mutate_tag)
         paragraph = paragraphs[generation % len(paragraphs)]
@@ -206,19 +252,28 @@ async def run_era(
             for ind in pending
         ))
         for ind, evaluation in zip(pending, evaluations):
+            ind.calls += evaluation.pop("calls")
             ind.evaluation = {**evaluation, "paragraph_id": paragraph["paragraph_id"], "evaluated_generation": generation}
-        history.append(list(population))
-        on_generation(generation, population, generation_statistics([ind.fitness for ind in population]))
-    return history
+        calls = generation_calls(population, generation)
+        spent += sum(call["cost_usd"] or 0.0 for call in calls)
+        on_generation(GenerationRecord(generation, list(population),
+                                       generation_statistics([ind.fitness for ind in population]), calls,
+                                       rng.getstate(), spent))
+        if config.max_cost_usd is not None and spent >= config.max_cost_usd and generation < config.generations:
+            return "stopped_for_budget"
+    return "complete"
 
 
 def _llm_mutation(gateway: ModelGateway, model: str) -> MutateTag:
-    async def mutate(tag: str, text: str) -> str:
+    async def mutate(tag: str, text: str) -> tuple[str, dict[str, Any]]:
         instruction = (
             f"Rewrite this '{tag}' instruction of a text-compression prompt so it may work better. "
             f"Keep its purpose; reply with the rewritten instruction only.\n\n{text}"
         )
-        completion = await gateway.acomplete(model, chat(None, instruction), max_tokens=120)
-        return completion.text.strip() or text
+        try:
+            completion = await gateway.acomplete(model, chat(None, instruction), max_tokens=120)
+        except Exception as error:  # a failed rewrite keeps the tag as it was
+            return text, call_record("mutation", model, None, f"{type(error).__name__}: {error}"[:500])
+        return completion.text.strip() or text, call_record("mutation", model, completion)
 
     return mutate

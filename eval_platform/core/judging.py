@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from eval_platform.core.gateway import ModelGateway, chat
+from eval_platform.core.gateway import Completion, ModelGateway, call_record, chat
 from eval_platform.core.models import LOCAL_PREFIX, Chat, LanguageModel, open_model
 
 # (name, maximum, rubric section exactly as in the fitness document)
@@ -78,7 +79,9 @@ def judge_prompt(original_text: str, compressed_text: str) -> str:
 
 
 class JudgeReplyError(ValueError):
-    """A judge reply that is not a usable rubric JSON object."""
+    """A judge reply that is not a usable rubric JSON object (`completion`: the call that returned it)."""
+
+    completion: Completion | None = None
 
 
 def parse_judge_reply(text: str) -> dict[str, Any]:
@@ -97,7 +100,8 @@ def parse_judge_reply(text: str) -> dict[str, Any]:
     scores = {}
     for name, maximum, _ in RUBRIC:
         value = reply.get(name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+                or value != int(value)):
             raise JudgeReplyError(f"{name} must be a whole number, got {value!r}")
         if not 0 <= value <= maximum:
             raise JudgeReplyError(f"{name} {value} is outside 0-{maximum}")
@@ -109,15 +113,16 @@ def parse_judge_reply(text: str) -> dict[str, Any]:
         "score": float(total),
         "reported_score": reported if isinstance(reported, (int, float)) else None,
         "score_mismatch": reported != total,
-        "comments": str(reply.get("comments", "")),
+        "comments": str(reply.get("comments", ""))[:2000],
     }
 
 
 class Judge(Protocol):
     model: str
 
-    async def scores(self, original_text: str, compressed_text: str) -> dict[str, Any]:
-        """The rubric scores, `score`, `reported_score`, `score_mismatch` and `comments`; raises on failure."""
+    async def scores(self, original_text: str, compressed_text: str) -> tuple[dict[str, Any], Completion | None]:
+        """The rubric scores, `score`, `reported_score`, `score_mismatch` and `comments`, and the API
+        call that gave them (None without one); raises on failure."""
 
 
 @dataclass
@@ -127,10 +132,14 @@ class JsonRubricJudge:
     model: str
     gateway: ModelGateway
 
-    async def scores(self, original_text: str, compressed_text: str) -> dict[str, Any]:
+    async def scores(self, original_text: str, compressed_text: str) -> tuple[dict[str, Any], Completion]:
         completion = await self.gateway.acomplete(self.model, chat(None, judge_prompt(original_text, compressed_text)),
                                                   max_tokens=300)
-        return parse_judge_reply(completion.text)
+        try:
+            return parse_judge_reply(completion.text), completion
+        except JudgeReplyError as error:
+            error.completion = completion  # an unusable reply was still a paid call
+            raise
 
 
 @dataclass
@@ -152,8 +161,8 @@ class ProbabilityRubricJudge:
         return {**scores, "score": sum(scores.values()), "reported_score": None, "score_mismatch": False,
                 "comments": "Probability-weighted digits over each rubric dimension (local judge)."}
 
-    async def scores(self, original_text: str, compressed_text: str) -> dict[str, Any]:
-        return await asyncio.to_thread(self._scores, original_text, compressed_text)
+    async def scores(self, original_text: str, compressed_text: str) -> tuple[dict[str, Any], None]:
+        return await asyncio.to_thread(self._scores, original_text, compressed_text), None
 
 
 def make_judge(model: str, gateway: ModelGateway) -> Judge:
@@ -169,9 +178,12 @@ async def judge_compression(judge_name: str, judge: Judge, original_text: str, c
     start = time.perf_counter()
     details: dict[str, Any] = {"judge_model": judge_name, "model": judge.model, "error": None}
     try:
-        details.update(await judge.scores(original_text, compressed_text))
+        scores, completion = await judge.scores(original_text, compressed_text)
+        details.update(scores)
     except Exception as error:  # any failure excludes this judge from the average
+        completion = getattr(error, "completion", None)
         details.update(faithfulness=None, clarity=None, readability=None, score=None, reported_score=None,
                        score_mismatch=False, comments="", error=f"{type(error).__name__}: {error}"[:500])
     details["judge_duration_ms"] = round((time.perf_counter() - start) * 1000)
+    details["call"] = call_record("judge", judge.model, completion, details["error"], judge_name)
     return details

@@ -24,6 +24,9 @@ class LocalModelHandler(CustomLLM):
         (text,) = local.generate([request])
         model_response.choices[0].message.content = text
         model_response.model = f"{PROVIDER}/{model}"
+        prompt_tokens, completion_tokens = len(local.encode(local.render(request.prompt))), len(local.encode(text))
+        model_response.usage = litellm.Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                                             total_tokens=prompt_tokens + completion_tokens)
         return model_response
 
     async def acompletion(self, *args, **kwargs):

@@ -1,5 +1,6 @@
-"""The prompt-evolution domain's tables: inputs, every generation of every era, judge verdicts,
-per-generation statistics and era summaries."""
+"""The prompt-evolution domain's tables: inputs; each era's configuration, status and checkpoints;
+every generation, judge verdict and API call (tokens, cost, cache hits) as soon as its generation is
+done; the response cache; and the per-era summaries, judge analysis and Pareto fronts."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from eval_platform.stores.warehouse import Store, reads, rebuild_table, writes
 # The judge names of the fitness document's panel come first in `quality_scores`, so its queries
 # (`quality_scores.openai`, ...) run on every era.
 PROVIDER_JUDGE_NAMES = ("openai", "claude", "gemini")
+# An era's rows per generation, replaced together when its generation is checkpointed.
+GENERATION_TABLES = {"generations": "generation", "judge_scores": "evaluated_generation",
+                     "generation_stats": "generation", "gateway_calls": "generation", "era_checkpoints": "generation"}
 
 
 def judge_struct(names: Sequence[str]) -> str:
@@ -25,19 +29,27 @@ def judge_json_schema(names: Sequence[str]) -> str:
 
 
 _ERAS = """
-    era VARCHAR PRIMARY KEY, config JSON NOT NULL, compression_model VARCHAR NOT NULL, judge_panel JSON NOT NULL,
-    population_size INTEGER NOT NULL, started_at TIMESTAMP, finished_at TIMESTAMP"""
+    era VARCHAR PRIMARY KEY, config JSON NOT NULL, config_hash VARCHAR, compression_model VARCHAR NOT NULL,
+    judge_panel JSON NOT NULL, population_size INTEGER NOT NULL, status VARCHAR NOT NULL,
+    generations_done INTEGER, started_at TIMESTAMP, updated_at TIMESTAMP, finished_at TIMESTAMP"""
 _ERA_SUMMARIES = """
-    era VARCHAR PRIMARY KEY, total_generations INTEGER NOT NULL, final_mean_fitness DOUBLE,
-    final_max_fitness DOUBLE, summarized_at TIMESTAMP NOT NULL"""
+    era VARCHAR PRIMARY KEY, status VARCHAR, total_generations INTEGER NOT NULL, final_mean_fitness DOUBLE,
+    final_max_fitness DOUBLE, calls INTEGER, prompt_tokens BIGINT, completion_tokens BIGINT, cost_usd DOUBLE,
+    cache_hits INTEGER, cache_hit_rate DOUBLE, summarized_at TIMESTAMP NOT NULL"""
+_USAGE = "calls INTEGER, prompt_tokens BIGINT, completion_tokens BIGINT, cost_usd DOUBLE, cache_hits INTEGER"
 
 
 def _from_unversioned(conn: Any) -> None:
-    """The unversioned platform's `eras` table also held the summary, written by a second asset."""
+    """The unversioned platform's `eras` table also held the summary, written by a second asset;
+    its eras had no status or checkpoints (they ran to the end) and recorded no calls."""
     conn.execute(f"CREATE TABLE era_summaries ({_ERA_SUMMARIES})")
-    conn.execute("""INSERT INTO era_summaries SELECT era, total_generations, final_mean_fitness, final_max_fitness,
-                    now()::TIMESTAMP FROM eras WHERE total_generations IS NOT NULL""")
-    rebuild_table(conn, "eras", _ERAS, "* EXCLUDE (total_generations, final_mean_fitness, final_max_fitness)")
+    conn.execute("""INSERT INTO era_summaries BY NAME SELECT era, 'complete' AS status, total_generations,
+                    final_mean_fitness, final_max_fitness, now()::TIMESTAMP AS summarized_at
+                    FROM eras WHERE total_generations IS NOT NULL""")
+    rebuild_table(conn, "eras", _ERAS, "* EXCLUDE (total_generations, final_mean_fitness, final_max_fitness), "
+                                       "'complete' AS status, total_generations AS generations_done")
+    for column in _USAGE.split(", "):
+        conn.execute(f"ALTER TABLE generation_stats ADD COLUMN {column}")
 
 
 class EvolutionStore(Store):
@@ -47,6 +59,7 @@ class EvolutionStore(Store):
         "source_paragraphs": "paragraph_id VARCHAR PRIMARY KEY, title VARCHAR, text VARCHAR NOT NULL",
         "gene_pool": "tag VARCHAR NOT NULL, gene_index INTEGER NOT NULL, text VARCHAR NOT NULL, "
                      "PRIMARY KEY (tag, gene_index)",
+        "eras": _ERAS,
         "generations": f"""
             era VARCHAR NOT NULL, generation INTEGER NOT NULL, prompt_id VARCHAR NOT NULL, operator VARCHAR NOT NULL,
             parents VARCHAR[] NOT NULL, carried_over BOOLEAN NOT NULL, evaluated_generation INTEGER NOT NULL,
@@ -62,12 +75,36 @@ class EvolutionStore(Store):
             judge_name VARCHAR NOT NULL, judge_model VARCHAR NOT NULL, faithfulness DOUBLE, clarity DOUBLE,
             readability DOUBLE, score DOUBLE, reported_score DOUBLE, score_mismatch BOOLEAN, comments VARCHAR,
             error VARCHAR, judge_duration_ms INTEGER, PRIMARY KEY (era, prompt_id, judge_name)""",
-        "generation_stats": """
+        "generation_stats": f"""
             era VARCHAR NOT NULL, generation INTEGER NOT NULL, population INTEGER NOT NULL,
             mean_fitness DOUBLE, std_fitness DOUBLE, median_fitness DOUBLE, min_fitness DOUBLE, max_fitness DOUBLE,
-            new_evaluations INTEGER, judge_failures INTEGER, PRIMARY KEY (era, generation)""",
-        "eras": _ERAS,
+            new_evaluations INTEGER, judge_failures INTEGER, {_USAGE}, PRIMARY KEY (era, generation)""",
+        "gateway_calls": """
+            era VARCHAR NOT NULL, generation INTEGER NOT NULL, prompt_id VARCHAR NOT NULL, purpose VARCHAR NOT NULL,
+            judge_name VARCHAR, model VARCHAR NOT NULL, prompt_tokens INTEGER, completion_tokens INTEGER,
+            cost_usd DOUBLE, cached BOOLEAN NOT NULL, attempts INTEGER, duration_ms INTEGER, error VARCHAR""",
+        "era_checkpoints": """
+            era VARCHAR NOT NULL, generation INTEGER NOT NULL, population VARCHAR[] NOT NULL, rng_state JSON NOT NULL,
+            spent_usd DOUBLE NOT NULL, completed_at TIMESTAMP NOT NULL, PRIMARY KEY (era, generation)""",
+        "response_cache": """
+            key VARCHAR PRIMARY KEY, model VARCHAR NOT NULL, request JSON NOT NULL, text VARCHAR NOT NULL,
+            first_token_logprobs JSON, prompt_tokens INTEGER, completion_tokens INTEGER, cost_usd DOUBLE,
+            first_era VARCHAR, created_at TIMESTAMP NOT NULL""",
         "era_summaries": _ERA_SUMMARIES,
+        "judge_summary": """
+            era VARCHAR NOT NULL, judge_name VARCHAR NOT NULL, judge_model VARCHAR NOT NULL, verdicts INTEGER NOT NULL,
+            failures INTEGER NOT NULL, mean_score DOUBLE, std_score DOUBLE, mismatch_share DOUBLE,
+            leniency_rank INTEGER, leniency VARCHAR, PRIMARY KEY (era, judge_name)""",
+        "judge_agreement": """
+            era VARCHAR NOT NULL, judge_a VARCHAR NOT NULL, judge_b VARCHAR NOT NULL, n INTEGER NOT NULL,
+            pearson DOUBLE, spearman DOUBLE, PRIMARY KEY (era, judge_a, judge_b)""",
+        "judge_generation_stats": """
+            era VARCHAR NOT NULL, judge_name VARCHAR NOT NULL, generation INTEGER NOT NULL, n INTEGER NOT NULL,
+            mean_score DOUBLE, std_score DOUBLE, PRIMARY KEY (era, judge_name, generation)""",
+        "pareto_front": """
+            era VARCHAR NOT NULL, prompt_id VARCHAR NOT NULL, generation INTEGER NOT NULL,
+            quality_score_avg DOUBLE NOT NULL, compression_ratio DOUBLE NOT NULL, fitness DOUBLE,
+            prompt_text VARCHAR, PRIMARY KEY (era, prompt_id)""",
     }
     views = {
         # era -> generation -> prompt -> every judge's verdict
@@ -112,7 +149,25 @@ class EvolutionStore(Store):
     def load_gene_pool(self) -> list[dict[str, Any]]:
         return self.rows("SELECT tag, text FROM gene_pool ORDER BY tag, gene_index")
 
-    # --- eras -----------------------------------------------------------------------------------
+    # --- an era, generation by generation --------------------------------------------------------
+
+    @reads("eras")
+    def era_state(self, era: str) -> dict[str, Any] | None:
+        rows = self.rows("SELECT * FROM eras WHERE era = ?", [era])
+        return rows[0] if rows else None
+
+    @writes("eras", *GENERATION_TABLES)
+    def begin_era(self, era_row: pd.DataFrame, restart: bool) -> None:
+        """Record an era as running; `restart` first removes everything it stored."""
+        era = era_row["era"].iloc[0]
+        with self.transaction():
+            if restart:
+                for table in GENERATION_TABLES:
+                    self.sql(f"DELETE FROM {table} WHERE era = ?", [era])
+            kept = self.rows("SELECT started_at FROM eras WHERE era = ?", [era])
+            if kept and not restart:
+                era_row = era_row.assign(started_at=kept[0]["started_at"])
+            self.replace("eras", era_row, "era = ?", [era])
 
     @writes("generations")
     def widen_quality_scores(self, names: Sequence[str]) -> list[str]:
@@ -128,19 +183,48 @@ class EvolutionStore(Store):
                      f"USING from_json(to_json(quality_scores), '{judge_json_schema(wanted)}')")
         return wanted
 
-    @writes("generations", "judge_scores", "eras")
-    def replace_era(self, era: str, generations: pd.DataFrame, judge_scores: pd.DataFrame, era_row: pd.DataFrame,
-                    judges: Sequence[str]) -> None:
-        """Every generation and judge verdict of an era, and its configuration, replacing earlier rows."""
+    @writes(*GENERATION_TABLES, "response_cache", "eras")
+    def save_generation(self, era: str, generation: int, frames: dict[str, pd.DataFrame], judges: Sequence[str],
+                        cache_entries: pd.DataFrame, at: Any) -> None:
+        """One complete generation in one transaction: its individuals, verdicts, statistics, calls,
+        the checkpoint to resume from, and the responses new to the cache."""
         with self.transaction():
-            self.replace("generations", generations, "era = ?", [era],
-                         f"* EXCLUDE (quality_scores_json), from_json(quality_scores_json, "
-                         f"'{judge_json_schema(judges)}') AS quality_scores")
-            self.replace("judge_scores", judge_scores, "era = ?", [era])
-            self.replace("eras", era_row, "era = ?", [era])
+            for table, column in GENERATION_TABLES.items():
+                select = (f"* EXCLUDE (quality_scores_json), from_json(quality_scores_json, "
+                          f"'{judge_json_schema(judges)}') AS quality_scores") if table == "generations" else "*"
+                self.replace(table, frames[table], f"era = ? AND {column} = ?", [era, generation], select)
+            self.insert("response_cache", cache_entries, ignore_duplicates=True)  # another era may have cached one
+            self.sql("UPDATE eras SET generations_done = ?, updated_at = ? WHERE era = ?", [generation, at, era])
+
+    @writes("eras")
+    def finish_era(self, era: str, status: str, at: Any) -> None:
+        with self.transaction():
+            self.sql("UPDATE eras SET status = ?, updated_at = ?, finished_at = ? WHERE era = ?", [status, at, at, era])
+
+    @reads("era_checkpoints", "generations")
+    def load_checkpoint(self, era: str) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+        """The era's last checkpoint and its generation's rows (in the population's order)."""
+        checkpoints = self.rows("SELECT * FROM era_checkpoints WHERE era = ? ORDER BY generation DESC LIMIT 1", [era])
+        if not checkpoints:
+            return None
+        checkpoint = checkpoints[0]
+        rows = {r["prompt_id"]: r for r in self.rows("SELECT * FROM generations WHERE era = ? AND generation = ?",
+                                                     [era, checkpoint["generation"]])}
+        return checkpoint, [rows[prompt_id] for prompt_id in checkpoint["population"]]
+
+    @reads("gateway_calls")
+    def era_spending(self, era: str) -> float:
+        (spent,) = self.sql("SELECT coalesce(sum(cost_usd), 0) FROM gateway_calls WHERE era = ?", [era]).fetchone()
+        return float(spent)
+
+    @reads("response_cache")
+    def load_response_cache(self, models: Sequence[str]) -> list[dict[str, Any]]:
+        return self.rows("SELECT * FROM response_cache WHERE list_contains(?, model)", [list(models)])
+
+    # --- per-era summaries and analyses ----------------------------------------------------------------
 
     @reads("generations", "judge_scores")
-    def load_generation_outcomes(self) -> pd.DataFrame:
+    def load_generation_outcomes(self, era: str | None = None) -> pd.DataFrame:
         """Per era and generation: every individual's fitness and whether it was carried over, and
         the judge failures of the prompts evaluated in that generation."""
         return self.frame("""
@@ -150,37 +234,63 @@ class EvolutionStore(Store):
             FROM generations g
             LEFT JOIN (SELECT era, evaluated_generation AS generation, count(*) AS failures FROM judge_scores
                        WHERE error IS NOT NULL GROUP BY ALL) f USING (era, generation)
-            GROUP BY g.era, g.generation ORDER BY g.era, g.generation""")
-
-    @writes("generation_stats")
-    def replace_generation_stats(self, stats: pd.DataFrame) -> None:
-        with self.transaction():
-            self.replace("generation_stats", stats)
+            WHERE ? IS NULL OR g.era = ?
+            GROUP BY g.era, g.generation ORDER BY g.era, g.generation""", [era, era])
 
     @reads("generation_stats")
-    def load_generation_stats(self) -> pd.DataFrame:
-        return self.frame("SELECT * FROM generation_stats ORDER BY era, generation")
-
-    @reads("eras")
-    def latest_era(self) -> str | None:
-        row = self.sql("SELECT era FROM eras ORDER BY finished_at DESC LIMIT 1").fetchone()
-        return row[0] if row else None
+    def load_generation_stats(self, era: str | None = None) -> pd.DataFrame:
+        return self.frame("SELECT * FROM generation_stats WHERE ? IS NULL OR era = ? ORDER BY era, generation",
+                          [era, era])
 
     @writes("era_summaries")
-    @reads("generation_stats", "eras")
-    def summarize_eras(self) -> pd.DataFrame:
-        """Each era's last generation, final mean and max fitness; returns the summaries with the
-        era's compression model and population."""
+    @reads("generation_stats", "eras", "gateway_calls")
+    def summarize_era(self, era: str, at: Any) -> dict[str, Any]:
+        """The era's status, last generation, final mean and max fitness, and its calls, tokens,
+        cost and cache hits."""
         with self.transaction():
-            self.sql("DELETE FROM era_summaries")
+            self.sql("DELETE FROM era_summaries WHERE era = ?", [era])
             self.sql("""
-                INSERT INTO era_summaries
-                SELECT era, generation, mean_fitness, max_fitness, now()::TIMESTAMP FROM generation_stats
-                WHERE era IN (SELECT era FROM eras)
-                QUALIFY row_number() OVER (PARTITION BY era ORDER BY generation DESC) = 1""")
-        return self.frame("""SELECT e.era, e.compression_model, e.population_size, s.total_generations,
-                                    s.final_mean_fitness, s.final_max_fitness
-                             FROM eras e LEFT JOIN era_summaries s USING (era) ORDER BY e.era""")
+                INSERT INTO era_summaries BY NAME
+                SELECT e.era, e.status, s.generation AS total_generations, s.mean_fitness AS final_mean_fitness,
+                       s.max_fitness AS final_max_fitness, c.calls, c.prompt_tokens, c.completion_tokens, c.cost_usd,
+                       c.cache_hits, c.cache_hits / nullif(c.calls, 0) AS cache_hit_rate, ? AS summarized_at
+                FROM eras e
+                JOIN (SELECT * FROM generation_stats WHERE era = ? ORDER BY generation DESC LIMIT 1) s USING (era)
+                CROSS JOIN (SELECT count(*) AS calls, sum(prompt_tokens) AS prompt_tokens,
+                                   sum(completion_tokens) AS completion_tokens, sum(cost_usd) AS cost_usd,
+                                   count(*) FILTER (WHERE cached) AS cache_hits
+                            FROM gateway_calls WHERE era = ?) c
+                WHERE e.era = ?""", [at, era, era, era])
+        rows = self.rows("SELECT * FROM era_summaries WHERE era = ?", [era])
+        return rows[0] if rows else {}
+
+    @reads("judge_scores", "generations")
+    def load_verdicts(self, era: str) -> pd.DataFrame:
+        """Every judge verdict of the era, with the generation that evaluated it."""
+        return self.frame("""
+            SELECT judge_name, judge_model, prompt_id, evaluated_generation AS generation, score, reported_score,
+                   score_mismatch, error
+            FROM judge_scores WHERE era = ? ORDER BY generation, prompt_id, judge_name""", [era])
+
+    @writes("judge_summary", "judge_agreement", "judge_generation_stats")
+    def replace_judge_analysis(self, era: str, summary: pd.DataFrame, agreement: pd.DataFrame,
+                               per_generation: pd.DataFrame) -> None:
+        with self.transaction():
+            self.replace("judge_summary", summary, "era = ?", [era])
+            self.replace("judge_agreement", agreement, "era = ?", [era])
+            self.replace("judge_generation_stats", per_generation, "era = ?", [era])
+
+    @reads("generations")
+    def load_evaluated_prompts(self, era: str) -> pd.DataFrame:
+        """Each prompt of the era as evaluated (its first appearance, not its carried-over copies)."""
+        return self.frame("""
+            SELECT prompt_id, generation, quality_score_avg, compression_ratio, fitness, prompt_text
+            FROM generations WHERE era = ? AND NOT carried_over ORDER BY generation, prompt_id""", [era])
+
+    @writes("pareto_front")
+    def replace_pareto_front(self, era: str, front: pd.DataFrame) -> None:
+        with self.transaction():
+            self.replace("pareto_front", front, "era = ?", [era])
 
     # --- data-quality checks ----------------------------------------------------------------------
 

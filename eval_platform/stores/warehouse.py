@@ -113,13 +113,15 @@ class Store:
         cursor = self.sql(statement, params)
         return pd.DataFrame(cursor.fetchall(), columns=[d[0] for d in cursor.description])
 
-    def insert(self, table: str, frame: pd.DataFrame, select: str = "*") -> int:
-        """Insert a frame's columns by name (`select` may compute columns from it)."""
+    def insert(self, table: str, frame: pd.DataFrame, select: str = "*", ignore_duplicates: bool = False) -> int:
+        """Insert a frame's columns by name (`select` may compute columns from it); with
+        `ignore_duplicates`, rows whose key is already there are skipped."""
         if frame is None or not len(frame):
             return 0
         self.conn.register("incoming", frame)
         try:
-            self.sql(f"INSERT INTO {table} BY NAME SELECT {select} FROM incoming")
+            verb = "INSERT OR IGNORE" if ignore_duplicates else "INSERT"
+            self.sql(f"{verb} INTO {table} BY NAME SELECT {select} FROM incoming")
         finally:
             self.conn.unregister("incoming")
         return len(frame)

@@ -22,11 +22,12 @@ import json
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from eval_platform.core.benchmarks import BENCHMARKS, preprocess_rows  # noqa: E402
+from eval_platform.core.benchmarks import BENCHMARKS, BenchmarkSpec, preprocess_rows  # noqa: E402
 from eval_platform.core.ingestion import load_rows  # noqa: E402
 from eval_platform.core.models.local import DEFAULT_LOCAL_MODEL, load_local_model, materialize_weights  # noqa: E402
 from eval_platform.core.prediction import MODES, PredictionSettings, predict  # noqa: E402
@@ -105,9 +106,8 @@ def run_harness(name: str, rows: list[dict], fewshot: list[dict], shots: int, ba
     return samples, seconds
 
 
-def run_platform(name: str, rows: list[dict], fewshot: list[dict], shots: int, batch_size: int, model):
-    spec = BENCHMARKS[name]
-    mode = MODES[HARNESS_TASKS[name][2]]
+def run_platform(spec: BenchmarkSpec, rows: list[dict], fewshot: list[dict], shots: int, batch_size: int, model):
+    mode = MODES[HARNESS_TASKS[spec.name][2]]
     start = time.perf_counter()
     prepared = preprocess_rows(spec, [(str(i), row) for i, row in enumerate(rows)],
                                [(str(i), row) for i, row in enumerate(fewshot)])
@@ -132,10 +132,13 @@ HARNESS_METRIC = {"acc": "acc", "acc_norm": "acc_norm", "mc2": "acc",
                   "strict_match": ("strict-match", "exact_match"), "flexible_match": ("flexible-extract", "exact_match")}
 
 
-def compare(name: str, shots: int, rows, fewshot, batch_size: int, folder: Path, lm, model) -> dict:
-    spec = BENCHMARKS[name]
+def compare(spec: BenchmarkSpec, shots: int, rows, fewshot, batch_size: int, folder: Path, lm, model) -> dict:
+    """Both tools on the same rows with `shots` examples (0, or any number the few-shot pool holds)."""
+    name = spec.name
+    if shots and shots != spec.fewshot.shots:
+        spec = replace(spec, fewshot=replace(spec.fewshot, shots=shots))
     samples, harness_s = run_harness(name, rows, fewshot, shots, batch_size, folder, lm)
-    items, predictions, scored, ours_s = run_platform(name, rows, fewshot, shots, batch_size, model)
+    items, predictions, scored, ours_s = run_platform(spec, rows, fewshot, shots, batch_size, model)
     assert len(samples) == len(items), (len(samples), len(items))
     mode = MODES[HARNESS_TASKS[name][2]]
     report = {"benchmark": name, "shots": shots, "items": len(items), "harness_items_s": len(items) / harness_s,
@@ -197,7 +200,7 @@ def main() -> None:
             shot_counts = [0] + ([spec.fewshot.shots] if spec.fewshot and fewshot and name in LEADERBOARD
                                  and not args.zero_shot_only else [])
             for shots in shot_counts:
-                report = compare(name, shots, rows, fewshot, args.batch_size, Path(tmp), lm, model)
+                report = compare(spec, shots, rows, fewshot, args.batch_size, Path(tmp), lm, model)
                 reports.append(report)
                 for i, (metric, values) in enumerate(report["metrics"].items()):
                     lead = (f"{name:<15}{shots:>5}{report['items']:>6}  " if i == 0 else " " * 28)

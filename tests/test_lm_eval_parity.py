@@ -1,0 +1,46 @@
+"""Item-by-item parity with lm-evaluation-harness 0.4.13 (the `parity` extra, installed by
+`make test`): both tools run the shipped slices' first rows with the same weights, and every
+prompt, log-likelihood, generated text and per-item metric must agree. A few items per benchmark
+keep this quick; `benchmarks/lm_eval_parity.py` runs the same comparison on 200 items each."""
+
+import json
+
+import pytest
+
+from benchmarks.lm_eval_parity import compare
+from eval_platform.core.benchmarks import BENCHMARKS
+from tests.conftest import DATA_BENCHMARKS
+
+pytest.importorskip("lm_eval", reason="lm-evaluation-harness is the `parity` extra: pip install -e '.[parity]'")
+
+# (benchmark, shots, items): every benchmark, every sampler (random, random without the evaluated
+# doc, first-n of the subject), and both request types
+CASES = [("arc_challenge", 3, 3), ("mmlu", 5, 3), ("winogrande", 5, 3), ("hellaswag", 0, 3),
+         ("truthfulqa", 0, 3), ("truthfulqa_mc2", 0, 2), ("arc_easy", 0, 3), ("gsm8k", 1, 1)]
+
+
+def jsonl(path, count=None):
+    lines = path.read_text(encoding="utf-8").rstrip("\n").split("\n")
+    return [json.loads(line) for line in lines[:count]]
+
+
+@pytest.fixture(scope="module")
+def harness_lm(local_model):
+    from lm_eval.models.huggingface import HFLM
+
+    return HFLM(pretrained=local_model.network, tokenizer=local_model.tokenizer, batch_size=8, device="cpu")
+
+
+@pytest.mark.parametrize("name, shots, items", CASES, ids=[f"{c[0]}-{c[1]}shot" for c in CASES])
+def test_per_item_results_equal_lm_evaluation_harness(name, shots, items, harness_lm, local_model, tmp_path):
+    spec = BENCHMARKS[name]
+    rows = jsonl(DATA_BENCHMARKS / spec.data_file, items)
+    fewshot = jsonl(DATA_BENCHMARKS / "fewshot" / spec.fewshot.data_file) if shots else []
+    report = compare(spec, shots, rows, fewshot, 8, tmp_path, harness_lm, local_model)
+
+    assert report["items"] == items
+    assert report["prompt_mismatches"] == 0
+    assert report["max_ll_diff"] < 1e-3
+    assert report.get("text_mismatches", 0) == 0
+    for metric, values in report["metrics"].items():
+        assert values["agreement"] == 1.0, (metric, values)

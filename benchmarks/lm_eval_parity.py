@@ -28,7 +28,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eval_platform.core.benchmarks import BENCHMARKS, BenchmarkSpec, preprocess_rows  # noqa: E402
-from eval_platform.core.ingestion import load_rows  # noqa: E402
 from eval_platform.core.models.local import DEFAULT_LOCAL_MODEL, load_local_model, materialize_weights  # noqa: E402
 from eval_platform.core.prediction import MODES, PredictionSettings, predict  # noqa: E402
 

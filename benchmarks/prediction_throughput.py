@@ -10,13 +10,16 @@ shared context of an item encoded once and its cache reused by every continuatio
 """
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
-from eval_platform.core.benchmarks import BENCHMARKS, preprocess_rows
-from eval_platform.core.ingestion import load_rows
-from eval_platform.core.models.local import DEFAULT_LOCAL_MODEL, load_local_model
-from eval_platform.core.prediction import MODES, PredictionSettings, loglikelihood_requests
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from eval_platform.core.benchmarks import BENCHMARKS, preprocess_rows  # noqa: E402
+from eval_platform.core.ingestion import load_rows  # noqa: E402
+from eval_platform.core.models.local import DEFAULT_LOCAL_MODEL, load_local_model  # noqa: E402
+from eval_platform.core.prediction import MODES, PredictionSettings, loglikelihood_requests, predict  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,19 +42,22 @@ def main() -> None:
     spec = BENCHMARKS[args.benchmark]
     full = ROOT.parent / "shared" / "benchmarks" / spec.data_file
     source = args.source or str(full if full.exists() else ROOT / "data" / "benchmarks" / spec.data_file)
-    prompts, _ = preprocess_rows(spec, load_rows(spec, source, limit=args.items))
+    prepared = preprocess_rows(spec, load_rows(source, limit=args.items).rows)
+    zero_shot = {r["prompt_id"]: r["item"] for r in prepared.requests if r["num_fewshot"] == 0}
+    prompts = [{**p, **{name: getattr(zero_shot[p["prompt_id"]], name) for name in (
+        "prefix", "contexts", "continuations", "choice_texts", "gold", "target")}} for p in prepared.prompts]
     model = load_local_model(args.model)
     print(f"{spec.title}: {len(prompts)} items from {source}, model {model.fingerprint}, batch size {args.batch_size}")
     print(f"{'mode':<14}{'path':<9}{'items/s':>9}{'passes/item':>13}{'seconds':>9}{'speed-up':>10}{'agree':>7}")
     for mode in ("letter", "loglikelihood"):
         strategy, prompt_format = MODES[mode], "chat" if mode == "letter" else "harness"
         if mode == "letter":
-            naive_work = lambda: strategy.predict(model, prompts, prompt_format, PredictionSettings(1))  # noqa: E731
+            naive_work = lambda: predict(strategy, model, prompts, prompt_format, spec, PredictionSettings(1))  # noqa: E731
         else:
             naive_work = lambda: [model.loglikelihoods_naive(loglikelihood_requests(p, prompt_format))  # noqa: E731
                                   for p in prompts]
-        batched, batched_s, batched_passes = timed(model, lambda: strategy.predict(
-            model, prompts, prompt_format, PredictionSettings(args.batch_size)))
+        batched, batched_s, batched_passes = timed(model, lambda: predict(
+            strategy, model, prompts, prompt_format, spec, PredictionSettings(args.batch_size)))
         naive, naive_s, naive_passes = timed(model, naive_work)
         if mode == "letter":
             agree = sum(a.predicted == b.predicted for a, b in zip(batched, naive)) / len(prompts)

@@ -14,7 +14,6 @@ latency alone, as with a fast remote GPU server), with one request in flight, th
 import argparse
 import json
 import os
-import socket
 import sys
 import time
 from pathlib import Path
@@ -26,15 +25,9 @@ from eval_platform.core.gateway import ModelGateway  # noqa: E402
 from eval_platform.core.models import LoglikelihoodRequest  # noqa: E402
 from eval_platform.core.models.local import load_local_model  # noqa: E402
 from eval_platform.core.models.served import ServedCompletionsModel  # noqa: E402
-from tests.processes import running  # noqa: E402
+from tests.processes import free_port, running  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def timed(function):

@@ -38,7 +38,7 @@ def filled_sheet_sensor(blind_eval_dir: Path = BLIND_EVAL_DIR, name: str = "blin
             default_status=DefaultSensorStatus.STOPPED,
             description=f"Tallies the blind evaluation when a filled sheet is dropped into {folder}.")
     def _sensor(context: SensorEvaluationContext):
-        sheets = {p.name: p.stat().st_mtime for p in sorted(folder.glob("*.xlsx")) if not p.name.startswith("~$")}
+        sheets = {p.name: p.stat().st_mtime for p in sorted(folder.glob("*.xls*")) if not p.name.startswith("~$")}
         seen = json.loads(context.cursor) if context.cursor else {}
         changed = sorted(name for name, mtime in sheets.items() if seen.get(name) != mtime)
         if not changed:

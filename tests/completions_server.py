@@ -6,6 +6,7 @@ log-probability (the first has none), for one prompt or several, given as text o
 
 Model names that misbehave once per distinct request body (for retry tests): `smollm2-500-once`
 answers HTTP 500 first, `smollm2-slow-once` first sleeps longer than any client waits.
+`smollm2-echo-key` answers HTTP 401 quoting the Authorization header it was sent (secrets test).
 With --memo, a prompt answered before is answered from memory, so a request costs the added
 latency alone (a stand-in for a fast remote server, to measure the client's concurrency).
 GET /health answers 200; GET /calls returns the number of completions requests served.
@@ -75,6 +76,10 @@ def serve(port: int, latency_s: float, memo: bool) -> None:
                 first = digest not in seen
                 seen.add(digest)
             time.sleep(latency_s)
+            if body["model"].endswith("-echo-key"):
+                sent = self.headers.get("Authorization", "")
+                return self._send(401, {"error": {"message": f"Incorrect API key provided: {sent}",
+                                                  "type": "invalid_request_error"}})
             if body["model"].endswith("-500-once") and first:
                 return self._send(500, {"error": {"message": "internal error", "type": "server_error"}})
             if body["model"].endswith("-slow-once") and first:

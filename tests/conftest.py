@@ -24,3 +24,13 @@ def local_model():
     from eval_platform.core.models.local import load_local_model
 
     return load_local_model()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def nothing_left_running():
+    """The suite ends with no process it started still running."""
+    yield
+    from tests.processes import left_running
+
+    leftovers = left_running()
+    assert not leftovers, f"processes the tests started are still running: {leftovers}"

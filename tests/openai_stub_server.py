@@ -16,6 +16,14 @@ Models (the `model` field, after litellm strips the `openai/` prefix):
 - `letter-logprobs`: answers "B" with first-token `top_logprobs` (B, A, " C").
 - `letter-text`: answers "I think the answer is C." without log-probabilities.
 - `echo`: replies with the last user message (for the latency benchmark).
+Hostile judges (the fault-injection suite): `judge-nan` (faithfulness NaN), `judge-out-of-range`
+(faithfulness 7), `judge-negative` (clarity -1), `judge-mismatch` (a score that is not the sum of
+its parts), `judge-truncated` (JSON cut off), `judge-huge` (5 MB of text), `judge-empty` (HTTP 200
+with an empty body), `judge-500` (always HTTP 500), `judge-429` (HTTP 429 with `Retry-After: 1` on
+the first request of each text, then rubric JSON; `attempt_times` records when each request came),
+`judge-endless` (a response that never ends: headers, then a byte now and then, forever).
+`echo-key` answers HTTP 401 quoting the Authorization header it was sent, as a careless proxy
+might (the secrets test).
 A fixed `latency_s` is added to every call. `calls` counts requests per model. `aliases` map other
 model names to these (e.g. a name litellm knows the price of, to be answered as `judge-fast`).
 """
@@ -60,6 +68,20 @@ def _logprobs(body: dict, text: str) -> dict | None:
     return {"content": [{"token": text, "logprob": -0.2, "bytes": None, "top_logprobs": top}]}
 
 
+def _with(verdict: dict, **changes) -> str:
+    return json.dumps({**verdict, **changes}).replace('"NaN"', "NaN")
+
+
+HOSTILE_REPLIES = {
+    "judge-nan": lambda v: _with(v, faithfulness="NaN"),
+    "judge-out-of-range": lambda v: _with(v, faithfulness=7, score=7 + v["clarity"] + v["readability"]),
+    "judge-negative": lambda v: _with(v, clarity=-1, score=v["faithfulness"] - 1 + v["readability"]),
+    "judge-mismatch": lambda v: _with(v, score=v["score"] + 3),
+    "judge-truncated": lambda v: json.dumps(v)[:40],
+    "judge-huge": lambda v: "x" * 5_000_000,
+}
+
+
 class StubServer:
     def __init__(self, latency_s: float = 0.0, aliases: dict[str, str] | None = None):
         self.latency_s = latency_s
@@ -67,6 +89,8 @@ class StubServer:
         self.calls: Counter = Counter()
         self.errors: Counter = Counter()
         self._seen: Counter = Counter()
+        self.attempt_times: dict[tuple[str, str], list[float]] = {}
+        self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -81,6 +105,7 @@ class StubServer:
         return self
 
     def __exit__(self, *exc):
+        self._stopping.set()  # ends the endless responses
         self._server.shutdown()
         self._server.server_close()
 
@@ -90,6 +115,7 @@ class StubServer:
             self.calls[model] += 1
             self._seen[(model, prompt)] += 1
             attempt = self._seen[(model, prompt)]
+            self.attempt_times.setdefault((model, prompt), []).append(time.monotonic())
         time.sleep(self.latency_s)
         if model == "compressor":
             return 200, compress(prompt)
@@ -125,7 +151,27 @@ class StubServer:
         if model == "judge-gemini":
             time.sleep(HANG_S)
             return 200, json.dumps(rubric(prompt))
+        if model in HOSTILE_REPLIES:
+            return 200, HOSTILE_REPLIES[model](rubric(prompt))
+        if model == "judge-500":
+            return 500, "internal error"
+        if model == "judge-429":
+            return (429, "rate limited") if attempt == 1 else (200, json.dumps(rubric(prompt)))
         return 200, prompt
+
+    def endless(self, handler: BaseHTTPRequestHandler) -> None:
+        """Headers announcing a body that never comes: a byte every 0.2 s until the client leaves."""
+        try:
+            handler.send_response(200)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", str(10**9))
+            handler.end_headers()
+            while not self._stopping.is_set():
+                handler.wfile.write(b" ")
+                handler.wfile.flush()
+                time.sleep(0.2)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
 
     def _handler(self):
         stub = self
@@ -137,6 +183,21 @@ class StubServer:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 prompt = body["messages"][-1]["content"]
+                model = stub.aliases.get(body["model"], body["model"])
+                if model == "judge-endless":
+                    stub.reply(model, prompt)
+                    return stub.endless(self)
+                if model == "echo-key":
+                    stub.reply(model, prompt)
+                    sent = self.headers.get("Authorization", "")
+                    message = f"Incorrect API key provided: {sent.removeprefix('Bearer ')} (header {sent!r})"
+                    return send_json(self, 401, {"error": {"message": message, "type": "invalid_request_error"}})
+                if model == "judge-empty":
+                    stub.reply(model, prompt)
+                    self.send_response(200)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 status, text = stub.reply(body["model"], prompt)
                 if status != 200:
                     payload = {"error": {"message": text, "type": "server_error"}}
@@ -149,6 +210,6 @@ class StubServer:
                         "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": len(text.split()),
                                   "total_tokens": len(prompt.split()) + len(text.split())},
                     }
-                send_json(self, status, payload)
+                send_json(self, status, payload, {"Retry-After": "1"} if status == 429 else None)
 
         return Handler

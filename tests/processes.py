@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import time
 import urllib.request
@@ -15,6 +16,12 @@ from contextlib import contextmanager
 from typing import Iterator, Sequence
 
 STARTED: list[int] = []  # process-group ids this test session started
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def group_alive(pgid: int) -> bool:
@@ -61,12 +68,33 @@ def wait_for_http(url: str, timeout_s: float, process: subprocess.Popen) -> None
 
 
 @contextmanager
-def running(command: Sequence[str], ready_url: str, timeout_s: float = 120, **popen) -> Iterator[subprocess.Popen]:
-    """A server process, answering at `ready_url`, stopped (and its whole group) on exit."""
+def running(command: Sequence[str], ready_url: str, timeout_s: float = 120, grace_s: float = 10.0,
+            **popen) -> Iterator[subprocess.Popen]:
+    """A server process, answering at `ready_url`, stopped (and its whole group) on exit: SIGTERM,
+    then SIGKILL after `grace_s`."""
     process = subprocess.Popen(list(command), start_new_session=True, **popen)
     STARTED.append(process.pid)
     try:
         wait_for_http(ready_url, timeout_s, process)
         yield process
     finally:
-        stop_group(process)
+        stop_group(process, grace_s)
+
+
+def left_running(groups: Sequence[int] = STARTED, wait_s: float = 10.0) -> list[str]:
+    """What is still running, after up to `wait_s`: any process group in `groups`, and any live
+    descendant of this process (Python's multiprocessing resource tracker excepted)."""
+    import psutil
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        found = [f"process group {pgid}" for pgid in groups if group_alive(pgid)]
+        for child in psutil.Process().children(recursive=True):
+            try:
+                if child.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(child.cmdline()):
+                    found.append(f"pid {child.pid}: {' '.join(child.cmdline())[:120]}")
+            except psutil.NoSuchProcess:
+                continue
+        if not found or time.monotonic() >= deadline:
+            return found
+        time.sleep(0.2)

@@ -87,9 +87,11 @@ def test_parse_fenced_and_chatty_reply():
     assert parse_judge_reply(reply)["score"] == 6
 
 
-def test_score_is_recomputed_and_mismatch_recorded():
-    parsed = parse_judge_reply('{"faithfulness": 3, "clarity": 2, "readability": 1, "score": 9, "comments": ""}')
-    assert parsed["score"] == 6 and parsed["reported_score"] == 9 and parsed["score_mismatch"] is True
+def test_a_score_that_is_not_the_sum_of_its_parts_is_an_error_that_keeps_the_parts():
+    with pytest.raises(JudgeReplyError, match=r"score 9 is not the sum of its parts \(6\)") as failure:
+        parse_judge_reply('{"faithfulness": 3, "clarity": 2, "readability": 1, "score": 9, "comments": ""}')
+    assert failure.value.scores == {"faithfulness": 3, "clarity": 2, "readability": 1, "score": None,
+                                    "reported_score": 9.0, "score_mismatch": True, "comments": ""}
 
 
 @pytest.mark.parametrize("reply, message", [

@@ -3,7 +3,6 @@ from the local SmolLM2: equal to the in-process model's, through retries after a
 and scored by the benchmark assets like any other model. Also the choice of device and dtype."""
 
 import json
-import socket
 import sys
 import urllib.request
 
@@ -20,15 +19,9 @@ from eval_platform.core.models.local import DEFAULT_LOCAL_MODEL, Placement, choo
 from eval_platform.core.models.served import ServedCompletionsModel
 from eval_platform.resources import LanguageModelResource, ModelGatewayResource
 from tests.conftest import DATA_BENCHMARKS, PROJECT_ROOT
-from tests.processes import running
+from tests.processes import free_port, running
 
 ASSETS = [benchmark_raw_rows, benchmark_fewshot_rows, benchmark_prompts, benchmark_predictions, benchmark_scores]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

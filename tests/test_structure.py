@@ -185,6 +185,29 @@ def test_an_unversioned_warehouse_is_migrated(tmp_path):
         assert conn.execute("SELECT count(*) FROM predictions").fetchone()[0] == 2
 
 
+def test_a_version_1_warehouse_is_migrated(tmp_path):
+    """Version 1 (harness requests inside prompts, eras without status or costs) to the current."""
+    from eval_platform.resources import WarehouseResource
+    from eval_platform.stores import ALL_STORES
+
+    path = tmp_path / "v1.duckdb"
+    with duckdb.connect(str(path)) as conn:
+        conn.execute((PROJECT_ROOT / "tests" / "data" / "v1_warehouse.sql").read_text())
+    with WarehouseResource(database=str(path)).get_connection() as conn:
+        versions = dict(conn.execute("SELECT store, version FROM schema_versions").fetchall())
+        assert versions == {store.name: store.version for store in ALL_STORES}
+        assert conn.execute("SELECT prompt_id, row_number FROM prompts").fetchall() == [("p1", 0)]
+        assert conn.execute("SELECT stage, source_row_id FROM rejected_rows ORDER BY stage").fetchall() == [
+            ("ingest", "row-0"), ("preprocess", "row-1")]
+        assert conn.execute("SELECT correct FROM scores").fetchall() == [(1.0,)]
+        assert conn.execute("SELECT status, generations_done FROM eras").fetchall() == [("complete", 2)]
+        assert conn.execute("SELECT status, total_generations, final_max_fitness FROM era_summaries").fetchall() == [
+            ("complete", 2, 0.6)]
+        assert conn.execute("SELECT population, calls, cost_usd FROM generation_stats").fetchall() == [(5, None, None)]
+        assert conn.execute("SELECT count(*) FROM era_checkpoints").fetchone()[0] == 0  # tables added since
+        assert conn.execute("SELECT count(*) FROM harness_requests").fetchone()[0] == 0
+
+
 def test_a_newer_warehouse_is_refused_clearly(warehouse):
     from eval_platform.stores.warehouse import SchemaError
 

@@ -5,7 +5,6 @@ materialisation launched from the UI and seen to succeed.
 Chromium and its driver are Debian packages that `make test` installs (`make browser`)."""
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -15,16 +14,10 @@ import duckdb
 import pytest
 
 from tests.conftest import PROJECT_ROOT
-from tests.processes import running
+from tests.processes import free_port, running
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 SCREENSHOTS = PROJECT_ROOT / ".test-artifacts"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 ERA = {"population_size": 6, "generations": 2, "compression_model": "openai/compressor", "judge_panel": {

@@ -12,9 +12,10 @@ from dagster import AssetExecutionContext, Config, MaterializeResult, MetadataVa
 from pydantic import Field
 
 from eval_platform.core import eras as era_logic
-from eval_platform.core.eras import config_hash, generation_frames, population_from_rows, rng_state
+from eval_platform.core.eras import config_hash, generation_frames, paragraph_records, population_from_rows, rng_state
 from eval_platform.core.gateway import Completion, MemoryResponseCache
 from eval_platform.core.genetic import TAGS, Checkpoint, EraConfig, GenerationRecord, run_era
+from eval_platform.core.ingestion import DataFileError, load_rows
 from eval_platform.core.models.local import DEFAULT_LOCAL_MODEL, token_counter
 from eval_platform.partitions import era_partitions
 from eval_platform.resources import DATA_DIR, WAREHOUSE_POOL, ModelGatewayResource, WarehouseResource
@@ -26,33 +27,34 @@ EVOLUTION_DIR = DATA_DIR / "evolution"
 OFFLINE_JUDGE_PANEL = {"smollm2": DEFAULT_LOCAL_MODEL}
 
 
-def read_paragraphs(path: Path) -> pd.DataFrame:
-    """Source paragraphs from JSONL; a row without `paragraph_id` or `text` fails naming file and line."""
-    rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):  # not splitlines(): U+2028 is text
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{path}:{number}: invalid JSON ({error.msg})") from error
-        missing = [key for key in ("paragraph_id", "text") if not str(row.get(key) or "").strip()]
-        if missing:
-            raise ValueError(f"{path}:{number}: missing {', '.join(missing)}")
-        rows.append({"paragraph_id": row["paragraph_id"], "title": row.get("title"), "text": row["text"].strip()})
-    return pd.DataFrame(rows)
+class ParagraphsConfig(Config):
+    source: str = Field(default=str(EVOLUTION_DIR / "paragraphs.jsonl"),
+                        description="JSONL file of paragraphs: paragraph_id, title, text.")
 
 
 @asset(group_name="evolution_inputs", kinds={"duckdb"}, pool=WAREHOUSE_POOL)
-def source_paragraphs(warehouse: WarehouseResource) -> MaterializeResult:
-    """The paragraphs candidate prompts compress (data/evolution/paragraphs.jsonl)."""
-    frame = read_paragraphs(EVOLUTION_DIR / "paragraphs.jsonl")
+def source_paragraphs(context: AssetExecutionContext, config: ParagraphsConfig,
+                      warehouse: WarehouseResource) -> MaterializeResult:
+    """The paragraphs candidate prompts compress. A line that cannot be used is kept in
+    paragraph_rejections with its line and reason; every good paragraph still lands."""
+    paragraphs, rejections = paragraph_records(load_rows(config.source))
+    if not paragraphs:
+        raise DataFileError(f"{config.source}: no usable paragraph ({len(rejections)} rejected: "
+                            f"{rejections[0]['reason'] if rejections else 'empty'})")
+    frame = pd.DataFrame(paragraphs)
+    rejected = pd.DataFrame(rejections, columns=["line", "row_json", "reason"]).assign(
+        source=config.source, rejected_at=utc_now())
     with warehouse.store(EvolutionStore) as store:
-        store.replace_source_paragraphs(frame)
+        store.replace_source_paragraphs(frame, rejected)
+    for reject in rejections:
+        context.log.warning(f"{config.source} line {reject['line']}: {reject['reason']}")
     words = frame["text"].str.split().str.len()
     return MaterializeResult(metadata={
-        "dagster/row_count": len(frame), "words": MetadataValue.md(
-            pd.DataFrame({"paragraph_id": frame["paragraph_id"], "words": words}).to_markdown(index=False)),
+        "dagster/row_count": len(frame), "rejected_rows": len(rejected), "source": config.source,
+        "words": MetadataValue.md(pd.DataFrame({"paragraph_id": frame["paragraph_id"], "words": words})
+                                  .to_markdown(index=False)),
+        "rejections": MetadataValue.md(rejected[["line", "reason"]].to_markdown(index=False) if len(rejected)
+                                       else "_none_"),
     })
 
 

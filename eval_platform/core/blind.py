@@ -113,6 +113,17 @@ def _write_text(cell, value: Any) -> None:
         cell.quotePrefix = True
 
 
+def _append_text(sheet, values: Sequence[Any]) -> None:
+    """Append a row of text cells (numbers stay numbers): nothing written becomes a formula."""
+    row = sheet.max_row + 1 if sheet.max_row > 1 or sheet.cell(1, 1).value is not None else 1
+    for column, value in enumerate(values, start=1):
+        cell = sheet.cell(row=row, column=column)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            cell.value = value
+        else:
+            _write_text(cell, value)
+
+
 def write_scoring_sheet(path: Path, rows: Sequence[Mapping[str, str]], rubric: Rubric) -> Path:
     """The rater's workbook: the instructions' columns, frozen header, wrapped text, drop-downs and
     a rubric sheet."""
@@ -146,12 +157,11 @@ def write_scoring_sheet(path: Path, rows: Sequence[Mapping[str, str]], rubric: R
     scores.add(f"{letter['Score_A']}2:{letter['Score_B']}{last}")
     winner.add(f"{letter['Winner']}2:{letter['Winner']}{last}")
     rubric_sheet = workbook.create_sheet(RUBRIC_SHEET)
-    rubric_sheet.append(["Score", "Level", "Criteria"])
+    _append_text(rubric_sheet, ["Score", "Level", "Criteria"])
     for score, level, criteria in rubric.levels:
-        rubric_sheet.append([score, level, criteria])
-    rubric_sheet.append([])
+        _append_text(rubric_sheet, [score, level, criteria])
     for rule in rubric.rules:
-        rubric_sheet.append(["", "Rule", rule])
+        _append_text(rubric_sheet, ["", "Rule", rule])
     rubric_sheet.column_dimensions["C"].width = 100
     path.parent.mkdir(parents=True, exist_ok=True)
     workbook.save(path)
@@ -166,16 +176,16 @@ def write_answer_key(path: Path, rows: Sequence[Mapping[str, str]], sides: Mappi
     workbook = Workbook()
     key = workbook.active
     key.title = "Key"
-    key.append(["Question_ID", "System_A", "System_B"])
+    _append_text(key, ["Question_ID", "System_A", "System_B"])
     for row in rows:
-        key.append([row["Question_ID"], *sides[row["Question_ID"]]])
+        _append_text(key, [row["Question_ID"], *sides[row["Question_ID"]]])
     issued = workbook.create_sheet("Issued")
-    issued.append(ISSUED_COLUMNS)
+    _append_text(issued, ISSUED_COLUMNS)
     for row in rows:
-        issued.append([row["Question_ID"]] + [text_digest(row[c]) for c in ISSUED_COLUMNS[1:]])
+        _append_text(issued, [row["Question_ID"]] + [text_digest(row[c]) for c in ISSUED_COLUMNS[1:]])
     about = workbook.create_sheet("About")
     for item in (["sheet_id", sheet_id], ["seed", seed]):
-        about.append(item)
+        _append_text(about, item)
     path.parent.mkdir(parents=True, exist_ok=True)
     workbook.save(path)
     return path
@@ -189,6 +199,7 @@ def read_answer_key(path: Path) -> dict[str, Any]:
     digests = {str(r[0]): dict(zip(ISSUED_COLUMNS[1:], r[1:]))
                for r in list(workbook["Issued"].iter_rows(values_only=True))[1:]}
     about = {k: v for k, v in workbook["About"].iter_rows(values_only=True)}
+    workbook.close()
     return {"sides": sides, "digests": digests, "order": list(sides), **about}
 
 
@@ -221,25 +232,113 @@ def expected_winner(score_a: int, score_b: int) -> str:
     return "A" if score_a > score_b else "B" if score_b > score_a else "Tie"
 
 
+MAX_SHEET_BYTES = 5_000_000  # a scoring sheet of a few hundred questions is well under 1 MB
+MAX_UNPACKED_BYTES = 40_000_000  # what its XML may unpack to
+MAX_SHEET_ROWS = 100_000  # by the sheet's recorded dimension, checked before the sheet is loaded
+MAX_PROBLEMS = 50  # problems reported one by one; more are summed up in one
+MACRO_SUFFIXES = (".xlsm", ".xltm", ".xlam")
+OLE_SIGNATURE = bytes.fromhex("d0cf11e0a1b11ae1")  # encrypted OOXML and legacy .xls are OLE files
+
+
+def package_problems(path: Path) -> list[Problem]:
+    """What makes a file unfit to be opened as a scoring sheet, before it is opened: not an .xlsx
+    (a macro-enabled workbook, an encrypted or legacy file, not a zip package), too large, macros
+    inside, or links to other workbooks."""
+    import zipfile
+
+    name, suffix = path.name, path.suffix.lower()
+    if suffix in MACRO_SUFFIXES:
+        return [Problem("", f"{name} is a macro-enabled workbook ({suffix}); save the sheet as .xlsx")]
+    if suffix != ".xlsx":
+        return [Problem("", f"{name} is not an .xlsx workbook")]
+    size = path.stat().st_size
+    if size > MAX_SHEET_BYTES:
+        return [Problem("", f"{name} is {size:,} bytes, more than a scoring sheet can be ({MAX_SHEET_BYTES:,})")]
+    with path.open("rb") as handle:
+        if handle.read(len(OLE_SIGNATURE)) == OLE_SIGNATURE:
+            return [Problem("", f"{name} is encrypted (password-protected) or a legacy .xls file; save it as an "
+                                "unprotected .xlsx")]
+    if not zipfile.is_zipfile(path):
+        return [Problem("", f"{name} is not a readable .xlsx workbook (not a zip package)")]
+    with zipfile.ZipFile(path) as package:
+        parts = package.infolist()
+        unpacked = sum(part.file_size for part in parts)
+        if unpacked > MAX_UNPACKED_BYTES:
+            return [Problem("", f"{name} unpacks to {unpacked:,} bytes, more than a scoring sheet can be "
+                                f"({MAX_UNPACKED_BYTES:,})")]
+        names = [part.filename for part in parts]
+    problems = [Problem("", f"{name} contains macros ({n})") for n in names if n.lower().endswith("vbaproject.bin")]
+    problems += [Problem("", f"{name} links to another workbook ({n})") for n in names
+                 if n.startswith("xl/externalLinks/") and n.endswith(".xml")]
+    return problems
+
+
+def _cell_problems(workbook) -> list[Problem]:
+    """Every formula and every link in any cell of any sheet."""
+    problems = []
+    for sheet in workbook.worksheets:
+        prefix = "" if sheet.title == SHEET_NAME else f"{sheet.title}!"
+        for row in sheet.iter_rows():
+            for cell in row:
+                if cell.data_type == "f":
+                    text = getattr(cell.value, "text", cell.value)
+                    problems.append(Problem(f"{prefix}{cell.coordinate}", f"holds a formula ({str(text)[:60]})"))
+                if cell.hyperlink is not None:
+                    target = cell.hyperlink.target or cell.hyperlink.location or ""
+                    problems.append(Problem(f"{prefix}{cell.coordinate}", f"holds a link ({target[:80]})"))
+    return problems
+
+
+def _column_problems(sheet) -> list[Problem]:
+    """The issued columns in their places, and no other."""
+    from openpyxl.utils import get_column_letter
+
+    problems = []
+    header = [str(c.value).strip() if c.value is not None else "" for c in sheet[1]]
+    for i, name in enumerate(header):
+        expected = SHEET_COLUMNS[i] if i < len(SHEET_COLUMNS) else ""
+        if name != expected and name in SHEET_COLUMNS:
+            problems.append(Problem(f"{get_column_letter(i + 1)}1", f"column {name} was issued in column "
+                                    f"{get_column_letter(SHEET_COLUMNS.index(name) + 1)}: columns were moved"))
+        elif name != expected and name:
+            problems.append(Problem(f"{get_column_letter(i + 1)}1", f"column {name!r} was not issued"))
+    return problems
+
+
 def read_filled_sheet(path: Path, key: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[Problem]]:
     """Scores from a filled sheet checked against the issued one. Returns (rows, problems); a sheet
-    with any problem must not be tallied. Every problem names its cell."""
+    with any problem must not be tallied. Every problem names its cell (or the file): a file that
+    is not a plain .xlsx, any formula or link, columns or rows moved or added, issued texts changed,
+    scores and winners that are missing, out of range or contradict each other."""
     from openpyxl import load_workbook
     from openpyxl.utils import get_column_letter
 
+    problems = package_problems(path)
+    if problems:
+        return [], problems
     try:
-        workbook = load_workbook(path, data_only=True)
-    except Exception as error:  # not a zip, not a workbook, unreadable
+        outline = load_workbook(path, read_only=True)
+        rows = outline[SHEET_NAME].max_row if SHEET_NAME in outline.sheetnames else None
+        outline.close()
+        if rows is None:
+            return [], [Problem("", f"{path.name} has no {SHEET_NAME!r} sheet")]
+        if rows > MAX_SHEET_ROWS:
+            return [], [Problem("", f"{path.name}: the {SHEET_NAME} sheet has more than {MAX_SHEET_ROWS:,} rows")]
+        workbook = load_workbook(path)  # formulas as formulas: none may be there
+    except Exception as error:  # a damaged package: openpyxl raises many types
         return [], [Problem("", f"{path.name} is not a readable .xlsx workbook ({type(error).__name__})")]
-    sheet = workbook[SHEET_NAME] if SHEET_NAME in workbook.sheetnames else workbook.active
+    sheet = workbook[SHEET_NAME]
+    problems = _cell_problems(workbook)
     header = [str(c.value).strip() if c.value is not None else "" for c in sheet[1]]
     missing = [c for c in SHEET_COLUMNS if c not in header]
     if missing:
         header_row = f"A1:{get_column_letter(max(1, len(header)))}1"
-        return [], [Problem(header_row, f"missing column {c}") for c in missing]
+        return [], problems + [Problem(header_row, f"missing column {c}") for c in missing]
+    problems += _column_problems(sheet)
     column = {name: header.index(name) for name in SHEET_COLUMNS}
     letter = {name: get_column_letter(i + 1) for name, i in column.items()}
-    problems, rows, seen = [], [], {}
+    issued_row = {qid: r for r, qid in enumerate(key["order"], start=2)}
+    rows, seen = [], {}
     for r, values in enumerate(sheet.iter_rows(min_row=2, values_only=True), start=2):
         if all(v is None or str(v).strip() == "" for v in values):
             continue
@@ -253,6 +352,9 @@ def read_filled_sheet(path: Path, key: Mapping[str, Any]) -> tuple[list[dict[str
             problems.append(Problem(where("Question_ID"), f"question {qid} appears twice (also row {seen[qid]})"))
             continue
         seen[qid] = r
+        if issued_row[qid] != r:
+            problems.append(Problem(where("Question_ID"), f"question {qid} was issued in row {issued_row[qid]}: "
+                                                          "rows were moved"))
         for name in ISSUED_COLUMNS[1:]:
             text = "" if get[name] is None else str(get[name])
             if text_digest(text) != key["digests"][qid][name]:
@@ -276,6 +378,9 @@ def read_filled_sheet(path: Path, key: Mapping[str, Any]) -> tuple[list[dict[str
     for qid in key["order"]:
         if qid not in seen:
             problems.append(Problem("", f"question {qid} is missing from the sheet"))
+    if len(problems) > MAX_PROBLEMS:
+        rest = problems[MAX_PROBLEMS:]
+        problems = problems[:MAX_PROBLEMS] + [Problem(f"{rest[0].cell}:{rest[-1].cell}", f"{len(rest)} more problems")]
     return (rows if not problems else []), problems
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from eval_platform.core.genetic import TAGS, EraConfig, GenerationRecord, Individual
+from eval_platform.core.ingestion import KEPT_CHARS, LoadedRows
 
 # What an era's results do not depend on: its budget (it can be raised to resume), its length
 # (an era of N generations is the start of one of more) and whether the response cache answers.
@@ -23,6 +24,26 @@ EVALUATION_FIELDS = ("prompt_text", "paragraph_id", "original_text", "compressed
                      "raw_fitness", "survival_factor", "fitness")
 JUDGE_FIELDS = ("faithfulness", "clarity", "readability", "score", "reported_score", "score_mismatch", "comments",
                 "error", "judge_duration_ms")
+
+
+def paragraph_records(loaded: LoadedRows) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(paragraphs, rejections) from the rows of a paragraphs file: a row needs a `paragraph_id`
+    and a `text`, and an id once; every rejection keeps its line and reason."""
+    paragraphs, rejections, seen = [], [], {}
+    for (_, row), line in zip(loaded.rows, loaded.lines):
+        missing = [key for key in ("paragraph_id", "text") if not str(row.get(key) or "").strip()]
+        reason = (f"missing {', '.join(missing)}" if missing else
+                  f"paragraph_id {row['paragraph_id']!r} repeated (first at line {seen[str(row['paragraph_id'])]})"
+                  if str(row["paragraph_id"]) in seen else None)
+        if reason:
+            rejections.append({"line": line, "row_json": json.dumps(row, ensure_ascii=False)[:KEPT_CHARS],
+                               "reason": reason})
+            continue
+        seen[str(row["paragraph_id"])] = line
+        paragraphs.append({"paragraph_id": str(row["paragraph_id"]), "title": row.get("title"),
+                           "text": str(row["text"]).strip()})
+    rejections += [{"line": r.line, "row_json": r.text, "reason": r.reason} for r in loaded.rejected]
+    return paragraphs, sorted(rejections, key=lambda r: r["line"] or 0)
 
 
 def config_hash(config: EraConfig) -> str:
@@ -81,7 +102,7 @@ def population_from_rows(rows: Sequence[Mapping[str, Any]]) -> list[Individual]:
 
 def judge_analysis(era: str, verdicts: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(summary, agreement, per generation) of an era's judges: each judge's verdicts, failures,
-    mean and std score, share of verdicts whose reported `score` differs from the sum of its parts,
+    mean and std score, share of verdicts whose reported `score` is not the sum of its parts (failures),
     and rank from harshest; Pearson and Spearman correlations between every two judges on the
     prompts both scored; each judge's mean and std score per generation."""
     from scipy import stats
@@ -94,7 +115,7 @@ def judge_analysis(era: str, verdicts: pd.DataFrame) -> tuple[pd.DataFrame, pd.D
                         "failures": int(group["error"].notna().sum()),
                         "mean_score": ok["score"].mean() if len(ok) else None,
                         "std_score": ok["score"].std(ddof=0) if len(ok) else None,
-                        "mismatch_share": float(ok["score_mismatch"].fillna(False).astype(bool).mean()) if len(ok) else None})
+                        "mismatch_share": float(group["score_mismatch"].fillna(False).astype(bool).mean())})
     summary = pd.DataFrame(summary, columns=["era", "judge_name", "judge_model", "verdicts", "failures", "mean_score",
                                              "std_score", "mismatch_share"])
     ranked = summary[summary["mean_score"].notna()].sort_values(["mean_score", "judge_name"])

@@ -2,8 +2,9 @@
 attempt, retries with exponential backoff (honouring a 429's Retry-After), a concurrency limit,
 and each call's tokens and cost. Provider strings are litellm's (`openai/...`, `anthropic/...`,
 `gemini/...`, or `openai/<name>` with an OpenAI-compatible `api_base`); `local/<name>` runs a local
-Hugging Face model through our custom provider. API keys are read by litellm from the environment
-and never pass through this module."""
+Hugging Face model through our custom provider. API keys are read by litellm from the environment;
+a failed call is raised as a `ModelCallError` whose text has every secret of the environment
+redacted (a provider or proxy may echo the key it was sent), so no key reaches DuckDB or a log."""
 
 from __future__ import annotations
 
@@ -11,11 +12,44 @@ import asyncio
 import hashlib
 import json
 import os
+import re
 import time
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
 from typing import Any, Awaitable, Callable, Protocol, Sequence
 
 MAX_RETRY_AFTER_S = 60.0  # the longest Retry-After honoured
+MAX_RESPONSE_CHARS = 200_000  # far above any max_tokens the platform asks for; more is a broken provider
+
+
+SECRET_NAME = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
+BEARER = re.compile(r"(Bearer\s+)(?!\[)[^\s'\",}]+", re.IGNORECASE)  # not a placeholder already
+MAX_ERROR_CHARS = 500
+
+
+def redact(text: str) -> str:
+    """`text` with the value of every secret-named environment variable (…_API_KEY, …TOKEN,
+    …SECRET, …PASSWORD) and every bearer token replaced by a placeholder."""
+    for name, value in os.environ.items():
+        if len(value) >= 8 and SECRET_NAME.search(name):
+            text = text.replace(value, f"[{name} redacted]")
+    return BEARER.sub(r"\1[redacted]", text)
+
+
+def describe_error(error: BaseException) -> str:
+    """What went wrong, as stored and logged: its type and message, secrets redacted, bounded."""
+    text = str(error) if isinstance(error, ModelCallError) else f"{type(error).__name__}: {error}"
+    return redact(text)[:MAX_ERROR_CHARS]
+
+
+class ModelCallError(RuntimeError):
+    """A call that failed after its retries: the provider's error type and message, secrets redacted
+    (the original is not chained, so it is not serialised into Dagster's event log either)."""
+
+    def __init__(self, error: BaseException):
+        super().__init__(redact(f"{type(error).__name__}: {error}"))
+        self.kind = type(error).__name__
 
 
 @dataclass(frozen=True)
@@ -28,6 +62,15 @@ class Completion:
     completion_tokens: int | None = None
     cost_usd: float | None = None  # what the call cost: None where litellm knows no price, 0 from the cache
     cached: bool = False  # answered from the response cache, not the provider
+
+
+class ResponseTooLong(ValueError):
+    """A response far longer than any the request allows (`completion`: the call, paid for, without
+    its text)."""
+
+    def __init__(self, completion: Completion, length: int):
+        super().__init__(f"a response of {length:,} characters (limit {MAX_RESPONSE_CHARS:,})")
+        self.completion = completion
 
 
 class ResponseCache(Protocol):
@@ -90,6 +133,7 @@ def _litellm():
 
     # httpx, not aiohttp: aiohttp's sessions outlive each asyncio.run and warn as unclosed.
     litellm.disable_aiohttp_transport = True
+    litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banner on every failed call
 
     from eval_platform.core import local_provider
 
@@ -98,14 +142,23 @@ def _litellm():
 
 
 def retry_after_s(error: BaseException) -> float | None:
-    """The Retry-After of a rate-limited response, in seconds, where it gives one."""
-    response = getattr(error, "response", None)
-    headers = getattr(response, "headers", None) or {}
-    value = headers.get("retry-after") or headers.get("Retry-After")
-    try:
-        return min(float(value), MAX_RETRY_AFTER_S) if value is not None else None
-    except ValueError:
-        return None
+    """The wait a rate-limited response asks for, in seconds (`retry-after-ms`, or `Retry-After` as
+    seconds or an HTTP date), where it gives one. litellm keeps the provider's headers on the
+    error as `litellm_response_headers`; its `response` may carry none."""
+    for headers in (getattr(error, "litellm_response_headers", None),
+                    getattr(getattr(error, "response", None), "headers", None)):
+        headers = {str(k).lower(): v for k, v in dict(headers or {}).items()}
+        try:
+            if "retry-after-ms" in headers:
+                return min(float(headers["retry-after-ms"]) / 1000, MAX_RETRY_AFTER_S)
+            if "retry-after" in headers:
+                value = headers["retry-after"]
+                seconds = float(value) if value.strip().replace(".", "", 1).isdigit() else \
+                    (parsedate_to_datetime(value) - datetime.now(timezone.utc)).total_seconds()
+                return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
+        except (TypeError, ValueError):
+            continue
+    return None
 
 
 @dataclass
@@ -145,10 +198,12 @@ class ModelGateway:
                 except retryable as error:
                     if number > self.max_retries:
                         if isinstance(error, asyncio.TimeoutError):
-                            raise litellm.Timeout(f"no complete response within {self.timeout_s} s", "", "") from error
-                        raise
+                            error = litellm.Timeout(f"no complete response within {self.timeout_s} s", "", "")
+                        raise ModelCallError(error) from None
                     delay = self.backoff_s * 2 ** (number - 1)
                     await asyncio.sleep(max(delay, retry_after_s(error) or 0.0))
+                except Exception as error:  # not worth retrying: a bad request, a refused key, ...
+                    raise ModelCallError(error) from None
         raise AssertionError("unreachable")
 
     def _routing(self, model: str) -> dict[str, Any]:
@@ -203,12 +258,15 @@ class ModelGateway:
             num_retries=0, max_retries=0, **extra))
         choice = response.choices[0]
         usage = getattr(response, "usage", None)
-        return Completion(
-            text=choice.message.content or "", duration_ms=milliseconds, attempts=attempts,
-            first_token_logprobs=_first_token_logprobs(choice),
+        text = choice.message.content or ""
+        completion = Completion(
+            text=text, duration_ms=milliseconds, attempts=attempts, first_token_logprobs=_first_token_logprobs(choice),
             prompt_tokens=getattr(usage, "prompt_tokens", None), completion_tokens=getattr(usage, "completion_tokens", None),
             cost_usd=_cost(litellm, response, model),
         )
+        if len(text) > MAX_RESPONSE_CHARS:
+            raise ResponseTooLong(replace(completion, text=""), len(text))
+        return completion
 
     def complete(self, model: str, messages: list[dict[str, str]], **kwargs: Any) -> Completion:
         return asyncio.run(self.acomplete(model, messages, **kwargs))

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from eval_platform.core.fitness import calculate_fitness
-from eval_platform.core.gateway import ModelGateway, call_record, chat
+from eval_platform.core.gateway import ModelGateway, call_record, chat, describe_error
 from eval_platform.core.judging import Judge, judge_compression, make_judge
 
 TAGS = ("role", "compression_target", "fidelity", "constraints", "output")
@@ -144,7 +144,7 @@ async def evaluate_prompt_fitness(
                                              max_tokens=config.compression_max_tokens)
         compressed_text, compression_error = completion.text.strip(), None
     except Exception as error:  # a failed compression is an empty one: fitness 0
-        completion, compressed_text, compression_error = None, "", f"{type(error).__name__}: {error}"[:500]
+        completion, compressed_text, compression_error = None, "", describe_error(error)
     calls = [call_record("compression", config.compression_model, completion, compression_error)]
     if compressed_text:
         verdicts = await asyncio.gather(*(
@@ -273,7 +273,7 @@ def _llm_mutation(gateway: ModelGateway, model: str) -> MutateTag:
         try:
             completion = await gateway.acomplete(model, chat(None, instruction), max_tokens=120)
         except Exception as error:  # a failed rewrite keeps the tag as it was
-            return text, call_record("mutation", model, None, f"{type(error).__name__}: {error}"[:500])
+            return text, call_record("mutation", model, None, describe_error(error))
         return completion.text.strip() or text, call_record("mutation", model, completion)
 
     return mutate

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from eval_platform.core.gateway import Completion, ModelGateway, call_record, chat
+from eval_platform.core.gateway import Completion, ModelGateway, call_record, chat, describe_error
 from eval_platform.core.models import LOCAL_PREFIX, Chat, LanguageModel, open_model
 
 # (name, maximum, rubric section exactly as in the fitness document)
@@ -79,14 +79,18 @@ def judge_prompt(original_text: str, compressed_text: str) -> str:
 
 
 class JudgeReplyError(ValueError):
-    """A judge reply that is not a usable rubric JSON object (`completion`: the call that returned it)."""
+    """A judge reply that is not a usable rubric JSON object (`completion`: the call that returned
+    it; `scores`: what of it could be read, recorded with the error)."""
 
     completion: Completion | None = None
+    scores: dict[str, Any] = {}
 
 
 def parse_judge_reply(text: str) -> dict[str, Any]:
-    """The rubric scores from a reply: code fences and text around the JSON are tolerated, ranges
-    are checked, and `score` is recomputed as the sum (a differing reported score is recorded)."""
+    """The rubric scores from a reply: code fences and text around the JSON are tolerated; each
+    dimension must be a whole number in its range, and `score` their sum. A reply whose `score`
+    is missing or is not the sum of its parts is an error (its parts are kept with it), so the
+    judge is left out of the average, as any failing judge is."""
     cleaned = re.sub(r"```(?:json)?", "", text)
     start, end = cleaned.find("{"), cleaned.rfind("}")
     if start < 0 or end <= start:
@@ -108,13 +112,14 @@ def parse_judge_reply(text: str) -> dict[str, Any]:
         scores[name] = int(value)
     total = sum(scores.values())
     reported = reply.get("score")
-    return {
-        **scores,
-        "score": float(total),
-        "reported_score": reported if isinstance(reported, (int, float)) else None,
-        "score_mismatch": reported != total,
-        "comments": str(reply.get("comments", ""))[:2000],
-    }
+    parsed = {**scores, "score": float(total), "comments": str(reply.get("comments", ""))[:2000],
+              "reported_score": float(reported) if isinstance(reported, (int, float)) and not isinstance(
+                  reported, bool) and math.isfinite(reported) else None}
+    if parsed["reported_score"] != total:
+        error = JudgeReplyError(f"score {reported!r} is not the sum of its parts ({total})")
+        error.scores = {**parsed, "score": None, "score_mismatch": True}
+        raise error
+    return {**parsed, "score_mismatch": False}
 
 
 class Judge(Protocol):
@@ -182,8 +187,9 @@ async def judge_compression(judge_name: str, judge: Judge, original_text: str, c
         details.update(scores)
     except Exception as error:  # any failure excludes this judge from the average
         completion = getattr(error, "completion", None)
-        details.update(faithfulness=None, clarity=None, readability=None, score=None, reported_score=None,
-                       score_mismatch=False, comments="", error=f"{type(error).__name__}: {error}"[:500])
+        details.update({"faithfulness": None, "clarity": None, "readability": None, "score": None,
+                        "reported_score": None, "score_mismatch": False, "comments": "",
+                        **getattr(error, "scores", {}), "error": describe_error(error)})
     details["judge_duration_ms"] = round((time.perf_counter() - start) * 1000)
     details["call"] = call_record("judge", judge.model, completion, details["error"], judge_name)
     return details

@@ -38,27 +38,40 @@ _REJECTIONS = """
 _SOURCE_REJECTIONS = "source VARCHAR, line INTEGER, " + _REJECTIONS
 
 
+_V1_REJECTIONS = """
+    benchmark VARCHAR NOT NULL, source_row_id VARCHAR NOT NULL, row_json JSON, reason VARCHAR NOT NULL,
+    rejected_at TIMESTAMP NOT NULL"""
+
+
 def _from_unversioned(conn: Any) -> None:
-    """The unversioned platform's warehouse: one `rejected_rows` table for two writers, prompt format
-    'seed' (now 'chat'), no number of shots, harness requests inside `prompts`."""
-    for stage, table, columns in (("ingest", "ingest_rejections", _SOURCE_REJECTIONS),
-                                  ("preprocess", "prompt_rejections", _REJECTIONS)):
-        conn.execute(f"CREATE TABLE {table} ({columns})")
+    """0 -> 1. The unversioned platform's warehouse: one `rejected_rows` table for two writers,
+    prompt format 'seed' (now 'chat'), no number of shots."""
+    for stage, table in (("ingest", "ingest_rejections"), ("preprocess", "prompt_rejections")):
+        conn.execute(f"CREATE TABLE {table} ({_V1_REJECTIONS})")
         conn.execute(f"INSERT INTO {table} BY NAME SELECT benchmark, source_row_id, row_json, reason, rejected_at "
                      f"FROM rejected_rows WHERE stage = '{stage}'")
     conn.execute("DROP TABLE rejected_rows")
+    renamed = "CASE prompt_format WHEN 'seed' THEN 'chat' ELSE prompt_format END AS prompt_format"
+    rebuild_table(conn, "predictions", _PREDICTIONS, f"* REPLACE ({renamed}), 0 AS num_fewshot")
+    rebuild_table(conn, "scores", _SCORES.replace("correct DOUBLE", "correct INTEGER"),
+                  f"* REPLACE ({renamed}), 0 AS num_fewshot")
+
+
+def _with_harness_requests(conn: Any) -> None:
+    """1 -> 2. Harness requests move out of `prompts` into their own table (with few-shot ones);
+    rows and rejections record their file and line; `correct` may be fractional (mc2)."""
     conn.execute("ALTER TABLE raw_rows ADD COLUMN line INTEGER")
+    rebuild_table(conn, "ingest_rejections", _SOURCE_REJECTIONS, "*")
+    rebuild_table(conn, "prompt_rejections", _REJECTIONS, "*")
     rebuild_table(conn, "prompts", _PROMPTS,
                   "* EXCLUDE (harness_contexts, harness_continuations), (SELECT r.row_number FROM raw_rows r "
                   "WHERE r.benchmark = old.benchmark AND r.source_row_id = old.source_row_id) AS row_number")
-    renamed = "CASE prompt_format WHEN 'seed' THEN 'chat' ELSE prompt_format END AS prompt_format"
-    rebuild_table(conn, "predictions", _PREDICTIONS, f"* REPLACE ({renamed}), 0 AS num_fewshot")
-    rebuild_table(conn, "scores", _SCORES, f"* REPLACE ({renamed}, correct::DOUBLE AS correct), 0 AS num_fewshot")
+    rebuild_table(conn, "scores", _SCORES, "* REPLACE (correct::DOUBLE AS correct)")
 
 
 class BenchmarkStore(Store):
     name = "benchmarks"
-    version = 1
+    version = 2
     tables = {
         "raw_rows": """
             benchmark VARCHAR NOT NULL, source_row_id VARCHAR NOT NULL, row_number INTEGER NOT NULL, line INTEGER,
@@ -111,8 +124,9 @@ class BenchmarkStore(Store):
             FROM ingest_rejections
             UNION ALL SELECT benchmark, 'fewshot', source, line, source_row_id, row_json, reason, rejected_at
             FROM fewshot_rejections
-            UNION ALL SELECT benchmark, 'preprocess', NULL, NULL, source_row_id, row_json, reason, rejected_at
-            FROM prompt_rejections""",
+            UNION ALL SELECT p.benchmark, 'preprocess', r.source, r.line, p.source_row_id, p.row_json, p.reason,
+                             p.rejected_at
+            FROM prompt_rejections p LEFT JOIN raw_rows r USING (benchmark, source_row_id)""",
         # score -> each item's score -> the prediction behind it -> its prompt (and harness request) -> the raw row
         "score_lineage": """
             SELECT s.model, s.benchmark, s.mode, s.prompt_format, s.num_fewshot, s.metric, s.accuracy,
@@ -129,7 +143,7 @@ class BenchmarkStore(Store):
                                          AND h.num_fewshot = i.num_fewshot
             JOIN raw_rows r ON r.benchmark = p.benchmark AND r.source_row_id = p.source_row_id""",
     }
-    migrations = {0: _from_unversioned}
+    migrations = {0: _from_unversioned, 1: _with_harness_requests}
 
     # --- raw and few-shot rows ----------------------------------------------------------------------
 

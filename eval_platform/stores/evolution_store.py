@@ -40,23 +40,33 @@ _USAGE = "calls INTEGER, prompt_tokens BIGINT, completion_tokens BIGINT, cost_us
 
 
 def _from_unversioned(conn: Any) -> None:
-    """The unversioned platform's `eras` table also held the summary, written by a second asset;
-    its eras had no status or checkpoints (they ran to the end) and recorded no calls."""
-    conn.execute(f"CREATE TABLE era_summaries ({_ERA_SUMMARIES})")
-    conn.execute("""INSERT INTO era_summaries BY NAME SELECT era, 'complete' AS status, total_generations,
-                    final_mean_fitness, final_max_fitness, now()::TIMESTAMP AS summarized_at
-                    FROM eras WHERE total_generations IS NOT NULL""")
-    rebuild_table(conn, "eras", _ERAS, "* EXCLUDE (total_generations, final_mean_fitness, final_max_fitness), "
-                                       "'complete' AS status, total_generations AS generations_done")
+    """0 -> 1. The unversioned platform's `eras` table also held the summary, written by a second asset."""
+    conn.execute("CREATE TABLE era_summaries (era VARCHAR PRIMARY KEY, total_generations INTEGER NOT NULL, "
+                 "final_mean_fitness DOUBLE, final_max_fitness DOUBLE, summarized_at TIMESTAMP NOT NULL)")
+    conn.execute("""INSERT INTO era_summaries SELECT era, total_generations, final_mean_fitness, final_max_fitness,
+                    now()::TIMESTAMP FROM eras WHERE total_generations IS NOT NULL""")
+    conn.execute("ALTER TABLE eras DROP COLUMN total_generations")
+    conn.execute("ALTER TABLE eras DROP COLUMN final_mean_fitness")
+    conn.execute("ALTER TABLE eras DROP COLUMN final_max_fitness")
+
+
+def _with_checkpoints_and_costs(conn: Any) -> None:
+    """1 -> 2. Eras gain a status and checkpoints; usage (calls, tokens, cost, cache hits) is
+    recorded per generation and era. Eras of version 1 ran to their end and recorded no calls."""
+    rebuild_table(conn, "eras", _ERAS, "*, 'complete' AS status, (SELECT s.total_generations FROM era_summaries s "
+                                       "WHERE s.era = old.era) AS generations_done, finished_at AS updated_at")
+    rebuild_table(conn, "era_summaries", _ERA_SUMMARIES, "*, 'complete' AS status")
     for column in _USAGE.split(", "):
         conn.execute(f"ALTER TABLE generation_stats ADD COLUMN {column}")
 
 
 class EvolutionStore(Store):
     name = "evolution"
-    version = 1
+    version = 2
     tables = {
         "source_paragraphs": "paragraph_id VARCHAR PRIMARY KEY, title VARCHAR, text VARCHAR NOT NULL",
+        "paragraph_rejections": "source VARCHAR NOT NULL, line INTEGER, row_json VARCHAR, reason VARCHAR NOT NULL, "
+                                "rejected_at TIMESTAMP NOT NULL",
         "gene_pool": "tag VARCHAR NOT NULL, gene_index INTEGER NOT NULL, text VARCHAR NOT NULL, "
                      "PRIMARY KEY (tag, gene_index)",
         "eras": _ERAS,
@@ -127,14 +137,15 @@ class EvolutionStore(Store):
             )
             SELECT DISTINCT * FROM ancestry""",
     }
-    migrations = {0: _from_unversioned}
+    migrations = {0: _from_unversioned, 1: _with_checkpoints_and_costs}
 
     # --- inputs ---------------------------------------------------------------------------------
 
-    @writes("source_paragraphs")
-    def replace_source_paragraphs(self, paragraphs: pd.DataFrame) -> None:
+    @writes("source_paragraphs", "paragraph_rejections")
+    def replace_source_paragraphs(self, paragraphs: pd.DataFrame, rejections: pd.DataFrame) -> None:
         with self.transaction():
             self.replace("source_paragraphs", paragraphs)
+            self.replace("paragraph_rejections", rejections)
 
     @reads("source_paragraphs")
     def load_paragraphs(self) -> list[dict[str, Any]]:

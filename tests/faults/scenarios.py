@@ -1,0 +1,79 @@
+"""The materialisations the fault suite interrupts, run the same way in a killed process and in
+the test: a benchmark partition end to end, an era over HTTP judges, and a blind-evaluation tally."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from dagster import DagsterInstance, materialize
+
+from tests.conftest import DATA_BENCHMARKS, PROJECT_ROOT
+
+ERA = "crash"
+ERA_CONFIG = {"population_size": 6, "generations": 2, "compression_model": "openai/compressor", "seed": 11,
+              "judge_panel": {"openai": "openai/judge-fast", "claude": "openai/judge-claude"}}
+
+
+def warehouse(path: str):
+    from eval_platform.resources import WarehouseResource
+
+    return WarehouseResource(database=path)
+
+
+def benchmark(path: str, limit: int = 6) -> None:
+    """ARC-Easy's first `limit` rows: rows, few-shot rows, prompts, log-likelihood predictions by
+    the local model, scores."""
+    from eval_platform.assets.benchmarks import (
+        benchmark_fewshot_rows, benchmark_predictions, benchmark_prompts, benchmark_raw_rows, benchmark_scores,
+    )
+    from eval_platform.resources import LanguageModelResource
+
+    source = {"config": {"source": str(DATA_BENCHMARKS / "arc_easy.jsonl"), "limit": limit}}
+    result = materialize(
+        [benchmark_raw_rows, benchmark_fewshot_rows, benchmark_prompts, benchmark_predictions, benchmark_scores],
+        partition_key="arc_easy", instance=DagsterInstance.ephemeral(),
+        resources={"warehouse": warehouse(path), "evaluation_model": LanguageModelResource(device="cpu", dtype="float32")},
+        run_config={"ops": {"benchmark_raw_rows": source,
+                            "benchmark_predictions": {"config": {"modes": ["loglikelihood"]}}}})
+    assert result.success
+
+
+def era(path: str, api_base: str) -> None:
+    """The inputs, then a three-generation era judged over HTTP, then its summary."""
+    from eval_platform.assets.evolution import era_summary, evolution_era, gene_pools, source_paragraphs
+    from eval_platform.resources import ModelGatewayResource
+
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("eras", [ERA])
+    resources = {"warehouse": warehouse(path),
+                 "gateway": ModelGatewayResource(api_base=api_base, timeout_s=5, max_retries=2, backoff_s=0.05)}
+    assert materialize([source_paragraphs, gene_pools], resources=resources, instance=instance).success
+    assert materialize([evolution_era, era_summary], partition_key=ERA, resources=resources, instance=instance,
+                       run_config={"ops": {"evolution_era": {"config": ERA_CONFIG}}}).success
+
+
+def blind(path: str, folder: str) -> None:
+    """Questions, answers and the issued sheet; two demo raters fill it; their scores are read
+    back and tallied."""
+    from eval_platform.assets.blind_evaluation import (
+        SHEET_FILE, blind_eval_answers, blind_eval_questions, blind_eval_scores, blind_eval_sheet, blind_eval_tally,
+    )
+    from eval_platform.core.blind import demo_rater_fill
+
+    root = Path(folder)
+    if not root.exists():
+        shutil.copytree(PROJECT_ROOT / "data" / "blind_eval", root, ignore=shutil.ignore_patterns("issued", "*.xlsx"))
+    config = {"config": {"folder": folder}}
+    resources = {"warehouse": warehouse(path), "gateway": None}
+    assert materialize([blind_eval_questions, blind_eval_answers, blind_eval_sheet], resources=resources,
+                       instance=DagsterInstance.ephemeral(),
+                       run_config={"ops": {op: config for op in ("blind_eval_questions", "blind_eval_answers",
+                                                                  "blind_eval_sheet")}}).success
+    for seed, rater in enumerate(("ana", "ben")):
+        demo_rater_fill(root / "issued" / SHEET_FILE, root / "filled" / f"{rater}.xlsx", rater_seed=seed)
+    assert materialize([blind_eval_scores, blind_eval_tally], resources=resources, instance=DagsterInstance.ephemeral(),
+                       run_config={"ops": {"blind_eval_scores": config}}).success
+
+
+SCENARIOS = {"benchmark": benchmark, "era": era, "blind": blind}

@@ -1,0 +1,103 @@
+"""Secrets: with fake API keys in the environment, an era over HTTP judges and a served-model run
+(one of whose servers quotes the key it was sent back in its error, as a careless proxy might)
+leave no key in the warehouse (its file and every text column), in Dagster's run and event
+storage, in the compute logs or on the console."""
+
+import sys
+
+import duckdb
+import pytest
+from dagster import DagsterInstance, materialize
+
+from eval_platform.assets.benchmarks import benchmark_predictions, benchmark_prompts, benchmark_raw_rows
+from eval_platform.assets.evolution import era_summary, evolution_era, gene_pools, source_paragraphs
+from eval_platform.core.gateway import redact
+from eval_platform.core.models.local import DEFAULT_LOCAL_MODEL
+from eval_platform.resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
+from tests.openai_stub_server import StubServer
+from tests.processes import free_port, running
+
+KEYS = {"OPENAI_API_KEY": "sk-fault-suite-openai-7f3a9c1e5b2d4f60",
+        "ANTHROPIC_API_KEY": "sk-ant-fault-suite-anthropic-19e4c7a2",
+        "GEMINI_API_KEY": "AIza-fault-suite-gemini-5d8b2e6f0a13"}
+
+
+@pytest.fixture
+def keys(monkeypatch):
+    for name, value in KEYS.items():
+        monkeypatch.setenv(name, value)
+    return KEYS
+
+
+def test_redaction_covers_secret_variables_and_bearer_tokens(keys, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_fault_suite_token_1234")
+    text = redact(f"sent {keys['OPENAI_API_KEY']} and {keys['GEMINI_API_KEY']}, hf_fault_suite_token_1234; "
+                  "Authorization: Bearer abc.def-123, other")
+    assert text == ("sent [OPENAI_API_KEY redacted] and [GEMINI_API_KEY redacted], [HF_TOKEN redacted]; "
+                    "Authorization: Bearer [redacted], other")
+
+
+def run_era(instance, warehouse, api_base):
+    instance.add_dynamic_partitions("eras", ["secret-era"])
+    resources = {"warehouse": warehouse, "gateway": ModelGatewayResource(api_base=api_base, max_retries=0)}
+    assert materialize([source_paragraphs, gene_pools], resources=resources, instance=instance).success
+    config = {"population_size": 3, "generations": 1, "compression_model": "openai/compressor",
+              "mutation_model": "openai/echo-key", "judge_panel": {"fast": "openai/judge-fast", "echo": "openai/echo-key"}}
+    assert materialize([evolution_era, era_summary], partition_key="secret-era", resources=resources, instance=instance,
+                       run_config={"ops": {"evolution_era": {"config": config}}}).success
+
+
+def run_served(instance, warehouse, api_base, model):
+    evaluation_model = LanguageModelResource(model=model, served_tokenizer=DEFAULT_LOCAL_MODEL,
+                                             gateway=ModelGatewayResource(api_base=api_base, max_retries=0))
+    return materialize([benchmark_raw_rows, benchmark_prompts, benchmark_predictions], partition_key="arc_easy",
+                       instance=instance, raise_on_error=False,
+                       resources={"warehouse": warehouse, "evaluation_model": evaluation_model},
+                       run_config={"ops": {"benchmark_raw_rows": {"config": {"limit": 3}},
+                                           "benchmark_predictions": {"config": {"modes": ["loglikelihood"]}}}})
+
+
+def text_cells_holding(path, secret):
+    """(table, column) of every text column of the warehouse with a value containing `secret`."""
+    with duckdb.connect(str(path), read_only=True) as conn:
+        columns = conn.execute("""SELECT table_name, column_name FROM information_schema.columns
+                                  WHERE data_type NOT IN ('INTEGER', 'BIGINT', 'DOUBLE', 'FLOAT', 'BOOLEAN',
+                                                          'TIMESTAMP', 'DATE')""").fetchall()
+        return [(table, column) for table, column in columns if conn.execute(
+            f'SELECT count(*) FROM "{table}" WHERE CAST("{column}" AS VARCHAR) LIKE ?', [f"%{secret}%"]).fetchone()[0]]
+
+
+def test_no_key_reaches_the_warehouse_dagster_storage_or_logs(tmp_path, keys, capfd):
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    warehouse_path = tmp_path / "warehouse.duckdb"
+    warehouse = WarehouseResource(database=str(warehouse_path))
+    with DagsterInstance.local_temp(str(home)) as instance:
+        with StubServer() as stub:
+            run_era(instance, warehouse, stub.api_base)
+        port = free_port()
+        with running([sys.executable, "-m", "tests.completions_server", "--port", str(port)],
+                     f"http://127.0.0.1:{port}/health"):
+            api_base = f"http://127.0.0.1:{port}/v1"
+            assert run_served(instance, warehouse, api_base, "served/smollm2").success
+            refused = run_served(instance, warehouse, api_base, "served/smollm2-echo-key")
+        failure, = [e for e in refused.all_events if e.is_step_failure]
+    console = capfd.readouterr()
+
+    # The keys were sent and quoted back, so there was something to leak.
+    assert "Incorrect API key provided: Bearer [OPENAI_API_KEY redacted]" in failure.event_specific_data.error.to_string()
+    with duckdb.connect(str(warehouse_path), read_only=True) as conn:
+        errors = [e for (e,) in conn.execute("SELECT error FROM judge_scores WHERE judge_name = 'echo'").fetchall()]
+        mutations = conn.execute("SELECT count(*) FROM gateway_calls WHERE purpose = 'mutation' AND error LIKE "
+                                 "'%Incorrect API key provided: [OPENAI_API_KEY redacted]%'").fetchone()[0]
+        served = conn.execute("SELECT count(*) FROM predictions WHERE model = 'served/smollm2'").fetchone()[0]
+    assert errors and all("Incorrect API key provided: [OPENAI_API_KEY redacted]" in e for e in errors)
+    assert mutations > 0 and served == 3
+    stored = [p for p in tmp_path.rglob("*") if p.is_file()]
+    compute_logs = [p for p in stored if p.suffix in (".out", ".err", ".complete")]
+    assert compute_logs and any(p.suffix == ".db" for p in stored)
+
+    for name, secret in keys.items():
+        assert text_cells_holding(warehouse_path, secret) == [], name
+        assert [str(p) for p in stored if secret.encode() in p.read_bytes()] == [], name
+        assert secret not in console.out and secret not in console.err, name

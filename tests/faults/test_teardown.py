@@ -1,0 +1,68 @@
+"""Teardown: a server that ignores SIGTERM (by inheritance, as in some CI environments), its
+children, and `dagster dev` with its webserver and daemon are stopped by escalating to SIGKILL on
+the whole process group; and the check that ends every test session finds a process left behind."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from tests.conftest import PROJECT_ROOT
+from tests.processes import free_port, group_alive, left_running, running
+
+SERVER = """
+import http.server, subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+print(child.pid, flush=True)
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), http.server.SimpleHTTPRequestHandler).serve_forever()
+"""
+
+
+def ignore_sigterm():
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # inherited by the server and everything it starts
+
+
+def gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_a_server_ignoring_sigterm_is_killed_with_its_children():
+    port = free_port()
+    with running([sys.executable, "-c", SERVER, str(port)], f"http://127.0.0.1:{port}/", grace_s=1,
+                 preexec_fn=ignore_sigterm, stdout=subprocess.PIPE, text=True, cwd=PROJECT_ROOT) as server:
+        grandchild = int(server.stdout.readline())
+        os.kill(server.pid, signal.SIGTERM)
+        time.sleep(0.5)
+        assert server.poll() is None and not gone(grandchild)  # SIGTERM alone stops nothing
+    assert server.returncode == -signal.SIGKILL
+    assert not group_alive(server.pid) and gone(grandchild)
+
+
+def test_dagster_dev_ignoring_sigterm_is_stopped_with_everything_it_started(tmp_path):
+    port = free_port()
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path), "EVAL_WAREHOUSE": str(tmp_path / "warehouse.duckdb")}
+    dagster = Path(sys.executable).with_name("dagster")
+    with running([str(dagster), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
+                 f"http://127.0.0.1:{port}/server_info", grace_s=5, preexec_fn=ignore_sigterm, cwd=PROJECT_ROOT,
+                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as dev:
+        family = [dev.pid] + [p.pid for p in psutil.Process(dev.pid).children(recursive=True)]
+        assert len(family) >= 3  # dagster dev, its webserver and its daemon (and their code servers)
+    assert not group_alive(dev.pid) and all(gone(pid) for pid in family)
+
+
+def test_the_session_check_finds_a_process_left_behind():
+    sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        found = left_running([sleeper.pid], wait_s=0)
+        assert f"process group {sleeper.pid}" in found and any(f.startswith(f"pid {sleeper.pid}: ") for f in found)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert left_running([sleeper.pid], wait_s=0) == []

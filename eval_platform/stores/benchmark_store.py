@@ -288,8 +288,9 @@ class BenchmarkStore(Store):
         """Every score, one line each, for a console summary."""
         return self.frame("""
             SELECT benchmark, mode || ' / ' || prompt_format || ' / ' || num_fewshot || '-shot / ' || metric AS metric,
-                   n, round(accuracy, 3) AS accuracy, '[' || round(ci_low, 3) || ', ' || round(ci_high, 3) || ']' AS ci95
-            FROM scores ORDER BY benchmark, metric""")
+                   model_fingerprint AS model, n, round(accuracy, 3) AS accuracy,
+                   '[' || round(ci_low, 3) || ', ' || round(ci_high, 3) || ']' AS ci95
+            FROM scores ORDER BY benchmark, metric, model""")
 
     @reads("model_comparisons")
     def comparison_table(self) -> pd.DataFrame:

@@ -49,7 +49,6 @@ class ModelCallError(RuntimeError):
 
     def __init__(self, error: BaseException):
         super().__init__(redact(f"{type(error).__name__}: {error}"))
-        self.kind = type(error).__name__
 
 
 @dataclass(frozen=True)

@@ -289,12 +289,11 @@ def _cell_problems(workbook) -> list[Problem]:
     return problems
 
 
-def _column_problems(sheet) -> list[Problem]:
+def _column_problems(header: Sequence[str]) -> list[Problem]:
     """The issued columns in their places, and no other."""
     from openpyxl.utils import get_column_letter
 
     problems = []
-    header = [str(c.value).strip() if c.value is not None else "" for c in sheet[1]]
     for i, name in enumerate(header):
         expected = SHEET_COLUMNS[i] if i < len(SHEET_COLUMNS) else ""
         if name != expected and name in SHEET_COLUMNS:
@@ -334,7 +333,7 @@ def read_filled_sheet(path: Path, key: Mapping[str, Any]) -> tuple[list[dict[str
     if missing:
         header_row = f"A1:{get_column_letter(max(1, len(header)))}1"
         return [], problems + [Problem(header_row, f"missing column {c}") for c in missing]
-    problems += _column_problems(sheet)
+    problems += _column_problems(header)
     column = {name: header.index(name) for name in SHEET_COLUMNS}
     letter = {name: get_column_letter(i + 1) for name, i in column.items()}
     issued_row = {qid: r for r, qid in enumerate(key["order"], start=2)}

@@ -149,9 +149,7 @@ class BenchmarkStore(Store):
 
     @writes("raw_rows", "ingest_rejections")
     def replace_raw_rows(self, benchmark: str, rows: pd.DataFrame, rejections: pd.DataFrame) -> None:
-        with self.transaction():
-            self.replace("raw_rows", rows, "benchmark = ?", [benchmark])
-            self.replace("ingest_rejections", rejections, "benchmark = ?", [benchmark])
+        self.replace_together("benchmark = ?", [benchmark], raw_rows=rows, ingest_rejections=rejections)
 
     @reads("raw_rows")
     def load_raw_rows(self, benchmark: str) -> list[dict[str, Any]]:
@@ -160,9 +158,7 @@ class BenchmarkStore(Store):
 
     @writes("fewshot_rows", "fewshot_rejections")
     def replace_fewshot_rows(self, benchmark: str, rows: pd.DataFrame, rejections: pd.DataFrame) -> None:
-        with self.transaction():
-            self.replace("fewshot_rows", rows, "benchmark = ?", [benchmark])
-            self.replace("fewshot_rejections", rejections, "benchmark = ?", [benchmark])
+        self.replace_together("benchmark = ?", [benchmark], fewshot_rows=rows, fewshot_rejections=rejections)
 
     @reads("fewshot_rows")
     def load_fewshot_rows(self, benchmark: str) -> list[dict[str, Any]]:
@@ -174,10 +170,8 @@ class BenchmarkStore(Store):
     @writes("prompts", "prompt_rejections", "harness_requests")
     def replace_prompts(self, benchmark: str, prompts: pd.DataFrame, rejections: pd.DataFrame,
                         requests: pd.DataFrame) -> None:
-        with self.transaction():
-            self.replace("prompts", prompts, "benchmark = ?", [benchmark])
-            self.replace("prompt_rejections", rejections, "benchmark = ?", [benchmark])
-            self.replace("harness_requests", requests, "benchmark = ?", [benchmark])
+        self.replace_together("benchmark = ?", [benchmark], prompts=prompts, prompt_rejections=rejections,
+                              harness_requests=requests)
 
     @reads("prompts", "harness_requests")
     def load_prompts(self, benchmark: str, num_fewshot: int = 0) -> list[dict[str, Any]]:
@@ -276,8 +270,7 @@ class BenchmarkStore(Store):
 
     @writes("model_comparisons")
     def replace_model_comparisons(self, benchmark: str, comparisons: pd.DataFrame) -> None:
-        with self.transaction():
-            self.replace("model_comparisons", comparisons, "benchmark = ?", [benchmark])
+        self.replace_together("benchmark = ?", [benchmark], model_comparisons=comparisons)
 
     @reads("scores")
     def load_scores(self) -> list[dict[str, Any]]:
@@ -306,8 +299,7 @@ class BenchmarkStore(Store):
 
     @writes("protocol_results")
     def replace_protocol_results(self, protocol: str, results: pd.DataFrame) -> None:
-        with self.transaction():
-            self.replace("protocol_results", results, "protocol = ?", [protocol])
+        self.replace_together("protocol = ?", [protocol], protocol_results=results)
 
     @reads("protocol_results")
     def load_protocol_results(self, protocol: str) -> pd.DataFrame:

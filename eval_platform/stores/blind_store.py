@@ -35,8 +35,7 @@ class BlindStore(Store):
 
     @writes("blind_questions")
     def replace_questions(self, questions: pd.DataFrame) -> None:
-        with self.transaction():
-            self.replace("blind_questions", questions)
+        self.replace_together("TRUE", [], blind_questions=questions)
 
     @reads("blind_questions")
     def load_questions(self) -> pd.DataFrame:
@@ -44,8 +43,7 @@ class BlindStore(Store):
 
     @writes("blind_answers")
     def replace_answers(self, answers: pd.DataFrame) -> None:
-        with self.transaction():
-            self.replace("blind_answers", answers)
+        self.replace_together("TRUE", [], blind_answers=answers)
 
     @reads("blind_answers")
     def load_answers(self) -> dict[str, dict[str, str]]:
@@ -57,9 +55,7 @@ class BlindStore(Store):
 
     @writes("blind_issues", "blind_key")
     def save_issue(self, sheet_id: str, issue: pd.DataFrame, key: pd.DataFrame) -> None:
-        with self.transaction():
-            self.replace("blind_issues", issue, "sheet_id = ?", [sheet_id])
-            self.replace("blind_key", key, "sheet_id = ?", [sheet_id])
+        self.replace_together("sheet_id = ?", [sheet_id], blind_issues=issue, blind_key=key)
 
     @reads("blind_issues")
     def latest_issue(self) -> dict[str, Any] | None:
@@ -78,9 +74,7 @@ class BlindStore(Store):
 
     @writes("blind_tallies", "blind_results")
     def replace_tally(self, sheet_id: str, tallies: pd.DataFrame, results: pd.DataFrame) -> None:
-        with self.transaction():
-            self.replace("blind_tallies", tallies, "sheet_id = ?", [sheet_id])
-            self.replace("blind_results", results, "sheet_id = ?", [sheet_id])
+        self.replace_together("sheet_id = ?", [sheet_id], blind_tallies=tallies, blind_results=results)
 
     @reads("blind_results")
     def pooled_sentence(self) -> str | None:

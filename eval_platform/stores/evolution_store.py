@@ -143,9 +143,7 @@ class EvolutionStore(Store):
 
     @writes("source_paragraphs", "paragraph_rejections")
     def replace_source_paragraphs(self, paragraphs: pd.DataFrame, rejections: pd.DataFrame) -> None:
-        with self.transaction():
-            self.replace("source_paragraphs", paragraphs)
-            self.replace("paragraph_rejections", rejections)
+        self.replace_together("TRUE", [], source_paragraphs=paragraphs, paragraph_rejections=rejections)
 
     @reads("source_paragraphs")
     def load_paragraphs(self) -> list[dict[str, Any]]:
@@ -153,8 +151,7 @@ class EvolutionStore(Store):
 
     @writes("gene_pool")
     def replace_gene_pool(self, genes: pd.DataFrame) -> None:
-        with self.transaction():
-            self.replace("gene_pool", genes)
+        self.replace_together("TRUE", [], gene_pool=genes)
 
     @reads("gene_pool")
     def load_gene_pool(self) -> list[dict[str, Any]]:
@@ -286,10 +283,8 @@ class EvolutionStore(Store):
     @writes("judge_summary", "judge_agreement", "judge_generation_stats")
     def replace_judge_analysis(self, era: str, summary: pd.DataFrame, agreement: pd.DataFrame,
                                per_generation: pd.DataFrame) -> None:
-        with self.transaction():
-            self.replace("judge_summary", summary, "era = ?", [era])
-            self.replace("judge_agreement", agreement, "era = ?", [era])
-            self.replace("judge_generation_stats", per_generation, "era = ?", [era])
+        self.replace_together("era = ?", [era], judge_summary=summary, judge_agreement=agreement,
+                              judge_generation_stats=per_generation)
 
     @reads("generations")
     def load_evaluated_prompts(self, era: str) -> pd.DataFrame:
@@ -300,8 +295,7 @@ class EvolutionStore(Store):
 
     @writes("pareto_front")
     def replace_pareto_front(self, era: str, front: pd.DataFrame) -> None:
-        with self.transaction():
-            self.replace("pareto_front", front, "era = ?", [era])
+        self.replace_together("era = ?", [era], pareto_front=front)
 
     # --- data-quality checks ----------------------------------------------------------------------
 

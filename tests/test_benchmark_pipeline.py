@@ -14,6 +14,7 @@ from eval_platform.core.benchmarks import BENCHMARKS, build_prompt
 from eval_platform.core.ingestion import DataFileError
 from eval_platform.core.models import Chat, LoglikelihoodRequest
 from eval_platform.core.prediction import MODES
+from eval_platform.core.reproducibility import LOGLIKELIHOOD_TOLERANCE
 from eval_platform.resources import LanguageModelResource
 
 ASSETS = [benchmark_raw_rows, benchmark_fewshot_rows, benchmark_prompts, benchmark_predictions, benchmark_scores]
@@ -95,7 +96,7 @@ def test_letter_probabilities_match_an_unbatched_pass(all_benchmarks, local_mode
                                WHERE p.benchmark = 'hellaswag' AND pr.mode = 'letter'""").fetchall()
     for system, user, labels, stored in rows:
         (alone,) = local_model.label_probabilities([Chat(system, user)], [labels], batch_size=1)
-        assert all(abs(alone[label] - stored[label]) < 1e-4 for label in labels)
+        assert all(abs(alone[label] - stored[label]) <= LOGLIKELIHOOD_TOLERANCE for label in labels)
 
 
 def test_rerun_replaces_rows_and_reuses_predictions(all_benchmarks):
@@ -152,4 +153,4 @@ def test_shared_context_loglikelihoods_equal_the_naive_loop(local_model):
             requests += [LoglikelihoodRequest(c, k) for c, k in prompt["harness"].requests()]
     batched = local_model.loglikelihoods(requests, batch_size=4)
     naive = local_model.loglikelihoods_naive(requests)
-    assert batched == pytest.approx(naive, abs=1e-3)
+    assert batched == pytest.approx(naive, abs=LOGLIKELIHOOD_TOLERANCE)

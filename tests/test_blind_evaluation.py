@@ -6,6 +6,7 @@ import zipfile
 import pytest
 from dagster import RunRequest, SkipReason, build_schedule_context, build_sensor_context, materialize
 from openpyxl import load_workbook
+from sklearn.metrics import cohen_kappa_score
 
 from eval_platform.assets.blind_evaluation import (
     KEY_FILE, SHEET_FILE, blind_eval_answers, blind_eval_questions, blind_eval_scores, blind_eval_sheet, blind_eval_tally,
@@ -242,5 +243,14 @@ def test_llm_rater_is_one_more_rater_with_agreement(issued, warehouse, monkeypat
     with warehouse.get_connection() as conn:
         kappas = dict(conn.execute("SELECT scope, rater_kappa FROM blind_results").fetchall())
         raters = {r for (r,) in conn.execute("SELECT DISTINCT rater FROM blind_scores").fetchall()}
+        answers = conn.execute("SELECT Question_ID, system, answer FROM blind_answers").fetchall()
+        llm = {(q, s): score for q, s, score in conn.execute(
+            "SELECT Question_ID, system, score FROM blind_scores WHERE rater = 'llm-openai_rater'").fetchall()}
     assert raters == {"alice", "llm-openai_rater"}
-    assert kappas["llm-openai_rater"] is not None and -1 <= kappas["llm-openai_rater"] <= 1
+    assert llm == {(q, s): 5 if "Article" in answer else 2 for q, s, answer in answers}  # the stub rater's rule
+    alice = {(q, system): score for system, scores in (("demo-rag", RAG), ("demo-generic", GENERIC))
+             for q, score in scores.items()}
+    answered = sorted(llm)
+    expected = cohen_kappa_score([alice[k] for k in answered], [llm[k] for k in answered], weights="quadratic",
+                                 labels=[1, 2, 3, 4, 5])
+    assert kappas["llm-openai_rater"] == pytest.approx(expected)  # the pairs are the same answers' scores

@@ -133,8 +133,14 @@ def test_parallel_processes_share_the_warehouse(tmp_path):
         assert conn.execute("SELECT count(DISTINCT benchmark), count(*) FROM prompts").fetchone() == (6, 120)
 
 
-@pytest.mark.parametrize("check", checks.ALL_CHECKS)
-def test_every_check_is_registered(check):
+def test_every_check_defined_is_in_the_code_location_beside_an_asset_of_it():
+    from dagster import AssetChecksDefinition
+
     from eval_platform.definitions import defs
 
-    assert check in defs.asset_checks
+    defined = {value for value in vars(checks).values() if isinstance(value, AssetChecksDefinition)}
+    graph = defs.resolve_asset_graph()
+    keys = {key for check in defined for key in check.check_keys}
+    assert len(keys) == len(defined) == 7  # each check written in checks.py, one key each
+    assert keys == set(graph.asset_check_keys)  # ... and nothing else, reaches the code location
+    assert {key.asset_key for key in keys} <= set(graph.get_all_asset_keys())

@@ -12,7 +12,7 @@ from eval_platform.assets.evolution import (
 )
 from eval_platform.core.genetic import TAGS, EraConfig, Individual, next_generation, operator_counts, run_era
 from eval_platform.resources import ModelGatewayResource, WarehouseResource
-from tests.openai_stub_server import StubServer
+from tests.openai_stub_server import CLIENT_TIMEOUT_S, StubServer
 
 SECRET = "sk-test-secret-never-stored-0123456789"
 PANEL = {"openai": "openai/judge-openai", "claude": "openai/judge-claude", "gemini": "openai/judge-gemini"}
@@ -102,8 +102,8 @@ def api_key():
 
 
 def gateway_resource(server):
-    return ModelGatewayResource(api_base=server.api_base, timeout_s=2.0, max_retries=1, backoff_s=0.05,
-                                max_concurrency=8)
+    return ModelGatewayResource(api_base=server.api_base, timeout_s=CLIENT_TIMEOUT_S, max_retries=1, backoff_s=0.05,
+                                max_concurrency=16)
 
 
 def history_of(config, gateway, paragraphs, pool=POOL):
@@ -217,7 +217,13 @@ def test_fitness_document_diagnostic_queries_run_verbatim(http_era):
         low_quality_high_compression = con.execute(DIAGNOSTIC_QUERIES[1]).fetchall()
         assert all(row[3] < 6 and row[4] > 3 for row in low_quality_high_compression)
         assert len(low_quality_high_compression) > 0
-        con.execute(DIAGNOSTIC_QUERIES[2]).fetchall()
+        expansions = con.execute(DIAGNOSTIC_QUERIES[2]).fetchall()
+        # the survival gate, recomputed from the word counts: a compression that is empty or no shorter
+        expected = con.execute("""
+            SELECT generation, count(*) FROM generations
+            WHERE era = 'phylo-2' AND NOT coalesce(compressed_words > 0 AND compressed_words < original_words, false)
+            GROUP BY generation ORDER BY generation""").fetchall()
+        assert expansions == expected
 
 
 def test_rerunning_an_era_replaces_its_rows_and_secrets_stay_out(http_era):

@@ -14,6 +14,7 @@ from eval_platform.core.harness import FirstNSampler, RandomSampler, gsm8k_exact
 from eval_platform.core.models import LoglikelihoodRequest
 from eval_platform.core.prediction import ProgressLog
 from eval_platform.core.protocols import PROTOCOLS
+from eval_platform.core.reproducibility import LOGLIKELIHOOD_TOLERANCE
 from eval_platform.core.scoring import loglikelihood_item_scores
 from tests.conftest import DATA_BENCHMARKS
 
@@ -133,7 +134,7 @@ def test_shared_prefix_cache_equals_the_naive_loop(name, local_model):
     requests = [LoglikelihoodRequest(c, k) for r in prepared.requests if r["num_fewshot"] == shots
                 for c, k in r["item"].requests()]
     assert local_model.loglikelihoods(requests, batch_size=4) == pytest.approx(
-        local_model.loglikelihoods_naive(requests), abs=1e-4)
+        local_model.loglikelihoods_naive(requests), abs=LOGLIKELIHOOD_TOLERANCE)
 
 
 def test_progress_reports_items_rate_and_time_left():

@@ -10,6 +10,7 @@ from eval_platform.assets.benchmarks import (
     model_comparison,
 )
 from eval_platform.core.comparison import compare, exact_mcnemar, flipped_to_wrong, paired_bootstrap_interval
+from eval_platform.core.reproducibility import cpu_name
 from eval_platform.resources import LanguageModelResource
 
 ASSETS = [benchmark_raw_rows, benchmark_fewshot_rows, benchmark_prompts, benchmark_predictions, benchmark_scores]
@@ -74,3 +75,54 @@ def test_the_regression_watch_names_items_that_flipped_to_wrong(warehouse):
     assert not result.passed and result.severity == AssetCheckSeverity.WARN
     report = result.metadata["examples"].value
     assert "p=0.000488" in report and all(row_id in report for row_id in flipped)
+
+
+def predictions_metadata(result) -> dict:
+    return next(e for e in result.get_asset_materialization_events()
+                if e.asset_key.path[-1] == "benchmark_predictions").materialization.metadata
+
+
+def test_each_prediction_run_records_where_it_ran_and_comparisons_name_what_differs(warehouse):
+    def refresh(model, recompute=False):
+        config = {"ops": {"benchmark_raw_rows": {"config": {"limit": 6}}, "benchmark_predictions": {
+            "config": {"modes": ["loglikelihood"], "recompute": recompute}}}}
+        result = materialize(ASSETS, partition_key="arc_easy", run_config=config,
+                             resources={"warehouse": warehouse, "evaluation_model": model})
+        assert result.success
+        return result
+
+    def prediction_run_ids() -> dict[str, set[str]]:
+        with warehouse.get_connection() as conn:
+            return {fingerprint: set(ids) for fingerprint, ids in conn.execute(
+                "SELECT model_fingerprint, list(DISTINCT run_id) FROM predictions GROUP BY ALL").fetchall()}
+
+    first = refresh(LanguageModelResource(batch_size=4))
+    second = refresh(LanguageModelResource(device="cpu", dtype="bfloat16", batch_size=8))
+    assert predictions_metadata(first)["environment"].value["batch_size"] == 4
+    with warehouse.get_connection() as conn:
+        stored = conn.execute("SELECT run_id, batch_size, device, device_name, dtype, threads, cpu_features, "
+                              "torch_version, transformers_version FROM prediction_runs ORDER BY batch_size").fetchall()
+        named = conn.execute("SELECT count(*), count(r.run_id) FROM predictions p "
+                             "LEFT JOIN prediction_runs r USING (run_id, benchmark)").fetchone()
+    assert [row[:3] + (row[4],) for row in stored] == [(first.run_id, 4, "cpu", "float32"),
+                                                       (second.run_id, 8, "cpu", "bfloat16")]
+    assert all(row[3] == cpu_name() and row[5] >= 1 and row[7] and row[8] for row in stored)
+    assert named == (12, 12)  # every prediction names the run that computed it
+
+    assert materialize([model_comparison], partition_key="arc_easy", resources={"warehouse": warehouse}).success
+    with warehouse.get_connection() as conn:
+        (differences,), = conn.execute("SELECT DISTINCT environment_differences FROM model_comparisons").fetchall()
+    assert differences == "batch_size: 4 vs 8; dtype: float32 vs bfloat16"
+
+    before = prediction_run_ids()
+    reused = refresh(LanguageModelResource(batch_size=16))  # nothing to compute: reused, with their run
+    assert predictions_metadata(reused)["modes"].value["loglikelihood/harness/0-shot"]["computed"] == 0
+    assert prediction_run_ids() == before
+    assert checks.accuracy_regression(warehouse=warehouse).metadata["environment_changes"].value.startswith(
+        "_the compared runs computed in the same environment")
+    refresh(LanguageModelResource(batch_size=16), recompute=True)
+    changes = checks.accuracy_regression(warehouse=warehouse).metadata["environment_changes"].value
+    assert "'acc', 'batch_size: 4 vs 16')" in changes and "'acc_norm', 'batch_size: 4 vs 16')" in changes
+    with warehouse.get_connection() as conn:
+        kept = conn.execute("SELECT run_id FROM prediction_runs ORDER BY recorded_at").fetchall()
+    assert len(kept) == 3  # the replaced run stays while a stored score's history names it

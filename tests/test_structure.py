@@ -208,6 +208,33 @@ def test_a_version_1_warehouse_is_migrated(tmp_path):
         assert conn.execute("SELECT count(*) FROM harness_requests").fetchone()[0] == 0
 
 
+def test_a_version_2_warehouse_is_migrated_with_every_row(tmp_path, monkeypatch):
+    """The previous release's warehouse (tests/data/v2_warehouse, DuckDB's EXPORT DATABASE of what it
+    wrote: ARC-Easy by two models, compared) gains the prediction runs and keeps every row; its
+    predictions name no run, which a comparison reads as an unrecorded environment."""
+    from eval_platform.resources import WarehouseResource
+    from eval_platform.stores import ALL_STORES
+
+    monkeypatch.chdir(PROJECT_ROOT)  # the export's load.sql names its files from the project root
+    path = tmp_path / "v2.duckdb"
+    with duckdb.connect(str(path)) as conn:
+        conn.execute("IMPORT DATABASE 'tests/data/v2_warehouse'")
+        tables = [t for (t,) in conn.execute("SELECT table_name FROM duckdb_tables() WHERE table_name != "
+                                             "'schema_versions'").fetchall()]
+        before = {table: conn.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall() for table in tables}
+    with WarehouseResource(database=str(path)).get_connection() as conn:
+        versions = dict(conn.execute("SELECT store, version FROM schema_versions").fetchall())
+        after = {table: conn.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall() for table in tables}
+        added = conn.execute("SELECT count(*), count(run_id) FROM predictions").fetchone(), \
+            conn.execute("SELECT count(*), count(prediction_run_id) FROM score_history").fetchone(), \
+            conn.execute("SELECT count(*), count(environment_differences) FROM model_comparisons").fetchone(), \
+            conn.execute("SELECT count(*) FROM prediction_runs").fetchone()
+    assert versions == {store.name: store.version for store in ALL_STORES}
+    assert added == ((4, 0), (12, 0), (2, 0), (0,))
+    new_columns = {"predictions": 1, "score_history": 1, "model_comparisons": 1}  # appended, NULL
+    assert {table: [row[:len(row) - new_columns.get(table, 0)] for row in rows] for table, rows in after.items()} == before
+
+
 def test_a_newer_warehouse_is_refused_clearly(warehouse):
     from eval_platform.stores.warehouse import SchemaError
 

@@ -13,6 +13,7 @@ from eval_platform.core.comparison import compare
 from eval_platform.core.ingestion import LoadedRows, load_rows
 from eval_platform.core.prediction import MODES, PredictionSettings, ProgressLog, predict, resolve_format
 from eval_platform.core.protocols import PROTOCOLS, protocol_results
+from eval_platform.core.reproducibility import describe_environment, environment_differences
 from eval_platform.core.scoring import aggregate
 from eval_platform.partitions import benchmark_partitions
 from eval_platform.resources import DATA_DIR, WAREHOUSE_POOL, LanguageModelResource, WarehouseResource
@@ -203,13 +204,17 @@ def benchmark_predictions(
     evaluation_model: LanguageModelResource,
 ) -> MaterializeResult:
     """The model's answer to every prompt in each mode, with per-label probabilities (letter),
-    per-choice log-likelihoods or the generated text. Predictions already stored for the same model
-    fingerprint, prompt, mode, format and shots are reused, not computed again. Long runs log their
-    progress (items done, items/s, time left)."""
+    per-choice log-likelihoods or the generated text, and where this run computed them
+    (`prediction_runs`). Predictions already stored for the same model fingerprint, prompt, mode,
+    format and shots are reused, not computed again, and keep the run that computed them. Long runs
+    log their progress (items done, items/s, time left)."""
     spec = BENCHMARKS[context.partition_key]
     plan = _plan(spec, config)
     model = evaluation_model.load()
     context.instance.add_run_tags(context.run_id, {"eval/model": model.name, "eval/model_fingerprint": model.fingerprint})
+    environment = describe_environment(model.describe_placement(), evaluation_model.batch_size).as_row()
+    run = pd.DataFrame([{"run_id": context.run_id, "benchmark": spec.name, "model": model.name,
+                         "model_fingerprint": model.fingerprint, **environment, "recorded_at": utc_now()}])
     counts = {}
     for mode_name, prompt_format, shots in plan:
         mode = MODES[mode_name]
@@ -228,7 +233,8 @@ def benchmark_predictions(
                                       config.harness_max_new_tokens, progress=ProgressLog(context.log.info, label))
         new = predict(mode, model, todo, prompt_format, spec, settings) if todo else []
         with warehouse.store(BenchmarkStore) as store:
-            store.save_predictions(key, predictions_frame(model.name, key, new, utc_now()), config.recompute)
+            store.save_predictions(key, predictions_frame(model.name, key, new, utc_now(), context.run_id),
+                                   config.recompute, run)
         counts[f"{mode.name}/{prompt_format}/{shots}-shot"] = {
             "computed": len(new), "reused": len(prompts) - len(todo),
             "forward_passes": getattr(model, "forward_passes", 0) - passes_before}
@@ -236,6 +242,7 @@ def benchmark_predictions(
     return MaterializeResult(metadata={
         "dagster/row_count": sum(c["computed"] + c["reused"] for c in counts.values()), "model": model.name,
         "model_fingerprint": model.fingerprint, "modes": MetadataValue.json(counts),
+        "environment": MetadataValue.json(environment),
     })
 
 
@@ -277,25 +284,34 @@ def benchmark_scores(context: AssetExecutionContext, warehouse: WarehouseResourc
 
 
 @asset(
-    partitions_def=benchmark_partitions, deps=[benchmark_scores], group_name="benchmark_scoring",
+    partitions_def=benchmark_partitions, deps=[benchmark_predictions, benchmark_scores], group_name="benchmark_scoring",
     kinds={"scipy", "duckdb"}, pool=WAREHOUSE_POOL,
 )
 def model_comparison(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
     """Every pair of models scored on the same prompts, mode, format and shots: the accuracy
-    difference, an exact McNemar test on the items they disagree on, and a paired bootstrap 95%
-    interval of the difference."""
+    difference, an exact McNemar test on the items they disagree on, a paired bootstrap 95%
+    interval of the difference, and where the runs behind the two sides computed differently
+    (batch size, device, dtype, threads, CPU, versions; see `prediction_runs`)."""
     spec = BENCHMARKS[context.partition_key]
     with warehouse.store(BenchmarkStore) as store:
         rows = store.load_item_scores(spec.name)
+        environments = store.load_prediction_runs(spec.name)
     groups: dict[tuple, dict[tuple[str, str], dict[str, float]]] = {}
+    runs: dict[tuple, set[str | None]] = {}
     for row in rows:
         key = (row["mode"], row["prompt_format"], row["num_fewshot"], row["metric"])
-        groups.setdefault(key, {}).setdefault((row["model"], row["model_fingerprint"]), {})[row["prompt_id"]] = \
-            row["value"]
+        side = (row["model"], row["model_fingerprint"])
+        groups.setdefault(key, {}).setdefault(side, {})[row["prompt_id"]] = row["value"]
+        runs.setdefault((*key, *side), set()).add(row["prediction_run_id"])
+
+    def environments_of(key: tuple, side: tuple[str, str]) -> list[dict | None]:
+        return [environments.get(run_id) for run_id in runs[(*key, *side)]]
+
     comparisons = []
     for (mode, prompt_format, shots, metric), models in sorted(groups.items()):
         for first, second in combinations(sorted(models), 2):
             result = compare(models[first], models[second])
+            key = (mode, prompt_format, shots, metric)
             if result.items:
                 comparisons.append({
                     "benchmark": spec.name, "mode": mode, "prompt_format": prompt_format, "num_fewshot": shots,
@@ -303,13 +319,16 @@ def model_comparison(context: AssetExecutionContext, warehouse: WarehouseResourc
                     "fingerprint_b": second[1], "items": result.items, "accuracy_a": result.first_accuracy,
                     "accuracy_b": result.second_accuracy, "difference": result.difference,
                     "only_a": result.only_first, "only_b": result.only_second, "mcnemar_p": result.mcnemar_p,
-                    "ci_low": result.ci_low, "ci_high": result.ci_high})
+                    "ci_low": result.ci_low, "ci_high": result.ci_high,
+                    "environment_differences": environment_differences(environments_of(key, first),
+                                                                       environments_of(key, second))})
     frame = pd.DataFrame(comparisons).assign(compared_at=utc_now()) if comparisons else pd.DataFrame()
     with warehouse.store(BenchmarkStore) as store:
         store.replace_model_comparisons(spec.name, frame)
     table = frame.assign(model_a=frame["fingerprint_a"], model_b=frame["fingerprint_b"])[[
         "mode", "prompt_format", "num_fewshot", "metric", "model_a", "model_b", "items", "accuracy_a", "accuracy_b",
-        "difference", "only_a", "only_b", "mcnemar_p", "ci_low", "ci_high"]].round(4) if comparisons else frame
+        "difference", "only_a", "only_b", "mcnemar_p", "ci_low", "ci_high", "environment_differences"]].round(4) \
+        if comparisons else frame
     return MaterializeResult(metadata={"dagster/row_count": len(frame), "pairs": len({(c["fingerprint_a"], c[
         "fingerprint_b"]) for c in comparisons}), "comparison": markdown_table(table, 50)})
 

@@ -11,16 +11,17 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from eval_platform.stores.warehouse import Store, reads, rebuild_table, writes
+from eval_platform.stores.warehouse import Store, add_column, reads, rebuild_table, writes
 
 PREDICTION_KEY = ("model_fingerprint", "benchmark", "mode", "prompt_format", "num_fewshot")
+KEPT_RUNS = 5  # scoring runs per benchmark in score_history, and prediction runs no prediction names any more
 
 _PREDICTIONS = """
     model VARCHAR NOT NULL, model_fingerprint VARCHAR NOT NULL, benchmark VARCHAR NOT NULL,
     prompt_id VARCHAR NOT NULL, mode VARCHAR NOT NULL, prompt_format VARCHAR NOT NULL, num_fewshot INTEGER NOT NULL,
     predicted VARCHAR, predicted_norm VARCHAR, predicted_flexible VARCHAR,
     label_probabilities MAP(VARCHAR, DOUBLE), choice_loglikelihoods DOUBLE[], output_text VARCHAR,
-    predicted_at TIMESTAMP NOT NULL,
+    predicted_at TIMESTAMP NOT NULL, run_id VARCHAR,
     PRIMARY KEY (model_fingerprint, prompt_id, mode, prompt_format, num_fewshot)"""
 _SCORES = """
     model VARCHAR NOT NULL, model_fingerprint VARCHAR NOT NULL, benchmark VARCHAR NOT NULL,
@@ -69,9 +70,18 @@ def _with_harness_requests(conn: Any) -> None:
     rebuild_table(conn, "scores", _SCORES, "* REPLACE (correct::DOUBLE AS correct)")
 
 
+def _with_prediction_runs(conn: Any) -> None:
+    """2 -> 3. Each prediction names the run that computed it (`prediction_runs`, created with the
+    new tables, records where); earlier predictions have none. A score's history names the
+    prediction run behind it; a model comparison, the environments that differ between its sides."""
+    add_column(conn, "predictions", "run_id", "VARCHAR")
+    add_column(conn, "score_history", "prediction_run_id", "VARCHAR")
+    add_column(conn, "model_comparisons", "environment_differences", "VARCHAR")
+
+
 class BenchmarkStore(Store):
     name = "benchmarks"
-    version = 2
+    version = 3
     tables = {
         "raw_rows": """
             benchmark VARCHAR NOT NULL, source_row_id VARCHAR NOT NULL, row_number INTEGER NOT NULL, line INTEGER,
@@ -91,6 +101,14 @@ class BenchmarkStore(Store):
             choice_texts VARCHAR[] NOT NULL, gold INTEGER[] NOT NULL, target VARCHAR, fewshot_ids VARCHAR[] NOT NULL,
             PRIMARY KEY (prompt_id, num_fewshot)""",
         "predictions": _PREDICTIONS,
+        # where each prediction run computed its predictions (see core/reproducibility.py)
+        "prediction_runs": """
+            run_id VARCHAR NOT NULL, benchmark VARCHAR NOT NULL, model VARCHAR NOT NULL,
+            model_fingerprint VARCHAR NOT NULL, batch_size INTEGER NOT NULL, device VARCHAR NOT NULL,
+            device_name VARCHAR NOT NULL, dtype VARCHAR, threads INTEGER, cpu_capability VARCHAR,
+            cpu_features VARCHAR NOT NULL, torch_version VARCHAR, transformers_version VARCHAR,
+            python_version VARCHAR NOT NULL, platform VARCHAR NOT NULL, recorded_at TIMESTAMP NOT NULL,
+            PRIMARY KEY (run_id, benchmark)""",
         "item_scores": """
             model_fingerprint VARCHAR NOT NULL, benchmark VARCHAR NOT NULL, prompt_id VARCHAR NOT NULL,
             mode VARCHAR NOT NULL, prompt_format VARCHAR NOT NULL, num_fewshot INTEGER NOT NULL, metric VARCHAR NOT NULL,
@@ -101,7 +119,7 @@ class BenchmarkStore(Store):
             run_id VARCHAR NOT NULL, scored_at TIMESTAMP NOT NULL, model VARCHAR NOT NULL,
             model_fingerprint VARCHAR NOT NULL, benchmark VARCHAR NOT NULL, prompt_id VARCHAR NOT NULL,
             source_row_id VARCHAR NOT NULL, mode VARCHAR NOT NULL, prompt_format VARCHAR NOT NULL,
-            num_fewshot INTEGER NOT NULL, metric VARCHAR NOT NULL, value DOUBLE NOT NULL,
+            num_fewshot INTEGER NOT NULL, metric VARCHAR NOT NULL, value DOUBLE NOT NULL, prediction_run_id VARCHAR,
             PRIMARY KEY (run_id, model_fingerprint, prompt_id, mode, prompt_format, num_fewshot, metric)""",
         "model_comparisons": """
             benchmark VARCHAR NOT NULL, mode VARCHAR NOT NULL, prompt_format VARCHAR NOT NULL,
@@ -109,7 +127,7 @@ class BenchmarkStore(Store):
             fingerprint_a VARCHAR NOT NULL, model_b VARCHAR NOT NULL, fingerprint_b VARCHAR NOT NULL,
             items INTEGER NOT NULL, accuracy_a DOUBLE NOT NULL, accuracy_b DOUBLE NOT NULL, difference DOUBLE NOT NULL,
             only_a INTEGER NOT NULL, only_b INTEGER NOT NULL, mcnemar_p DOUBLE, ci_low DOUBLE NOT NULL,
-            ci_high DOUBLE NOT NULL, compared_at TIMESTAMP NOT NULL,
+            ci_high DOUBLE NOT NULL, compared_at TIMESTAMP NOT NULL, environment_differences VARCHAR,
             PRIMARY KEY (benchmark, mode, prompt_format, num_fewshot, metric, fingerprint_a, fingerprint_b)""",
         "protocol_results": """
             protocol VARCHAR NOT NULL, model VARCHAR NOT NULL, model_fingerprint VARCHAR NOT NULL,
@@ -143,7 +161,7 @@ class BenchmarkStore(Store):
                                          AND h.num_fewshot = i.num_fewshot
             JOIN raw_rows r ON r.benchmark = p.benchmark AND r.source_row_id = p.source_row_id""",
     }
-    migrations = {0: _from_unversioned, 1: _with_harness_requests}
+    migrations = {0: _from_unversioned, 1: _with_harness_requests, 2: _with_prediction_runs}
 
     # --- raw and few-shot rows ----------------------------------------------------------------------
 
@@ -190,17 +208,35 @@ class BenchmarkStore(Store):
         return {r["prompt_id"] for r in self.rows(f"SELECT prompt_id FROM predictions WHERE {condition}",
                                                   list(key.values()))}
 
-    @writes("predictions")
+    @writes("predictions", "prediction_runs")
     @reads("prompts")
-    def save_predictions(self, key: Mapping[str, Any], predictions: pd.DataFrame, replace_all: bool) -> None:
-        """Store new predictions under `key` (model, benchmark, mode, format, shots). Predictions
-        for prompts the benchmark no longer has are dropped; `replace_all` drops every earlier one."""
+    def save_predictions(self, key: Mapping[str, Any], predictions: pd.DataFrame, replace_all: bool,
+                         run: pd.DataFrame) -> None:
+        """Store new predictions under `key` (model, benchmark, mode, format, shots), and the row of
+        `prediction_runs` saying where their run computed them. Predictions for prompts the benchmark
+        no longer has are dropped; `replace_all` drops every earlier one. Reused predictions keep their
+        run; a run none of whose predictions remain is kept while it is one of the benchmark's latest
+        `KEPT_RUNS` (as `score_history` keeps its runs, whose predictions it names)."""
         condition = " AND ".join(f"{column} = ?" for column in key)
         stale = "" if replace_all else " AND prompt_id NOT IN (SELECT prompt_id FROM prompts WHERE benchmark = ?)"
+        benchmark = key["benchmark"]
         with self.transaction():
             self.replace("predictions", predictions, condition + stale,
-                         [*key.values(), *([] if replace_all else [key["benchmark"]])],
+                         [*key.values(), *([] if replace_all else [benchmark])],
                          "* EXCLUDE (label_keys, label_values), map(label_keys, label_values) AS label_probabilities")
+            if len(predictions):
+                self.replace("prediction_runs", run, "benchmark = ? AND run_id = ?", [benchmark, run["run_id"].iloc[0]])
+            self.sql("""DELETE FROM prediction_runs WHERE benchmark = ? AND run_id NOT IN (
+                            SELECT run_id FROM predictions WHERE benchmark = ? AND run_id IS NOT NULL)
+                        AND run_id NOT IN (SELECT run_id FROM prediction_runs WHERE benchmark = ?
+                                           ORDER BY recorded_at DESC LIMIT ?)""",
+                     [benchmark, benchmark, benchmark, KEPT_RUNS])
+
+    @reads("prediction_runs")
+    def load_prediction_runs(self, benchmark: str) -> dict[str, dict[str, Any]]:
+        """The benchmark's prediction runs by run id: where each computed its predictions."""
+        return {row["run_id"]: row for row in self.rows("SELECT * EXCLUDE (recorded_at) FROM prediction_runs "
+                                                        "WHERE benchmark = ?", [benchmark])}
 
     @reads("predictions", "prompts", "harness_requests")
     def load_scoring_inputs(self, benchmark: str) -> list[dict[str, Any]]:
@@ -219,9 +255,9 @@ class BenchmarkStore(Store):
     # --- scores ---------------------------------------------------------------------------------
 
     @writes("item_scores", "scores", "score_history")
-    @reads("prompts")
+    @reads("prompts", "predictions")
     def replace_scores(self, benchmark: str, items: pd.DataFrame, scores: pd.DataFrame, run_id: str,
-                       keep_runs: int = 5) -> None:
+                       keep_runs: int = KEPT_RUNS) -> None:
         """The benchmark's item scores and scores; the item scores are also kept as this run's
         history (the latest `keep_runs` runs per benchmark), for the regression watch."""
         with self.transaction():
@@ -232,23 +268,28 @@ class BenchmarkStore(Store):
                 self.sql("""
                     INSERT INTO score_history BY NAME
                     SELECT ? AS run_id, s.scored_at, s.model, i.model_fingerprint, i.benchmark, i.prompt_id,
-                           p.source_row_id, i.mode, i.prompt_format, i.num_fewshot, i.metric, i.value
+                           p.source_row_id, i.mode, i.prompt_format, i.num_fewshot, i.metric, i.value,
+                           pr.run_id AS prediction_run_id
                     FROM item_scores i
                     JOIN scores s USING (model_fingerprint, benchmark, mode, prompt_format, num_fewshot, metric)
                     JOIN prompts p ON p.prompt_id = i.prompt_id
+                    LEFT JOIN predictions pr ON pr.model_fingerprint = i.model_fingerprint AND pr.prompt_id = i.prompt_id
+                        AND pr.mode = i.mode AND pr.prompt_format = i.prompt_format AND pr.num_fewshot = i.num_fewshot
                     WHERE i.benchmark = ?""", [run_id, benchmark])
             self.sql("""
                 DELETE FROM score_history WHERE benchmark = ? AND run_id NOT IN (
                     SELECT run_id FROM score_history WHERE benchmark = ? GROUP BY run_id
                     ORDER BY max(scored_at) DESC LIMIT ?)""", [benchmark, benchmark, keep_runs])
 
-    @reads("item_scores", "scores")
+    @reads("item_scores", "scores", "predictions")
     def load_item_scores(self, benchmark: str) -> list[dict[str, Any]]:
-        """Every item score of the benchmark, with the model's name."""
+        """Every item score of the benchmark, with the model's name and the run that predicted it."""
         return self.rows("""
-            SELECT s.model, i.model_fingerprint, i.mode, i.prompt_format, i.num_fewshot, i.metric, i.prompt_id, i.value
+            SELECT s.model, i.model_fingerprint, i.mode, i.prompt_format, i.num_fewshot, i.metric, i.prompt_id, i.value,
+                   pr.run_id AS prediction_run_id
             FROM item_scores i
             JOIN scores s USING (model_fingerprint, benchmark, mode, prompt_format, num_fewshot, metric)
+            LEFT JOIN predictions pr USING (model_fingerprint, prompt_id, mode, prompt_format, num_fewshot)
             WHERE i.benchmark = ?""", [benchmark])
 
     @reads("score_history")
@@ -339,7 +380,8 @@ def prediction_key(model_fingerprint: str, benchmark: str, mode: str, prompt_for
     return dict(zip(PREDICTION_KEY, (model_fingerprint, benchmark, mode, prompt_format, num_fewshot)))
 
 
-def predictions_frame(model: str, key: Mapping[str, Any], predictions: Sequence[Any], at: Any) -> pd.DataFrame:
+def predictions_frame(model: str, key: Mapping[str, Any], predictions: Sequence[Any], at: Any,
+                      run_id: str) -> pd.DataFrame:
     """Prediction records as rows of `predictions` (label probabilities as key and value lists)."""
     frame = pd.DataFrame([vars(p) for p in predictions],
                          columns=["prompt_id", "predicted", "predicted_norm", "predicted_flexible",
@@ -348,6 +390,6 @@ def predictions_frame(model: str, key: Mapping[str, Any], predictions: Sequence[
     return frame.assign(
         label_keys=[list(d) if isinstance(d, dict) else None for d in distributions],
         label_values=[list(d.values()) if isinstance(d, dict) else None for d in distributions],
-        model=model, **key, predicted_at=at,
+        model=model, **key, predicted_at=at, run_id=run_id,
     ).astype({"predicted": "object", "predicted_norm": "object", "predicted_flexible": "object",
               "output_text": "object", "choice_loglikelihoods": "object"})

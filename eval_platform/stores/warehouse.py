@@ -223,6 +223,16 @@ def rebuild_table(conn: Any, table: str, columns: str, select: str) -> None:
     conn.execute(f"DROP TABLE {table}_old")
 
 
+def add_column(conn: Any, table: str, column: str, kind: str) -> None:
+    """Add a column to a table that lacks it (a table an earlier step created with today's columns
+    has it already; one added since is created whole afterwards)."""
+    exists = conn.execute("SELECT count(*) FROM duckdb_columns() WHERE table_name = ? AND column_name = ?",
+                          [table, column]).fetchone()[0]
+    table_exists = conn.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [table]).fetchone()[0]
+    if table_exists and not exists:
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+
+
 def drop_views(conn: Any, views: Sequence[str]) -> None:
     """Drop those of `views` that exist as views (a name may still be a table of an older schema)."""
     existing = {r[0] for r in conn.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}

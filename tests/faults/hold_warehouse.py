@@ -1,29 +1,27 @@
-"""Hold a warehouse the way another user or run would, until killed (or for SECONDS).
+"""Hold a warehouse the way another user or run would, until a line (or the end of input) arrives
+on standard input, or until killed.
 
-    python -m tests.faults.hold_warehouse WAREHOUSE session|run [SECONDS]
+    python -m tests.faults.hold_warehouse WAREHOUSE session|run
 
 `session`: a read-only DuckDB session (as a notebook or the duckdb CLI keeps open); `run`: a
 platform run's connection (its file lock and its DuckDB connection). Prints "held" once it holds it.
 """
 
 import sys
-import time
+from contextlib import AbstractContextManager
 
 import duckdb
 
 
-def main(path: str, kind: str, seconds: float) -> None:
+def held(path: str, kind: str) -> AbstractContextManager:
     if kind == "session":
-        with duckdb.connect(path, read_only=True):
-            print("held", flush=True)
-            time.sleep(seconds)
-        return
+        return duckdb.connect(path, read_only=True)
     from eval_platform.resources import WarehouseResource
 
-    with WarehouseResource(database=path).get_connection():
-        print("held", flush=True)
-        time.sleep(seconds)
+    return WarehouseResource(database=path).get_connection()
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], float(sys.argv[3]) if len(sys.argv) > 3 else 3600)
+    with held(sys.argv[1], sys.argv[2]):
+        print("held", flush=True)
+        sys.stdin.readline()

@@ -11,7 +11,7 @@ from dagster import DagsterInstance, materialize
 from eval_platform.assets.evolution import era_summary, evolution_era, gene_pools, source_paragraphs
 from eval_platform.core.fitness import fitness_score
 from eval_platform.resources import ModelGatewayResource, WarehouseResource
-from tests.openai_stub_server import StubServer
+from tests.openai_stub_server import CLIENT_TIMEOUT_S, StubServer
 
 # judge -> what its error must say
 HOSTILE = {
@@ -23,7 +23,7 @@ HOSTILE = {
     "judge-huge": "ResponseTooLong: a response of 5,000,000 characters",
     "judge-empty": "Empty or invalid response",
     "judge-500": "InternalServerError",
-    "judge-endless": "Timeout: litellm.Timeout: no complete response within 2",
+    "judge-endless": "Timeout: litellm.Timeout: no complete response within",
 }
 GOOD = {"fast": "openai/judge-fast", "patient": "openai/judge-429"}
 PANEL = {**GOOD, **{name.removeprefix("judge-"): f"openai/{name}" for name in HOSTILE}}
@@ -40,7 +40,7 @@ def run_era(path, server, era, panel):
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("eras", [era])
     resources = {"warehouse": WarehouseResource(database=str(path)),
-                 "gateway": ModelGatewayResource(api_base=server.api_base, timeout_s=2, max_retries=1, backoff_s=0.05,
+                 "gateway": ModelGatewayResource(api_base=server.api_base, timeout_s=CLIENT_TIMEOUT_S, max_retries=1, backoff_s=0.05,
                                                  max_concurrency=16)}
     assert materialize([source_paragraphs, gene_pools], resources=resources, instance=instance).success
     config = {"population_size": 4, "generations": 1, "compression_model": "openai/compressor", "seed": 3,

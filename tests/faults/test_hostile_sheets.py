@@ -3,6 +3,7 @@ and rearranged files are refused with every problem's cell, nothing is tallied f
 issued sheet and its key never contain a formula, whatever the questions and answers start with."""
 
 import csv
+import os
 import shutil
 import zipfile
 
@@ -26,7 +27,7 @@ def problems_of(path, key):
 
 def add_part(path, name, data=b"<x/>"):
     with zipfile.ZipFile(path, "a") as package:
-        package.writestr(name, data)
+        package.writestr(name, data, compress_type=zipfile.ZIP_DEFLATED)
 
 
 def formula_parts(path):
@@ -154,6 +155,22 @@ def test_huge_sheets_are_refused_before_they_are_loaded(issued):  # noqa: F811
     folder, key = issued
     path = fill(folder, key, "mallory", edit=set_cell("I200000", "far away"))
     assert problems_of(path, key) == [f"mallory.xlsx: the Scoring sheet has more than {blind.MAX_SHEET_ROWS:,} rows"]
+
+
+def test_a_sheet_over_5_mb_or_unpacking_to_over_40_mb_is_refused_unopened(issued):  # noqa: F811
+    folder, key = issued
+    large = fill(folder, key, "mallory")
+    add_part(large, "xl/media/padding.bin", os.urandom(blind.MAX_SHEET_BYTES))  # incompressible
+    size = large.stat().st_size
+    assert problems_of(large, key) == [
+        f"mallory.xlsx is {size:,} bytes, more than a scoring sheet can be ({blind.MAX_SHEET_BYTES:,})"]
+    bomb = fill(folder, key, "trudy")
+    add_part(bomb, "xl/media/zeros.bin", bytes(blind.MAX_UNPACKED_BYTES))  # a few KB packed
+    with zipfile.ZipFile(bomb) as package:
+        unpacked = sum(part.file_size for part in package.infolist())
+    assert bomb.stat().st_size < blind.MAX_SHEET_BYTES and unpacked > blind.MAX_UNPACKED_BYTES
+    assert problems_of(bomb, key) == [
+        f"trudy.xlsx unpacks to {unpacked:,} bytes, more than a scoring sheet can be ({blind.MAX_UNPACKED_BYTES:,})"]
 
 
 def test_thousands_of_problems_are_reported_up_to_a_cap_and_summed_up(issued):  # noqa: F811

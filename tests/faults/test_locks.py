@@ -5,6 +5,7 @@ intact; once the holder lets go it proceeds; runs of different partitions in par
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import duckdb
@@ -21,9 +22,11 @@ ARC_EASY_ROWS = len((DATA_BENCHMARKS / "arc_easy.jsonl").read_text(encoding="utf
 
 
 @contextmanager
-def holder(path, kind, seconds=3600):
-    process = subprocess.Popen([sys.executable, "-m", "tests.faults.hold_warehouse", str(path), kind, str(seconds)],
-                               cwd=PROJECT_ROOT, start_new_session=True, stdout=subprocess.PIPE, text=True)
+def holder(path, kind):
+    """A process holding the warehouse until a line is written to its stdin (or it is stopped)."""
+    process = subprocess.Popen([sys.executable, "-m", "tests.faults.hold_warehouse", str(path), kind],
+                               cwd=PROJECT_ROOT, start_new_session=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               text=True)
     STARTED.append(process.pid)
     try:
         assert process.stdout.readline().strip() == "held"
@@ -32,9 +35,9 @@ def holder(path, kind, seconds=3600):
         stop_group(process, grace_s=2)
 
 
-def ingest(path, lock_timeout_s):
+def ingest(path, lock_timeout_s, instance=None):
     """ARC-Easy's raw rows, with a short wait for the warehouse; (result, the run's log messages)."""
-    instance = DagsterInstance.ephemeral()
+    instance = instance or DagsterInstance.ephemeral()
     result = materialize([benchmark_raw_rows], partition_key="arc_easy", instance=instance, raise_on_error=False,
                          resources={"warehouse": WarehouseResource(database=str(path), lock_timeout_s=lock_timeout_s,
                                                                    wait_log_interval_s=1)})
@@ -83,11 +86,24 @@ def test_a_held_warehouse_is_waited_for_then_given_up_clearly(warehouse_file, ki
     assert rows(warehouse_file) == ARC_EASY_ROWS  # the file is intact and unchanged
 
 
+def waiting(instance) -> bool:
+    """Whether a run of the instance has logged that it waits for the warehouse."""
+    return any(record.user_message.startswith("Waiting for the warehouse")
+               for run in instance.get_runs() for record in instance.all_logs(run.run_id))
+
+
 def test_a_run_proceeds_once_the_session_is_closed(warehouse_file):
-    with holder(warehouse_file, "session", seconds=3):
-        result, messages = ingest(warehouse_file, lock_timeout_s=60)
+    instance = DagsterInstance.ephemeral()
+    with holder(warehouse_file, "session") as process, ThreadPoolExecutor(1) as pool:
+        run = pool.submit(ingest, warehouse_file, 600, instance)
+        deadline = time.monotonic() + 300
+        while not waiting(instance) and time.monotonic() < deadline and not run.done():
+            time.sleep(0.2)
+        assert waiting(instance), "the run never said it waits for the held warehouse"
+        process.stdin.write("release\n")  # the session closes only once the run is seen waiting
+        process.stdin.flush()
+        result, _ = run.result(timeout=600)
     assert result.success
-    assert any(m.startswith("Waiting for the warehouse") for m in messages)
     assert rows(warehouse_file) == ARC_EASY_ROWS  # replaced, not duplicated
 
 

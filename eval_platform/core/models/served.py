@@ -62,6 +62,9 @@ class ServedCompletionsModel:
         return [_continuation_logprob(answer, span, self.tokenizer is not None)
                 for answer, (_, span) in zip(asyncio.run(every()), prompts)]
 
+    def describe_placement(self) -> dict[str, Any]:
+        return {"device": "served", "device_name": self.gateway.api_base or "the provider's default endpoint"}
+
     def label_probabilities(self, chats: Sequence[Chat], labels: Sequence[Sequence[str]],
                             batch_size: int = 8) -> list[dict[str, float] | None]:
         return self.chat.label_probabilities(chats, labels, batch_size)

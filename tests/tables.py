@@ -1,0 +1,60 @@
+"""Comparisons of stored results computed in different batches, processes or machines: every value
+exactly, except floats, which may differ by `LOGLIKELIHOOD_TOLERANCE` (see core/reproducibility.py)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import duckdb
+
+from eval_platform.core.reproducibility import LOGLIKELIHOOD_TOLERANCE
+
+
+def differences(actual: Any, expected: Any, where: str = "", tolerance: float = LOGLIKELIHOOD_TOLERANCE) -> list[str]:
+    """Where two values differ: floats (in lists, maps and structs too) by more than `tolerance`,
+    anything else at all."""
+    if isinstance(actual, float) and isinstance(expected, float):
+        same = (math.isnan(actual) and math.isnan(expected)) or abs(actual - expected) <= tolerance
+        return [] if same else [f"{where}: {actual!r} != {expected!r} (tolerance {tolerance})"]
+    if isinstance(actual, dict) and isinstance(expected, dict) and actual.keys() == expected.keys():
+        return [d for key in actual for d in differences(actual[key], expected[key], f"{where}.{key}", tolerance)]
+    if isinstance(actual, (list, tuple)) and isinstance(expected, (list, tuple)) and len(actual) == len(expected):
+        return [d for i, (a, e) in enumerate(zip(actual, expected)) for d in differences(a, e, f"{where}[{i}]", tolerance)]
+    return [] if actual == expected else [f"{where}: {actual!r} != {expected!r}"]
+
+
+def _without_floats(value: Any) -> Any:
+    """The value with every float blanked, to order rows by what must match exactly."""
+    if isinstance(value, float):
+        return None
+    if isinstance(value, dict):
+        return [(key, _without_floats(v)) for key, v in value.items()]
+    if isinstance(value, (list, tuple)):
+        return [_without_floats(v) for v in value]
+    return value
+
+
+def sorted_rows(rows: Sequence[tuple]) -> list[tuple]:
+    """Rows in the order of their exact parts (floats set aside), so rows that differ only in the
+    last digits of a float still pair up."""
+    return sorted(rows, key=lambda row: repr(_without_floats(row)))
+
+
+def assert_same_rows(actual: dict[str, list[tuple]], expected: dict[str, list[tuple]]) -> None:
+    """Two snapshots ({table: rows}) hold the same tables and rows: exact but for floats."""
+    assert sorted(actual) == sorted(expected)
+    found = []
+    for table in sorted(expected):
+        mine, theirs = sorted_rows(actual[table]), sorted_rows(expected[table])
+        if len(mine) != len(theirs):
+            found.append(f"{table}: {len(mine)} rows, expected {len(theirs)}")
+            continue
+        found += [d for i, (a, e) in enumerate(zip(mine, theirs)) for d in differences(a, e, f"{table} row {i}")]
+    assert not found, "\n".join(found[:20])
+
+
+def table_rows(path, queries: dict[str, str], params: Sequence[Any] = ()) -> dict[str, list[tuple]]:
+    """{name: rows of its query} from a warehouse file, opened read-only."""
+    with duckdb.connect(str(path), read_only=True) as conn:
+        return {name: conn.execute(query, list(params)).fetchall() for name, query in queries.items()}

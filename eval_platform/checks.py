@@ -18,12 +18,14 @@ MAX_JUDGE_FAILURE_RATE = float(os.environ.get("EVAL_MAX_JUDGE_FAILURE_RATE", "0.
 REGRESSION_ALPHA = float(os.environ.get("EVAL_REGRESSION_ALPHA", "0.05"))
 
 
-def _result(offenders: list[tuple], what: str, severity=AssetCheckSeverity.ERROR) -> AssetCheckResult:
-    return AssetCheckResult(
-        passed=not offenders, severity=severity,
-        metadata={"offending_rows": len(offenders), "examples": MetadataValue.md(
-            "\n".join(f"- {row}" for row in offenders[:10]) or f"_no {what}_")},
-    )
+def _listed(rows: list[tuple], none: str, at_most: int = 10) -> MetadataValue:
+    return MetadataValue.md("\n".join(f"- {row}" for row in rows[:at_most]) or f"_{none}_")
+
+
+def _result(offenders: list[tuple], what: str, severity=AssetCheckSeverity.ERROR, **more) -> AssetCheckResult:
+    return AssetCheckResult(passed=not offenders, severity=severity,
+                            metadata={"offending_rows": len(offenders), "examples": _listed(offenders, f"no {what}"),
+                                      **more})
 
 
 @asset_check(asset=benchmark_scores, description="Every accuracy and interval bound lies in [0, 1].")
@@ -109,9 +111,8 @@ def accuracy_regression(warehouse: WarehouseResource) -> AssetCheckResult:
             regressions.append((*key[:2], *key[3:], round(result.first_accuracy, 4), round(result.second_accuracy, 4),
                                 f"p={result.mcnemar_p:.3g}", "flipped to wrong: " + ", ".join(flipped),
                                 f"environment changed: {changed}" if changed else "same environment"))
-    result = _result(regressions, "significant accuracy drop", severity=AssetCheckSeverity.WARN)
-    return result._replace(metadata={**result.metadata, "environment_changes": MetadataValue.md(
-        "\n".join(f"- {row}" for row in changes[:20]) or "_the compared runs computed in the same environment_")})
+    return _result(regressions, "significant accuracy drop", severity=AssetCheckSeverity.WARN,
+                   environment_changes=_listed(changes, "the compared runs computed in the same environment", 20))
 
 
 ALL_CHECKS = [accuracies_in_unit_interval, no_duplicate_predictions, reject_rate_below_threshold, accuracy_regression,

@@ -53,7 +53,7 @@ ENVIRONMENT_FIELDS = tuple(RunEnvironment.__dataclass_fields__)
 def describe_environment(placement: Mapping[str, Any], batch_size: int) -> RunEnvironment:
     """This process's environment around a model whose `placement` is its device, device name,
     dtype and (for an in-process model) torch threads."""
-    torch_version = _version("torch")
+    torch_version, flags = _version("torch"), _cpu_flags()
     capability = None
     if torch_version and placement.get("threads") is not None:
         import torch
@@ -62,7 +62,7 @@ def describe_environment(placement: Mapping[str, Any], batch_size: int) -> RunEn
     return RunEnvironment(
         batch_size=batch_size, device=placement["device"], device_name=placement["device_name"],
         dtype=placement.get("dtype"), threads=placement.get("threads"), cpu_capability=capability,
-        cpu_features=",".join(f for f in CPU_FEATURES if f in _cpu_flags()), torch_version=torch_version,
+        cpu_features=",".join(f for f in CPU_FEATURES if f in flags), torch_version=torch_version,
         transformers_version=_version("transformers"), python_version=platform.python_version(),
         platform=platform.platform())
 

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from eval_platform.core.gateway import ModelGateway, chat
+from eval_platform.core.gateway import ModelGateway, chat, redact
 from eval_platform.core.models import Chat, GenerationRequest, LoglikelihoodRequest, UnsupportedRequest
 
 
@@ -71,7 +71,7 @@ class ApiChatModel:
         return asyncio.run(every())
 
     def describe_placement(self) -> dict[str, Any]:
-        return {"device": "api", "device_name": self.gateway.api_base or self.name.split("/")[0]}
+        return {"device": "api", "device_name": redact(self.gateway.api_base or self.name.split("/")[0])}
 
     def loglikelihoods(self, requests: Sequence[LoglikelihoodRequest], batch_size: int = 8) -> list[float]:
         raise UnsupportedRequest(

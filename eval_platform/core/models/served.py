@@ -16,7 +16,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from eval_platform.core.gateway import ModelGateway, PromptLogprobs
+from eval_platform.core.gateway import ModelGateway, PromptLogprobs, redact
 from eval_platform.core.models import SERVED_PREFIX, Chat, GenerationRequest, LoglikelihoodRequest, UnsupportedRequest
 from eval_platform.core.models.api_chat import ApiChatModel
 
@@ -63,7 +63,7 @@ class ServedCompletionsModel:
                 for answer, (_, span) in zip(asyncio.run(every()), prompts)]
 
     def describe_placement(self) -> dict[str, Any]:
-        return {"device": "served", "device_name": self.gateway.api_base or "the provider's default endpoint"}
+        return {"device": "served", "device_name": redact(self.gateway.api_base or "the provider's default endpoint")}
 
     def label_probabilities(self, chats: Sequence[Chat], labels: Sequence[Sequence[str]],
                             batch_size: int = 8) -> list[dict[str, float] | None]:

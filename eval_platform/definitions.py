@@ -1,17 +1,33 @@
-"""The code location: every asset, check, job, schedule, sensor and resource of the platform."""
+"""The code location: every domain's assets, checks, jobs, schedules and sensors, and the resources."""
 
 from dagster import Definitions, load_assets_from_modules
 
-from eval_platform.assets import benchmarks, blind_evaluation, evolution
-from eval_platform.checks import ALL_CHECKS
-from eval_platform.jobs import ALL_JOBS
-from eval_platform.resources import DEFAULT_WAREHOUSE, LanguageModelResource, ModelGatewayResource, WarehouseResource
-from eval_platform.schedules import ALL_SCHEDULES, ALL_SENSORS
+from eval_platform.benchmarks import assets as benchmark_assets
+from eval_platform.benchmarks.checks import BENCHMARK_CHECKS
+from eval_platform.benchmarks.jobs import BENCHMARK_JOBS
+from eval_platform.benchmarks.schedules import nightly_benchmark_refresh
+from eval_platform.blind import assets as blind_assets
+from eval_platform.blind.jobs import BLIND_JOBS
+from eval_platform.blind.sensors import blind_eval_filled_sheet_sensor
+from eval_platform.common.resources import (
+    DEFAULT_WAREHOUSE, LanguageModelResource, ModelGatewayResource, WarehouseResource,
+)
+from eval_platform.common.warehouse import registered_stores
+from eval_platform.evolution import assets as evolution_assets
+from eval_platform.evolution.checks import EVOLUTION_CHECKS
+from eval_platform.evolution.jobs import EVOLUTION_JOBS
+from eval_platform.evolution.sensors import era_config_sensor
+
+ALL_STORES = registered_stores()
+ALL_CHECKS = [*BENCHMARK_CHECKS, *EVOLUTION_CHECKS]
+ALL_JOBS = [*BENCHMARK_JOBS, *EVOLUTION_JOBS, *BLIND_JOBS]
+ALL_SCHEDULES = [nightly_benchmark_refresh]
+ALL_SENSORS = [blind_eval_filled_sheet_sensor, era_config_sensor]
 
 gateway = ModelGatewayResource()
 
 defs = Definitions(
-    assets=load_assets_from_modules([benchmarks, evolution, blind_evaluation]),
+    assets=load_assets_from_modules([benchmark_assets, evolution_assets, blind_assets]),
     asset_checks=ALL_CHECKS,
     jobs=ALL_JOBS,
     schedules=ALL_SCHEDULES,

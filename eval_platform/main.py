@@ -8,20 +8,22 @@ Runs are recorded in the Dagster instance at $DAGSTER_HOME, so `dagster dev` sho
 """
 
 import argparse
-import json
 import sys
 
 from dagster import DagsterInstance
 
-from eval_platform.assets.blind_evaluation import SHEET_FILE
-from eval_platform.core.benchmarks import BENCHMARKS
-from eval_platform.core.blind import demo_rater_fill
-from eval_platform.core.protocols import PROTOCOLS
+from eval_platform.benchmarks.partitions import benchmark_partitions
+from eval_platform.benchmarks.protocols import PROTOCOLS
+from eval_platform.benchmarks.specs import BENCHMARKS
+from eval_platform.benchmarks.store import BenchmarkStore
+from eval_platform.blind.assets import SHEET_FILE
+from eval_platform.blind.raters import demo_rater_fill
+from eval_platform.blind.store import BlindStore
+from eval_platform.common.resources import BLIND_EVAL_DIR, DEFAULT_WAREHOUSE
 from eval_platform.definitions import defs
-from eval_platform.partitions import benchmark_partitions, era_partitions
-from eval_platform.resources import BLIND_EVAL_DIR, DEFAULT_WAREHOUSE
-from eval_platform.schedules import ERA_DIR
-from eval_platform.stores import BenchmarkStore, BlindStore, EvolutionStore
+from eval_platform.evolution.partitions import era_partitions
+from eval_platform.evolution.sensors import era_files, era_run_config
+from eval_platform.evolution.store import EvolutionStore
 
 # The console shows warnings (rejected rows) and the summary; every log line, the per-item reports
 # included, is kept in the run's event log in the Dagster UI.
@@ -73,10 +75,10 @@ def main(argv: list[str] | None = None) -> int:
             run("benchmark_refresh", partition,
                 {**rows, "benchmark_predictions": {"config": {"modes": ["loglikelihood"]}}}, SECOND_MODEL)
     run("evolution_inputs")
-    for path in sorted(ERA_DIR.glob("*.json")):  # each era of data/evolution/eras/: a partition, resumed if stored
-        if path.stem not in instance.get_dynamic_partitions(era_partitions.name):
-            instance.add_dynamic_partitions(era_partitions.name, [path.stem])
-        run("prompt_evolution_era", path.stem, {"evolution_era": {"config": json.loads(path.read_text())}})
+    for era, path in era_files().items():  # each era of data/evolution/eras/, as the era sensor runs it
+        if era not in instance.get_dynamic_partitions(era_partitions.name):
+            instance.add_dynamic_partitions(era_partitions.name, [era])
+        run("prompt_evolution_era", era, era_run_config(path)["ops"])
     run("blind_evaluation_sheet")
     # DEMO: a programmatic stand-in for a human rater fills the issued sheet (it says so in Notes).
     demo_rater_fill(BLIND_EVAL_DIR / "issued" / SHEET_FILE, BLIND_EVAL_DIR / "filled" / "demo-rater.xlsx")

@@ -1,5 +1,5 @@
-"""Named jobs of the code location (thin: the code lives in `eval_platform.jobs`)."""
+"""Named jobs of the code location (thin: the code lives in each domain's `jobs.py`)."""
 
-from eval_platform.jobs import ALL_JOBS
+from eval_platform.definitions import ALL_JOBS
 
 __all__ = ["ALL_JOBS"]

@@ -1,6 +1,6 @@
-"""The platform's resources, configured in one place (thin: the code lives in `eval_platform.resources`)."""
+"""The platform's resources, configured in one place (thin: the code lives in `eval_platform.common.resources`)."""
 
-from eval_platform.resources import (
+from eval_platform.common.resources import (
     BLIND_EVAL_DIR, DATA_DIR, DEFAULT_WAREHOUSE, LanguageModelResource, ModelGatewayResource, WarehouseBusyError,
     WarehouseResource,
 )

@@ -1,5 +1,5 @@
-"""The nightly schedule and the sensors (thin: the code lives in `eval_platform.schedules`)."""
+"""The nightly schedule and the sensors (thin: the code lives in each domain's `schedules.py` and `sensors.py`)."""
 
-from eval_platform.schedules import ALL_SCHEDULES, ALL_SENSORS
+from eval_platform.definitions import ALL_SCHEDULES, ALL_SENSORS
 
 __all__ = ["ALL_SCHEDULES", "ALL_SENSORS"]

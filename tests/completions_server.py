@@ -49,7 +49,7 @@ def choice(model, index: int, prompt) -> dict:
 
 
 def serve(port: int, latency_s: float, memo: bool) -> None:
-    from eval_platform.core.models.local import load_local_model
+    from eval_platform.common.models.local import load_local_model
 
     model = load_local_model()
     answered: dict[str, dict] = {}

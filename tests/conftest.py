@@ -14,14 +14,14 @@ DATA_BENCHMARKS = PROJECT_ROOT / "data" / "benchmarks"
 
 @pytest.fixture
 def warehouse(tmp_path):
-    from eval_platform.resources import WarehouseResource
+    from eval_platform.common.resources import WarehouseResource
 
     return WarehouseResource(database=str(tmp_path / "warehouse.duckdb"))
 
 
 @pytest.fixture(scope="session")
 def local_model():
-    from eval_platform.core.models.local import load_local_model
+    from eval_platform.common.models.local import load_local_model
 
     return load_local_model()
 

@@ -14,9 +14,9 @@ import sys
 
 from dagster import DagsterInstance, materialize
 
-from eval_platform.assets.evolution import evolution_era, gene_pools, source_paragraphs
-from eval_platform.core import genetic
-from eval_platform.resources import ModelGatewayResource, WarehouseResource
+from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
+from eval_platform.evolution import genetic
+from eval_platform.evolution.assets import evolution_era, gene_pools, source_paragraphs
 
 DIE_AFTER_EVALUATIONS = "EVAL_TEST_DIE_AFTER_EVALUATIONS"
 
@@ -41,7 +41,7 @@ def main(warehouse: str, era: str, config: dict, api_base: str | None) -> int:
     instance.add_dynamic_partitions("eras", [era])
     # The local model answers in this process: on a loaded machine a call can take many seconds.
     resources = {"warehouse": WarehouseResource(database=warehouse),
-                 "gateway": ModelGatewayResource(api_base=api_base, timeout_s=120, max_retries=2, backoff_s=0.05)}
+                 "evaluation_model": LanguageModelResource(), "gateway": ModelGatewayResource(api_base=api_base, timeout_s=120, max_retries=2, backoff_s=0.05)}
     assert materialize([source_paragraphs, gene_pools], resources=resources, instance=instance).success
     result = materialize([evolution_era], partition_key=era, resources=resources, instance=instance,
                          run_config={"ops": {"evolution_era": {"config": config}}}, raise_on_error=False)

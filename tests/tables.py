@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 import duckdb
 
-from eval_platform.core.reproducibility import LOGLIKELIHOOD_TOLERANCE
+from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
 
 
 def differences(actual: Any, expected: Any, where: str = "", tolerance: float = LOGLIKELIHOOD_TOLERANCE) -> list[str]:

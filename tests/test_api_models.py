@@ -5,9 +5,11 @@ import math
 import pytest
 from dagster import materialize
 
-from eval_platform.assets.benchmarks import benchmark_predictions, benchmark_prompts, benchmark_raw_rows, benchmark_scores
-from eval_platform.core.models.api_chat import label_distribution
-from eval_platform.resources import LanguageModelResource, ModelGatewayResource
+from eval_platform.benchmarks.assets import (
+    benchmark_predictions, benchmark_prompts, benchmark_raw_rows, benchmark_scores,
+)
+from eval_platform.common.models.api_chat import label_distribution
+from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource
 from tests.openai_stub_server import StubServer
 
 
@@ -61,7 +63,7 @@ def test_label_distribution_rules():
 
 
 def test_gateway_reused_across_event_loops(server):
-    from eval_platform.core.gateway import ModelGateway, chat
+    from eval_platform.common.gateway import ModelGateway, chat
 
     gateway = ModelGateway(api_base=server.api_base, max_concurrency=2)
     for i in range(25):  # each call runs its own event loop, as ApiChatModel's calls do

@@ -6,16 +6,17 @@ import re
 import pytest
 from dagster import materialize
 
-from eval_platform.assets.benchmarks import (
+from eval_platform.benchmarks.assets import (
     benchmark_fewshot_rows, benchmark_partitions, benchmark_predictions, benchmark_prompts, benchmark_raw_rows,
     benchmark_scores,
 )
-from eval_platform.core.benchmarks import BENCHMARKS, build_prompt
-from eval_platform.core.ingestion import DataFileError
-from eval_platform.core.models import Chat, LoglikelihoodRequest
-from eval_platform.core.prediction import MODES
-from eval_platform.core.reproducibility import LOGLIKELIHOOD_TOLERANCE
-from eval_platform.resources import LanguageModelResource
+from eval_platform.benchmarks.prediction import MODES
+from eval_platform.benchmarks.specs import BENCHMARKS, build_prompt
+from eval_platform.common.ingestion import DataFileError
+from eval_platform.common.models import Chat, LoglikelihoodRequest
+from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
+from eval_platform.common.resources import LanguageModelResource
+from tests.reference_scoring import naive_loglikelihoods
 
 ASSETS = [benchmark_raw_rows, benchmark_fewshot_rows, benchmark_prompts, benchmark_predictions, benchmark_scores]
 ROWS = 5
@@ -42,7 +43,7 @@ def materialization(result, asset):
 
 @pytest.fixture(scope="module")
 def all_benchmarks(tmp_path_factory):
-    from eval_platform.resources import WarehouseResource
+    from eval_platform.common.resources import WarehouseResource
 
     warehouse = WarehouseResource(database=str(tmp_path_factory.mktemp("wh") / "warehouse.duckdb"))
     results = {p: run(warehouse, p) for p in benchmark_partitions.get_partition_keys()}
@@ -152,5 +153,5 @@ def test_shared_context_loglikelihoods_equal_the_naive_loop(local_model):
             prompt = build_prompt(BENCHMARKS[name], json.loads(line), str(i))
             requests += [LoglikelihoodRequest(c, k) for c, k in prompt["harness"].requests()]
     batched = local_model.loglikelihoods(requests, batch_size=4)
-    naive = local_model.loglikelihoods_naive(requests)
+    naive = naive_loglikelihoods(local_model, requests)
     assert batched == pytest.approx(naive, abs=LOGLIKELIHOOD_TOLERANCE)

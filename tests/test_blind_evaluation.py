@@ -8,11 +8,13 @@ from dagster import RunRequest, SkipReason, build_schedule_context, build_sensor
 from openpyxl import load_workbook
 from sklearn.metrics import cohen_kappa_score
 
-from eval_platform.assets.blind_evaluation import (
-    KEY_FILE, SHEET_FILE, blind_eval_answers, blind_eval_questions, blind_eval_scores, blind_eval_sheet, blind_eval_tally,
+from eval_platform.benchmarks.schedules import nightly_benchmark_refresh
+from eval_platform.blind import sheets
+from eval_platform.blind.assets import (
+    KEY_FILE, SHEET_FILE, blind_eval_answers, blind_eval_questions, blind_eval_scores, blind_eval_sheet,
+    blind_eval_tally,
 )
-from eval_platform.core import blind
-from eval_platform.schedules import filled_sheet_sensor, nightly_benchmark_refresh
+from eval_platform.blind.sensors import filled_sheet_sensor
 from tests.conftest import PROJECT_ROOT
 
 # What the rater thinks of each system, per question (the rater sees only A and B).
@@ -26,11 +28,11 @@ def issued(tmp_path, warehouse):
     shutil.copytree(PROJECT_ROOT / "data" / "blind_eval", folder, ignore=shutil.ignore_patterns("issued", "*.xlsx"))
     folder_config = {"config": {"folder": str(folder)}}
     result = materialize([blind_eval_questions, blind_eval_answers, blind_eval_sheet],
-                         resources={"warehouse": warehouse, "gateway": None},
+                         resources={"warehouse": warehouse, "evaluation_model": None, "gateway": None},
                          run_config={"ops": {"blind_eval_questions": folder_config, "blind_eval_answers": folder_config,
                                              "blind_eval_sheet": folder_config}})
     assert result.success
-    return folder, blind.read_answer_key(folder / "issued" / KEY_FILE)
+    return folder, sheets.read_answer_key(folder / "issued" / KEY_FILE)
 
 
 def fill(folder, key, rater, scores=(RAG, GENERIC), edit=None):
@@ -43,7 +45,7 @@ def fill(folder, key, rater, scores=(RAG, GENERIC), edit=None):
         system_a, system_b = key["sides"][qid]
         score_a, score_b = by_system[system_a][qid], by_system[system_b][qid]
         sheet[f"F{row}"], sheet[f"G{row}"] = score_a, score_b
-        sheet[f"H{row}"] = blind.expected_winner(score_a, score_b)
+        sheet[f"H{row}"] = sheets.expected_winner(score_a, score_b)
         sheet[f"I{row}"] = "checked citations"
     if edit:
         edit(sheet)
@@ -63,7 +65,7 @@ def test_sheet_is_blind_and_made_for_a_person(issued):
     folder, key = issued
     workbook = load_workbook(folder / "issued" / SHEET_FILE)
     sheet = workbook["Scoring"]
-    assert [c.value for c in sheet[1]] == blind.SHEET_COLUMNS
+    assert [c.value for c in sheet[1]] == sheets.SHEET_COLUMNS
     assert sheet.freeze_panes == "B2" and workbook.sheetnames == ["Scoring", "Rubric"]
     assert sheet["D2"].alignment.wrap_text and sheet.column_dimensions["D"].width >= 40
     validations = {str(v.sqref): (v.type, v.formula1) for v in sheet.data_validations.dataValidation}
@@ -137,7 +139,7 @@ def spoil(cell, value):
 def test_bad_sheets_are_refused_with_cell_references(issued, warehouse, edit, expected):
     folder, key = issued
     path = fill(folder, key, "carol", edit=edit)
-    rows, problems = blind.read_filled_sheet(path, key)
+    rows, problems = sheets.read_filled_sheet(path, key)
     assert rows == [] and expected in [str(p) for p in problems]
 
 
@@ -150,7 +152,7 @@ def test_contradicting_winner_and_all_problems_at_once(issued, warehouse):
         sheet["F3"], sheet["G5"] = 0, "five"
 
     path = fill(folder, key, "dave", edit=edit)
-    _, problems = blind.read_filled_sheet(path, key)
+    _, problems = sheets.read_filled_sheet(path, key)
     cells = [p.cell for p in problems]
     assert cells == ["H2", "F3", "G5"]
     assert "contradicts" in problems[0].message
@@ -166,7 +168,7 @@ def test_a_file_that_is_not_xlsx(issued):
     bogus = folder / "filled" / "erin.xlsx"
     bogus.parent.mkdir(exist_ok=True)
     bogus.write_text("Question_ID,Score_A\nQ1,5\n")
-    rows, problems = blind.read_filled_sheet(bogus, key)
+    rows, problems = sheets.read_filled_sheet(bogus, key)
     assert rows == [] and "erin.xlsx is not a readable .xlsx workbook" in str(problems[0])
 
 
@@ -190,7 +192,7 @@ def test_sensor_requests_a_tally_for_a_dropped_sheet(issued, warehouse):
 
 
 def test_nightly_schedule_requests_every_benchmark_partition():
-    from eval_platform.core.benchmarks import BENCHMARKS
+    from eval_platform.benchmarks.specs import BENCHMARKS
 
     requests = nightly_benchmark_refresh(build_schedule_context(
         scheduled_execution_time=__import__("datetime").datetime(2026, 11, 23, 2, 0)))
@@ -199,7 +201,7 @@ def test_nightly_schedule_requests_every_benchmark_partition():
 
 
 def test_two_systems_answer_through_the_gateway(tmp_path, warehouse, monkeypatch):
-    from eval_platform.resources import ModelGatewayResource
+    from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource
     from tests.openai_stub_server import StubServer
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
@@ -213,7 +215,8 @@ def test_two_systems_answer_through_the_gateway(tmp_path, warehouse, monkeypatch
     with StubServer() as server:
         result = materialize(
             [blind_eval_questions, blind_eval_answers, blind_eval_sheet],
-            resources={"warehouse": warehouse, "gateway": ModelGatewayResource(api_base=server.api_base)},
+            resources={"warehouse": warehouse, "evaluation_model": LanguageModelResource(),
+                       "gateway": ModelGatewayResource(api_base=server.api_base)},
             run_config={"ops": {"blind_eval_questions": {"config": {"folder": str(folder)}},
                                 "blind_eval_answers": {"config": {"folder": str(folder), "systems": systems}},
                                 "blind_eval_sheet": {"config": {"folder": str(folder)}}}})
@@ -227,15 +230,16 @@ def test_two_systems_answer_through_the_gateway(tmp_path, warehouse, monkeypatch
 
 
 def test_llm_rater_is_one_more_rater_with_agreement(issued, warehouse, monkeypatch):
-    from eval_platform.assets.blind_evaluation import blind_eval_llm_rating
-    from eval_platform.resources import ModelGatewayResource
+    from eval_platform.blind.assets import blind_eval_llm_rating
+    from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource
     from tests.openai_stub_server import StubServer
 
     folder, key = issued
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
     fill(folder, key, "alice")
     with StubServer() as server:
-        result = materialize([blind_eval_llm_rating], resources={"gateway": ModelGatewayResource(api_base=server.api_base)},
+        result = materialize([blind_eval_llm_rating], resources={"evaluation_model": LanguageModelResource(),
+                                                        "gateway": ModelGatewayResource(api_base=server.api_base)},
                              run_config={"ops": {"blind_eval_llm_rating": {"config": {
                                  "folder": str(folder), "model": "openai/rater"}}}})
     assert result.success

@@ -7,8 +7,9 @@ import multiprocessing
 import pytest
 from dagster import AssetCheckSeverity, materialize
 
-from eval_platform import checks
-from eval_platform.assets.benchmarks import benchmark_prompts, benchmark_raw_rows
+from eval_platform.benchmarks import checks as benchmark_checks
+from eval_platform.benchmarks.assets import benchmark_prompts, benchmark_raw_rows
+from eval_platform.evolution import checks as evolution_checks
 
 
 def run_check(check, warehouse):
@@ -27,9 +28,9 @@ GENERATION = """INSERT INTO generations (era, generation, prompt_id, operator, p
 
 def test_accuracy_check(warehouse):
     insert(warehouse, SCORE, 5, 0.5, 0.2, 0.8)
-    assert run_check(checks.accuracies_in_unit_interval, warehouse).passed
+    assert run_check(benchmark_checks.accuracies_in_unit_interval, warehouse).passed
     insert(warehouse, "UPDATE scores SET accuracy = 1.2, ci_high = 1.3")
-    result = run_check(checks.accuracies_in_unit_interval, warehouse)
+    result = run_check(benchmark_checks.accuracies_in_unit_interval, warehouse)
     assert not result.passed and result.metadata["offending_rows"].value == 1
 
 
@@ -42,9 +43,9 @@ def test_duplicate_prediction_check(warehouse):
         conn.execute("DROP TABLE predictions")
         conn.execute("ALTER TABLE unkeyed RENAME TO predictions")
         conn.execute(row)
-    assert run_check(checks.no_duplicate_predictions, warehouse).passed
+    assert run_check(benchmark_checks.no_duplicate_predictions, warehouse).passed
     insert(warehouse, row)
-    assert not run_check(checks.no_duplicate_predictions, warehouse).passed
+    assert not run_check(benchmark_checks.no_duplicate_predictions, warehouse).passed
 
 
 def test_reject_rate_check(warehouse, tmp_path):
@@ -54,12 +55,12 @@ def test_reject_rate_check(warehouse, tmp_path):
     config = {"ops": {"benchmark_raw_rows": {"config": {"source": str(source)}}}}
     materialize([benchmark_raw_rows, benchmark_prompts], partition_key="winogrande",
                 resources={"warehouse": warehouse}, run_config=config)
-    assert run_check(checks.reject_rate_below_threshold, warehouse).passed
+    assert run_check(benchmark_checks.reject_rate_below_threshold, warehouse).passed
     rows[0]["answer"], rows[1]["answer"] = "3", ""
     source.write_text("".join(json.dumps(r) + "\n" for r in rows))
     materialize([benchmark_raw_rows, benchmark_prompts], partition_key="winogrande",
                 resources={"warehouse": warehouse}, run_config=config)
-    result = run_check(checks.reject_rate_below_threshold, warehouse)
+    result = run_check(benchmark_checks.reject_rate_below_threshold, warehouse)
     assert not result.passed and "winogrande" in result.metadata["examples"].value
 
 
@@ -67,34 +68,34 @@ def test_judge_failure_rate_check_warns(warehouse):
     sql = "INSERT INTO judge_scores (era, prompt_id, evaluated_generation, judge_name, judge_model, error) VALUES ('e', ?, 0, ?, 'm', ?)"
     for prompt in ("a", "b", "c"):
         insert(warehouse, sql, prompt, "openai", None)
-    assert run_check(checks.judge_failure_rate, warehouse).passed
+    assert run_check(evolution_checks.judge_failure_rate, warehouse).passed
     for prompt in ("a", "b", "c"):
         insert(warehouse, sql, prompt, "gemini", "Timeout")
-    result = run_check(checks.judge_failure_rate, warehouse)
+    result = run_check(evolution_checks.judge_failure_rate, warehouse)
     assert not result.passed and result.severity == AssetCheckSeverity.WARN
 
 
 def test_fitness_check(warehouse):
     insert(warehouse, GENERATION, 0, "a", 0, 0.5, 0.5)
-    assert run_check(checks.fitness_in_unit_interval, warehouse).passed
+    assert run_check(evolution_checks.fitness_in_unit_interval, warehouse).passed
     insert(warehouse, GENERATION, 0, "b", 0, 1.5, 1.5)
-    assert not run_check(checks.fitness_in_unit_interval, warehouse).passed
+    assert not run_check(evolution_checks.fitness_in_unit_interval, warehouse).passed
 
 
 def test_generation_stats_check(warehouse):
     for i, fitness in enumerate([0.2, 0.4, 0.9]):
         insert(warehouse, GENERATION, 0, f"p{i}", 0, fitness, fitness)
-    from eval_platform.core.genetic import statistics_rows
-    from eval_platform.stores import EvolutionStore
+    from eval_platform.evolution.genetic import statistics_rows
+    from eval_platform.evolution.store import EvolutionStore
 
     with warehouse.get_connection() as conn:  # the statistics rows the era writes with its checkpoint
         conn.register("stats", statistics_rows(EvolutionStore(conn).load_generation_outcomes()))
         conn.execute("INSERT INTO generation_stats BY NAME SELECT * FROM stats")
-    assert run_check(checks.generation_stats_match_generations, warehouse).passed
+    assert run_check(evolution_checks.generation_stats_match_generations, warehouse).passed
     insert(warehouse, "UPDATE generation_stats SET max_fitness = 0.8")
-    assert not run_check(checks.generation_stats_match_generations, warehouse).passed
+    assert not run_check(evolution_checks.generation_stats_match_generations, warehouse).passed
     insert(warehouse, "DELETE FROM generation_stats")
-    assert not run_check(checks.generation_stats_match_generations, warehouse).passed
+    assert not run_check(evolution_checks.generation_stats_match_generations, warehouse).passed
 
 
 def test_prompt_ancestry_view_walks_parents(warehouse):
@@ -114,7 +115,7 @@ def test_prompt_ancestry_view_walks_parents(warehouse):
 
 def _ingest(args):
     database, partition = args
-    from eval_platform.resources import WarehouseResource
+    from eval_platform.common.resources import WarehouseResource
 
     result = materialize([benchmark_raw_rows, benchmark_prompts], partition_key=partition,
                          resources={"warehouse": WarehouseResource(database=database)},
@@ -127,7 +128,7 @@ def test_parallel_processes_share_the_warehouse(tmp_path):
     partitions = ["arc_easy", "arc_challenge", "mmlu", "hellaswag", "winogrande", "truthfulqa"]
     with multiprocessing.get_context("spawn").Pool(3) as pool:
         assert pool.map(_ingest, [(database, p) for p in partitions]) == [True] * len(partitions)
-    from eval_platform.resources import WarehouseResource
+    from eval_platform.common.resources import WarehouseResource
 
     with WarehouseResource(database=database).get_connection() as conn:
         assert conn.execute("SELECT count(DISTINCT benchmark), count(*) FROM prompts").fetchone() == (6, 120)
@@ -138,9 +139,10 @@ def test_every_check_defined_is_in_the_code_location_beside_an_asset_of_it():
 
     from eval_platform.definitions import defs
 
-    defined = {value for value in vars(checks).values() if isinstance(value, AssetChecksDefinition)}
+    defined = {value for module in (benchmark_checks, evolution_checks) for value in vars(module).values()
+               if isinstance(value, AssetChecksDefinition)}
     graph = defs.resolve_asset_graph()
     keys = {key for check in defined for key in check.check_keys}
-    assert len(keys) == len(defined) == 7  # each check written in checks.py, one key each
+    assert len(keys) == len(defined) == 7  # each check written in a domain's checks.py, one key each
     assert keys == set(graph.asset_check_keys)  # ... and nothing else, reaches the code location
     assert {key.asset_key for key in keys} <= set(graph.get_all_asset_keys())

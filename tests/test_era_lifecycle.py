@@ -15,12 +15,12 @@ import pandas as pd
 import pytest
 from dagster import DagsterInstance, SensorResult, build_sensor_context, materialize
 
-from eval_platform.assets.evolution import (
+from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL
+from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
+from eval_platform.evolution.assets import (
     EraConfigurationChanged, era_summary, evolution_era, gene_pools, judge_analysis, pareto_front, source_paragraphs,
 )
-from eval_platform.core.models.local import DEFAULT_LOCAL_MODEL
-from eval_platform.resources import ModelGatewayResource, WarehouseResource
-from eval_platform.schedules import era_sensor
+from eval_platform.evolution.sensors import era_sensor
 from tests.conftest import PROJECT_ROOT
 from tests.era_process import DIE_AFTER_EVALUATIONS
 from tests.openai_stub_server import StubServer
@@ -52,7 +52,7 @@ def run_era(warehouse, server, era, config, instance=None, assets=(evolution_era
     instance = instance or DagsterInstance.ephemeral()
     if era not in instance.get_dynamic_partitions("eras"):
         instance.add_dynamic_partitions("eras", [era])
-    resources = {"warehouse": warehouse, "gateway": ModelGatewayResource(
+    resources = {"warehouse": warehouse, "evaluation_model": LanguageModelResource(), "gateway": ModelGatewayResource(
         api_base=server.api_base if server else None, timeout_s=120 if server is None else 5, max_retries=2,
         backoff_s=0.05)}
     assert materialize([source_paragraphs, gene_pools], resources=resources, instance=instance).success
@@ -214,7 +214,7 @@ def test_the_era_sensor_adds_and_runs_eras_dropped_into_its_folder(tmp_path):
 
 def test_config_fields_match_the_offline_default_era_file():
     stored = json.loads((PROJECT_ROOT / "data" / "evolution" / "eras" / "phylo-2.json").read_text())
-    from eval_platform.assets.evolution import EraRunConfig
+    from eval_platform.evolution.assets import EraRunConfig
 
     assert EraRunConfig(**stored).judge_panel == {"smollm2": DEFAULT_LOCAL_MODEL}
     assert pd.DataFrame([stored]).columns.isin(list(EraRunConfig.model_fields)).all()

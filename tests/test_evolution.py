@@ -7,11 +7,12 @@ import random
 import pytest
 from dagster import DagsterInstance, materialize
 
-from eval_platform.assets.evolution import (
+from eval_platform.common.models import ModelSettings, open_model
+from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
+from eval_platform.evolution.assets import (
     era_summary, evolution_era, gene_pools, judge_analysis, pareto_front, source_paragraphs,
 )
-from eval_platform.core.genetic import TAGS, EraConfig, Individual, next_generation, operator_counts, run_era
-from eval_platform.resources import ModelGatewayResource, WarehouseResource
+from eval_platform.evolution.genetic import TAGS, EraConfig, Individual, next_generation, operator_counts, run_era
 from tests.openai_stub_server import CLIENT_TIMEOUT_S, StubServer
 
 SECRET = "sk-test-secret-never-stored-0123456789"
@@ -109,7 +110,8 @@ def gateway_resource(server):
 def history_of(config, gateway, paragraphs, pool=POOL):
     """Every generation's population of an era run start to end."""
     history = []
-    status = asyncio.run(run_era(config, gateway, paragraphs, pool, lambda text: len(text.split()),
+    status = asyncio.run(run_era(config, lambda name: open_model(name, ModelSettings(gateway)), paragraphs, pool,
+                                 lambda text: len(text.split()),
                                  lambda record: history.append(record.population)))
     assert status == "complete"
     return history
@@ -120,7 +122,7 @@ def era_run(warehouse, server, era, config, instance=None, assets=None):
     instance = instance or DagsterInstance.ephemeral()
     if era not in instance.get_dynamic_partitions("eras"):
         instance.add_dynamic_partitions("eras", [era])
-    resources = {"warehouse": warehouse, "gateway": gateway_resource(server)}
+    resources = {"warehouse": warehouse, "evaluation_model": LanguageModelResource(), "gateway": gateway_resource(server)}
     assert materialize([source_paragraphs, gene_pools], resources=resources, instance=instance).success
     return materialize(assets or [evolution_era, era_summary, judge_analysis, pareto_front], partition_key=era,
                        resources=resources, instance=instance, run_config={"ops": {"evolution_era": {"config": config}}},

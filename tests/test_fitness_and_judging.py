@@ -2,9 +2,9 @@
 
 import pytest
 
-from eval_platform.core.fitness import calculate_fitness, fitness_score
-from eval_platform.core.genetic import build_compression_prompt
-from eval_platform.core.judging import JudgeReplyError, judge_prompt, parse_judge_reply
+from eval_platform.evolution.fitness import calculate_fitness, fitness_score
+from eval_platform.evolution.genetic import build_compression_prompt
+from eval_platform.evolution.judging import JudgeReplyError, judge_prompt, parse_judge_reply
 from tests.conftest import PROJECT_ROOT
 
 words = len  # token counter stand-in where tokens are not the point: one token per character

@@ -9,14 +9,17 @@ import random
 import pytest
 from dagster import DagsterInstance, Definitions
 
-from eval_platform.core.benchmarks import BENCHMARKS, ParsedRow, preprocess_rows
-from eval_platform.core.harness import FirstNSampler, RandomSampler, gsm8k_exact_match, gsm8k_extractions, harness_item
-from eval_platform.core.models import LoglikelihoodRequest
-from eval_platform.core.prediction import ProgressLog
-from eval_platform.core.protocols import PROTOCOLS
-from eval_platform.core.reproducibility import LOGLIKELIHOOD_TOLERANCE
-from eval_platform.core.scoring import loglikelihood_item_scores
+from eval_platform.benchmarks.harness import (
+    FirstNSampler, RandomSampler, gsm8k_exact_match, gsm8k_extractions, harness_item,
+)
+from eval_platform.benchmarks.prediction import ProgressLog
+from eval_platform.benchmarks.protocols import PROTOCOLS
+from eval_platform.benchmarks.scoring import loglikelihood_item_scores
+from eval_platform.benchmarks.specs import BENCHMARKS, ParsedRow, preprocess_rows
+from eval_platform.common.models import LoglikelihoodRequest
+from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
 from tests.conftest import DATA_BENCHMARKS
+from tests.reference_scoring import naive_loglikelihoods
 
 
 def rows_of(path, count=None):
@@ -134,7 +137,7 @@ def test_shared_prefix_cache_equals_the_naive_loop(name, local_model):
     requests = [LoglikelihoodRequest(c, k) for r in prepared.requests if r["num_fewshot"] == shots
                 for c, k in r["item"].requests()]
     assert local_model.loglikelihoods(requests, batch_size=4) == pytest.approx(
-        local_model.loglikelihoods_naive(requests), abs=LOGLIKELIHOOD_TOLERANCE)
+        naive_loglikelihoods(local_model, requests), abs=LOGLIKELIHOOD_TOLERANCE)
 
 
 def test_progress_reports_items_rate_and_time_left():
@@ -148,9 +151,9 @@ def test_progress_reports_items_rate_and_time_left():
 # --- the protocol, end to end ---------------------------------------------------------------------
 
 def test_open_llm_leaderboard_v1_materialises_with_its_shots(warehouse):
+    from eval_platform.benchmarks.store import BenchmarkStore
+    from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource
     from eval_platform.definitions import defs
-    from eval_platform.resources import LanguageModelResource, ModelGatewayResource
-    from eval_platform.stores import BenchmarkStore
 
     protocol = PROTOCOLS["open_llm_leaderboard_v1"]
     test_defs = Definitions(assets=list(defs.assets), jobs=list(defs.jobs), resources={

@@ -1,15 +1,15 @@
 """Item-by-item parity with lm-evaluation-harness 0.4.13 (the `parity` extra, installed by
 `make test`): both tools run the shipped slices' first rows with the same weights, and every
 prompt, log-likelihood, generated text and per-item metric must agree. A few items per benchmark
-keep this quick; `benchmarks/lm_eval_parity.py` runs the same comparison on 200 items each."""
+keep this quick; `speed/lm_eval_parity.py` runs the same comparison on 200 items each."""
 
 import json
 
 import pytest
 
-from benchmarks.lm_eval_parity import compare, harness_model
-from eval_platform.core.benchmarks import BENCHMARKS
-from eval_platform.core.reproducibility import LOGLIKELIHOOD_TOLERANCE
+from eval_platform.benchmarks.specs import BENCHMARKS
+from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
+from speed.lm_eval_parity import compare, harness_model
 from tests.conftest import DATA_BENCHMARKS
 
 pytest.importorskip("lm_eval", reason="lm-evaluation-harness is the `parity` extra: pip install -e '.[parity]'")

@@ -4,14 +4,14 @@ the regression watch of the nightly refresh, and scores as numbers Dagster can p
 import pytest
 from dagster import AssetCheckSeverity, DagsterInstance, materialize
 
-from eval_platform import checks
-from eval_platform.assets.benchmarks import (
+from eval_platform.benchmarks import checks
+from eval_platform.benchmarks.assets import (
     benchmark_fewshot_rows, benchmark_predictions, benchmark_prompts, benchmark_raw_rows, benchmark_scores,
     model_comparison,
 )
-from eval_platform.core.comparison import compare, exact_mcnemar, flipped_to_wrong, paired_bootstrap_interval
-from eval_platform.core.reproducibility import cpu_name
-from eval_platform.resources import LanguageModelResource
+from eval_platform.benchmarks.comparison import compare, exact_mcnemar, flipped_to_wrong, paired_bootstrap_interval
+from eval_platform.common.reproducibility import cpu_name
+from eval_platform.common.resources import LanguageModelResource
 
 ASSETS = [benchmark_raw_rows, benchmark_fewshot_rows, benchmark_prompts, benchmark_predictions, benchmark_scores]
 

@@ -9,18 +9,19 @@ import urllib.request
 import pytest
 from dagster import materialize
 
-from eval_platform.assets.benchmarks import (
+from eval_platform.benchmarks.assets import (
     benchmark_fewshot_rows, benchmark_predictions, benchmark_prompts, benchmark_raw_rows, benchmark_scores,
 )
-from eval_platform.core.benchmarks import BENCHMARKS, build_prompt
-from eval_platform.core.gateway import ModelGateway
-from eval_platform.core.models import LoglikelihoodRequest
-from eval_platform.core.models.local import DEFAULT_LOCAL_MODEL, Placement, choose_placement
-from eval_platform.core.models.served import ServedCompletionsModel
-from eval_platform.core.reproducibility import LOGLIKELIHOOD_TOLERANCE
-from eval_platform.resources import LanguageModelResource, ModelGatewayResource
+from eval_platform.benchmarks.specs import BENCHMARKS, build_prompt
+from eval_platform.common.gateway import ModelGateway
+from eval_platform.common.models import LoglikelihoodRequest
+from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, Placement, choose_placement
+from eval_platform.common.models.served import ServedCompletionsModel
+from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
+from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource
 from tests.conftest import DATA_BENCHMARKS, PROJECT_ROOT
 from tests.processes import free_port, running
+from tests.reference_scoring import naive_loglikelihoods
 
 ASSETS = [benchmark_raw_rows, benchmark_fewshot_rows, benchmark_prompts, benchmark_predictions, benchmark_scores]
 
@@ -47,11 +48,11 @@ def requests_of(name: str, rows: int) -> list[LoglikelihoodRequest]:
 def test_served_loglikelihoods_equal_the_in_process_model(server, local_model):
     requests = requests_of("arc_easy", 3) + requests_of("mmlu", 3)
     served = ServedCompletionsModel("served/smollm2", ModelGateway(api_base=f"{server}/v1"), tokenizer=local_model)
-    assert served.loglikelihoods(requests, batch_size=4) == pytest.approx(local_model.loglikelihoods_naive(requests),
+    assert served.loglikelihoods(requests, batch_size=4) == pytest.approx(naive_loglikelihoods(local_model, requests),
                                                                           abs=LOGLIKELIHOOD_TOLERANCE)
     by_text = ServedCompletionsModel("served/smollm2", ModelGateway(api_base=f"{server}/v1"))  # no tokenizer
     assert by_text.loglikelihoods(requests[:4], batch_size=4) == pytest.approx(
-        local_model.loglikelihoods_naive(requests[:4]), abs=LOGLIKELIHOOD_TOLERANCE)
+        naive_loglikelihoods(local_model, requests[:4]), abs=LOGLIKELIHOOD_TOLERANCE)
 
 
 @pytest.mark.parametrize("model", ["served/smollm2-500-once", "served/smollm2-slow-once"])
@@ -61,7 +62,7 @@ def test_served_path_retries_after_a_500_or_a_timeout(server, local_model, model
     gateway = ModelGateway(api_base=f"{server}/v1", timeout_s=15, max_retries=2, backoff_s=0.05)
     before = calls(server)
     values = ServedCompletionsModel(model, gateway, tokenizer=local_model).loglikelihoods(requests, batch_size=8)
-    assert values == pytest.approx(local_model.loglikelihoods_naive(requests), abs=LOGLIKELIHOOD_TOLERANCE)
+    assert values == pytest.approx(naive_loglikelihoods(local_model, requests), abs=LOGLIKELIHOOD_TOLERANCE)
     assert calls(server) - before == 2  # the failed attempt and the retry
 
 

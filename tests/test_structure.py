@@ -1,5 +1,6 @@
-"""The structure the code promises: layers that never import upward, one writing asset per table
-with the asset graph equal to the table graph, versioned warehouse schemas, and one gateway."""
+"""The structure the code promises: a house by domain whose logic knows neither Dagster nor DuckDB,
+no import cycle, one writing asset per table with the asset graph equal to the table graph,
+versioned warehouse schemas, and one route to every model."""
 
 import ast
 import inspect
@@ -12,40 +13,118 @@ import pytest
 from tests.conftest import PROJECT_ROOT
 
 PACKAGE = PROJECT_ROOT / "eval_platform"
-LAYERS = ["core", "stores", "resources", "partitions", "assets", "checks", "jobs", "schedules", "definitions", "main"]
+DOMAINS = ("benchmarks", "evolution", "blind")
+SHARED = "common"
+# A module's role, by its file name: stores own tables; Dagster modules define assets, checks, jobs,
+# schedules, sensors, partitions and resources; every other module is logic.
+STORE_FILES = {"store", "warehouse"}
+DAGSTER_FILES = {"assets", "checks", "jobs", "schedules", "sensors", "partitions", "resources", "definitions", "main"}
 THIN_FOLDERS = ["evaluation_assets", "resources", "jobs", "schedules"]
 
 
-def layer_of(module: str) -> int:
-    """eval_platform.core.models.local -> the index of 'core'."""
-    return LAYERS.index(module.split(".")[1])
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PROJECT_ROOT).with_suffix("").parts
+    return ".".join(p for p in parts if p != "__init__")
+
+
+def package_modules() -> dict[str, Path]:
+    return {module_name(path): path for path in PACKAGE.rglob("*.py")}
 
 
 def imports(path: Path) -> set[str]:
+    """Every module a file imports, at module level or inside a function."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module:
             found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)  # `from package import module`
         elif isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
     return found
 
 
-def test_no_module_imports_a_higher_layer():
-    upward = []
-    for path in PACKAGE.rglob("*.py"):
-        parts = path.relative_to(PROJECT_ROOT).with_suffix("").parts
-        module = ".".join(p for p in parts if p != "__init__")
-        if module == "eval_platform":
-            continue
-        for target in imports(path):
+def role(module: str) -> str:
+    name = module.split(".")[-1]
+    return "store" if name in STORE_FILES else "dagster" if name in DAGSTER_FILES else "logic"
+
+
+def area(module: str) -> str:
+    """common, a domain, or the top (definitions, main)."""
+    return module.split(".")[1] if module.count(".") >= 2 or module.split(".")[1] in (SHARED, *DOMAINS) else "top"
+
+
+def layering_violations() -> list[str]:
+    modules = package_modules()
+    found = []
+    for module, path in sorted(modules.items()):
+        for target in sorted(imports(path)):
             top = target.split(".")[0]
-            if top in THIN_FOLDERS or top in ("tests", "evaluation_logic"):
-                upward.append(f"{module} imports the top-level {target}")
-            elif top == "eval_platform" and target != "eval_platform" and layer_of(target) > layer_of(module):
-                upward.append(f"{module} ({LAYERS[layer_of(module)]}) imports {target} ({LAYERS[layer_of(target)]})")
-    assert upward == []
+            if top in THIN_FOLDERS or top == "tests":
+                found.append(f"{module} imports the top-level {target}")
+            if top in ("dagster", "dagster_duckdb", "duckdb") and role(module) == "logic":
+                found.append(f"{module} is logic and imports {target}")
+            if target not in modules or target == "eval_platform":
+                continue
+            if role(module) == "store" and role(target) == "dagster":
+                found.append(f"{module} is a store and imports {target}")
+            if area(module) in DOMAINS and area(target) in DOMAINS and area(module) != area(target):
+                found.append(f"{module} ({area(module)}) imports another domain's {target}")
+            if area(module) == SHARED and area(target) != SHARED:
+                found.append(f"{module} is shared and imports {target}")
+            if area(target) == "top" and module != "eval_platform.main":
+                found.append(f"{module} imports the code location's {target}")
+    return found
+
+
+def test_layering_logic_stores_and_domains():
+    """Logic imports neither Dagster nor DuckDB; a store imports no asset; the domains never import
+    each other; what they share imports no domain; only the main command imports the code location."""
+    assert layering_violations() == []
+
+
+def test_no_import_cycle_in_the_package():
+    modules = package_modules()
+    graph = {module: sorted(t for t in imports(path) if t in modules and t != module)
+             for module, path in modules.items()}
+    cycles, state = [], {}
+
+    def visit(module: str, trail: list[str]) -> None:
+        state[module] = "open"
+        for target in graph[module]:
+            if state.get(target) == "open":
+                cycles.append(" -> ".join(trail[trail.index(target):] + [module, target]) if target in trail
+                              else f"{module} -> {target}")
+            elif target not in state:
+                visit(target, trail + [module])
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [])
+    assert cycles == []
+
+
+def test_the_layering_test_catches_what_it_forbids(tmp_path, monkeypatch):
+    """Each rule fires on a module that breaks it."""
+    offenders = {
+        "benchmarks/scoring_extra.py": "import duckdb\n",
+        "benchmarks/store_extra.py": "from eval_platform.evolution.genetic import TAGS\n",
+        "common/helper.py": "from eval_platform.benchmarks.specs import BENCHMARKS\n",
+        "blind/store.py": "from eval_platform.blind.assets import SHEET_FILE\n",
+    }
+    package = tmp_path / "eval_platform"
+    for relative, source in {**dict.fromkeys(["evolution/genetic.py", "benchmarks/specs.py", "blind/assets.py"], ""),
+                             **offenders}.items():
+        (package / relative).parent.mkdir(parents=True, exist_ok=True)
+        (package / relative).write_text(source)
+    monkeypatch.setitem(globals(), "PACKAGE", package)
+    monkeypatch.setitem(globals(), "PROJECT_ROOT", tmp_path)
+    found = layering_violations()
+    assert any("scoring_extra is logic and imports duckdb" in f for f in found)
+    assert any("store_extra (benchmarks) imports another domain's eval_platform.evolution.genetic" in f for f in found)
+    assert any("helper is shared and imports eval_platform.benchmarks.specs" in f for f in found)
+    assert any("blind.store is a store and imports eval_platform.blind.assets" in f for f in found)
 
 
 def test_thin_folders_only_re_export_the_package():
@@ -59,8 +138,8 @@ def test_thin_folders_only_re_export_the_package():
 # --- asset graph == table graph -----------------------------------------------------------------
 
 def store_methods():
-    from eval_platform.stores import ALL_STORES
-    from eval_platform.stores.warehouse import table_access
+    from eval_platform.common.warehouse import table_access
+    from eval_platform.definitions import ALL_STORES
 
     methods = {}
     for store in ALL_STORES:
@@ -98,8 +177,7 @@ FILE_EDGES = {("blind_eval_llm_rating", "blind_eval_sheet")}
 
 
 def test_every_table_has_one_writer_and_deps_equal_the_table_graph():
-    from eval_platform.definitions import defs
-    from eval_platform.stores import ALL_STORES
+    from eval_platform.definitions import ALL_STORES, defs
 
     methods = store_methods()
     touched, deps = {}, {}
@@ -139,8 +217,8 @@ def test_asset_checks_read_tables_of_their_asset_or_upstream():
 
 
 def test_a_store_method_cannot_touch_an_undeclared_table(warehouse):
-    from eval_platform.stores import BenchmarkStore
-    from eval_platform.stores.warehouse import reads
+    from eval_platform.benchmarks.store import BenchmarkStore
+    from eval_platform.common.warehouse import reads
 
     class Sneaky(BenchmarkStore):
         @reads("prompts")
@@ -154,7 +232,7 @@ def test_a_store_method_cannot_touch_an_undeclared_table(warehouse):
 # --- schema versions ----------------------------------------------------------------------------
 
 def test_a_new_warehouse_records_every_store_version(warehouse):
-    from eval_platform.stores import ALL_STORES
+    from eval_platform.definitions import ALL_STORES
 
     with warehouse.get_connection() as conn:
         versions = dict(conn.execute("SELECT store, version FROM schema_versions").fetchall())
@@ -162,7 +240,7 @@ def test_a_new_warehouse_records_every_store_version(warehouse):
 
 
 def test_an_unversioned_warehouse_is_migrated(tmp_path):
-    from eval_platform.resources import WarehouseResource
+    from eval_platform.common.resources import WarehouseResource
 
     path = tmp_path / "old.duckdb"
     with duckdb.connect(str(path)) as conn:
@@ -187,8 +265,8 @@ def test_an_unversioned_warehouse_is_migrated(tmp_path):
 
 def test_a_version_1_warehouse_is_migrated(tmp_path):
     """Version 1 (harness requests inside prompts, eras without status or costs) to the current."""
-    from eval_platform.resources import WarehouseResource
-    from eval_platform.stores import ALL_STORES
+    from eval_platform.common.resources import WarehouseResource
+    from eval_platform.definitions import ALL_STORES
 
     path = tmp_path / "v1.duckdb"
     with duckdb.connect(str(path)) as conn:
@@ -212,8 +290,8 @@ def test_a_version_2_warehouse_is_migrated_with_every_row(tmp_path, monkeypatch)
     """The previous release's warehouse (tests/data/v2_warehouse, DuckDB's EXPORT DATABASE of what it
     wrote: ARC-Easy by two models, compared) gains the prediction runs and keeps every row; its
     predictions name no run, which a comparison reads as an unrecorded environment."""
-    from eval_platform.resources import WarehouseResource
-    from eval_platform.stores import ALL_STORES
+    from eval_platform.common.resources import WarehouseResource
+    from eval_platform.definitions import ALL_STORES
 
     monkeypatch.chdir(PROJECT_ROOT)  # the export's load.sql names its files from the project root
     path = tmp_path / "v2.duckdb"
@@ -236,7 +314,7 @@ def test_a_version_2_warehouse_is_migrated_with_every_row(tmp_path, monkeypatch)
 
 
 def test_a_newer_warehouse_is_refused_clearly(warehouse):
-    from eval_platform.stores.warehouse import SchemaError
+    from eval_platform.common.warehouse import SchemaError
 
     with warehouse.get_connection() as conn:
         conn.execute("UPDATE schema_versions SET version = version + 1 WHERE store = 'benchmarks'")
@@ -248,7 +326,7 @@ def test_a_newer_warehouse_is_refused_clearly(warehouse):
 # --- one gateway ----------------------------------------------------------------------------------
 
 def test_api_models_receive_the_configured_gateway():
-    from eval_platform.resources import LanguageModelResource, ModelGatewayResource
+    from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource
 
     model = LanguageModelResource(model="openai/gpt-4o-mini",
                                   gateway=ModelGatewayResource(timeout_s=7, max_retries=5, max_concurrency=2)).load()

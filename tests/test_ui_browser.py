@@ -29,8 +29,8 @@ def materialise_history(home: Path, warehouse: Path) -> None:
     comparison; an era judged by three judges (an HTTP stub), its judge analysis and Pareto front."""
     from dagster import DagsterInstance, Definitions
 
+    from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
     from eval_platform.definitions import defs
-    from eval_platform.resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
     from tests.openai_stub_server import StubServer
 
     test_defs = Definitions(assets=list(defs.assets), jobs=list(defs.jobs), resources={

@@ -11,7 +11,7 @@ import signal
 import sys
 from contextlib import contextmanager
 
-from eval_platform.stores.warehouse import Store
+from eval_platform.common.warehouse import Store
 from tests.faults.scenarios import SCENARIOS
 
 STATEMENTS = {"INSERT": r"\s*INSERT( OR IGNORE)? INTO {table}\b", "DELETE": r"\s*DELETE FROM {table}\b"}

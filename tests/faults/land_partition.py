@@ -7,8 +7,8 @@ import sys
 
 from dagster import DagsterInstance, materialize
 
-from eval_platform.assets.benchmarks import benchmark_fewshot_rows, benchmark_prompts, benchmark_raw_rows
-from eval_platform.resources import WarehouseResource
+from eval_platform.benchmarks.assets import benchmark_fewshot_rows, benchmark_prompts, benchmark_raw_rows
+from eval_platform.common.resources import WarehouseResource
 
 if __name__ == "__main__":
     path, benchmark = sys.argv[1:]

@@ -16,7 +16,7 @@ ERA_CONFIG = {"population_size": 6, "generations": 2, "compression_model": "open
 
 
 def warehouse(path: str):
-    from eval_platform.resources import WarehouseResource
+    from eval_platform.common.resources import WarehouseResource
 
     return WarehouseResource(database=path)
 
@@ -24,10 +24,14 @@ def warehouse(path: str):
 def benchmark(path: str, limit: int = 6) -> None:
     """ARC-Easy's first `limit` rows: rows, few-shot rows, prompts, log-likelihood predictions by
     the local model, scores."""
-    from eval_platform.assets.benchmarks import (
-        benchmark_fewshot_rows, benchmark_predictions, benchmark_prompts, benchmark_raw_rows, benchmark_scores,
+    from eval_platform.benchmarks.assets import (
+        benchmark_fewshot_rows,
+        benchmark_predictions,
+        benchmark_prompts,
+        benchmark_raw_rows,
+        benchmark_scores,
     )
-    from eval_platform.resources import LanguageModelResource
+    from eval_platform.common.resources import LanguageModelResource
 
     source = {"config": {"source": str(DATA_BENCHMARKS / "arc_easy.jsonl"), "limit": limit}}
     result = materialize(
@@ -41,12 +45,12 @@ def benchmark(path: str, limit: int = 6) -> None:
 
 def era(path: str, api_base: str) -> None:
     """The inputs, then a three-generation era judged over HTTP, then its summary."""
-    from eval_platform.assets.evolution import era_summary, evolution_era, gene_pools, source_paragraphs
-    from eval_platform.resources import ModelGatewayResource
+    from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource
+    from eval_platform.evolution.assets import era_summary, evolution_era, gene_pools, source_paragraphs
 
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("eras", [ERA])
-    resources = {"warehouse": warehouse(path),
+    resources = {"warehouse": warehouse(path), "evaluation_model": LanguageModelResource(),
                  "gateway": ModelGatewayResource(api_base=api_base, timeout_s=5, max_retries=2, backoff_s=0.05)}
     assert materialize([source_paragraphs, gene_pools], resources=resources, instance=instance).success
     assert materialize([evolution_era, era_summary], partition_key=ERA, resources=resources, instance=instance,
@@ -56,16 +60,21 @@ def era(path: str, api_base: str) -> None:
 def blind(path: str, folder: str) -> None:
     """Questions, answers and the issued sheet; two demo raters fill it; their scores are read
     back and tallied."""
-    from eval_platform.assets.blind_evaluation import (
-        SHEET_FILE, blind_eval_answers, blind_eval_questions, blind_eval_scores, blind_eval_sheet, blind_eval_tally,
+    from eval_platform.blind.assets import (
+        SHEET_FILE,
+        blind_eval_answers,
+        blind_eval_questions,
+        blind_eval_scores,
+        blind_eval_sheet,
+        blind_eval_tally,
     )
-    from eval_platform.core.blind import demo_rater_fill
+    from eval_platform.blind.raters import demo_rater_fill
 
     root = Path(folder)
     if not root.exists():
         shutil.copytree(PROJECT_ROOT / "data" / "blind_eval", root, ignore=shutil.ignore_patterns("issued", "*.xlsx"))
     config = {"config": {"folder": folder}}
-    resources = {"warehouse": warehouse(path), "gateway": None}
+    resources = {"warehouse": warehouse(path), "evaluation_model": None, "gateway": None}
     assert materialize([blind_eval_questions, blind_eval_answers, blind_eval_sheet], resources=resources,
                        instance=DagsterInstance.ephemeral(),
                        run_config={"ops": {op: config for op in ("blind_eval_questions", "blind_eval_answers",

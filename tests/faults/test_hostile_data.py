@@ -9,10 +9,10 @@ import duckdb
 import pytest
 from dagster import DagsterInstance, materialize
 
-from eval_platform.assets.benchmarks import benchmark_prompts, benchmark_raw_rows
-from eval_platform.assets.evolution import source_paragraphs
-from eval_platform.core.ingestion import MAX_FIELD_CHARS, DataFileError
-from eval_platform.resources import WarehouseResource
+from eval_platform.benchmarks.assets import benchmark_prompts, benchmark_raw_rows
+from eval_platform.common.ingestion import MAX_FIELD_CHARS, DataFileError
+from eval_platform.common.resources import WarehouseResource
+from eval_platform.evolution.assets import source_paragraphs
 from tests.conftest import DATA_BENCHMARKS, PROJECT_ROOT
 
 WINOGRANDE = [json.loads(line) for line in (DATA_BENCHMARKS / "winogrande.jsonl").read_text().strip().split("\n")[:4]]

@@ -8,9 +8,9 @@ import duckdb
 import pytest
 from dagster import DagsterInstance, materialize
 
-from eval_platform.assets.evolution import era_summary, evolution_era, gene_pools, source_paragraphs
-from eval_platform.core.fitness import fitness_score
-from eval_platform.resources import ModelGatewayResource, WarehouseResource
+from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
+from eval_platform.evolution.assets import era_summary, evolution_era, gene_pools, source_paragraphs
+from eval_platform.evolution.fitness import fitness_score
 from tests.openai_stub_server import CLIENT_TIMEOUT_S, StubServer
 
 # judge -> what its error must say
@@ -40,7 +40,7 @@ def run_era(path, server, era, panel):
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("eras", [era])
     resources = {"warehouse": WarehouseResource(database=str(path)),
-                 "gateway": ModelGatewayResource(api_base=server.api_base, timeout_s=CLIENT_TIMEOUT_S, max_retries=1, backoff_s=0.05,
+                 "evaluation_model": LanguageModelResource(), "gateway": ModelGatewayResource(api_base=server.api_base, timeout_s=CLIENT_TIMEOUT_S, max_retries=1, backoff_s=0.05,
                                                  max_concurrency=16)}
     assert materialize([source_paragraphs, gene_pools], resources=resources, instance=instance).success
     config = {"population_size": 4, "generations": 1, "compression_model": "openai/compressor", "seed": 3,

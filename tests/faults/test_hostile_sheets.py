@@ -11,16 +11,14 @@ import pytest
 from dagster import materialize
 from openpyxl import load_workbook
 
-from eval_platform.assets.blind_evaluation import (
-    KEY_FILE, SHEET_FILE, blind_eval_answers, blind_eval_questions, blind_eval_sheet,
-)
-from eval_platform.core import blind
+from eval_platform.blind import sheets
+from eval_platform.blind.assets import KEY_FILE, SHEET_FILE, blind_eval_answers, blind_eval_questions, blind_eval_sheet
 from tests.conftest import PROJECT_ROOT
 from tests.test_blind_evaluation import fill, issued, tally  # noqa: F401 (issued is a fixture)
 
 
 def problems_of(path, key):
-    rows, problems = blind.read_filled_sheet(path, key)
+    rows, problems = sheets.read_filled_sheet(path, key)
     assert rows == [], "a sheet with problems must yield no rows"
     return [str(problem) for problem in problems]
 
@@ -39,7 +37,7 @@ def formula_parts(path):
 
 def swap_rows(first, second):
     def edit(sheet):
-        for column in range(1, len(blind.SHEET_COLUMNS) + 1):
+        for column in range(1, len(sheets.SHEET_COLUMNS) + 1):
             a, b = sheet.cell(first, column), sheet.cell(second, column)
             a.value, b.value = b.value, a.value
     return edit
@@ -53,7 +51,7 @@ def swap_answer_columns(sheet):
 
 def in_rubric(cell, value):
     def edit(sheet):
-        sheet.parent[blind.RUBRIC_SHEET][cell] = value
+        sheet.parent[sheets.RUBRIC_SHEET][cell] = value
     return edit
 
 
@@ -154,23 +152,23 @@ def test_a_workbook_without_the_scoring_sheet_is_refused(issued):  # noqa: F811
 def test_huge_sheets_are_refused_before_they_are_loaded(issued):  # noqa: F811
     folder, key = issued
     path = fill(folder, key, "mallory", edit=set_cell("I200000", "far away"))
-    assert problems_of(path, key) == [f"mallory.xlsx: the Scoring sheet has more than {blind.MAX_SHEET_ROWS:,} rows"]
+    assert problems_of(path, key) == [f"mallory.xlsx: the Scoring sheet has more than {sheets.MAX_SHEET_ROWS:,} rows"]
 
 
 def test_a_sheet_over_5_mb_or_unpacking_to_over_40_mb_is_refused_unopened(issued):  # noqa: F811
     folder, key = issued
     large = fill(folder, key, "mallory")
-    add_part(large, "xl/media/padding.bin", os.urandom(blind.MAX_SHEET_BYTES))  # incompressible
+    add_part(large, "xl/media/padding.bin", os.urandom(sheets.MAX_SHEET_BYTES))  # incompressible
     size = large.stat().st_size
     assert problems_of(large, key) == [
-        f"mallory.xlsx is {size:,} bytes, more than a scoring sheet can be ({blind.MAX_SHEET_BYTES:,})"]
+        f"mallory.xlsx is {size:,} bytes, more than a scoring sheet can be ({sheets.MAX_SHEET_BYTES:,})"]
     bomb = fill(folder, key, "trudy")
-    add_part(bomb, "xl/media/zeros.bin", bytes(blind.MAX_UNPACKED_BYTES))  # a few KB packed
+    add_part(bomb, "xl/media/zeros.bin", bytes(sheets.MAX_UNPACKED_BYTES))  # a few KB packed
     with zipfile.ZipFile(bomb) as package:
         unpacked = sum(part.file_size for part in package.infolist())
-    assert bomb.stat().st_size < blind.MAX_SHEET_BYTES and unpacked > blind.MAX_UNPACKED_BYTES
+    assert bomb.stat().st_size < sheets.MAX_SHEET_BYTES and unpacked > sheets.MAX_UNPACKED_BYTES
     assert problems_of(bomb, key) == [
-        f"trudy.xlsx unpacks to {unpacked:,} bytes, more than a scoring sheet can be ({blind.MAX_UNPACKED_BYTES:,})"]
+        f"trudy.xlsx unpacks to {unpacked:,} bytes, more than a scoring sheet can be ({sheets.MAX_UNPACKED_BYTES:,})"]
 
 
 def test_thousands_of_problems_are_reported_up_to_a_cap_and_summed_up(issued):  # noqa: F811
@@ -181,9 +179,9 @@ def test_thousands_of_problems_are_reported_up_to_a_cap_and_summed_up(issued):  
             sheet.cell(row, 1, f"X{row}")
 
     problems = problems_of(fill(folder, key, "mallory", edit=junk), key)
-    assert len(problems) == blind.MAX_PROBLEMS + 1
+    assert len(problems) == sheets.MAX_PROBLEMS + 1
     assert problems[0] == "A7: question 'X7' was not issued"
-    assert problems[-1] == f"A{7 + blind.MAX_PROBLEMS}:A3006: {3000 - blind.MAX_PROBLEMS} more problems"
+    assert problems[-1] == f"A{7 + sheets.MAX_PROBLEMS}:A3006: {3000 - sheets.MAX_PROBLEMS} more problems"
 
 
 def test_only_clean_sheets_are_tallied_and_every_problem_is_kept(issued, warehouse):  # noqa: F811
@@ -226,7 +224,7 @@ def test_issued_sheet_and_key_never_hold_formulas_whatever_the_text(tmp_path, wa
                     lambda i, row: renamed_q5(i, {**row, "Answer": HOSTILE[i]} if i < len(HOSTILE) else row))
     folder_config = {"config": {"folder": str(folder)}}
     result = materialize([blind_eval_questions, blind_eval_answers, blind_eval_sheet],
-                         resources={"warehouse": warehouse, "gateway": None},
+                         resources={"warehouse": warehouse, "evaluation_model": None, "gateway": None},
                          run_config={"ops": {name: folder_config for name in (
                              "blind_eval_questions", "blind_eval_answers", "blind_eval_sheet")}})
     assert result.success
@@ -235,8 +233,8 @@ def test_issued_sheet_and_key_never_hold_formulas_whatever_the_text(tmp_path, wa
     sheet = load_workbook(sheet_path)["Scoring"]
     written = {sheet.cell(row, column).value for row in range(2, 7) for column in (4, 5)}
     assert set(HOSTILE) <= written and "=Q5" in {sheet.cell(row, 1).value for row in range(2, 7)}
-    key = blind.read_answer_key(key_path)
+    key = sheets.read_answer_key(key_path)
     assert "=Q5" in key["sides"]
-    rows, problems = blind.read_filled_sheet(fill(folder, key, "alice", scores=(
+    rows, problems = sheets.read_filled_sheet(fill(folder, key, "alice", scores=(
         {**{f"Q{i}": 4 for i in range(1, 5)}, "=Q5": 5}, {**{f"Q{i}": 2 for i in range(1, 5)}, "=Q5": 5})), key)
     assert problems == [] and len(rows) == 5

@@ -12,11 +12,10 @@ import duckdb
 import pytest
 from dagster import DagsterInstance, materialize
 
-from eval_platform.assets.benchmarks import benchmark_raw_rows
-from eval_platform.resources import WarehouseResource
+from eval_platform.benchmarks.assets import benchmark_raw_rows
+from eval_platform.common.resources import WarehouseResource
 from tests.conftest import DATA_BENCHMARKS, PROJECT_ROOT
 from tests.processes import STARTED, stop_group
-
 
 ARC_EASY_ROWS = len((DATA_BENCHMARKS / "arc_easy.jsonl").read_text(encoding="utf-8").strip().split("\n"))
 

@@ -10,11 +10,11 @@ import duckdb
 import pytest
 from dagster import DagsterInstance, materialize
 
-from eval_platform.assets.benchmarks import benchmark_predictions, benchmark_prompts, benchmark_raw_rows
-from eval_platform.assets.evolution import era_summary, evolution_era, gene_pools, source_paragraphs
-from eval_platform.core.gateway import redact
-from eval_platform.core.models.local import DEFAULT_LOCAL_MODEL
-from eval_platform.resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
+from eval_platform.benchmarks.assets import benchmark_predictions, benchmark_prompts, benchmark_raw_rows
+from eval_platform.common.gateway import redact
+from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL
+from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
+from eval_platform.evolution.assets import era_summary, evolution_era, gene_pools, source_paragraphs
 from tests.openai_stub_server import StubServer
 from tests.processes import free_port, running
 
@@ -44,7 +44,7 @@ def test_redaction_covers_secret_variables_and_bearer_tokens(keys, monkeypatch):
 
 def run_era(instance, warehouse, api_base):
     instance.add_dynamic_partitions("eras", ["secret-era"])
-    resources = {"warehouse": warehouse, "gateway": ModelGatewayResource(api_base=api_base, max_retries=0)}
+    resources = {"warehouse": warehouse, "evaluation_model": LanguageModelResource(), "gateway": ModelGatewayResource(api_base=api_base, max_retries=0)}
     assert materialize([source_paragraphs, gene_pools], resources=resources, instance=instance).success
     config = {"population_size": 3, "generations": 1, "compression_model": "openai/compressor",
               "mutation_model": "openai/echo-key",

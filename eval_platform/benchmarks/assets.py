@@ -1,0 +1,354 @@
+"""Benchmark validation: raw rows (and few-shot rows) -> prompts -> predictions -> scores, one
+partition per benchmark, and the named protocols' results over them."""
+
+import json
+from itertools import combinations
+
+import pandas as pd
+from dagster import AssetExecutionContext, AutomationCondition, Config, MaterializeResult, MetadataValue, asset
+from pydantic import Field
+
+from eval_platform.benchmarks.comparison import compare
+from eval_platform.benchmarks.partitions import benchmark_partitions
+from eval_platform.benchmarks.prediction import MODES, PredictionSettings, ProgressLog, predict, resolve_format
+from eval_platform.benchmarks.protocols import PROTOCOLS, protocol_results
+from eval_platform.benchmarks.scoring import aggregate
+from eval_platform.benchmarks.specs import BENCHMARKS, BenchmarkSpec, preprocess_rows
+from eval_platform.benchmarks.store import BenchmarkStore, prediction_key, predictions_frame
+from eval_platform.common.ingestion import LoadedRows, load_rows
+from eval_platform.common.reproducibility import describe_environment, environment_differences
+from eval_platform.common.resources import DATA_DIR, WAREHOUSE_POOL, LanguageModelResource, WarehouseResource
+from eval_platform.common.warehouse import utc_now
+
+BENCHMARK_DATA = DATA_DIR / "benchmarks"
+
+
+def markdown_table(frame: pd.DataFrame, rows: int = 10) -> MetadataValue:
+    return MetadataValue.md(frame.head(rows).to_markdown(index=False) if len(frame) else "_no rows_")
+
+
+class SourceConfig(Config):
+    source: str | None = Field(
+        default=None, description="A local JSONL/JSON/Parquet/CSV file or a Hugging Face dataset id. "
+                                  "Default: the slice shipped in data/benchmarks/.")
+    hub_config: str | None = Field(default=None, description="Dataset configuration name, for a hub id.")
+    split: str | None = Field(default=None, description="Split to load, for a hub id.")
+    limit: int | None = Field(default=None, description="Read only the first N rows.")
+
+
+def _frames(benchmark: str, source: str, loaded: LoadedRows,
+            unique_ids: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Rows and rejections, with the file and line of each; with `unique_ids`, a repeated id is
+    rejected (its row keeps its position, so later rows' positions are the source's)."""
+    now, seen, rows, rejected = utc_now(), set(), [], []
+    for number, ((row_id, row), line) in enumerate(zip(loaded.rows, loaded.lines)):
+        text = json.dumps(row, default=str, ensure_ascii=False)
+        if unique_ids and row_id in seen:
+            rejected.append({"source_row_id": row_id, "line": line, "row_json": text,
+                             "reason": "duplicate source row id"})
+        else:
+            rows.append({"source_row_id": row_id, "row_number": number, "line": line, "row_json": text})
+        seen.add(row_id)
+    rejected += [{"source_row_id": None, "line": r.line, "row_json": r.text, "reason": r.reason}
+                 for r in loaded.rejected]
+    columns = ["source_row_id", "line", "row_json", "reason"]
+    return (pd.DataFrame(rows, columns=["source_row_id", "row_number", "line", "row_json"])
+            .assign(benchmark=benchmark, source=source, ingested_at=now),
+            pd.DataFrame(rejected, columns=columns).assign(benchmark=benchmark, source=source, rejected_at=now))
+
+
+def _rejection_metadata(rejected: pd.DataFrame) -> MetadataValue:
+    return markdown_table(rejected[["line", "source_row_id", "reason"]], 20)
+
+
+@asset(
+    partitions_def=benchmark_partitions, group_name="benchmark_ingestion", kinds={"huggingface", "duckdb"},
+    pool=WAREHOUSE_POOL,
+)
+def benchmark_raw_rows(context: AssetExecutionContext, config: SourceConfig,
+                       warehouse: WarehouseResource) -> MaterializeResult:
+    """Rows of the benchmark's evaluation split, verbatim as JSON, keyed by source row id. A line
+    that cannot be read, or repeats an id, is kept in `ingest_rejections` with its line and reason."""
+    spec = BENCHMARKS[context.partition_key]
+    source = config.source or str(BENCHMARK_DATA / spec.data_file)
+    loaded = load_rows(source, config.hub_config or spec.hub_name, config.split or spec.hub_split, config.limit)
+    raw, rejected = _frames(spec.name, source, loaded)
+    with warehouse.store(BenchmarkStore) as store:
+        store.replace_raw_rows(spec.name, raw, rejected)
+    for reject in rejected.itertuples():
+        context.log.warning(f"{source} line {reject.line}: {reject.reason}")
+    return MaterializeResult(metadata={
+        "dagster/row_count": len(raw), "rejected_rows": len(rejected), "source": source,
+        "rejections": _rejection_metadata(rejected), "preview": markdown_table(raw[["source_row_id", "row_json"]], 5),
+    })
+
+
+@asset(
+    partitions_def=benchmark_partitions, group_name="benchmark_ingestion", kinds={"huggingface", "duckdb"},
+    pool=WAREHOUSE_POOL,
+)
+def benchmark_fewshot_rows(context: AssetExecutionContext, config: SourceConfig,
+                           warehouse: WarehouseResource) -> MaterializeResult:
+    """The benchmark's few-shot split, in order: the pool its few-shot examples are drawn from.
+    Default: the slice in data/benchmarks/fewshot/ (none ships for HellaSwag, whose train split is
+    not available offline; point `source` at it)."""
+    spec = BENCHMARKS[context.partition_key]
+    fewshot = spec.fewshot
+    default = str(BENCHMARK_DATA / "fewshot" / fewshot.data_file) if fewshot and fewshot.data_file else None
+    source = config.source or default
+    if fewshot is None or source is None:
+        note = ("zero-shot only" if fewshot is None else
+                f"no few-shot split shipped: set source to {fewshot.hub_path} (split {fewshot.hub_split}) with hub "
+                "access, or to a local file")
+        with warehouse.store(BenchmarkStore) as store:
+            store.replace_fewshot_rows(spec.name, None, None)
+        context.log.info(f"{spec.name}: {note}")
+        return MaterializeResult(metadata={"dagster/row_count": 0, "note": note})
+    loaded = load_rows(source, config.hub_config or fewshot.hub_name, config.split or fewshot.hub_split, config.limit)
+    rows, rejected = _frames(spec.name, source, loaded, unique_ids=False)  # the pool keeps every row, as the harness
+    with warehouse.store(BenchmarkStore) as store:
+        store.replace_fewshot_rows(spec.name, rows, rejected)
+    return MaterializeResult(metadata={
+        "dagster/row_count": len(rows), "rejected_rows": len(rejected), "source": source,
+        "sampler": type(fewshot.sampler).__name__, "shots": fewshot.shots, "rejections": _rejection_metadata(rejected),
+    })
+
+
+@asset(
+    partitions_def=benchmark_partitions, deps=[benchmark_raw_rows, benchmark_fewshot_rows],
+    group_name="benchmark_preprocessing", kinds={"python", "duckdb"}, pool=WAREHOUSE_POOL,
+)
+def benchmark_prompts(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
+    """Each raw row as system_prompt, user_prompt, labels and real_answer, and its lm-evaluation-
+    harness requests zero-shot and with the leaderboard's shots (row i of the split gets the
+    sampler's i-th draw of few-shot examples). Rows that cannot be parsed go to prompt_rejections."""
+    spec = BENCHMARKS[context.partition_key]
+    with warehouse.store(BenchmarkStore) as store:
+        raw = store.load_raw_rows(spec.name)
+        fewshot = store.load_fewshot_rows(spec.name)
+    rows = {r["source_row_id"]: r["row_json"] for r in raw}
+    prepared = preprocess_rows(spec, [(r["source_row_id"], json.loads(r["row_json"])) for r in raw],
+                               [(r["source_row_id"], json.loads(r["row_json"])) for r in fewshot],
+                               row_numbers=[r["row_number"] for r in raw])
+    numbers = {r["source_row_id"]: r["row_number"] for r in raw}
+    prompt_frame = pd.DataFrame(prepared.prompts).assign(row_number=lambda f: f["source_row_id"].map(numbers)) \
+        if prepared.prompts else pd.DataFrame()
+    reject_frame = pd.DataFrame(prepared.rejected, columns=["benchmark", "source_row_id", "reason"]).assign(
+        row_json=lambda f: f["source_row_id"].map(rows), rejected_at=utc_now())
+    request_frame = pd.DataFrame([
+        {"prompt_id": r["prompt_id"], "benchmark": spec.name, "num_fewshot": r["num_fewshot"],
+         "prefix": r["item"].prefix, "contexts": list(r["item"].contexts),
+         "continuations": list(r["item"].continuations), "choice_texts": list(r["item"].choice_texts),
+         "gold": list(r["item"].gold), "target": r["item"].target, "fewshot_ids": r["fewshot_ids"]}
+        for r in prepared.requests])
+    with warehouse.store(BenchmarkStore) as store:
+        store.replace_prompts(spec.name, prompt_frame, reject_frame, request_frame)
+    for reject in prepared.rejected:
+        context.log.warning(f"{spec.name} row {reject['source_row_id']} rejected: {reject['reason']}")
+    for shots, reason in prepared.unavailable_shots.items():
+        context.log.warning(f"{spec.name}: no {shots}-shot prompts: {reason}")
+    per_shots = request_frame.groupby("num_fewshot").size().to_dict() if len(request_frame) else {}
+    return MaterializeResult(metadata={
+        "dagster/row_count": len(prompt_frame), "rejected_rows": len(reject_frame),
+        "harness_requests": MetadataValue.json({f"{k}-shot": int(v) for k, v in per_shots.items()}),
+        "unavailable_shots": MetadataValue.json({f"{k}-shot": v for k, v in prepared.unavailable_shots.items()}),
+        "reject_reasons": markdown_table(reject_frame[["source_row_id", "reason"]], 20),
+        "preview": markdown_table(prompt_frame[["prompt_id", "user_prompt", "real_answer"]], 3) if prepared.prompts
+        else "none",
+    })
+
+
+class PredictionConfig(Config):
+    modes: list[str] = Field(default=["letter", "loglikelihood"],
+                             description="Prediction modes, of those the benchmark supports: letter, loglikelihood, "
+                                         "generate. A benchmark supporting none of them uses its own (GSM8K: generate).")
+    loglikelihood_format: str = Field(default="harness", description="harness (lm-evaluation-harness) or chat.")
+    generation_format: str = Field(default="chat", description="chat, or harness (its few-shot prompt, stop "
+                                                               "sequences and filters).")
+    num_fewshot: int = Field(default=0, description="Shots for the harness format: 0, or the benchmark's few-shot "
+                                                    "number (ARC 25, HellaSwag 10, MMLU 5, Winogrande 5, GSM8K 5).")
+    protocol: str | None = Field(default=None, description="A named protocol (open_llm_leaderboard_v1): its mode, "
+                                                          "format and shots for this benchmark, instead of the above.")
+    harness_max_new_tokens: int | None = Field(
+        default=None, description="Generation budget in the harness format; None: the harness task's own (256), "
+                                  "as the protocol and parity with lm-evaluation-harness need.")
+    recompute: bool = Field(default=False, description="Ignore stored predictions of the same model.")
+
+
+def _plan(spec: BenchmarkSpec, config: PredictionConfig) -> list[tuple[str, str, int]]:
+    """(mode, prompt format, shots) to run for the benchmark."""
+    if config.protocol:
+        if config.protocol not in PROTOCOLS:
+            raise ValueError(f"Unknown protocol {config.protocol!r}; known: {sorted(PROTOCOLS)}")
+        task = PROTOCOLS[config.protocol].task_for(spec.name)
+        return [(task.mode, task.prompt_format, task.num_fewshot)]
+    unknown = [m for m in config.modes if m not in MODES]
+    if unknown:
+        raise ValueError(f"Unknown prediction mode(s) {unknown}; expected some of {sorted(MODES)}")
+    plan = []
+    for name in [m for m in config.modes if m in spec.modes] or [spec.modes[0]]:
+        mode = MODES[name]
+        requested = config.generation_format if name == "generate" else config.loglikelihood_format
+        prompt_format = resolve_format(mode, requested if spec.chat_format else "harness")
+        plan.append((name, prompt_format, config.num_fewshot if prompt_format == "harness" else 0))
+    return plan
+
+
+@asset(
+    partitions_def=benchmark_partitions, deps=[benchmark_prompts], group_name="benchmark_prediction",
+    kinds={"pytorch", "duckdb"}, pool=WAREHOUSE_POOL,
+)
+def benchmark_predictions(
+    context: AssetExecutionContext, config: PredictionConfig, warehouse: WarehouseResource,
+    evaluation_model: LanguageModelResource,
+) -> MaterializeResult:
+    """The model's answer to every prompt in each mode, with per-label probabilities (letter),
+    per-choice log-likelihoods or the generated text, and where this run computed them
+    (`prediction_runs`). Predictions already stored for the same model fingerprint, prompt, mode,
+    format and shots are reused, not computed again, and keep the run that computed them. Long runs
+    log their progress (items done, items/s, time left)."""
+    spec = BENCHMARKS[context.partition_key]
+    plan = _plan(spec, config)
+    model = evaluation_model.load()
+    context.instance.add_run_tags(context.run_id, {"eval/model": model.name, "eval/model_fingerprint": model.fingerprint})
+    environment = describe_environment(model.describe_placement(), evaluation_model.batch_size).as_row()
+    run = pd.DataFrame([{"run_id": context.run_id, "benchmark": spec.name, "model": model.name,
+                         "model_fingerprint": model.fingerprint, **environment, "recorded_at": utc_now()}])
+    counts = {}
+    for mode_name, prompt_format, shots in plan:
+        mode = MODES[mode_name]
+        key = prediction_key(model.fingerprint, spec.name, mode.name, prompt_format, shots)
+        with warehouse.store(BenchmarkStore) as store:
+            prompts = store.load_prompts(spec.name, shots)
+            stored = store.stored_prediction_ids(key)
+        label = f"{spec.name} {mode.name} ({prompt_format}, {shots}-shot)"
+        if prompt_format == "harness" and any(p["prefix"] is None for p in prompts):
+            raise ValueError(f"{label}: the prompts have no {shots}-shot harness requests. Materialise "
+                             f"benchmark_fewshot_rows (with the few-shot split) and benchmark_prompts first; "
+                             f"{spec.name} builds {list(spec.shot_counts())}-shot prompts.")
+        todo = [p for p in prompts if config.recompute or p["prompt_id"] not in stored]
+        passes_before = getattr(model, "forward_passes", 0)
+        settings = PredictionSettings(evaluation_model.batch_size, evaluation_model.max_new_tokens,
+                                      config.harness_max_new_tokens, progress=ProgressLog(context.log.info, label))
+        new = predict(mode, model, todo, prompt_format, spec, settings) if todo else []
+        with warehouse.store(BenchmarkStore) as store:
+            store.save_predictions(key, predictions_frame(model.name, key, new, utc_now(), context.run_id),
+                                   config.recompute, run)
+        counts[f"{mode.name}/{prompt_format}/{shots}-shot"] = {
+            "computed": len(new), "reused": len(prompts) - len(todo),
+            "forward_passes": getattr(model, "forward_passes", 0) - passes_before}
+        context.log.info(f"{label}: {counts[f'{mode.name}/{prompt_format}/{shots}-shot']}")
+    return MaterializeResult(metadata={
+        "dagster/row_count": sum(c["computed"] + c["reused"] for c in counts.values()), "model": model.name,
+        "model_fingerprint": model.fingerprint, "modes": MetadataValue.json(counts),
+        "environment": MetadataValue.json(environment),
+    })
+
+
+@asset(
+    partitions_def=benchmark_partitions, deps=[benchmark_prompts, benchmark_predictions],
+    group_name="benchmark_scoring", kinds={"python", "duckdb"}, pool=WAREHOUSE_POOL,
+)
+def benchmark_scores(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
+    """Each item's score per model, mode, format, shots and metric, and their mean with a 95%
+    interval and the per-item report."""
+    spec = BENCHMARKS[context.partition_key]
+    with warehouse.store(BenchmarkStore) as store:
+        rows = store.load_scoring_inputs(spec.name)
+    groups: dict[tuple, list[dict]] = {}
+    for row in rows:
+        groups.setdefault((row["model"], row["model_fingerprint"], row["mode"], row["prompt_format"],
+                           row["num_fewshot"]), []).append(row)
+    items, scores, numbers = [], [], {}
+    for (model, fingerprint, mode_name, prompt_format, shots), group in groups.items():
+        mode = MODES[mode_name]
+        per_item = [mode.item_scores(row, spec) for row in group]
+        for metric in mode.metrics(spec, prompt_format):
+            metric_items = [scored[metric] for scored in per_item]
+            score = aggregate(metric_items)
+            context.log.info(f"{spec.name} {model} {mode_name}/{prompt_format}/{shots}-shot {metric}\n{score.report}")
+            key = {"model_fingerprint": fingerprint, "benchmark": spec.name, "mode": mode_name,
+                   "prompt_format": prompt_format, "num_fewshot": shots, "metric": metric}
+            scores.append({"model": model, **key, **vars(score)})
+            items += [{**key, "prompt_id": row["prompt_id"], "value": item.value, "predicted": item.predicted,
+                       "reference": item.reference} for row, item in zip(group, metric_items)]
+            numbers[f"accuracy/{mode_name}/{prompt_format}/{shots}-shot/{metric}"] = score.accuracy
+    frame = pd.DataFrame(scores).assign(scored_at=utc_now()) if scores else pd.DataFrame()
+    with warehouse.store(BenchmarkStore) as store:
+        store.replace_scores(spec.name, pd.DataFrame(items), frame, context.run_id)
+    table = (frame[["model", "mode", "prompt_format", "num_fewshot", "metric", "n", "accuracy", "ci_low", "ci_high"]]
+             .round(3) if scores else frame)
+    return MaterializeResult(metadata={"dagster/row_count": len(frame), "accuracy": markdown_table(table, 50),
+                                       **{name: MetadataValue.float(value) for name, value in numbers.items()}})
+
+
+@asset(
+    partitions_def=benchmark_partitions, deps=[benchmark_predictions, benchmark_scores], group_name="benchmark_scoring",
+    kinds={"scipy", "duckdb"}, pool=WAREHOUSE_POOL,
+)
+def model_comparison(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
+    """Every pair of models scored on the same prompts, mode, format and shots: the accuracy
+    difference, an exact McNemar test on the items they disagree on, a paired bootstrap 95%
+    interval of the difference, and where the runs behind the two sides computed differently
+    (batch size, device, dtype, threads, CPU, versions; see `prediction_runs`)."""
+    spec = BENCHMARKS[context.partition_key]
+    with warehouse.store(BenchmarkStore) as store:
+        rows = store.load_item_scores(spec.name)
+        environments = store.load_prediction_runs(spec.name)
+    groups: dict[tuple, dict[tuple[str, str], dict[str, float]]] = {}
+    runs: dict[tuple, set[str | None]] = {}
+    for row in rows:
+        key = (row["mode"], row["prompt_format"], row["num_fewshot"], row["metric"])
+        side = (row["model"], row["model_fingerprint"])
+        groups.setdefault(key, {}).setdefault(side, {})[row["prompt_id"]] = row["value"]
+        runs.setdefault((*key, *side), set()).add(row["prediction_run_id"])
+
+    def environments_of(key: tuple, side: tuple[str, str]) -> list[dict | None]:
+        return [environments.get(run_id) for run_id in runs[(*key, *side)]]
+
+    comparisons = []
+    for (mode, prompt_format, shots, metric), models in sorted(groups.items()):
+        for first, second in combinations(sorted(models), 2):
+            result = compare(models[first], models[second])
+            key = (mode, prompt_format, shots, metric)
+            if result.items:
+                comparisons.append({
+                    "benchmark": spec.name, "mode": mode, "prompt_format": prompt_format, "num_fewshot": shots,
+                    "metric": metric, "model_a": first[0], "fingerprint_a": first[1], "model_b": second[0],
+                    "fingerprint_b": second[1], "items": result.items, "accuracy_a": result.first_accuracy,
+                    "accuracy_b": result.second_accuracy, "difference": result.difference,
+                    "only_a": result.only_first, "only_b": result.only_second, "mcnemar_p": result.mcnemar_p,
+                    "ci_low": result.ci_low, "ci_high": result.ci_high,
+                    "environment_differences": environment_differences(environments_of(key, first),
+                                                                       environments_of(key, second))})
+    frame = pd.DataFrame(comparisons).assign(compared_at=utc_now()) if comparisons else pd.DataFrame()
+    with warehouse.store(BenchmarkStore) as store:
+        store.replace_model_comparisons(spec.name, frame)
+    table = frame.assign(model_a=frame["fingerprint_a"], model_b=frame["fingerprint_b"])[[
+        "mode", "prompt_format", "num_fewshot", "metric", "model_a", "model_b", "items", "accuracy_a", "accuracy_b",
+        "difference", "only_a", "only_b", "mcnemar_p", "ci_low", "ci_high", "environment_differences"]].round(4) \
+        if comparisons else frame
+    return MaterializeResult(metadata={"dagster/row_count": len(frame), "pairs": len({(c["fingerprint_a"], c[
+        "fingerprint_b"]) for c in comparisons}), "comparison": markdown_table(table, 50)})
+
+
+@asset(group_name="benchmark_protocols", deps=[benchmark_scores], kinds={"duckdb"}, pool=WAREHOUSE_POOL,
+       automation_condition=AutomationCondition.eager())
+def protocol_scores(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
+    """Every named protocol's tasks per model (a score, or why it is missing) and their average,
+    from the benchmark scores: the Open LLM Leaderboard (v1) number."""
+    with warehouse.store(BenchmarkStore) as store:
+        scores = store.load_scores()
+    metadata = {}
+    for protocol in PROTOCOLS.values():
+        results = pd.DataFrame(protocol_results(protocol, scores))
+        with warehouse.store(BenchmarkStore) as store:
+            store.replace_protocol_results(protocol.name, results.assign(computed_at=utc_now()))
+        if len(results):
+            shown = results[["model", "benchmark", "num_fewshot", "metric", "n", "accuracy", "status"]]
+            metadata[protocol.name] = markdown_table(shown.round(4), 50)
+            for row in results[results["benchmark"] == "average"].itertuples():
+                context.log.info(f"{protocol.title} {row.model}: average {row.accuracy} ({row.status})")
+                if row.accuracy is not None and len(results["model"].unique()) == 1:
+                    metadata[f"{protocol.name}/average"] = MetadataValue.float(float(row.accuracy))
+    return MaterializeResult(metadata={"dagster/row_count": len(scores), **metadata})

@@ -1,0 +1,75 @@
+"""Asset checks of the benchmark assets: accuracies in range, no duplicate predictions, reject rates,
+and accuracy regressions between scoring runs."""
+
+import os
+
+from dagster import AssetCheckResult, AssetCheckSeverity, asset_check
+
+from eval_platform.benchmarks.assets import benchmark_predictions, benchmark_prompts, benchmark_scores
+from eval_platform.benchmarks.comparison import compare, flipped_to_wrong
+from eval_platform.benchmarks.store import BenchmarkStore
+from eval_platform.common.checks import check_result, listed_rows
+from eval_platform.common.reproducibility import environment_differences
+from eval_platform.common.resources import WarehouseResource
+
+MAX_REJECT_RATE = float(os.environ.get("EVAL_MAX_REJECT_RATE", "0.05"))
+REGRESSION_ALPHA = float(os.environ.get("EVAL_REGRESSION_ALPHA", "0.05"))
+
+
+@asset_check(asset=benchmark_scores, description="Every accuracy and interval bound lies in [0, 1].")
+def accuracies_in_unit_interval(warehouse: WarehouseResource) -> AssetCheckResult:
+    with warehouse.store(BenchmarkStore) as store:
+        return check_result(store.accuracies_outside_unit_interval(), "accuracy outside [0, 1]")
+
+
+@asset_check(asset=benchmark_predictions, description="At most one prediction per model, prompt, mode and shots.")
+def no_duplicate_predictions(warehouse: WarehouseResource) -> AssetCheckResult:
+    with warehouse.store(BenchmarkStore) as store:
+        return check_result(store.duplicate_predictions(), "duplicate predictions")
+
+
+@asset_check(asset=benchmark_prompts,
+             description=f"Rejected rows stay under EVAL_MAX_REJECT_RATE (now {MAX_REJECT_RATE:.0%}) per benchmark.")
+def reject_rate_below_threshold(warehouse: WarehouseResource) -> AssetCheckResult:
+    with warehouse.store(BenchmarkStore) as store:
+        return check_result(store.reject_rates_above(MAX_REJECT_RATE), "benchmark over the reject-rate threshold")
+
+
+@asset_check(asset=benchmark_scores, description=(
+    f"No model's accuracy dropped below its previous scoring run's by more than an exact McNemar test "
+    f"allows (p < EVAL_REGRESSION_ALPHA, now {REGRESSION_ALPHA}) on the items both runs scored; names "
+    "the items that flipped from right to wrong, and whatever differs between the environments the "
+    "two runs' predictions were computed in."))
+def accuracy_regression(warehouse: WarehouseResource) -> AssetCheckResult:
+    with warehouse.store(BenchmarkStore) as store:
+        rows = store.latest_score_runs()
+        environments = {benchmark: store.load_prediction_runs(benchmark) for benchmark in {r["benchmark"] for r in rows}}
+    runs: dict[tuple, dict[bool, dict[str, float]]] = {}
+    prediction_runs: dict[tuple, dict[bool, set[str | None]]] = {}
+    names: dict[str, str] = {}
+    for row in rows:
+        key = (row["benchmark"], row["model"], row["model_fingerprint"], row["mode"], row["prompt_format"],
+               row["num_fewshot"], row["metric"])
+        runs.setdefault(key, {}).setdefault(row["latest"], {})[row["prompt_id"]] = row["value"]
+        prediction_runs.setdefault(key, {}).setdefault(row["latest"], set()).add(row["prediction_run_id"])
+        names[row["prompt_id"]] = row["source_row_id"]
+    regressions, changes = [], []
+    for key, by_recency in sorted(runs.items()):
+        if set(by_recency) != {True, False}:
+            continue  # a first run has nothing to compare with
+        changed = environment_differences(*([environments[key[0]].get(run) for run in prediction_runs[key][latest]]
+                                            for latest in (False, True)))
+        if changed:
+            changes.append((*key[:2], *key[3:], changed))
+        result = compare(by_recency[False], by_recency[True])  # previous minus latest
+        if result.difference > 0 and result.mcnemar_p is not None and result.mcnemar_p < REGRESSION_ALPHA:
+            flipped = [names[item] for item in flipped_to_wrong(by_recency[False], by_recency[True])]
+            regressions.append((*key[:2], *key[3:], round(result.first_accuracy, 4), round(result.second_accuracy, 4),
+                                f"p={result.mcnemar_p:.3g}", "flipped to wrong: " + ", ".join(flipped),
+                                f"environment changed: {changed}" if changed else "same environment"))
+    return check_result(regressions, "significant accuracy drop", severity=AssetCheckSeverity.WARN,
+                   environment_changes=listed_rows(changes, "the compared runs computed in the same environment", 20))
+
+
+BENCHMARK_CHECKS = [accuracies_in_unit_interval, no_duplicate_predictions, reject_rate_below_threshold,
+                    accuracy_regression]

@@ -1,0 +1,212 @@
+"""Prediction modes: small strategies over the model protocol, one per way of asking a model.
+
+- `letter`: the chat prompt, one forward pass; the first answer token's probabilities restricted
+  to the labels (all stored).
+- `loglikelihood`: log P(choice | context), in lm-evaluation-harness's format (with its few-shot
+  examples) or continuing the `chat` prompt.
+- `generate`: greedy generation, the final number extracted (GSM8K), after the chat prompt or
+  lm-evaluation-harness's few-shot prompt (cut at its stop sequences, its filters applied).
+
+Each mode turns prompt records into prediction records, names the metrics it scores for a
+benchmark and format, and scores one stored prediction against its reference.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
+
+from eval_platform.benchmarks.harness import HarnessItem, gsm8k_exact_match, gsm8k_extractions
+from eval_platform.benchmarks.scoring import ItemScore, argmax_label, exact, extract_numbers, loglikelihood_item_scores
+from eval_platform.common.models import Chat, GenerationRequest, LanguageModel, LoglikelihoodRequest
+
+if TYPE_CHECKING:
+    from eval_platform.benchmarks.specs import BenchmarkSpec
+
+PROMPT_FORMATS = ("chat", "harness")
+
+
+@dataclass(frozen=True)
+class Prediction:
+    prompt_id: str
+    predicted: str | None
+    predicted_norm: str | None = None
+    predicted_flexible: str | None = None
+    label_probabilities: dict[str, float] | None = None
+    choice_loglikelihoods: list[float] | None = None
+    output_text: str | None = None
+
+
+def no_progress(done: int, total: int) -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class PredictionSettings:
+    batch_size: int = 8
+    max_new_tokens: int = 256  # for the chat format
+    harness_max_new_tokens: int | None = None  # None: the harness task's own budget (GSM8K: 256)
+    chunk_items: int = 256  # items per model call; progress is reported after each
+    progress: Callable[[int, int], None] = field(default=no_progress)
+
+
+class PredictionMode(Protocol):
+    name: str
+    formats: tuple[str, ...]  # the first is the default
+
+    def metrics(self, spec: "BenchmarkSpec", prompt_format: str) -> tuple[str, ...]:
+        ...
+
+    def predict_chunk(self, model: LanguageModel, prompts: Sequence[Mapping[str, Any]], prompt_format: str,
+                      spec: "BenchmarkSpec", settings: PredictionSettings) -> list[Prediction]:
+        ...
+
+    def item_scores(self, row: Mapping[str, Any], spec: "BenchmarkSpec") -> dict[str, ItemScore]:
+        """The metrics of one stored prediction (`row`: prediction, prompt and harness request fields)."""
+
+
+def predict(mode: PredictionMode, model: LanguageModel, prompts: Sequence[Mapping[str, Any]], prompt_format: str,
+            spec: "BenchmarkSpec", settings: PredictionSettings = PredictionSettings()) -> list[Prediction]:
+    """The mode's predictions for every prompt, `settings.chunk_items` at a time, reporting progress."""
+    predictions: list[Prediction] = []
+    for start in range(0, len(prompts), settings.chunk_items):
+        chunk = prompts[start: start + settings.chunk_items]
+        predictions += mode.predict_chunk(model, chunk, prompt_format, spec, settings)
+        settings.progress(len(predictions), len(prompts))
+    return predictions
+
+
+def chat_of(prompt: Mapping[str, Any]) -> Chat:
+    return Chat(prompt["system_prompt"], prompt["user_prompt"])
+
+
+def harness_item_of(prompt: Mapping[str, Any]) -> HarnessItem:
+    """The harness request stored with a prompt (for the number of shots it was loaded with)."""
+    return HarnessItem(prompt["prefix"], tuple(prompt["contexts"]), tuple(prompt["continuations"]),
+                       tuple(prompt["choice_texts"]), tuple(prompt["gold"]), prompt["target"])
+
+
+class LetterMode:
+    name = "letter"
+    formats = ("chat",)
+
+    def metrics(self, spec, prompt_format):
+        return ("acc",)
+
+    def predict_chunk(self, model, prompts, prompt_format, spec, settings):
+        distributions = model.label_probabilities([chat_of(p) for p in prompts], [p["labels"] for p in prompts],
+                                                  settings.batch_size)
+        return [Prediction(p["prompt_id"], argmax_label(p["labels"], [dist[label] for label in p["labels"]])
+                           if dist else None, label_probabilities=dist)
+                for p, dist in zip(prompts, distributions)]
+
+    def item_scores(self, row, spec):
+        return {"acc": exact(row["predicted"], row["real_answer"])}
+
+
+def loglikelihood_requests(prompt: Mapping[str, Any], prompt_format: str) -> list[LoglikelihoodRequest]:
+    """One request per choice: lm-evaluation-harness's (context, continuation) pairs, or the chat
+    prompt continued by each choice's text."""
+    if prompt_format == "harness":
+        return [LoglikelihoodRequest(context, continuation)
+                for context, continuation in harness_item_of(prompt).requests()]
+    return [LoglikelihoodRequest(chat_of(prompt), choice) for choice in prompt["choices"]]
+
+
+class LoglikelihoodMode:
+    name = "loglikelihood"
+    formats = ("harness", "chat")
+
+    def metrics(self, spec, prompt_format):
+        return spec.harness.metrics if prompt_format == "harness" else ("acc", "acc_norm")
+
+    def predict_chunk(self, model, prompts, prompt_format, spec, settings):
+        per_item = [loglikelihood_requests(p, prompt_format) for p in prompts]
+        flat = model.loglikelihoods([r for item in per_item for r in item], settings.batch_size)
+        predictions, offset = [], 0
+        for prompt, item in zip(prompts, per_item):
+            scores = flat[offset: offset + len(item)]
+            offset += len(item)
+            lengths = prompt["choice_texts"] if prompt_format == "harness" else [r.continuation for r in item]
+            normalized = [s / float(max(1, len(text))) for s, text in zip(scores, lengths)]
+            predictions.append(Prediction(prompt["prompt_id"], argmax_label(prompt["labels"], scores),
+                                          predicted_norm=argmax_label(prompt["labels"], normalized),
+                                          choice_loglikelihoods=list(scores)))
+        return predictions
+
+    def item_scores(self, row, spec):
+        if row["prompt_format"] == "harness":
+            return loglikelihood_item_scores(row["choice_loglikelihoods"], row["gold"], row["choice_texts"],
+                                             row["labels"], spec.harness.metrics)
+        return {"acc": exact(row["predicted"], row["real_answer"]),
+                "acc_norm": exact(row["predicted_norm"], row["real_answer"])}
+
+
+class GenerateMode:
+    name = "generate"
+    formats = ("chat", "harness")
+
+    def metrics(self, spec, prompt_format):
+        return ("strict_match", "flexible_match")
+
+    def predict_chunk(self, model, prompts, prompt_format, spec, settings):
+        if prompt_format == "harness":
+            budget = settings.harness_max_new_tokens or spec.harness.max_new_tokens
+            requests = [GenerationRequest(harness_item_of(p).prompt, budget, spec.harness.stop) for p in prompts]
+            outputs = model.generate(requests, settings.batch_size)
+            extracted = [gsm8k_extractions(text) for text in outputs]
+            return [Prediction(p["prompt_id"], strict, predicted_flexible=flexible, output_text=text)
+                    for p, text, (strict, flexible) in zip(prompts, outputs, extracted)]
+        outputs = model.generate([GenerationRequest(chat_of(p), settings.max_new_tokens) for p in prompts],
+                                 settings.batch_size)
+        predictions = []
+        for prompt, text in zip(prompts, outputs):
+            strict, flexible = extract_numbers(text.strip())
+            predictions.append(Prediction(prompt["prompt_id"], strict, predicted_flexible=flexible,
+                                          output_text=text.strip()))
+        return predictions
+
+    def item_scores(self, row, spec):
+        if row["prompt_format"] == "harness":
+            return {metric: ItemScore(float(gsm8k_exact_match(row[column], row["target"])), row[column],
+                                      row["real_answer"])
+                    for metric, column in (("strict_match", "predicted"), ("flexible_match", "predicted_flexible"))}
+        return {"strict_match": exact(row["predicted"], row["real_answer"]),
+                "flexible_match": exact(row["predicted_flexible"], row["real_answer"])}
+
+
+MODES: dict[str, PredictionMode] = {mode.name: mode for mode in (LetterMode(), LoglikelihoodMode(), GenerateMode())}
+
+
+def resolve_format(mode: PredictionMode, requested: str) -> str:
+    """The requested prompt format where the mode accepts it, else the mode's own."""
+    return requested if requested in mode.formats else mode.formats[0]
+
+
+@dataclass
+class ProgressLog:
+    """Reports items done, items per second and the time left, at most every `every_s` seconds."""
+
+    log: Callable[[str], None]
+    label: str
+    every_s: float = 30.0
+    started: float = field(default_factory=time.perf_counter)
+    last: float = 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.perf_counter()
+        if done < total and now - self.last < self.every_s:
+            return
+        self.last = now
+        rate = done / max(now - self.started, 1e-9)
+        left = (total - done) / rate if rate else float("inf")
+        self.log(f"{self.label}: {done}/{total} items, {rate:.2f} items/s, about {_duration(left)} left")
+
+
+def _duration(seconds: float) -> str:
+    if seconds == float("inf"):
+        return "unknown time"
+    minutes, seconds = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"

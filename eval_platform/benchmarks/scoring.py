@@ -1,0 +1,114 @@
+"""Scoring: answer extraction, accuracy with a confidence interval, and the per-item report of the
+benchmark specification (`0. Output: A, Reference: A :: O` ... `Score: 0.5`)."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+from eval_platform.benchmarks.specs import gsm8k_final_number, normalize_number
+
+
+def extract_numbers(text: str) -> tuple[str | None, str | None]:
+    """GSM8K answers from generated text: (strict: after `####`, flexible: the last number)."""
+    numbers = re.findall(r"-?\$?\d[\d,]*(?:\.\d+)?", text)
+    flexible = normalize_number(numbers[-1]) if numbers else None
+    return gsm8k_final_number(text), flexible
+
+
+def argmax_label(labels: Sequence[str], scores: Sequence[float]) -> str:
+    """The label of the highest score; the first one wins ties (deterministic)."""
+    return labels[argmax(scores)]
+
+
+def wilson_interval(correct: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """95% Wilson score interval for a proportion (well behaved at 0 and n)."""
+    if n == 0:
+        return 0.0, 0.0
+    p = correct / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, round(centre - half, 12)), min(1.0, round(centre + half, 12))
+
+
+def normal_interval(values: Sequence[float], z: float = 1.959964) -> tuple[float, float]:
+    """95% normal-approximation interval of a mean of values in [0, 1] (for mc2's probability mass)."""
+    n = len(values)
+    if n == 0:
+        return 0.0, 0.0
+    mean = sum(values) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
+    half = z * sd / math.sqrt(n)
+    return max(0.0, mean - half), min(1.0, mean + half)
+
+
+@dataclass(frozen=True)
+class ItemScore:
+    """One item's value of one metric (1/0 for a hit or miss, or a value in [0, 1]), with what the
+    model answered and what it was scored against."""
+
+    value: float
+    predicted: str | None
+    reference: str | None
+
+
+@dataclass(frozen=True)
+class Score:
+    n: int
+    correct: float  # the sum of the items' values: the number right, for a 0/1 metric
+    accuracy: float
+    ci_low: float
+    ci_high: float
+    report: str
+
+
+def aggregate(items: Sequence[ItemScore]) -> Score:
+    """The mean of the items' values with a 95% interval (Wilson for 0/1 values, normal otherwise),
+    and the specification's report: `0. Output: A, Reference: A :: O` per item, then `Score: 0.5`."""
+    n = len(items)
+    total = sum(item.value for item in items)
+    binary = all(item.value in (0.0, 1.0) for item in items)
+    lines = [f"{i}. Output: {item.predicted}, Reference: {item.reference} :: "
+             + (("O" if item.value == 1.0 else "X") if binary else f"{item.value:.4f}") for i, item in enumerate(items)]
+    accuracy = total / n if n else 0.0
+    lines.append(f"Score: {round(accuracy, 4)}")
+    interval = wilson_interval(int(total), n) if binary else normal_interval([item.value for item in items])
+    return Score(n, total, accuracy, *interval, "\n".join(lines))
+
+
+def exact(predicted: str | None, reference: str | None) -> ItemScore:
+    """A hit when the answer equals the reference."""
+    return ItemScore(float(predicted is not None and str(predicted) == str(reference)), predicted, reference)
+
+
+def score_items(outputs: Sequence[str | None], references: Sequence[str]) -> Score:
+    """Accuracy of outputs against references (exact match), with the specification's report."""
+    return aggregate([exact(output, reference) for output, reference in zip(outputs, references, strict=True)])
+
+
+def argmax(values: Sequence[float]) -> int:
+    """The index of the largest value; the first one wins ties (as numpy's argmax)."""
+    return max(range(len(values)), key=lambda i: (values[i], -i))
+
+
+def loglikelihood_item_scores(loglikelihoods: Sequence[float], gold: Sequence[int], choice_texts: Sequence[str],
+                              labels: Sequence[str], metrics: Sequence[str]) -> dict[str, ItemScore]:
+    """lm-evaluation-harness's multiple-choice metrics of one item: `acc` (the most likely choice is
+    true), `acc_norm` (likelihood divided by the choice's length in characters) and `mc2` (the
+    normalised probability mass on the true choices)."""
+    reference = ",".join(labels[i] for i in gold)
+    scores = {}
+    if "acc" in metrics:
+        best = argmax(loglikelihoods)
+        scores["acc"] = ItemScore(float(best in gold), labels[best], reference)
+    if "acc_norm" in metrics:
+        best = argmax([ll / float(len(text)) for ll, text in zip(loglikelihoods, choice_texts)])
+        scores["acc_norm"] = ItemScore(float(best in gold), labels[best], reference)
+    if "mc2" in metrics:
+        probabilities = [math.exp(ll) for ll in loglikelihoods]
+        total = sum(probabilities)
+        mass = sum(probabilities[i] for i in gold) / total
+        scores["mc2"] = ItemScore(mass, labels[argmax(loglikelihoods)], reference)
+    return scores

@@ -1,0 +1,395 @@
+"""The benchmark domain's tables: raw rows and few-shot rows, prompts and their harness requests,
+predictions, per-item and aggregate scores, protocol results, and every rejection with its reason.
+
+Every write replaces one partition's rows (or one model's predictions in one mode) in a single
+transaction, so a re-run never duplicates and a crash never leaves half a partition.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+from eval_platform.common.warehouse import Store, add_column, reads, rebuild_table, writes
+
+PREDICTION_KEY = ("model_fingerprint", "benchmark", "mode", "prompt_format", "num_fewshot")
+KEPT_RUNS = 5  # scoring runs per benchmark in score_history, and prediction runs no prediction names any more
+
+_PREDICTIONS = """
+    model VARCHAR NOT NULL, model_fingerprint VARCHAR NOT NULL, benchmark VARCHAR NOT NULL,
+    prompt_id VARCHAR NOT NULL, mode VARCHAR NOT NULL, prompt_format VARCHAR NOT NULL, num_fewshot INTEGER NOT NULL,
+    predicted VARCHAR, predicted_norm VARCHAR, predicted_flexible VARCHAR,
+    label_probabilities MAP(VARCHAR, DOUBLE), choice_loglikelihoods DOUBLE[], output_text VARCHAR,
+    predicted_at TIMESTAMP NOT NULL, run_id VARCHAR,
+    PRIMARY KEY (model_fingerprint, prompt_id, mode, prompt_format, num_fewshot)"""
+_SCORES = """
+    model VARCHAR NOT NULL, model_fingerprint VARCHAR NOT NULL, benchmark VARCHAR NOT NULL,
+    mode VARCHAR NOT NULL, prompt_format VARCHAR NOT NULL, num_fewshot INTEGER NOT NULL, metric VARCHAR NOT NULL,
+    n INTEGER NOT NULL, correct DOUBLE NOT NULL, accuracy DOUBLE NOT NULL,
+    ci_low DOUBLE NOT NULL, ci_high DOUBLE NOT NULL, report VARCHAR NOT NULL, scored_at TIMESTAMP NOT NULL,
+    PRIMARY KEY (model_fingerprint, benchmark, mode, prompt_format, num_fewshot, metric)"""
+_PROMPTS = """
+    prompt_id VARCHAR PRIMARY KEY, benchmark VARCHAR NOT NULL, source_row_id VARCHAR NOT NULL, row_number INTEGER,
+    system_prompt VARCHAR NOT NULL, user_prompt VARCHAR NOT NULL, labels VARCHAR[] NOT NULL,
+    choices VARCHAR[] NOT NULL, real_answer VARCHAR NOT NULL"""
+_REJECTIONS = """
+    benchmark VARCHAR NOT NULL, source_row_id VARCHAR, row_json VARCHAR, reason VARCHAR NOT NULL,
+    rejected_at TIMESTAMP NOT NULL"""
+_SOURCE_REJECTIONS = "source VARCHAR, line INTEGER, " + _REJECTIONS
+
+
+_V1_REJECTIONS = """
+    benchmark VARCHAR NOT NULL, source_row_id VARCHAR NOT NULL, row_json JSON, reason VARCHAR NOT NULL,
+    rejected_at TIMESTAMP NOT NULL"""
+
+
+def _from_unversioned(conn: Any) -> None:
+    """0 -> 1. The unversioned platform's warehouse: one `rejected_rows` table for two writers,
+    prompt format 'seed' (now 'chat'), no number of shots."""
+    for stage, table in (("ingest", "ingest_rejections"), ("preprocess", "prompt_rejections")):
+        conn.execute(f"CREATE TABLE {table} ({_V1_REJECTIONS})")
+        conn.execute(f"INSERT INTO {table} BY NAME SELECT benchmark, source_row_id, row_json, reason, rejected_at "
+                     f"FROM rejected_rows WHERE stage = '{stage}'")
+    conn.execute("DROP TABLE rejected_rows")
+    renamed = "CASE prompt_format WHEN 'seed' THEN 'chat' ELSE prompt_format END AS prompt_format"
+    rebuild_table(conn, "predictions", _PREDICTIONS, f"* REPLACE ({renamed}), 0 AS num_fewshot")
+    rebuild_table(conn, "scores", _SCORES.replace("correct DOUBLE", "correct INTEGER"),
+                  f"* REPLACE ({renamed}), 0 AS num_fewshot")
+
+
+def _with_harness_requests(conn: Any) -> None:
+    """1 -> 2. Harness requests move out of `prompts` into their own table (with few-shot ones);
+    rows and rejections record their file and line; `correct` may be fractional (mc2)."""
+    conn.execute("ALTER TABLE raw_rows ADD COLUMN line INTEGER")
+    rebuild_table(conn, "ingest_rejections", _SOURCE_REJECTIONS, "*")
+    rebuild_table(conn, "prompt_rejections", _REJECTIONS, "*")
+    rebuild_table(conn, "prompts", _PROMPTS,
+                  "* EXCLUDE (harness_contexts, harness_continuations), (SELECT r.row_number FROM raw_rows r "
+                  "WHERE r.benchmark = old.benchmark AND r.source_row_id = old.source_row_id) AS row_number")
+    rebuild_table(conn, "scores", _SCORES, "* REPLACE (correct::DOUBLE AS correct)")
+
+
+def _with_prediction_runs(conn: Any) -> None:
+    """2 -> 3. Each prediction names the run that computed it (`prediction_runs`, created with the
+    new tables, records where); earlier predictions have none. A score's history names the
+    prediction run behind it; a model comparison, the environments that differ between its sides."""
+    add_column(conn, "predictions", "run_id", "VARCHAR")
+    add_column(conn, "score_history", "prediction_run_id", "VARCHAR")
+    add_column(conn, "model_comparisons", "environment_differences", "VARCHAR")
+
+
+class BenchmarkStore(Store):
+    name = "benchmarks"
+    version = 3
+    tables = {
+        "raw_rows": """
+            benchmark VARCHAR NOT NULL, source_row_id VARCHAR NOT NULL, row_number INTEGER NOT NULL, line INTEGER,
+            row_json JSON NOT NULL, source VARCHAR NOT NULL, ingested_at TIMESTAMP NOT NULL,
+            PRIMARY KEY (benchmark, source_row_id)""",
+        "ingest_rejections": _SOURCE_REJECTIONS,
+        "fewshot_rows": """
+            benchmark VARCHAR NOT NULL, row_number INTEGER NOT NULL, source_row_id VARCHAR NOT NULL, line INTEGER,
+            row_json JSON NOT NULL, source VARCHAR NOT NULL, ingested_at TIMESTAMP NOT NULL,
+            PRIMARY KEY (benchmark, row_number)""",
+        "fewshot_rejections": _SOURCE_REJECTIONS,
+        "prompts": _PROMPTS,
+        "prompt_rejections": _REJECTIONS,
+        "harness_requests": """
+            prompt_id VARCHAR NOT NULL, benchmark VARCHAR NOT NULL, num_fewshot INTEGER NOT NULL,
+            prefix VARCHAR NOT NULL, contexts VARCHAR[] NOT NULL, continuations VARCHAR[] NOT NULL,
+            choice_texts VARCHAR[] NOT NULL, gold INTEGER[] NOT NULL, target VARCHAR, fewshot_ids VARCHAR[] NOT NULL,
+            PRIMARY KEY (prompt_id, num_fewshot)""",
+        "predictions": _PREDICTIONS,
+        # where each prediction run computed its predictions (see core/reproducibility.py)
+        "prediction_runs": """
+            run_id VARCHAR NOT NULL, benchmark VARCHAR NOT NULL, model VARCHAR NOT NULL,
+            model_fingerprint VARCHAR NOT NULL, batch_size INTEGER NOT NULL, device VARCHAR NOT NULL,
+            device_name VARCHAR NOT NULL, dtype VARCHAR, threads INTEGER, cpu_capability VARCHAR,
+            cpu_features VARCHAR NOT NULL, torch_version VARCHAR, transformers_version VARCHAR,
+            python_version VARCHAR NOT NULL, platform VARCHAR NOT NULL, recorded_at TIMESTAMP NOT NULL,
+            PRIMARY KEY (run_id, benchmark)""",
+        "item_scores": """
+            model_fingerprint VARCHAR NOT NULL, benchmark VARCHAR NOT NULL, prompt_id VARCHAR NOT NULL,
+            mode VARCHAR NOT NULL, prompt_format VARCHAR NOT NULL, num_fewshot INTEGER NOT NULL, metric VARCHAR NOT NULL,
+            value DOUBLE NOT NULL, predicted VARCHAR, reference VARCHAR,
+            PRIMARY KEY (model_fingerprint, prompt_id, mode, prompt_format, num_fewshot, metric)""",
+        "scores": _SCORES,
+        "score_history": """
+            run_id VARCHAR NOT NULL, scored_at TIMESTAMP NOT NULL, model VARCHAR NOT NULL,
+            model_fingerprint VARCHAR NOT NULL, benchmark VARCHAR NOT NULL, prompt_id VARCHAR NOT NULL,
+            source_row_id VARCHAR NOT NULL, mode VARCHAR NOT NULL, prompt_format VARCHAR NOT NULL,
+            num_fewshot INTEGER NOT NULL, metric VARCHAR NOT NULL, value DOUBLE NOT NULL, prediction_run_id VARCHAR,
+            PRIMARY KEY (run_id, model_fingerprint, prompt_id, mode, prompt_format, num_fewshot, metric)""",
+        "model_comparisons": """
+            benchmark VARCHAR NOT NULL, mode VARCHAR NOT NULL, prompt_format VARCHAR NOT NULL,
+            num_fewshot INTEGER NOT NULL, metric VARCHAR NOT NULL, model_a VARCHAR NOT NULL,
+            fingerprint_a VARCHAR NOT NULL, model_b VARCHAR NOT NULL, fingerprint_b VARCHAR NOT NULL,
+            items INTEGER NOT NULL, accuracy_a DOUBLE NOT NULL, accuracy_b DOUBLE NOT NULL, difference DOUBLE NOT NULL,
+            only_a INTEGER NOT NULL, only_b INTEGER NOT NULL, mcnemar_p DOUBLE, ci_low DOUBLE NOT NULL,
+            ci_high DOUBLE NOT NULL, compared_at TIMESTAMP NOT NULL, environment_differences VARCHAR,
+            PRIMARY KEY (benchmark, mode, prompt_format, num_fewshot, metric, fingerprint_a, fingerprint_b)""",
+        "protocol_results": """
+            protocol VARCHAR NOT NULL, model VARCHAR NOT NULL, model_fingerprint VARCHAR NOT NULL,
+            benchmark VARCHAR NOT NULL, num_fewshot INTEGER, mode VARCHAR, prompt_format VARCHAR, metric VARCHAR,
+            n INTEGER, accuracy DOUBLE, ci_low DOUBLE, ci_high DOUBLE, status VARCHAR NOT NULL,
+            computed_at TIMESTAMP NOT NULL, PRIMARY KEY (protocol, model_fingerprint, benchmark)""",
+    }
+    views = {
+        # every rejected row, at any stage, with its reason
+        "rejected_rows": """
+            SELECT benchmark, 'ingest' AS stage, source, line, source_row_id, row_json, reason, rejected_at
+            FROM ingest_rejections
+            UNION ALL SELECT benchmark, 'fewshot', source, line, source_row_id, row_json, reason, rejected_at
+            FROM fewshot_rejections
+            UNION ALL SELECT p.benchmark, 'preprocess', r.source, r.line, p.source_row_id, p.row_json, p.reason,
+                             p.rejected_at
+            FROM prompt_rejections p LEFT JOIN raw_rows r USING (benchmark, source_row_id)""",
+        # score -> each item's score -> the prediction behind it -> its prompt (and harness request) -> the raw row
+        "score_lineage": """
+            SELECT s.model, s.benchmark, s.mode, s.prompt_format, s.num_fewshot, s.metric, s.accuracy,
+                   i.prompt_id, i.value AS item_score, i.predicted, i.reference,
+                   pr.label_probabilities, pr.choice_loglikelihoods, pr.output_text,
+                   p.system_prompt, p.user_prompt, h.prefix AS harness_prefix, h.contexts AS harness_contexts,
+                   h.continuations AS harness_continuations, h.fewshot_ids,
+                   r.source_row_id, r.row_number, r.line, r.source, r.row_json
+            FROM scores s
+            JOIN item_scores i USING (model_fingerprint, benchmark, mode, prompt_format, num_fewshot, metric)
+            JOIN predictions pr USING (model_fingerprint, prompt_id, mode, prompt_format, num_fewshot)
+            JOIN prompts p ON p.prompt_id = i.prompt_id
+            LEFT JOIN harness_requests h ON s.prompt_format = 'harness' AND h.prompt_id = i.prompt_id
+                                         AND h.num_fewshot = i.num_fewshot
+            JOIN raw_rows r ON r.benchmark = p.benchmark AND r.source_row_id = p.source_row_id""",
+    }
+    migrations = {0: _from_unversioned, 1: _with_harness_requests, 2: _with_prediction_runs}
+
+    # --- raw and few-shot rows ----------------------------------------------------------------------
+
+    @writes("raw_rows", "ingest_rejections")
+    def replace_raw_rows(self, benchmark: str, rows: pd.DataFrame, rejections: pd.DataFrame) -> None:
+        self.replace_together("benchmark = ?", [benchmark], raw_rows=rows, ingest_rejections=rejections)
+
+    @reads("raw_rows")
+    def load_raw_rows(self, benchmark: str) -> list[dict[str, Any]]:
+        return self.rows("SELECT source_row_id, row_number, row_json FROM raw_rows WHERE benchmark = ? "
+                         "ORDER BY row_number", [benchmark])
+
+    @writes("fewshot_rows", "fewshot_rejections")
+    def replace_fewshot_rows(self, benchmark: str, rows: pd.DataFrame, rejections: pd.DataFrame) -> None:
+        self.replace_together("benchmark = ?", [benchmark], fewshot_rows=rows, fewshot_rejections=rejections)
+
+    @reads("fewshot_rows")
+    def load_fewshot_rows(self, benchmark: str) -> list[dict[str, Any]]:
+        return self.rows("SELECT source_row_id, row_json FROM fewshot_rows WHERE benchmark = ? ORDER BY row_number",
+                         [benchmark])
+
+    # --- prompts --------------------------------------------------------------------------------
+
+    @writes("prompts", "prompt_rejections", "harness_requests")
+    def replace_prompts(self, benchmark: str, prompts: pd.DataFrame, rejections: pd.DataFrame,
+                        requests: pd.DataFrame) -> None:
+        self.replace_together("benchmark = ?", [benchmark], prompts=prompts, prompt_rejections=rejections,
+                              harness_requests=requests)
+
+    @reads("prompts", "harness_requests")
+    def load_prompts(self, benchmark: str, num_fewshot: int = 0) -> list[dict[str, Any]]:
+        """The benchmark's prompts in source order, each with its harness request for `num_fewshot`
+        shots (its fields None where the prompt has none)."""
+        return self.rows("""
+            SELECT p.*, h.prefix, h.contexts, h.continuations, h.choice_texts, h.gold, h.target, h.fewshot_ids
+            FROM prompts p LEFT JOIN harness_requests h ON h.prompt_id = p.prompt_id AND h.num_fewshot = ?
+            WHERE p.benchmark = ? ORDER BY p.row_number, p.source_row_id""", [num_fewshot, benchmark])
+
+    # --- predictions ----------------------------------------------------------------------------
+
+    @reads("predictions")
+    def stored_prediction_ids(self, key: Mapping[str, Any]) -> set[str]:
+        condition = " AND ".join(f"{column} = ?" for column in key)
+        return {r["prompt_id"] for r in self.rows(f"SELECT prompt_id FROM predictions WHERE {condition}",
+                                                  list(key.values()))}
+
+    @writes("predictions", "prediction_runs")
+    @reads("prompts")
+    def save_predictions(self, key: Mapping[str, Any], predictions: pd.DataFrame, replace_all: bool,
+                         run: pd.DataFrame) -> None:
+        """Store new predictions under `key` (model, benchmark, mode, format, shots), and the row of
+        `prediction_runs` saying where their run computed them. Predictions for prompts the benchmark
+        no longer has are dropped; `replace_all` drops every earlier one. Reused predictions keep their
+        run; a run none of whose predictions remain is kept while it is one of the benchmark's latest
+        `KEPT_RUNS` (as `score_history` keeps its runs, whose predictions it names)."""
+        condition = " AND ".join(f"{column} = ?" for column in key)
+        stale = "" if replace_all else " AND prompt_id NOT IN (SELECT prompt_id FROM prompts WHERE benchmark = ?)"
+        benchmark = key["benchmark"]
+        with self.transaction():
+            self.replace("predictions", predictions, condition + stale,
+                         [*key.values(), *([] if replace_all else [benchmark])],
+                         "* EXCLUDE (label_keys, label_values), map(label_keys, label_values) AS label_probabilities")
+            if len(predictions):
+                self.replace("prediction_runs", run, "benchmark = ? AND run_id = ?", [benchmark, run["run_id"].iloc[0]])
+            self.sql("""DELETE FROM prediction_runs WHERE benchmark = ? AND run_id NOT IN (
+                            SELECT run_id FROM predictions WHERE benchmark = ? AND run_id IS NOT NULL)
+                        AND run_id NOT IN (SELECT run_id FROM prediction_runs WHERE benchmark = ?
+                                           ORDER BY recorded_at DESC LIMIT ?)""",
+                     [benchmark, benchmark, benchmark, KEPT_RUNS])
+
+    @reads("prediction_runs")
+    def load_prediction_runs(self, benchmark: str) -> dict[str, dict[str, Any]]:
+        """The benchmark's prediction runs by run id: where each computed its predictions."""
+        return {row["run_id"]: row for row in self.rows("SELECT * EXCLUDE (recorded_at) FROM prediction_runs "
+                                                        "WHERE benchmark = ?", [benchmark])}
+
+    @reads("predictions", "prompts", "harness_requests")
+    def load_scoring_inputs(self, benchmark: str) -> list[dict[str, Any]]:
+        """Every stored prediction of the benchmark's current prompts, with what it is scored
+        against: the prompt's labels and real answer, and its harness request's gold and choices."""
+        return self.rows("""
+            SELECT pr.model, pr.model_fingerprint, pr.mode, pr.prompt_format, pr.num_fewshot, pr.prompt_id,
+                   pr.predicted, pr.predicted_norm, pr.predicted_flexible, pr.choice_loglikelihoods, pr.output_text,
+                   p.labels, p.real_answer, h.choice_texts, h.gold, h.target
+            FROM predictions pr JOIN prompts p USING (prompt_id)
+            LEFT JOIN harness_requests h ON pr.prompt_format = 'harness' AND h.prompt_id = pr.prompt_id
+                                         AND h.num_fewshot = pr.num_fewshot
+            WHERE p.benchmark = ? ORDER BY pr.model_fingerprint, pr.mode, pr.prompt_format, pr.num_fewshot,
+                                           p.row_number, p.source_row_id""", [benchmark])
+
+    # --- scores ---------------------------------------------------------------------------------
+
+    @writes("item_scores", "scores", "score_history")
+    @reads("prompts", "predictions")
+    def replace_scores(self, benchmark: str, items: pd.DataFrame, scores: pd.DataFrame, run_id: str,
+                       keep_runs: int = KEPT_RUNS) -> None:
+        """The benchmark's item scores and scores; the item scores are also kept as this run's
+        history (the latest `keep_runs` runs per benchmark), for the regression watch."""
+        with self.transaction():
+            self.replace("item_scores", items, "benchmark = ?", [benchmark])
+            self.replace("scores", scores, "benchmark = ?", [benchmark])
+            self.sql("DELETE FROM score_history WHERE benchmark = ? AND run_id = ?", [benchmark, run_id])
+            if len(scores):
+                self.sql("""
+                    INSERT INTO score_history BY NAME
+                    SELECT ? AS run_id, s.scored_at, s.model, i.model_fingerprint, i.benchmark, i.prompt_id,
+                           p.source_row_id, i.mode, i.prompt_format, i.num_fewshot, i.metric, i.value,
+                           pr.run_id AS prediction_run_id
+                    FROM item_scores i
+                    JOIN scores s USING (model_fingerprint, benchmark, mode, prompt_format, num_fewshot, metric)
+                    JOIN prompts p ON p.prompt_id = i.prompt_id
+                    LEFT JOIN predictions pr ON pr.model_fingerprint = i.model_fingerprint AND pr.prompt_id = i.prompt_id
+                        AND pr.mode = i.mode AND pr.prompt_format = i.prompt_format AND pr.num_fewshot = i.num_fewshot
+                    WHERE i.benchmark = ?""", [run_id, benchmark])
+            self.sql("""
+                DELETE FROM score_history WHERE benchmark = ? AND run_id NOT IN (
+                    SELECT run_id FROM score_history WHERE benchmark = ? GROUP BY run_id
+                    ORDER BY max(scored_at) DESC LIMIT ?)""", [benchmark, benchmark, keep_runs])
+
+    @reads("item_scores", "scores", "predictions")
+    def load_item_scores(self, benchmark: str) -> list[dict[str, Any]]:
+        """Every item score of the benchmark, with the model's name and the run that predicted it."""
+        return self.rows("""
+            SELECT s.model, i.model_fingerprint, i.mode, i.prompt_format, i.num_fewshot, i.metric, i.prompt_id, i.value,
+                   pr.run_id AS prediction_run_id
+            FROM item_scores i
+            JOIN scores s USING (model_fingerprint, benchmark, mode, prompt_format, num_fewshot, metric)
+            LEFT JOIN predictions pr USING (model_fingerprint, prompt_id, mode, prompt_format, num_fewshot)
+            WHERE i.benchmark = ?""", [benchmark])
+
+    @reads("score_history")
+    def latest_score_runs(self) -> list[dict[str, Any]]:
+        """Item scores of the latest two runs of every benchmark, model, mode, format, shots and
+        metric (`latest` true for the newest)."""
+        return self.rows("""
+            WITH per_run AS (
+                SELECT benchmark, model_fingerprint, mode, prompt_format, num_fewshot, metric, run_id,
+                       max(scored_at) AS last_scored
+                FROM score_history GROUP BY benchmark, model_fingerprint, mode, prompt_format, num_fewshot, metric, run_id),
+            runs AS (
+                SELECT *, row_number() OVER (PARTITION BY benchmark, model_fingerprint, mode, prompt_format,
+                                                          num_fewshot, metric ORDER BY last_scored DESC) AS recency
+                FROM per_run)
+            SELECT h.*, r.recency = 1 AS latest FROM score_history h
+            JOIN runs r USING (benchmark, model_fingerprint, mode, prompt_format, num_fewshot, metric, run_id)
+            WHERE r.recency <= 2""")
+
+    @writes("model_comparisons")
+    def replace_model_comparisons(self, benchmark: str, comparisons: pd.DataFrame) -> None:
+        self.replace_together("benchmark = ?", [benchmark], model_comparisons=comparisons)
+
+    @reads("scores")
+    def load_scores(self) -> list[dict[str, Any]]:
+        return self.rows("SELECT * EXCLUDE (report) FROM scores ORDER BY benchmark, model, mode, num_fewshot, metric")
+
+    @reads("scores")
+    def score_table(self) -> pd.DataFrame:
+        """Every score, one line each, for a console summary."""
+        return self.frame("""
+            SELECT benchmark, mode || ' / ' || prompt_format || ' / ' || num_fewshot || '-shot / ' || metric AS metric,
+                   model_fingerprint AS model, n, round(accuracy, 3) AS accuracy,
+                   '[' || round(ci_low, 3) || ', ' || round(ci_high, 3) || ']' AS ci95
+            FROM scores ORDER BY benchmark, metric, model""")
+
+    @reads("model_comparisons")
+    def comparison_table(self) -> pd.DataFrame:
+        """Every model comparison, one line each, for a console summary."""
+        return self.frame("""
+            SELECT benchmark, mode || ' / ' || prompt_format || ' / ' || num_fewshot || '-shot / ' || metric AS metric,
+                   items, round(accuracy_a, 3) AS a, round(accuracy_b, 3) AS b, round(difference, 3) AS difference,
+                   only_a, only_b, round(mcnemar_p, 4) AS mcnemar_p,
+                   '[' || round(ci_low, 3) || ', ' || round(ci_high, 3) || ']' AS ci95
+            FROM model_comparisons ORDER BY benchmark, metric""")
+
+    # --- protocols ------------------------------------------------------------------------------
+
+    @writes("protocol_results")
+    def replace_protocol_results(self, protocol: str, results: pd.DataFrame) -> None:
+        self.replace_together("protocol = ?", [protocol], protocol_results=results)
+
+    @reads("protocol_results")
+    def load_protocol_results(self, protocol: str) -> pd.DataFrame:
+        return self.frame("SELECT * FROM protocol_results WHERE protocol = ? ORDER BY model, benchmark = 'average', "
+                          "benchmark", [protocol])
+
+    # --- data-quality checks ----------------------------------------------------------------------
+
+    @reads("scores")
+    def accuracies_outside_unit_interval(self) -> list[tuple]:
+        return self.sql("""
+            SELECT benchmark, model, mode, num_fewshot, metric, accuracy FROM scores
+            WHERE NOT (accuracy BETWEEN 0 AND 1 AND ci_low BETWEEN 0 AND accuracy
+                       AND ci_high BETWEEN accuracy AND 1)""").fetchall()
+
+    @reads("predictions")
+    def duplicate_predictions(self) -> list[tuple]:
+        return self.sql("""
+            SELECT model_fingerprint, prompt_id, mode, prompt_format, num_fewshot, count(*) FROM predictions
+            GROUP BY ALL HAVING count(*) > 1""").fetchall()
+
+    @reads("ingest_rejections", "prompt_rejections", "prompts")
+    def reject_rates_above(self, threshold: float) -> list[tuple]:
+        return self.sql("""
+            WITH counts AS (
+                SELECT benchmark, count(*) AS rejected, 0 AS kept FROM ingest_rejections GROUP BY benchmark
+                UNION ALL SELECT benchmark, count(*), 0 FROM prompt_rejections GROUP BY benchmark
+                UNION ALL SELECT benchmark, 0, count(*) FROM prompts GROUP BY benchmark)
+            SELECT benchmark, sum(rejected) AS rejected, sum(kept) AS kept,
+                   round(sum(rejected) / (sum(rejected) + sum(kept)), 4) AS reject_rate
+            FROM counts GROUP BY benchmark HAVING sum(rejected) / (sum(rejected) + sum(kept)) > ?""",
+                        [threshold]).fetchall()
+
+
+def prediction_key(model_fingerprint: str, benchmark: str, mode: str, prompt_format: str,
+                   num_fewshot: int) -> dict[str, Any]:
+    return dict(zip(PREDICTION_KEY, (model_fingerprint, benchmark, mode, prompt_format, num_fewshot)))
+
+
+def predictions_frame(model: str, key: Mapping[str, Any], predictions: Sequence[Any], at: Any,
+                      run_id: str) -> pd.DataFrame:
+    """Prediction records as rows of `predictions` (label probabilities as key and value lists)."""
+    frame = pd.DataFrame([vars(p) for p in predictions],
+                         columns=["prompt_id", "predicted", "predicted_norm", "predicted_flexible",
+                                  "label_probabilities", "choice_loglikelihoods", "output_text"])
+    distributions = frame.pop("label_probabilities")
+    return frame.assign(
+        label_keys=[list(d) if isinstance(d, dict) else None for d in distributions],
+        label_values=[list(d.values()) if isinstance(d, dict) else None for d in distributions],
+        model=model, **key, predicted_at=at, run_id=run_id,
+    ).astype({"predicted": "object", "predicted_norm": "object", "predicted_flexible": "object",
+              "output_text": "object", "choice_loglikelihoods": "object"})

@@ -1,0 +1,297 @@
+"""What wraps every call to a model behind an API: litellm at temperature 0, with a deadline per
+attempt, retries with exponential backoff (honouring a 429's Retry-After), a concurrency limit,
+and each call's tokens and cost; a response cache for any model's chat answers; and redaction.
+
+The gateway routes nothing: models are opened by name through the model registry, and the API and
+served backends make their calls through it. Provider strings are litellm's (`openai/...`,
+`anthropic/...`, `gemini/...`, or `openai/<name>` with an OpenAI-compatible `api_base`). API keys
+are read by litellm from the environment; a failed call is raised as a `ModelCallError` whose text
+has every secret of the environment redacted (a provider or proxy may echo the key it was sent), so
+no key reaches DuckDB or a log."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
+from typing import Any, Awaitable, Callable, Protocol, Sequence
+
+from eval_platform.common.models import Chat, Completion, LanguageModel
+
+MAX_RETRY_AFTER_S = 60.0  # the longest Retry-After honoured
+MAX_RESPONSE_CHARS = 200_000  # far above any max_tokens the platform asks for; more is a broken provider
+
+
+SECRET_NAME = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
+BEARER = re.compile(r"(Bearer\s+)(?!\[)[^\s'\",}]+", re.IGNORECASE)  # not a placeholder already
+MAX_ERROR_CHARS = 500
+
+
+def redact(text: str) -> str:
+    """`text` with the value of every secret-named environment variable (…_API_KEY, …TOKEN,
+    …SECRET, …PASSWORD) and every bearer token replaced by a placeholder."""
+    for name, value in os.environ.items():
+        if len(value) >= 8 and SECRET_NAME.search(name):
+            text = text.replace(value, f"[{name} redacted]")
+    return BEARER.sub(r"\1[redacted]", text)
+
+
+def describe_error(error: BaseException) -> str:
+    """What went wrong, as stored and logged: its type and message, secrets redacted, bounded."""
+    text = str(error) if isinstance(error, ModelCallError) else f"{type(error).__name__}: {error}"
+    return redact(text)[:MAX_ERROR_CHARS]
+
+
+class ModelCallError(RuntimeError):
+    """A call that failed after its retries: the provider's error type and message, secrets redacted
+    (the original is not chained, so it is not serialised into Dagster's event log either)."""
+
+    def __init__(self, error: BaseException):
+        super().__init__(redact(f"{type(error).__name__}: {error}"))
+
+
+class ResponseTooLong(ValueError):
+    """A response far longer than any the request allows (`completion`: the call, paid for, without
+    its text)."""
+
+    def __init__(self, completion: Completion, length: int):
+        super().__init__(f"a response of {length:,} characters (limit {MAX_RESPONSE_CHARS:,})")
+        self.completion = completion
+
+
+class ResponseCache(Protocol):
+    """Answers of deterministic (temperature 0) calls, by request."""
+
+    def lookup(self, key: str) -> Completion | None:
+        ...
+
+    def remember(self, key: str, model: str, request: dict[str, Any], completion: Completion) -> None:
+        ...
+
+
+@dataclass
+class MemoryResponseCache:
+    """A response cache held in memory: answers known beforehand, and those `remember`ed since,
+    which `take_new` hands over (to be stored) once."""
+
+    known: dict[str, Completion] = field(default_factory=dict)
+    new: dict[str, tuple[str, dict[str, Any], Completion]] = field(default_factory=dict)
+
+    def lookup(self, key: str) -> Completion | None:
+        found = self.known.get(key)
+        return None if found is None else replace(found, cached=True, cost_usd=0.0, attempts=0, duration_ms=0)
+
+    def remember(self, key: str, model: str, request: dict[str, Any], completion: Completion) -> None:
+        self.known[key] = completion
+        self.new[key] = (model, request, completion)
+
+    def take_new(self) -> dict[str, tuple[str, dict[str, Any], Completion]]:
+        new, self.new = self.new, {}
+        return new
+
+
+def call_record(purpose: str, model: str, completion: Completion | None, error: str | None = None,
+                judge_name: str | None = None) -> dict[str, Any]:
+    """One API call's row: what for, which model, its tokens and cost, whether the cache answered."""
+    return {"purpose": purpose, "model": model, "judge_name": judge_name, "error": error,
+            **{name: getattr(completion, name, None) for name in ("prompt_tokens", "completion_tokens", "cost_usd",
+                                                                   "attempts", "duration_ms")},
+            "cached": bool(completion and completion.cached)}
+
+
+def request_key(model: str, request: dict[str, Any]) -> str:
+    """The cache key of a call: its model, messages and parameters."""
+    return hashlib.sha256(json.dumps([model, request], sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class PromptLogprobs:
+    """An echoed prompt's tokens and each token's log-probability (the first has none)."""
+
+    tokens: list[str]
+    token_logprobs: list[float | None]
+    text_offset: list[int]
+
+
+def _litellm():
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network fetch at import
+    import litellm
+
+    # httpx, not aiohttp: aiohttp's sessions outlive each asyncio.run and warn as unclosed.
+    litellm.disable_aiohttp_transport = True
+    litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banner on every failed call
+    return litellm
+
+
+def retry_after_s(error: BaseException) -> float | None:
+    """The wait a rate-limited response asks for, in seconds (`retry-after-ms`, or `Retry-After` as
+    seconds or an HTTP date), where it gives one. litellm keeps the provider's headers on the
+    error as `litellm_response_headers`; its `response` may carry none."""
+    for headers in (getattr(error, "litellm_response_headers", None),
+                    getattr(getattr(error, "response", None), "headers", None)):
+        headers = {str(k).lower(): v for k, v in dict(headers or {}).items()}
+        try:
+            if "retry-after-ms" in headers:
+                return min(float(headers["retry-after-ms"]) / 1000, MAX_RETRY_AFTER_S)
+            if "retry-after" in headers:
+                value = headers["retry-after"]
+                seconds = float(value) if value.strip().replace(".", "", 1).isdigit() else \
+                    (parsedate_to_datetime(value) - datetime.now(timezone.utc)).total_seconds()
+                return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+@dataclass
+class ModelGateway:
+    api_base: str | None = None
+    timeout_s: float = 60.0
+    max_retries: int = 3
+    backoff_s: float = 0.5
+    max_concurrency: int = 8
+    # One semaphore per event loop (a semaphore is bound to the loop it is first used in); the
+    # entries of closed loops are dropped, so repeated asyncio.run calls do not accumulate them.
+    _semaphores: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = field(default_factory=dict, repr=False)
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        for closed in [other for other in self._semaphores if other.is_closed()]:
+            del self._semaphores[closed]
+        if loop not in self._semaphores:
+            self._semaphores[loop] = asyncio.Semaphore(self.max_concurrency)
+        return self._semaphores[loop]
+
+    async def _call(self, attempt: Callable[[], Awaitable[Any]]) -> tuple[Any, int, int]:
+        """(response, attempts, milliseconds): each attempt within `timeout_s` (a response that
+        never ends is cut off), retried on timeouts, connection errors, 429 (after its
+        Retry-After) and 5xx."""
+        litellm = _litellm()
+        retryable = (litellm.Timeout, litellm.APIConnectionError, litellm.RateLimitError,
+                     litellm.InternalServerError, litellm.ServiceUnavailableError, asyncio.TimeoutError)
+        async with self._semaphore():
+            start = time.perf_counter()
+            for number in range(1, self.max_retries + 2):
+                try:
+                    response = await asyncio.wait_for(attempt(), timeout=self.timeout_s + 1)
+                    return response, number, round((time.perf_counter() - start) * 1000)
+                except retryable as error:
+                    if number > self.max_retries:
+                        if isinstance(error, asyncio.TimeoutError):
+                            error = litellm.Timeout(f"no complete response within {self.timeout_s} s", "", "")
+                        raise ModelCallError(error) from None
+                    delay = self.backoff_s * 2 ** (number - 1)
+                    await asyncio.sleep(max(delay, retry_after_s(error) or 0.0))
+                except Exception as error:  # not worth retrying: a bad request, a refused key, ...
+                    raise ModelCallError(error) from None
+        raise AssertionError("unreachable")
+
+    def _routing(self) -> dict[str, Any]:
+        return {"api_base": self.api_base} if self.api_base else {}
+
+    async def acomplete(self, model: str, messages: list[dict[str, str]], max_tokens: int = 512,
+                        top_logprobs: int | None = None, stop: list[str] | None = None) -> Completion:
+        """One chat completion at temperature 0, with its usage and cost."""
+        return await self._complete(model, messages, max_tokens, top_logprobs, stop)
+
+    async def _complete(self, model: str, messages: list[dict[str, str]], max_tokens: int, top_logprobs: int | None,
+                        stop: list[str] | None) -> Completion:
+        litellm = _litellm()
+        extra: dict[str, Any] = self._routing()
+        if top_logprobs:
+            extra.update(logprobs=True, top_logprobs=top_logprobs)
+        if stop:
+            extra["stop"] = stop
+        response, attempts, milliseconds = await self._call(lambda: litellm.acompletion(
+            model=model, messages=messages, temperature=0, max_tokens=max_tokens, timeout=self.timeout_s,
+            num_retries=0, max_retries=0, **extra))
+        choice = response.choices[0]
+        usage = getattr(response, "usage", None)
+        text = choice.message.content or ""
+        completion = Completion(
+            text=text, duration_ms=milliseconds, attempts=attempts, first_token_logprobs=_first_token_logprobs(choice),
+            prompt_tokens=getattr(usage, "prompt_tokens", None), completion_tokens=getattr(usage, "completion_tokens", None),
+            cost_usd=_cost(litellm, response, model),
+        )
+        if len(text) > MAX_RESPONSE_CHARS:
+            raise ResponseTooLong(replace(completion, text=""), len(text))
+        return completion
+
+    def complete(self, model: str, messages: list[dict[str, str]], **kwargs: Any) -> Completion:
+        return asyncio.run(self.acomplete(model, messages, **kwargs))
+
+    async def aprompt_logprobs(self, model: str, prompts: Sequence[list[int] | str],
+                               max_tokens: int = 0) -> list[PromptLogprobs]:
+        """The log-probability of every token of each prompt, from an OpenAI-compatible completions
+        endpoint (`echo`, `logprobs`, `max_tokens` 0), several prompts per request."""
+        litellm = _litellm()
+        response, _, _ = await self._call(lambda: litellm.atext_completion(
+            model=f"text-completion-openai/{model}", prompt=list(prompts), echo=True, logprobs=1,
+            max_tokens=max_tokens, temperature=0, timeout=self.timeout_s, num_retries=0, max_retries=0,
+            **self._routing()))
+        choices = sorted(response.choices, key=lambda c: c.index)
+        if len(choices) != len(prompts):
+            raise ValueError(f"{model} answered {len(choices)} choices for {len(prompts)} prompts")
+        return [PromptLogprobs(list(c.logprobs.tokens), list(c.logprobs.token_logprobs), list(c.logprobs.text_offset))
+                for c in choices]
+
+
+def _cost(litellm: Any, response: Any, model: str) -> float | None:
+    try:
+        return float(litellm.completion_cost(completion_response=response, model=model))
+    except Exception:  # litellm knows no price for this model
+        return None
+
+
+def _first_token_logprobs(choice: Any) -> dict[str, float] | None:
+    content = getattr(getattr(choice, "logprobs", None), "content", None)
+    if not content:
+        return None
+    return {entry.token: entry.logprob for entry in content[0].top_logprobs}
+
+
+def chat(system: str | None, user: str) -> list[dict[str, str]]:
+    return ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
+
+
+@dataclass
+class ResponseCachedModel:
+    """A model whose chat answers (`acomplete`, temperature 0, so deterministic) come from the
+    response cache where the same request was answered before; a request already under way is
+    answered once for every caller. Everything else is the wrapped model's."""
+
+    model: LanguageModel
+    cache: ResponseCache
+    _in_flight: dict[str, asyncio.Future] = field(default_factory=dict, repr=False)
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self.model, attribute)
+
+    async def acomplete(self, prompt: Chat, max_tokens: int, stop: Sequence[str] = (),
+                        top_logprobs: int | None = None) -> Completion:
+        request = {"messages": chat(prompt.system, prompt.user), "max_tokens": max_tokens,
+                   "top_logprobs": top_logprobs, "stop": list(stop) or None, "temperature": 0}
+        key = request_key(self.model.name, request)
+        if (hit := self.cache.lookup(key)) is not None:
+            return hit
+        if key in self._in_flight:  # the same request is under way: its answer is this one's
+            answer = await asyncio.shield(self._in_flight[key])
+            return replace(answer, cached=True, cost_usd=0.0, attempts=0, duration_ms=0)
+        future = self._in_flight[key] = asyncio.get_running_loop().create_future()
+        try:
+            completion = await self.model.acomplete(prompt, max_tokens, stop, top_logprobs)
+        except BaseException as error:
+            del self._in_flight[key]
+            future.set_exception(error)
+            future.exception()  # retrieved: no "never retrieved" warning when no one else waited
+            raise
+        self.cache.remember(key, self.model.name, request, completion)
+        del self._in_flight[key]
+        future.set_result(completion)
+        return completion

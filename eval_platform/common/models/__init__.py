@@ -1,0 +1,125 @@
+"""The one model protocol every backend implements, the requests it answers, and the registry that
+opens a model by its name's prefix.
+
+Like lm-evaluation-harness's `LM`: a model scores continuations (`loglikelihoods`), gives the
+probabilities of answer labels after a chat (`label_probabilities`) and generates text
+(`generate`); like a chat API, it answers one chat with its usage and cost (`acomplete`), which
+is what compression, mutation, JSON judges and blind-evaluation answers ask. Its `fingerprint`
+identifies the exact weights (or served model) and precision, so stored results of different
+models never mix.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Protocol, Sequence
+
+
+@dataclass(frozen=True)
+class Chat:
+    """A system and a user turn, ready for the assistant's reply (no system message when empty)."""
+
+    system: str
+    user: str
+
+
+@dataclass(frozen=True)
+class LoglikelihoodRequest:
+    """log P(continuation | context); a Chat context is rendered by the model's chat template."""
+
+    context: Chat | str
+    continuation: str
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """Greedy text after a prompt, cut at the first stop sequence."""
+
+    prompt: Chat | str
+    max_new_tokens: int
+    stop: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One chat answer, with what it took and cost."""
+
+    text: str
+    duration_ms: int
+    attempts: int
+    first_token_logprobs: dict[str, float] | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cost_usd: float | None = None  # what the call cost: None where no price is known, 0 from the cache
+    cached: bool = False  # answered from the response cache, not the model
+
+
+class LanguageModel(Protocol):
+    name: str
+    fingerprint: str
+    # How it judges a rubric: "json" (it writes the rubric's JSON) or "probabilities" (a small
+    # local model: each dimension from its next-digit distribution).
+    rubric_judging: str
+
+    def loglikelihoods(self, requests: Sequence[LoglikelihoodRequest], batch_size: int) -> list[float]:
+        """log P(continuation | context) for each request."""
+
+    def label_probabilities(self, chats: Sequence[Chat], labels: Sequence[Sequence[str]],
+                            batch_size: int) -> list[dict[str, float] | None]:
+        """For each chat, the first answer token's distribution over its labels (sums to 1), or
+        None where the model's reply names no label."""
+
+    def generate(self, requests: Sequence[GenerationRequest], batch_size: int) -> list[str]:
+        """Greedy completions, cut at the first stop sequence."""
+
+    async def acomplete(self, chat: Chat, max_tokens: int, stop: Sequence[str] = (),
+                        top_logprobs: int | None = None) -> Completion:
+        """One greedy chat answer with its tokens and cost."""
+
+    def describe_placement(self) -> dict[str, Any]:
+        """Where the model computes: `device`, `device_name`, `dtype` and (in this process) torch's
+        `threads`, for the run's environment record."""
+
+
+class UnsupportedRequest(ValueError):
+    """A request this backend cannot answer (e.g. prompt log-probabilities from a chat API)."""
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """What a backend may need to open a model: the gateway for API and served calls, and a local
+    model's weights cache, device, precision and GPU map; a served model's tokenizer."""
+
+    gateway: Any = None  # a ModelGateway; a default one where None
+    cache_dir: str | None = None
+    device: str = "auto"
+    dtype: str = "auto"
+    device_map: str | None = None
+    served_tokenizer: str | None = None  # a local/... model with the served model's tokenizer
+
+
+# Backends by the prefix of a model's name, as "module:function(name, settings)"; imported when a
+# model of theirs is first opened, so registering one costs nothing at import time.
+BACKENDS: dict[str, str] = {
+    "local/": "eval_platform.common.models.local:open_local_model",
+    "served/": "eval_platform.common.models.served:open_served_model",
+}
+# Any other name is a litellm provider string (openai/..., anthropic/..., gemini/...).
+DEFAULT_BACKEND = "eval_platform.common.models.api_chat:open_api_model"
+LOCAL_PREFIX, SERVED_PREFIX = "local/", "served/"
+
+
+def register_backend(prefix: str, factory: str) -> None:
+    """Open every model whose name starts with `prefix` with `factory` ("module:function")."""
+    BACKENDS[prefix] = factory
+
+
+def open_model(name: str, settings: ModelSettings = ModelSettings()) -> LanguageModel:
+    """The model behind a name: `local/<name, path or hub id>` runs in this process (on the
+    settings' device and dtype, default the best this machine has); `served/<name>` is a model on
+    the OpenAI-compatible server at the gateway's api_base; any other litellm provider string
+    (`openai/gpt-4o-mini`, ...) is a chat API through the gateway."""
+    target = next((factory for prefix, factory in BACKENDS.items() if name.startswith(prefix)), DEFAULT_BACKEND)
+    module, function = target.split(":")
+    return getattr(importlib.import_module(module), function)(name, settings)

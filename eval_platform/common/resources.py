@@ -1,0 +1,165 @@
+"""Resources, configured in one place: the DuckDB warehouse, the model gateway and the model under
+evaluation."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, TypeVar
+
+from dagster import ConfigurableResource, get_dagster_logger
+from dagster_duckdb import DuckDBResource
+from pydantic import Field
+
+from eval_platform.common.gateway import ModelGateway
+from eval_platform.common.models import LanguageModel, ModelSettings, open_model
+from eval_platform.common.models.local import DEFAULT_CACHE_DIR, DEFAULT_LOCAL_MODEL
+from eval_platform.common.warehouse import Store, ensure_schema, registered_stores
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+DATA_DIR = PROJECT_ROOT / "data"
+DEFAULT_WAREHOUSE = os.environ.get("EVAL_WAREHOUSE", str(DATA_DIR / "warehouse.duckdb"))
+BLIND_EVAL_DIR = Path(os.environ.get("EVAL_BLIND_DIR", str(DATA_DIR / "blind_eval")))
+WAREHOUSE_POOL = "duckdb_warehouse"
+LOCK_TIMEOUT_S = float(os.environ.get("EVAL_WAREHOUSE_LOCK_TIMEOUT_S", "600"))
+
+S = TypeVar("S", bound=Store)
+
+
+class WarehouseBusyError(TimeoutError):
+    """The warehouse stayed locked by another process for longer than the configured wait."""
+
+
+class WarehouseResource(DuckDBResource):
+    """The DuckDB warehouse file. Each connection is short and holds an exclusive file lock, so
+    steps in parallel processes take turns instead of failing on DuckDB's single-writer lock;
+    model work happens outside any connection. A run that finds the warehouse held (by another
+    run, or a DuckDB session a user keeps open) says so in its log, waits, and gives up after
+    `lock_timeout_s` with an error naming the holder."""
+
+    lock_timeout_s: float = Field(default=LOCK_TIMEOUT_S, description="How long to wait for the warehouse.")
+    wait_log_interval_s: float = Field(default=10.0, description="How often a waiting run says what it waits for.")
+
+    @contextmanager
+    def get_connection(self) -> Iterator:
+        if self.database == ":memory:":
+            import duckdb
+
+            with duckdb.connect(":memory:") as conn:
+                ensure_schema(conn, registered_stores())
+                yield conn
+            return
+        Path(self.database).parent.mkdir(parents=True, exist_ok=True)
+        deadline = time.monotonic() + self.lock_timeout_s
+        with open(f"{self.database}.lock", "a+") as lock:
+            self._wait(deadline, lambda: _try_flock(lock))
+            lock.seek(0)
+            lock.truncate()
+            lock.write(f"run process {os.getpid()}\n")
+            lock.flush()
+            try:
+                conn = self._wait(deadline, self._try_connect)
+                try:
+                    ensure_schema(conn, registered_stores())
+                    yield conn
+                finally:
+                    conn.close()
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _try_connect(self):
+        import duckdb
+
+        try:
+            return duckdb.connect(self.database, config=dict(self.connection_config)), ""
+        except duckdb.IOException as error:
+            if "lock" not in str(error).lower():
+                raise
+            return None, f"a DuckDB session ({str(error).splitlines()[0]})"
+
+    def _wait(self, deadline: float, attempt):
+        """Repeat `attempt` (returning a result, or None and who holds the warehouse) until it gets
+        a result, saying in the run's log what it waits for."""
+        (result, holder), next_log, waited = attempt(), 0.0, time.monotonic()
+        while result is None:
+            now = time.monotonic()
+            if now >= deadline:
+                raise WarehouseBusyError(
+                    f"The warehouse {self.database} stayed locked for {self.lock_timeout_s:.0f} s by {holder}; "
+                    "close that session (or wait for that run) and re-run, or raise lock_timeout_s "
+                    "(EVAL_WAREHOUSE_LOCK_TIMEOUT_S).")
+            if now >= next_log:
+                get_dagster_logger().warning(
+                    f"Waiting for the warehouse {self.database} ({now - waited:.0f} s so far, giving up after "
+                    f"{self.lock_timeout_s:.0f} s): it is held by {holder}")
+                next_log = now + self.wait_log_interval_s
+            time.sleep(0.2)
+            result, holder = attempt()
+        return result
+
+    @contextmanager
+    def store(self, kind: type[S]) -> Iterator[S]:
+        """A domain store over one short connection."""
+        with self.get_connection() as conn:
+            yield kind(conn)
+
+
+def _try_flock(lock) -> tuple[bool | None, str]:
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True, ""
+    except BlockingIOError:
+        lock.seek(0)
+        return None, lock.read().strip() or "another run"
+
+
+class ModelGatewayResource(ConfigurableResource):
+    """The one gateway for calls to API models (compression, mutation, judges, blind-evaluation
+    answers, benchmark predictions). API keys are read from the environment by litellm
+    (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, ...) and are never part of this configuration."""
+
+    api_base: str | None = Field(default=None, description="Base URL of an OpenAI-compatible server.")
+    timeout_s: float = Field(default=60.0)
+    max_retries: int = Field(default=3, description="Retries on timeouts, connection errors, 429 and 5xx.")
+    backoff_s: float = Field(default=0.5, description="First retry delay; doubles on each retry.")
+    max_concurrency: int = Field(default=8, description="Calls in flight at once.")
+
+    def gateway(self) -> ModelGateway:
+        return ModelGateway(api_base=self.api_base, timeout_s=self.timeout_s, max_retries=self.max_retries,
+                            backoff_s=self.backoff_s, max_concurrency=self.max_concurrency)
+
+
+class LanguageModelResource(ConfigurableResource):
+    """The model under evaluation, and how any model is opened (eras' compressors and judges, blind
+    evaluation's answering systems and LLM rater): `local/smollm2-135m-instruct` (offline default),
+    `local/<path or hub id>` for any Hugging Face causal LM (on this resource's device and dtype),
+    `served/<name>` for a model behind an OpenAI-compatible server (vLLM, llama.cpp, TGI) at the
+    gateway's api_base, or a litellm provider string such as `openai/gpt-4o-mini`; API calls go
+    through the gateway (its retries, timeout and concurrency)."""
+
+    model: str = Field(default=DEFAULT_LOCAL_MODEL, description="local/<name, path or hub id>, served/<name on the "
+                                                               "gateway's server>, or a litellm chat model string.")
+    served_tokenizer: str | None = Field(default=None, description="served/ models: a local model with the same "
+                                                                  "tokenizer, to send token ids as the harness does.")
+    device: str = Field(default="auto", description="Local models: auto (CUDA, then Apple MPS, then CPU), cpu, "
+                                                   "cuda, cuda:N or mps.")
+    dtype: str = Field(default="auto", description="Local models: auto (bfloat16 on a GPU that supports it, float32 "
+                                                  "on the CPU), float32, bfloat16 or float16.")
+    device_map: str | None = Field(default=None, description='Local models: "auto" spreads a model larger than one '
+                                                             "GPU over the GPUs (and the CPU).")
+    batch_size: int = Field(default=8, description="Items per forward pass.")
+    max_new_tokens: int = Field(default=160, description="Generation budget per answer (GSM8K, chat format).")
+    model_cache_dir: str = Field(default=str(DEFAULT_CACHE_DIR), description="Where converted weights are kept.")
+    gateway: ModelGatewayResource = Field(default_factory=ModelGatewayResource)
+
+    def open(self, name: str, gateway: ModelGateway | None = None) -> LanguageModel:
+        """Any model by name with this resource's settings (and `gateway`, default its own)."""
+        return open_model(name, ModelSettings(gateway or self.gateway.gateway(), self.model_cache_dir, self.device,
+                                              self.dtype, self.device_map, self.served_tokenizer))
+
+    def load(self) -> LanguageModel:
+        """The model under evaluation."""
+        return self.open(self.model)

@@ -1,0 +1,246 @@
+"""The DuckDB warehouse: short locked connections, versioned schemas, and the base of the stores.
+
+A store owns one domain's tables and views. It declares them with a schema version, creates them
+once per warehouse, migrates an older warehouse step by step, and refuses a newer one. Its named
+reads and writes are plain DuckDB SQL; each declares the tables it touches (`@reads`, `@writes`),
+and a statement that names a table outside that declaration raises, so the declarations are the
+truth that tests check the asset graph against.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import re
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import Any, Callable, ClassVar, Iterator, Mapping, Sequence
+
+import pandas as pd
+
+SCHEMA_TABLE = "schema_versions"
+
+
+class SchemaError(RuntimeError):
+    """A warehouse whose schema this version of the platform cannot use."""
+
+
+def utc_now() -> datetime:
+    """The current UTC time as a naive timestamp, as DuckDB's TIMESTAMP columns store it."""
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+# --- declared table access --------------------------------------------------------------------
+
+_STORES: dict[str, type["Store"]] = {}
+_ALL_TABLE_NAMES: set[str] = set()
+_allowed: contextvars.ContextVar[frozenset[str] | None] = contextvars.ContextVar("allowed_tables", default=None)
+
+
+def _access(kind: str, tables: Sequence[str]) -> Callable:
+    def decorate(method: Callable) -> Callable:
+        @functools.wraps(method)
+        def wrapper(self: "Store", *args: Any, **kwargs: Any) -> Any:
+            outer = _allowed.get()
+            token = _allowed.set(frozenset(tables) | (outer or frozenset()))
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                _allowed.reset(token)
+
+        previous = getattr(method, "table_access", {"reads": (), "writes": ()})
+        wrapper.table_access = {**previous, kind: tuple(tables)}  # type: ignore[attr-defined]
+        return wrapper
+
+    return decorate
+
+
+def reads(*tables: str) -> Callable:
+    """Declare the tables (or views) a store method reads."""
+    return _access("reads", tables)
+
+
+def writes(*tables: str) -> Callable:
+    """Declare the tables a store method writes (it may read them too)."""
+    return _access("writes", tables)
+
+
+def table_access(method: Callable) -> dict[str, tuple[str, ...]]:
+    """{'reads': (...), 'writes': (...)} as declared on a store method."""
+    return getattr(method, "table_access", {"reads": (), "writes": ()})
+
+
+# --- stores -----------------------------------------------------------------------------------
+
+
+class Store:
+    """One domain's tables over one connection. Subclasses set `name`, `version`, `tables`,
+    `views` and `migrations` (version k -> k + 1), and define named reads and writes."""
+
+    name: ClassVar[str]
+    version: ClassVar[int]
+    tables: ClassVar[Mapping[str, str]]
+    views: ClassVar[Mapping[str, str]] = {}
+    migrations: ClassVar[Mapping[int, Callable[[Any], None]]] = {}
+
+    def __init__(self, conn: Any):
+        self.conn = conn
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A class that names a store (sets `name`) registers it: the warehouse creates and migrates
+        its tables, and the undeclared-table check knows their names."""
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__:
+            _STORES[cls.name] = cls
+            _ALL_TABLE_NAMES.update(cls.owned())
+
+    # The names every store owns, to recognise a statement's tables.
+    @classmethod
+    def owned(cls) -> set[str]:
+        return set(cls.tables) | set(cls.views)
+
+    def sql(self, statement: str, params: Sequence[Any] = ()) -> Any:
+        """Run one statement; it may name only the tables its method declared."""
+        allowed = _allowed.get()
+        if allowed is not None:
+            named = {name for name in _ALL_TABLE_NAMES if re.search(rf"\b{name}\b", statement)}
+            undeclared = named - allowed
+            if undeclared:
+                raise AssertionError(f"{type(self).__name__} touched undeclared table(s) {sorted(undeclared)}")
+        return self.conn.execute(statement, list(params))
+
+    def rows(self, statement: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        """Query results as dicts with plain Python values (lists stay lists)."""
+        cursor = self.sql(statement, params)
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+    def frame(self, statement: str, params: Sequence[Any] = ()) -> pd.DataFrame:
+        return self.sql(statement, params).df()
+
+    def frame_of_rows(self, statement: str, params: Sequence[Any] = ()) -> pd.DataFrame:
+        """Query results as a frame of plain Python values (NULL stays None, lists stay lists)."""
+        cursor = self.sql(statement, params)
+        return pd.DataFrame(cursor.fetchall(), columns=[d[0] for d in cursor.description])
+
+    def insert(self, table: str, frame: pd.DataFrame, select: str = "*", ignore_duplicates: bool = False) -> int:
+        """Insert a frame's columns by name (`select` may compute columns from it); with
+        `ignore_duplicates`, rows whose key is already there are skipped."""
+        if frame is None or not len(frame):
+            return 0
+        self.conn.register("incoming", frame)
+        try:
+            verb = "INSERT OR IGNORE" if ignore_duplicates else "INSERT"
+            self.sql(f"{verb} INTO {table} BY NAME SELECT {select} FROM incoming")
+        finally:
+            self.conn.unregister("incoming")
+        return len(frame)
+
+    def replace(self, table: str, frame: pd.DataFrame, where: str = "TRUE", params: Sequence[Any] = (),
+                select: str = "*") -> int:
+        """Delete the rows matching `where`, then insert the frame (within the caller's transaction)."""
+        self.sql(f"DELETE FROM {table} WHERE {where}", params)
+        return self.insert(table, frame, select)
+
+    def replace_together(self, where: str, params: Sequence[Any], **frames: pd.DataFrame) -> None:
+        """Replace the rows matching `where` of every table named in `frames` with that frame, all
+        in one transaction: a partition's tables change together or not at all."""
+        with self.transaction():
+            for table, frame in frames.items():
+                self.replace(table, frame, where, params)
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        self.conn.execute("BEGIN TRANSACTION")
+        try:
+            yield
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    # --- schema -------------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, conn: Any) -> None:
+        for table, columns in cls.tables.items():
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {table} ({columns})")
+        cls.create_views(conn)
+
+    @classmethod
+    def create_views(cls, conn: Any) -> None:
+        for view, body in cls.views.items():
+            conn.execute(f"CREATE OR REPLACE VIEW {view} AS {body}")
+
+
+def registered_stores() -> tuple[type[Store], ...]:
+    """Every store defined so far, in the order defined."""
+    return tuple(_STORES.values())
+
+
+LEGACY_VERSION = 0  # a warehouse written before schemas were versioned
+
+
+def ensure_schema(conn: Any, stores: Sequence[type[Store]]) -> None:
+    """Create, migrate or refuse: one cheap version query when the warehouse is current."""
+    try:
+        current = dict(conn.execute(f"SELECT store, version FROM {SCHEMA_TABLE}").fetchall())
+    except Exception:  # no version table yet: a new warehouse, or one from before versioning
+        current = None
+    if current is not None and all(current.get(s.name) == s.version for s in stores):
+        return
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        if current is None:
+            legacy = {r[0] for r in conn.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+            conn.execute(f"CREATE TABLE {SCHEMA_TABLE} (store VARCHAR PRIMARY KEY, version INTEGER NOT NULL, "
+                         "migrated_at TIMESTAMP NOT NULL)")
+            current = {s.name: LEGACY_VERSION for s in stores if legacy & set(s.tables)}
+        for store in stores:
+            version = current.get(store.name)
+            if version is not None and version > store.version:
+                raise SchemaError(
+                    f"The warehouse's {store.name} tables are at schema version {version}, newer than this "
+                    f"platform's {store.version}: upgrade the platform, or point EVAL_WAREHOUSE at another file.")
+            if version is None:
+                store.create(conn)
+            else:
+                drop_views(conn, list(store.views))
+                for step in range(version, store.version):
+                    if step not in store.migrations:
+                        raise SchemaError(f"No migration of the {store.name} tables from version {step}; "
+                                          "move the warehouse file aside to start a new one.")
+                    store.migrations[step](conn)
+                store.create(conn)  # tables added since, and views
+            conn.execute(f"INSERT OR REPLACE INTO {SCHEMA_TABLE} VALUES (?, ?, ?)",
+                         [store.name, store.version, utc_now()])
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def rebuild_table(conn: Any, table: str, columns: str, select: str) -> None:
+    """Replace a table by one with new columns (e.g. a new primary key), copying rows via `select`
+    over the old table, which it can name as `old`."""
+    conn.execute(f"ALTER TABLE {table} RENAME TO {table}_old")
+    conn.execute(f"CREATE TABLE {table} ({columns})")
+    conn.execute(f"INSERT INTO {table} BY NAME SELECT {select} FROM {table}_old AS old")
+    conn.execute(f"DROP TABLE {table}_old")
+
+
+def add_column(conn: Any, table: str, column: str, kind: str) -> None:
+    """Add a column to a table that lacks it (a table an earlier step created with today's columns
+    has it already; one added since is created whole afterwards)."""
+    exists = conn.execute("SELECT count(*) FROM duckdb_columns() WHERE table_name = ? AND column_name = ?",
+                          [table, column]).fetchone()[0]
+    table_exists = conn.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [table]).fetchone()[0]
+    if table_exists and not exists:
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+
+
+def drop_views(conn: Any, views: Sequence[str]) -> None:
+    """Drop those of `views` that exist as views (a name may still be a table of an older schema)."""
+    existing = {r[0] for r in conn.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+    for view in set(views) & existing:
+        conn.execute(f"DROP VIEW {view}")

@@ -1,0 +1,195 @@
+"""Model-as-judge: the fitness document's rubric prompt, tolerant JSON parsing, two kinds of judge.
+
+Any model can judge. API and served models answer the rubric prompt with JSON
+(`JsonRubricJudge`). A 135M local model cannot write reliable JSON, so a local judge scores each
+dimension from its next-token probabilities over the allowed digits and reports the
+probability-weighted score, as G-Eval does (`ProbabilityRubricJudge`), in the same structure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import re
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from eval_platform.common.gateway import call_record, describe_error
+from eval_platform.common.models import Chat, Completion, LanguageModel
+
+# (name, maximum, rubric section exactly as in the fitness document)
+RUBRIC = [
+    ("faithfulness", 5, """Faithfulness (0-5 points):
+- Are all core concepts preserved?
+- Are entity names and relationships maintained?
+- Is the logical structure intact?
+
+CALIBRATION EXAMPLES:
+5 points: All entities, relationships, and core concepts perfectly preserved
+4 points: Minor details lost but all main ideas intact
+3 points: Main ideas preserved but missing some key details
+2 points: Significant information loss or some distortion
+1 point: Major concepts missing or distorted
+0 points: Completely unfaithful to original"""),
+    ("clarity", 3, """Clarity (0-3 points):
+- Is the compressed text clear and understandable?
+- Are there any ambiguities?
+
+CALIBRATION EXAMPLES:
+3 points: Perfectly clear and understandable on its own
+2 points: Clear with minor ambiguity that doesn't impede understanding
+1 point: Somewhat unclear or requires original for interpretation
+0 points: Confusing or unclear"""),
+    ("readability", 2, """Readability (0-2 points):
+- Is it grammatically correct?
+- Does it flow naturally?
+
+CALIBRATION EXAMPLES:
+2 points: Natural, grammatical, flows well
+1 point: Readable but awkward or has minor grammar issues
+0 points: Choppy, ungrammatical, or hard to read"""),
+]
+
+_TEXTS = """ORIGINAL TEXT:
+{original_text}
+
+COMPRESSED TEXT:
+{compressed_text}"""
+
+JSON_INSTRUCTION = """IMPORTANT: Respond with ONLY a JSON object in this exact format:
+{
+  "faithfulness": <0-5>,
+  "clarity": <0-3>,
+  "readability": <0-2>,
+  "score": <sum of above, 0-10>,
+  "comments": "<brief 1-2 sentence explanation>"
+}"""
+
+
+def judge_prompt(original_text: str, compressed_text: str) -> str:
+    """The fitness document's judge prompt, verbatim."""
+    sections = "\n\n".join(section for _, _, section in RUBRIC)
+    texts = _TEXTS.format(original_text=original_text, compressed_text=compressed_text)
+    return (
+        "You are evaluating a text compression. Score the compressed text on three dimensions:\n\n"
+        f"{texts}\n\nSCORING RUBRIC:\n\n{sections}\n\n{JSON_INSTRUCTION}"
+    )
+
+
+class JudgeReplyError(ValueError):
+    """A judge reply that is not a usable rubric JSON object (`completion`: the call that returned
+    it; `scores`: what of it could be read, recorded with the error)."""
+
+    completion: Completion | None = None
+    scores: dict[str, Any] = {}
+
+
+def parse_judge_reply(text: str) -> dict[str, Any]:
+    """The rubric scores from a reply: code fences and text around the JSON are tolerated; each
+    dimension must be a whole number in its range, and `score` their sum. A reply whose `score`
+    is missing or is not the sum of its parts is an error (its parts are kept with it), so the
+    judge is left out of the average, as any failing judge is."""
+    cleaned = re.sub(r"```(?:json)?", "", text)
+    start, end = cleaned.find("{"), cleaned.rfind("}")
+    if start < 0 or end <= start:
+        raise JudgeReplyError(f"no JSON object in reply: {text[:200]!r}")
+    try:
+        reply = json.loads(cleaned[start : end + 1])
+    except json.JSONDecodeError as error:
+        raise JudgeReplyError(f"invalid JSON ({error.msg}) in reply: {text[:200]!r}") from error
+    if not isinstance(reply, dict):
+        raise JudgeReplyError("reply JSON is not an object")
+    scores = {}
+    for name, maximum, _ in RUBRIC:
+        value = reply.get(name)
+        if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+                or value != int(value)):
+            raise JudgeReplyError(f"{name} must be a whole number, got {value!r}")
+        if not 0 <= value <= maximum:
+            raise JudgeReplyError(f"{name} {value} is outside 0-{maximum}")
+        scores[name] = int(value)
+    total = sum(scores.values())
+    reported = reply.get("score")
+    parsed = {**scores, "score": float(total), "comments": str(reply.get("comments", ""))[:2000],
+              "reported_score": float(reported) if isinstance(reported, (int, float)) and not isinstance(
+                  reported, bool) and math.isfinite(reported) else None}
+    if parsed["reported_score"] != total:
+        error = JudgeReplyError(f"score {reported!r} is not the sum of its parts ({total})")
+        error.scores = {**parsed, "score": None, "score_mismatch": True}
+        raise error
+    return {**parsed, "score_mismatch": False}
+
+
+class Judge(Protocol):
+    model: str
+
+    async def scores(self, original_text: str, compressed_text: str) -> tuple[dict[str, Any], Completion | None]:
+        """The rubric scores, `score`, `reported_score`, `score_mismatch` and `comments`, and the API
+        call that gave them (None without one); raises on failure."""
+
+
+@dataclass
+class JsonRubricJudge:
+    """A model answering the rubric prompt with JSON."""
+
+    model: str
+    language_model: LanguageModel
+
+    async def scores(self, original_text: str, compressed_text: str) -> tuple[dict[str, Any], Completion]:
+        completion = await self.language_model.acomplete(Chat("", judge_prompt(original_text, compressed_text)),
+                                                         max_tokens=300)
+        try:
+            return parse_judge_reply(completion.text), completion
+        except JudgeReplyError as error:
+            error.completion = completion  # an unusable reply was still a paid call
+            raise
+
+
+@dataclass
+class ProbabilityRubricJudge:
+    """Each dimension as the expected value of the model's next-digit distribution over 0..max."""
+
+    model: str
+    language_model: LanguageModel
+
+    def _scores(self, original_text: str, compressed_text: str) -> dict[str, Any]:
+        texts = _TEXTS.format(original_text=original_text, compressed_text=compressed_text)
+        chats = [Chat("You are evaluating a text compression.",
+                      f"{texts}\n\n{section}\n\nAnswer with a single digit from 0 to {maximum}.")
+                 for _, maximum, section in RUBRIC]
+        labels = [[str(d) for d in range(maximum + 1)] for _, maximum, _ in RUBRIC]
+        distributions = self.language_model.label_probabilities(chats, labels, len(chats))
+        scores = {name: sum(int(digit) * p for digit, p in dist.items())
+                  for (name, _, _), dist in zip(RUBRIC, distributions)}
+        return {**scores, "score": sum(scores.values()), "reported_score": None, "score_mismatch": False,
+                "comments": "Probability-weighted digits over each rubric dimension (local judge)."}
+
+    async def scores(self, original_text: str, compressed_text: str) -> tuple[dict[str, Any], None]:
+        return await asyncio.to_thread(self._scores, original_text, compressed_text), None
+
+
+def make_judge(model: LanguageModel) -> Judge:
+    """A judge as the model judges best: by digit probabilities (a small local model) or by the
+    JSON rubric prompt."""
+    judge = ProbabilityRubricJudge if model.rubric_judging == "probabilities" else JsonRubricJudge
+    return judge(model.name, model)
+
+
+async def judge_compression(judge_name: str, judge: Judge, original_text: str, compressed_text: str) -> dict[str, Any]:
+    """One judge's verdict in the fitness document's `judge_details` form; a failure is returned,
+    not raised, with `score` None and the error, so the judge is left out of the average."""
+    start = time.perf_counter()
+    details: dict[str, Any] = {"judge_model": judge_name, "model": judge.model, "error": None}
+    try:
+        scores, completion = await judge.scores(original_text, compressed_text)
+        details.update(scores)
+    except Exception as error:  # any failure excludes this judge from the average
+        completion = getattr(error, "completion", None)
+        details.update({"faithfulness": None, "clarity": None, "readability": None, "score": None,
+                        "reported_score": None, "score_mismatch": False, "comments": "",
+                        **getattr(error, "scores", {}), "error": describe_error(error)})
+    details["judge_duration_ms"] = round((time.perf_counter() - start) * 1000)
+    details["call"] = call_record("judge", judge.model, completion, details["error"], judge_name)
+    return details

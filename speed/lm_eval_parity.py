@@ -138,7 +138,7 @@ def run_platform(spec: BenchmarkSpec, rows: list[dict], fewshot: list[dict], sho
 
 
 HARNESS_METRIC = {"acc": "acc", "acc_norm": "acc_norm", "mc2": "acc",
-                  "strict_match": ("strict-match", "exact_match"), "flexible_match": ("flexible-extract", "exact_match")}
+                  "strict-match": ("strict-match", "exact_match"), "flexible-extract": ("flexible-extract", "exact_match")}
 
 
 def compare(spec: BenchmarkSpec, shots: int, rows, fewshot, batch_size: int, folder: Path, lm, model) -> dict:

@@ -313,6 +313,68 @@ def test_a_version_2_warehouse_is_migrated_with_every_row(tmp_path, monkeypatch)
     assert {table: [row[:len(row) - new_columns.get(table, 0)] for row in rows] for table, rows in after.items()} == before
 
 
+def test_a_version_3_warehouse_takes_the_harness_metric_names(warehouse):
+    with warehouse.get_connection() as conn:
+        for metric, value in (("strict_match", 1.0), ("flexible_match", 0.0)):
+            conn.execute("INSERT INTO score_history VALUES ('run-1', now(), 'm', 'm@1', 'gsm8k', 'p1', 'r1', 'generate', "
+                         "'harness', 5, ?, ?, NULL)", [metric, value])
+        conn.execute("UPDATE schema_versions SET version = 3 WHERE store = 'benchmarks'")
+    with warehouse.get_connection() as conn:
+        assert conn.execute("SELECT metric, value FROM score_history ORDER BY metric").fetchall() == [
+            ("flexible-extract", 0.0), ("strict-match", 1.0)]
+
+
+def columns_of(conn) -> dict[str, list[tuple[str, str]]]:
+    """Each table's columns and types (in any order: a migration appends the columns it adds)."""
+    rows = conn.execute("SELECT table_name, column_name, data_type FROM duckdb_columns() WHERE table_name != ? "
+                        "ORDER BY table_name, column_name", ["schema_versions"]).fetchall()
+    found: dict[str, list[tuple[str, str]]] = {}
+    for table, column, kind in rows:
+        found.setdefault(table, []).append((column, kind))
+    return found
+
+
+@pytest.mark.parametrize("fixture", ["unversioned_warehouse.sql", "v1_warehouse.sql", "v2_warehouse"])
+def test_a_migrated_warehouse_has_the_tables_and_columns_a_new_one_has(fixture, tmp_path, monkeypatch):
+    """A column added to a table's declaration without its migration fails here (a new table needs
+    none: it is created in an existing warehouse as in a new one)."""
+    from eval_platform.common.resources import WarehouseResource
+
+    monkeypatch.chdir(PROJECT_ROOT)
+    path = tmp_path / "old.duckdb"
+    with duckdb.connect(str(path)) as conn:
+        source = PROJECT_ROOT / "tests" / "data" / fixture
+        conn.execute(f"IMPORT DATABASE 'tests/data/{fixture}'" if source.is_dir() else source.read_text())
+    with WarehouseResource(database=str(path)).get_connection() as conn:
+        migrated = columns_of(conn)
+    with WarehouseResource(database=str(tmp_path / "new.duckdb")).get_connection() as conn:
+        assert migrated == columns_of(conn)
+
+
+def test_a_table_declared_since_reaches_an_existing_warehouse(warehouse, monkeypatch):
+    from eval_platform.blind.store import BlindStore
+
+    with warehouse.get_connection():
+        pass
+    monkeypatch.setattr(BlindStore, "tables", {**BlindStore.tables, "blind_notes": "note VARCHAR"})
+    with warehouse.get_connection() as conn:
+        assert conn.execute("SELECT count(*) FROM blind_notes").fetchone() == (0,)
+
+
+def test_a_write_that_misses_or_misspells_a_column_fails_naming_it(warehouse):
+    import pandas as pd
+
+    from eval_platform.blind.store import BlindStore
+    from eval_platform.common.warehouse import SchemaError
+
+    questions = pd.DataFrame([{"Question_ID": "q1", "Question": "Why?", "Ground_Truth": "Because."}])
+    with warehouse.store(BlindStore) as store:
+        store.replace_questions(questions)
+        with pytest.raises(SchemaError, match="blind_questions .* no such column Ground_Trth; missing Ground_Truth"):
+            store.replace_questions(questions.rename(columns={"Ground_Truth": "Ground_Trth"}))
+        assert store.load_questions()["Ground_Truth"].tolist() == ["Because."]  # nothing lost
+
+
 def test_a_newer_warehouse_is_refused_clearly(warehouse):
     from eval_platform.common.warehouse import SchemaError
 

@@ -30,6 +30,15 @@ def no_description(doc: "ParsedRow") -> str:
 
 
 @dataclass(frozen=True)
+class AnswerFilter:
+    """One entry of a task's `filter_list`: its name (the harness's, e.g. `flexible-extract`), also
+    the name of the metric it is scored under, and how it takes the answer out of a generated text."""
+
+    name: str
+    extract: Callable[[str], str | None]
+
+
+@dataclass(frozen=True)
 class HarnessTask:
     """One lm-evaluation-harness task config over a parsed row ("doc")."""
 
@@ -39,11 +48,13 @@ class HarnessTask:
     description: Callable[["ParsedRow"], str] = no_description
     multiple_input: bool = False  # the choices are contexts, all continued by the target
     gold: Callable[["ParsedRow"], tuple[int, ...]] | None = None  # every true choice (TruthfulQA mc2)
-    metrics: tuple[str, ...] = ("acc",)
+    metrics: tuple[str, ...] = ("acc",)  # multiple choice: its `metric_list`
     target_delimiter: str = " "
     fewshot_delimiter: str = "\n\n"
     stop: tuple[str, ...] = ()  # generation: cut the output at the first of these
     max_new_tokens: int = 256  # the harness's max_gen_toks
+    filter_list: tuple[AnswerFilter, ...] = ()  # generation: the answers scored, one metric each
+    answer_match: Callable[[str | None, str], bool] | None = None  # generation: an answer against the target
 
 
 @dataclass(frozen=True)
@@ -187,9 +198,14 @@ def regex_filter(pattern: re.Pattern, text: str, group_select: int = 0) -> str:
     return match.strip()
 
 
+GSM8K_FILTERS = (AnswerFilter("strict-match", lambda text: regex_filter(GSM8K_STRICT, text)),
+                 AnswerFilter("flexible-extract", lambda text: regex_filter(GSM8K_FLEXIBLE, text, -1)))
+
+
 def gsm8k_extractions(text: str) -> tuple[str, str]:
     """(strict-match, flexible-extract) answers of the harness's gsm8k task."""
-    return regex_filter(GSM8K_STRICT, text), regex_filter(GSM8K_FLEXIBLE, text, -1)
+    strict, flexible = (answer_filter.extract(text) for answer_filter in GSM8K_FILTERS)
+    return strict, flexible
 
 
 def gsm8k_exact_match(prediction: str, reference: str) -> bool:

@@ -4,11 +4,12 @@
   to the labels (all stored).
 - `loglikelihood`: log P(choice | context), in lm-evaluation-harness's format (with its few-shot
   examples) or continuing the `chat` prompt.
-- `generate`: greedy generation, the final number extracted (GSM8K), after the chat prompt or
-  lm-evaluation-harness's few-shot prompt (cut at its stop sequences, its filters applied).
+- `generate`: greedy generation after the chat prompt or lm-evaluation-harness's few-shot prompt
+  (cut at the task's stop sequences); the benchmark's answer filters take the answers out.
 
 Each mode turns prompt records into prediction records, names the metrics it scores for a
-benchmark and format, and scores one stored prediction against its reference.
+benchmark and format, and scores one stored prediction against its reference. A mode knows no
+benchmark: the spec names the metrics (`metric_list`) and the answer filters (`filter_list`).
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
-from eval_platform.benchmarks.harness import HarnessItem, gsm8k_exact_match, gsm8k_extractions
-from eval_platform.benchmarks.scoring import ItemScore, argmax_label, exact, extract_numbers, loglikelihood_item_scores
+from eval_platform.benchmarks.harness import HarnessItem
+from eval_platform.benchmarks.scoring import (
+    ItemScore, argmax_label, exact, length_normalized, loglikelihood_item_scores,
+)
 from eval_platform.common.models import Chat, GenerationRequest, LanguageModel, LoglikelihoodRequest
 
 if TYPE_CHECKING:
@@ -128,10 +131,9 @@ class LoglikelihoodMode:
         for prompt, item in zip(prompts, per_item):
             scores = flat[offset: offset + len(item)]
             offset += len(item)
-            lengths = prompt["choice_texts"] if prompt_format == "harness" else [r.continuation for r in item]
-            normalized = [s / float(max(1, len(text))) for s, text in zip(scores, lengths)]
+            texts = prompt["choice_texts"] if prompt_format == "harness" else [r.continuation for r in item]
             predictions.append(Prediction(prompt["prompt_id"], argmax_label(prompt["labels"], scores),
-                                          predicted_norm=argmax_label(prompt["labels"], normalized),
+                                          predicted_norm=argmax_label(prompt["labels"], length_normalized(scores, texts)),
                                           choice_loglikelihoods=list(scores)))
         return predictions
 
@@ -143,37 +145,40 @@ class LoglikelihoodMode:
                 "acc_norm": exact(row["predicted_norm"], row["real_answer"])}
 
 
+# The prediction columns a generative benchmark's answer filters fill, in the order it lists them.
+ANSWER_COLUMNS = ("predicted", "predicted_flexible")
+
+
 class GenerateMode:
     name = "generate"
     formats = ("chat", "harness")
 
     def metrics(self, spec, prompt_format):
-        return ("strict_match", "flexible_match")
+        return tuple(answer_filter.name for answer_filter in spec.answer_filters(prompt_format))
 
     def predict_chunk(self, model, prompts, prompt_format, spec, settings):
         if prompt_format == "harness":
             budget = settings.harness_max_new_tokens or spec.harness.max_new_tokens
             requests = [GenerationRequest(harness_item_of(p).prompt, budget, spec.harness.stop) for p in prompts]
-            outputs = model.generate(requests, settings.batch_size)
-            extracted = [gsm8k_extractions(text) for text in outputs]
-            return [Prediction(p["prompt_id"], strict, predicted_flexible=flexible, output_text=text)
-                    for p, text, (strict, flexible) in zip(prompts, outputs, extracted)]
-        outputs = model.generate([GenerationRequest(chat_of(p), settings.max_new_tokens) for p in prompts],
-                                 settings.batch_size)
-        predictions = []
-        for prompt, text in zip(prompts, outputs):
-            strict, flexible = extract_numbers(text.strip())
-            predictions.append(Prediction(prompt["prompt_id"], strict, predicted_flexible=flexible,
-                                          output_text=text.strip()))
-        return predictions
+        else:
+            requests = [GenerationRequest(chat_of(p), settings.max_new_tokens) for p in prompts]
+        outputs = model.generate(requests, settings.batch_size)
+        texts = outputs if prompt_format == "harness" else [text.strip() for text in outputs]
+        filters = spec.answer_filters(prompt_format)
+        if len(filters) > len(ANSWER_COLUMNS):
+            raise ValueError(f"{spec.name}: {len(filters)} answer filters; predictions hold {len(ANSWER_COLUMNS)}")
+        return [Prediction(p["prompt_id"], output_text=text,
+                           **{column: f.extract(text) for f, column in zip(filters, ANSWER_COLUMNS)})
+                for p, text in zip(prompts, texts)]
 
     def item_scores(self, row, spec):
+        """Each filter's answer: in the harness's format matched against the task's target as the
+        task matches it, in the chat format equal to the reference answer."""
+        filters = spec.answer_filters(row["prompt_format"])
         if row["prompt_format"] == "harness":
-            return {metric: ItemScore(float(gsm8k_exact_match(row[column], row["target"])), row[column],
-                                      row["real_answer"])
-                    for metric, column in (("strict_match", "predicted"), ("flexible_match", "predicted_flexible"))}
-        return {"strict_match": exact(row["predicted"], row["real_answer"]),
-                "flexible_match": exact(row["predicted_flexible"], row["real_answer"])}
+            return {f.name: ItemScore(float(spec.harness.answer_match(row[column], row["target"])), row[column],
+                                      row["real_answer"]) for f, column in zip(filters, ANSWER_COLUMNS)}
+        return {f.name: exact(row[column], row["real_answer"]) for f, column in zip(filters, ANSWER_COLUMNS)}
 
 
 MODES: dict[str, PredictionMode] = {mode.name: mode for mode in (LetterMode(), LoglikelihoodMode(), GenerateMode())}

@@ -3,7 +3,7 @@ scored by which metric, and how the protocol's number is made from them.
 
 `open_llm_leaderboard_v1` is the Open LLM Leaderboard's first protocol: ARC-Challenge 25-shot
 acc_norm, HellaSwag 10-shot acc_norm, MMLU 5-shot acc, TruthfulQA 0-shot mc2, Winogrande 5-shot
-acc and GSM8K 5-shot (strict match), all in lm-evaluation-harness's format, and their average.
+acc and GSM8K 5-shot (strict-match), all in lm-evaluation-harness's format, and their average.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ PROTOCOLS: dict[str, Protocol] = {protocol.name: protocol for protocol in [
         ProtocolTask("mmlu", "loglikelihood", "acc"),
         ProtocolTask("truthfulqa_mc2", "loglikelihood", "mc2", fewshot=False),
         ProtocolTask("winogrande", "loglikelihood", "acc"),
-        ProtocolTask("gsm8k", "generate", "strict_match"),
+        ProtocolTask("gsm8k", "generate", "strict-match"),
     )),
 ]}
 

@@ -4,18 +4,8 @@ benchmark specification (`0. Output: A, Reference: A :: O` ... `Score: 0.5`)."""
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import Sequence
-
-from eval_platform.benchmarks.specs import gsm8k_final_number, normalize_number
-
-
-def extract_numbers(text: str) -> tuple[str | None, str | None]:
-    """GSM8K answers from generated text: (strict: after `####`, flexible: the last number)."""
-    numbers = re.findall(r"-?\$?\d[\d,]*(?:\.\d+)?", text)
-    flexible = normalize_number(numbers[-1]) if numbers else None
-    return gsm8k_final_number(text), flexible
 
 
 def argmax_label(labels: Sequence[str], scores: Sequence[float]) -> str:
@@ -93,6 +83,11 @@ def argmax(values: Sequence[float]) -> int:
     return max(range(len(values)), key=lambda i: (values[i], -i))
 
 
+def length_normalized(loglikelihoods: Sequence[float], choice_texts: Sequence[str]) -> list[float]:
+    """`acc_norm`'s scores: each log-likelihood divided by its choice's length in characters."""
+    return [ll / float(len(text)) for ll, text in zip(loglikelihoods, choice_texts)]
+
+
 def loglikelihood_item_scores(loglikelihoods: Sequence[float], gold: Sequence[int], choice_texts: Sequence[str],
                               labels: Sequence[str], metrics: Sequence[str]) -> dict[str, ItemScore]:
     """lm-evaluation-harness's multiple-choice metrics of one item: `acc` (the most likely choice is
@@ -104,7 +99,7 @@ def loglikelihood_item_scores(loglikelihoods: Sequence[float], gold: Sequence[in
         best = argmax(loglikelihoods)
         scores["acc"] = ItemScore(float(best in gold), labels[best], reference)
     if "acc_norm" in metrics:
-        best = argmax([ll / float(len(text)) for ll, text in zip(loglikelihoods, choice_texts)])
+        best = argmax(length_normalized(loglikelihoods, choice_texts))
         scores["acc_norm"] = ItemScore(float(best in gold), labels[best], reference)
     if "mc2" in metrics:
         probabilities = [math.exp(ll) for ll in loglikelihoods]

@@ -17,7 +17,10 @@ import string
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from eval_platform.benchmarks.harness import FewShotSource, FirstNSampler, HarnessTask, RandomSampler, harness_item
+from eval_platform.benchmarks.harness import (
+    GSM8K_FILTERS, AnswerFilter, FewShotSource, FirstNSampler, HarnessTask, RandomSampler, gsm8k_exact_match,
+    harness_item,
+)
 from eval_platform.benchmarks.rows import ParsedRow
 
 LETTERS = string.ascii_uppercase
@@ -43,6 +46,11 @@ class BenchmarkSpec:
     chat_format: bool = True  # False: scored in lm-evaluation-harness's format only
     numeric_labels: bool = False
     choice_count: int | None = None  # None: any count from 2 to len(LETTERS)
+    chat_filters: tuple[AnswerFilter, ...] = ()  # generation in the chat format: the answers scored
+
+    def answer_filters(self, prompt_format: str) -> tuple[AnswerFilter, ...]:
+        """A generative benchmark's answer filters in a prompt format (each one metric)."""
+        return self.harness.filter_list if prompt_format == "harness" else self.chat_filters
 
     @property
     def multiple_choice(self) -> bool:
@@ -133,6 +141,17 @@ def normalize_number(text: str) -> str:
     if re.fullmatch(r"-?\d+\.0+", value):
         value = value.split(".")[0]
     return value
+
+
+def extract_numbers(text: str) -> tuple[str | None, str | None]:
+    """GSM8K answers from a chat reply: (strict: after `####`, flexible: the last number)."""
+    numbers = re.findall(r"-?\$?\d[\d,]*(?:\.\d+)?", text)
+    flexible = normalize_number(numbers[-1]) if numbers else None
+    return gsm8k_final_number(text), flexible
+
+
+GSM8K_CHAT_FILTERS = (AnswerFilter("strict-match", lambda text: extract_numbers(text)[0]),
+                      AnswerFilter("flexible-extract", lambda text: extract_numbers(text)[1]))
 
 
 def parse_gsm8k(row: Mapping[str, Any]) -> ParsedRow:
@@ -262,7 +281,8 @@ def _question_answer(doc: ParsedRow) -> str:
 ARC_TASK = HarnessTask(doc_to_text=_question_answer, doc_to_target=_answer_index, doc_to_choice=_choices,
                        metrics=("acc", "acc_norm"))
 GSM8K_TASK = HarnessTask(doc_to_text=_question_answer, doc_to_target=lambda doc: doc.extras["answer"],
-                         stop=("Question:", "</s>", "<|im_end|>"), metrics=("strict_match", "flexible_match"))
+                         stop=("Question:", "</s>", "<|im_end|>"), filter_list=GSM8K_FILTERS,
+                         answer_match=gsm8k_exact_match)
 HELLASWAG_TASK = HarnessTask(doc_to_text=_hellaswag_query, doc_to_target=_answer_index,
                              doc_to_choice=lambda doc: [_hellaswag_preprocess(e) for e in doc.choices],
                              metrics=("acc", "acc_norm"))
@@ -302,7 +322,7 @@ BENCHMARKS: dict[str, BenchmarkSpec] = {
                 "You are a careful math tutor. Solve the problem step by step, then give the final "
                 "answer on its own line as '#### <number>'."
             ),
-            parse=parse_gsm8k, harness=GSM8K_TASK, modes=("generate",),
+            parse=parse_gsm8k, harness=GSM8K_TASK, modes=("generate",), chat_filters=GSM8K_CHAT_FILTERS,
             fewshot=FewShotSource("gsm8k_train.jsonl", "openai/gsm8k", "main", "train", RandomSampler(),
                                   shots=5),
         ),

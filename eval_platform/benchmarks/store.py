@@ -79,9 +79,22 @@ def _with_prediction_runs(conn: Any) -> None:
     add_column(conn, "model_comparisons", "environment_differences", "VARCHAR")
 
 
+# GSM8K's metrics, named as the harness names its answer filters since version 4.
+HARNESS_METRIC_NAMES = {"strict_match": "strict-match", "flexible_match": "flexible-extract"}
+
+
+def _with_harness_metric_names(conn: Any) -> None:
+    """3 -> 4. Generative metrics take the harness's filter names (`strict-match`,
+    `flexible-extract`) in every table that names a metric."""
+    existing = {name for (name,) in conn.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    for table in {"scores", "item_scores", "score_history", "model_comparisons", "protocol_results"} & existing:
+        for old, new in HARNESS_METRIC_NAMES.items():
+            conn.execute(f"UPDATE {table} SET metric = ? WHERE metric = ?", [new, old])
+
+
 class BenchmarkStore(Store):
     name = "benchmarks"
-    version = 3
+    version = 4
     tables = {
         "raw_rows": """
             benchmark VARCHAR NOT NULL, source_row_id VARCHAR NOT NULL, row_number INTEGER NOT NULL, line INTEGER,
@@ -161,7 +174,8 @@ class BenchmarkStore(Store):
                                          AND h.num_fewshot = i.num_fewshot
             JOIN raw_rows r ON r.benchmark = p.benchmark AND r.source_row_id = p.source_row_id""",
     }
-    migrations = {0: _from_unversioned, 1: _with_harness_requests, 2: _with_prediction_runs}
+    migrations = {0: _from_unversioned, 1: _with_harness_requests, 2: _with_prediction_runs,
+                  3: _with_harness_metric_names}
 
     # --- raw and few-shot rows ----------------------------------------------------------------------
 

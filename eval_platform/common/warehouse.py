@@ -130,11 +130,25 @@ class Store:
             return 0
         self.conn.register("incoming", frame)
         try:
+            self._check_columns(table, [row[0] for row in self.conn.execute(f"DESCRIBE SELECT {select} FROM incoming")
+                                        .fetchall()])
             verb = "INSERT OR IGNORE" if ignore_duplicates else "INSERT"
             self.sql(f"{verb} INTO {table} BY NAME SELECT {select} FROM incoming")
         finally:
             self.conn.unregister("incoming")
         return len(frame)
+
+    def _check_columns(self, table: str, written: Sequence[str]) -> None:
+        """A write names every column of its table (those with a default may be left out) and no
+        other: a misspelt or forgotten column fails here, naming it, instead of storing NULL."""
+        columns = {name: default for name, default in self.conn.execute(
+            "SELECT column_name, column_default FROM duckdb_columns() WHERE table_name = ?", [table]).fetchall()}
+        unknown = [name for name in written if name not in columns]
+        missing = [name for name, default in columns.items() if name not in written and default is None]
+        if unknown or missing:
+            raise SchemaError(f"A write to {table} does not match its columns: "
+                              + "; ".join(part for part in (f"no such column {', '.join(unknown)}" if unknown else "",
+                                                            f"missing {', '.join(missing)}" if missing else "") if part))
 
     def replace(self, table: str, frame: pd.DataFrame, where: str = "TRUE", params: Sequence[Any] = (),
                 select: str = "*") -> int:
@@ -182,13 +196,18 @@ LEGACY_VERSION = 0  # a warehouse written before schemas were versioned
 
 
 def ensure_schema(conn: Any, stores: Sequence[type[Store]]) -> None:
-    """Create, migrate or refuse: one cheap version query when the warehouse is current."""
+    """Create, migrate or refuse: two cheap queries when the warehouse is current. A table a store
+    declares that the warehouse lacks is created without a version step; a new column of an existing
+    table needs one (a migration), which the structure tests hold every table to."""
     try:
         current = dict(conn.execute(f"SELECT store, version FROM {SCHEMA_TABLE}").fetchall())
     except Exception:  # no version table yet: a new warehouse, or one from before versioning
         current = None
     if current is not None and all(current.get(s.name) == s.version for s in stores):
-        return
+        existing = {name for (name,) in conn.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        if all(table in existing for store in stores for table in store.tables):
+            return
+        # A table declared since, without a version step: created below, as a new store's are.
     conn.execute("BEGIN TRANSACTION")
     try:
         if current is None:

@@ -50,7 +50,8 @@ def era(warehouse, name, config, evaluation_model, gateway=None):
                  "gateway": gateway or ModelGatewayResource()}
     assert materialize([source_paragraphs, gene_pools], resources=resources, instance=instance).success
     return materialize([evolution_era, era_summary, judge_analysis, pareto_front], partition_key=name,
-                       resources=resources, instance=instance, run_config={"ops": {"evolution_era": {"config": config}}})
+                       resources=resources, instance=instance,
+                       run_config={"ops": {"evolution_era": {"config": config}}})
 
 
 def test_small_offline_era_on_the_local_model(warehouse):

@@ -6,7 +6,9 @@ import re
 import pytest
 
 from eval_platform.benchmarks.scoring import score_items, wilson_interval
-from eval_platform.benchmarks.specs import BENCHMARKS, build_prompt, extract_numbers, gsm8k_final_number, preprocess_rows
+from eval_platform.benchmarks.specs import (
+    BENCHMARKS, build_prompt, extract_numbers, gsm8k_final_number, preprocess_rows,
+)
 from tests.conftest import DATA_BENCHMARKS
 
 SPEC_EXAMPLES = {

@@ -122,7 +122,8 @@ def era_run(warehouse, server, era, config, instance=None, assets=None):
     instance = instance or DagsterInstance.ephemeral()
     if era not in instance.get_dynamic_partitions("eras"):
         instance.add_dynamic_partitions("eras", [era])
-    resources = {"warehouse": warehouse, "evaluation_model": LanguageModelResource(), "gateway": gateway_resource(server)}
+    resources = {"warehouse": warehouse, "evaluation_model": LanguageModelResource(),
+                 "gateway": gateway_resource(server)}
     assert materialize([source_paragraphs, gene_pools], resources=resources, instance=instance).success
     return materialize(assets or [evolution_era, era_summary, judge_analysis, pareto_front], partition_key=era,
                        resources=resources, instance=instance, run_config={"ops": {"evolution_era": {"config": config}}},

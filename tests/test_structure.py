@@ -316,8 +316,8 @@ def test_a_version_2_warehouse_is_migrated_with_every_row(tmp_path, monkeypatch)
 def test_a_version_3_warehouse_takes_the_harness_metric_names(warehouse):
     with warehouse.get_connection() as conn:
         for metric, value in (("strict_match", 1.0), ("flexible_match", 0.0)):
-            conn.execute("INSERT INTO score_history VALUES ('run-1', now(), 'm', 'm@1', 'gsm8k', 'p1', 'r1', 'generate', "
-                         "'harness', 5, ?, ?, NULL)", [metric, value])
+            conn.execute("INSERT INTO score_history VALUES ('run-1', now(), 'm', 'm@1', 'gsm8k', 'p1', 'r1', "
+                         "'generate', 'harness', 5, ?, ?, NULL)", [metric, value])
         conn.execute("UPDATE schema_versions SET version = 3 WHERE store = 'benchmarks'")
     with warehouse.get_connection() as conn:
         assert conn.execute("SELECT metric, value FROM score_history ORDER BY metric").fetchall() == [

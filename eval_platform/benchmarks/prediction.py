@@ -132,8 +132,9 @@ class LoglikelihoodMode:
             scores = flat[offset: offset + len(item)]
             offset += len(item)
             texts = prompt["choice_texts"] if prompt_format == "harness" else [r.continuation for r in item]
+            normalized = length_normalized(scores, texts)
             predictions.append(Prediction(prompt["prompt_id"], argmax_label(prompt["labels"], scores),
-                                          predicted_norm=argmax_label(prompt["labels"], length_normalized(scores, texts)),
+                                          predicted_norm=argmax_label(prompt["labels"], normalized),
                                           choice_loglikelihoods=list(scores)))
         return predictions
 

@@ -145,10 +145,13 @@ class Store:
             "SELECT column_name, column_default FROM duckdb_columns() WHERE table_name = ?", [table]).fetchall()}
         unknown = [name for name in written if name not in columns]
         missing = [name for name, default in columns.items() if name not in written and default is None]
-        if unknown or missing:
-            raise SchemaError(f"A write to {table} does not match its columns: "
-                              + "; ".join(part for part in (f"no such column {', '.join(unknown)}" if unknown else "",
-                                                            f"missing {', '.join(missing)}" if missing else "") if part))
+        problems = []
+        if unknown:
+            problems.append(f"no such column {', '.join(unknown)}")
+        if missing:
+            problems.append(f"missing {', '.join(missing)}")
+        if problems:
+            raise SchemaError(f"A write to {table} does not match its columns: {'; '.join(problems)}")
 
     def replace(self, table: str, frame: pd.DataFrame, where: str = "TRUE", params: Sequence[Any] = (),
                 select: str = "*") -> int:

@@ -40,8 +40,9 @@ def run_era(path, server, era, panel):
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("eras", [era])
     resources = {"warehouse": WarehouseResource(database=str(path)),
-                 "evaluation_model": LanguageModelResource(), "gateway": ModelGatewayResource(api_base=server.api_base, timeout_s=CLIENT_TIMEOUT_S, max_retries=1, backoff_s=0.05,
-                                                 max_concurrency=16)}
+                 "evaluation_model": LanguageModelResource(),
+                 "gateway": ModelGatewayResource(api_base=server.api_base, timeout_s=CLIENT_TIMEOUT_S, max_retries=1,
+                                                 backoff_s=0.05, max_concurrency=16)}
     assert materialize([source_paragraphs, gene_pools], resources=resources, instance=instance).success
     config = {"population_size": 4, "generations": 1, "compression_model": "openai/compressor", "seed": 3,
               "judge_panel": panel}

@@ -44,7 +44,8 @@ def test_redaction_covers_secret_variables_and_bearer_tokens(keys, monkeypatch):
 
 def run_era(instance, warehouse, api_base):
     instance.add_dynamic_partitions("eras", ["secret-era"])
-    resources = {"warehouse": warehouse, "evaluation_model": LanguageModelResource(), "gateway": ModelGatewayResource(api_base=api_base, max_retries=0)}
+    resources = {"warehouse": warehouse, "evaluation_model": LanguageModelResource(),
+                 "gateway": ModelGatewayResource(api_base=api_base, max_retries=0)}
     assert materialize([source_paragraphs, gene_pools], resources=resources, instance=instance).success
     config = {"population_size": 3, "generations": 1, "compression_model": "openai/compressor",
               "mutation_model": "openai/echo-key",

@@ -24,8 +24,6 @@ ALL_JOBS = [*BENCHMARK_JOBS, *EVOLUTION_JOBS, *BLIND_JOBS]
 ALL_SCHEDULES = [nightly_benchmark_refresh]
 ALL_SENSORS = [blind_eval_filled_sheet_sensor, era_config_sensor]
 
-gateway = ModelGatewayResource()
-
 defs = Definitions(
     assets=load_assets_from_modules([benchmark_assets, evolution_assets, blind_assets]),
     asset_checks=ALL_CHECKS,
@@ -34,7 +32,9 @@ defs = Definitions(
     sensors=ALL_SENSORS,
     resources={
         "warehouse": WarehouseResource(database=DEFAULT_WAREHOUSE),
-        "gateway": gateway,
-        "evaluation_model": LanguageModelResource(gateway=gateway),
+        # Every asset that opens a model takes both, so the launchpad's (or a run config's) `gateway`
+        # settings reach every model it opens: the one under evaluation, an era's, blind evaluation's.
+        "gateway": ModelGatewayResource(),
+        "evaluation_model": LanguageModelResource(),
     },
 )

@@ -23,9 +23,8 @@ def server():
 def run(warehouse, server, model, modes=("letter",)):
     return materialize(
         [benchmark_raw_rows, benchmark_prompts, benchmark_predictions, benchmark_scores], partition_key="arc_easy",
-        resources={"warehouse": warehouse,
-                   "evaluation_model": LanguageModelResource(
-                       model=model, gateway=ModelGatewayResource(api_base=server.api_base, max_retries=0))},
+        resources={"warehouse": warehouse, "evaluation_model": LanguageModelResource(model=model),
+                   "gateway": ModelGatewayResource(api_base=server.api_base, max_retries=0)},
         run_config={"ops": {"benchmark_raw_rows": {"config": {"limit": 4}},
                             "benchmark_predictions": {"config": {"modes": list(modes)}}}},
         raise_on_error=False,

@@ -15,7 +15,7 @@ from eval_platform.benchmarks.specs import BENCHMARKS, build_prompt
 from eval_platform.common.ingestion import DataFileError
 from eval_platform.common.models import Chat, LoglikelihoodRequest
 from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
-from eval_platform.common.resources import LanguageModelResource
+from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource
 from tests.reference_scoring import naive_loglikelihoods
 
 ASSETS = [benchmark_raw_rows, benchmark_fewshot_rows, benchmark_prompts, benchmark_predictions, benchmark_scores]
@@ -26,7 +26,8 @@ def run(warehouse, partition, limit=ROWS, source=None, selection=ASSETS):
     config = {"limit": limit, **({"source": str(source)} if source else {})}
     return materialize(
         selection, partition_key=partition,
-        resources={"warehouse": warehouse, "evaluation_model": LanguageModelResource(max_new_tokens=24)},
+        resources={"warehouse": warehouse, "evaluation_model": LanguageModelResource(max_new_tokens=24),
+                   "gateway": ModelGatewayResource()},
         run_config={"ops": {"benchmark_raw_rows": {"config": config}}},
     )
 

@@ -200,7 +200,9 @@ def test_nightly_schedule_requests_every_benchmark_partition():
     assert all(r.run_key.endswith("2026-11-23") for r in requests)
 
 
-def test_two_systems_answer_through_the_gateway(tmp_path, warehouse, monkeypatch):
+@pytest.mark.parametrize("prefix", ["openai/", "served/"])
+def test_two_systems_answer_through_the_gateway(tmp_path, warehouse, monkeypatch, prefix):
+    """Answered by an API model, and by a served model (its server's chat endpoint)."""
     from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource
     from tests.openai_stub_server import StubServer
 
@@ -209,9 +211,9 @@ def test_two_systems_answer_through_the_gateway(tmp_path, warehouse, monkeypatch
     shutil.copytree(PROJECT_ROOT / "data" / "blind_eval", folder, ignore=shutil.ignore_patterns("answers", "issued", "*.xlsx"))
     references = tmp_path / "statutes.txt"
     references.write_text("Article 2(1): This Constitution is the supreme law of the Republic.")
-    systems = [{"name": "with-references", "model": "openai/answerer", "system_prompt": "You are a Kenyan lawyer.",
+    systems = [{"name": "with-references", "model": f"{prefix}answerer", "system_prompt": "You are a Kenyan lawyer.",
                 "reference_files": [str(references)]},
-               {"name": "plain", "model": "openai/answerer"}]
+               {"name": "plain", "model": f"{prefix}answerer"}]
     with StubServer() as server:
         result = materialize(
             [blind_eval_questions, blind_eval_answers, blind_eval_sheet],
@@ -229,19 +231,21 @@ def test_two_systems_answer_through_the_gateway(tmp_path, warehouse, monkeypatch
     assert (folder / "issued" / SHEET_FILE).exists()
 
 
-def test_llm_rater_is_one_more_rater_with_agreement(issued, warehouse, monkeypatch):
+@pytest.mark.parametrize("prefix", ["openai/", "served/"])
+def test_llm_rater_is_one_more_rater_with_agreement(issued, warehouse, monkeypatch, prefix):
     from eval_platform.blind.assets import blind_eval_llm_rating
     from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource
     from tests.openai_stub_server import StubServer
 
     folder, key = issued
+    rater = f"llm-{prefix.rstrip('/')}_rater"
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
     fill(folder, key, "alice")
     with StubServer() as server:
         result = materialize([blind_eval_llm_rating], resources={"evaluation_model": LanguageModelResource(),
                                                         "gateway": ModelGatewayResource(api_base=server.api_base)},
                              run_config={"ops": {"blind_eval_llm_rating": {"config": {
-                                 "folder": str(folder), "model": "openai/rater"}}}})
+                                 "folder": str(folder), "model": f"{prefix}rater"}}}})
     assert result.success
     assert tally(folder, warehouse).success
     with warehouse.get_connection() as conn:
@@ -249,12 +253,12 @@ def test_llm_rater_is_one_more_rater_with_agreement(issued, warehouse, monkeypat
         raters = {r for (r,) in conn.execute("SELECT DISTINCT rater FROM blind_scores").fetchall()}
         answers = conn.execute("SELECT Question_ID, system, answer FROM blind_answers").fetchall()
         llm = {(q, s): score for q, s, score in conn.execute(
-            "SELECT Question_ID, system, score FROM blind_scores WHERE rater = 'llm-openai_rater'").fetchall()}
-    assert raters == {"alice", "llm-openai_rater"}
+            "SELECT Question_ID, system, score FROM blind_scores WHERE rater = ?", [rater]).fetchall()}
+    assert raters == {"alice", rater}
     assert llm == {(q, s): 5 if "Article" in answer else 2 for q, s, answer in answers}  # the stub rater's rule
     alice = {(q, system): score for system, scores in (("demo-rag", RAG), ("demo-generic", GENERIC))
              for q, score in scores.items()}
     answered = sorted(llm)
     expected = cohen_kappa_score([alice[k] for k in answered], [llm[k] for k in answered], weights="quadratic",
                                  labels=[1, 2, 3, 4, 5])
-    assert kappas["llm-openai_rater"] == pytest.approx(expected)  # the pairs are the same answers' scores
+    assert kappas[rater] == pytest.approx(expected)  # the pairs are the same answers' scores

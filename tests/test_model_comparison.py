@@ -11,7 +11,7 @@ from eval_platform.benchmarks.assets import (
 )
 from eval_platform.benchmarks.comparison import compare, exact_mcnemar, flipped_to_wrong, paired_bootstrap_interval
 from eval_platform.common.reproducibility import cpu_name
-from eval_platform.common.resources import LanguageModelResource
+from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource
 
 ASSETS = [benchmark_raw_rows, benchmark_fewshot_rows, benchmark_prompts, benchmark_predictions, benchmark_scores]
 
@@ -35,7 +35,8 @@ def test_two_precisions_of_smollm2_compared_on_shared_items(warehouse):
     instance = DagsterInstance.ephemeral()
     for model in (LanguageModelResource(), LanguageModelResource(device="cpu", dtype="bfloat16")):
         result = materialize(ASSETS, partition_key="arc_easy", run_config=config, instance=instance,
-                             resources={"warehouse": warehouse, "evaluation_model": model})
+                             resources={"warehouse": warehouse, "evaluation_model": model,
+                                        "gateway": ModelGatewayResource()})
         assert result.success
         scores = next(e for e in result.get_asset_materialization_events() if e.asset_key.path[-1] == "benchmark_scores")
         metadata = scores.materialization.metadata
@@ -59,7 +60,7 @@ def test_two_precisions_of_smollm2_compared_on_shared_items(warehouse):
 def test_the_regression_watch_names_items_that_flipped_to_wrong(warehouse):
     config = {"ops": {"benchmark_raw_rows": {"config": {"limit": 12}},
                       "benchmark_predictions": {"config": {"modes": ["letter"]}}}}
-    resources = {"warehouse": warehouse, "evaluation_model": LanguageModelResource()}
+    resources = {"warehouse": warehouse, "evaluation_model": LanguageModelResource(), "gateway": ModelGatewayResource()}
     assert materialize(ASSETS, partition_key="arc_easy", run_config=config, resources=resources).success
     assert checks.accuracy_regression(warehouse=warehouse).passed  # one run: nothing to compare
     with warehouse.get_connection() as conn:  # a model that answers every question right ...
@@ -87,7 +88,8 @@ def test_each_prediction_run_records_where_it_ran_and_comparisons_name_what_diff
         config = {"ops": {"benchmark_raw_rows": {"config": {"limit": 6}}, "benchmark_predictions": {
             "config": {"modes": ["loglikelihood"], "recompute": recompute}}}}
         result = materialize(ASSETS, partition_key="arc_easy", run_config=config,
-                             resources={"warehouse": warehouse, "evaluation_model": model})
+                             resources={"warehouse": warehouse, "evaluation_model": model,
+                                        "gateway": ModelGatewayResource()})
         assert result.success
         return result
 

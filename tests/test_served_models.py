@@ -6,6 +6,7 @@ import json
 import sys
 import urllib.request
 
+import duckdb
 import pytest
 from dagster import materialize
 
@@ -16,7 +17,7 @@ from eval_platform.benchmarks.specs import BENCHMARKS, build_prompt
 from eval_platform.common.gateway import ModelGateway
 from eval_platform.common.models import LoglikelihoodRequest
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, Placement, choose_placement
-from eval_platform.common.models.served import ServedCompletionsModel
+from eval_platform.common.models.served import ServedCompletionsModel, ServerCheckFailed
 from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
 from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource
 from tests.conftest import DATA_BENCHMARKS, PROJECT_ROOT
@@ -61,20 +62,21 @@ def test_served_path_retries_after_a_500_or_a_timeout(server, local_model, model
     # A forward pass answers well within 15 s on a loaded machine; the slow model's first answer takes 30 s.
     gateway = ModelGateway(api_base=f"{server}/v1", timeout_s=15, max_retries=2, backoff_s=0.05)
     before = calls(server)
-    values = ServedCompletionsModel(model, gateway, tokenizer=local_model).loglikelihoods(requests, batch_size=8)
+    served = ServedCompletionsModel(model, gateway, tokenizer=local_model, skip_check=True)  # the scoring call alone
+    values = served.loglikelihoods(requests, batch_size=8)
     assert values == pytest.approx(naive_loglikelihoods(local_model, requests), abs=LOGLIKELIHOOD_TOLERANCE)
     assert calls(server) - before == 2  # the failed attempt and the retry
 
 
 def test_served_model_scores_arc_easy_and_mmlu_as_the_in_process_model_does(server, warehouse):
-    served = LanguageModelResource(model="served/smollm2", served_tokenizer=DEFAULT_LOCAL_MODEL,
-                                   gateway=ModelGatewayResource(api_base=f"{server}/v1"))
+    served = LanguageModelResource(model="served/smollm2", served_tokenizer=DEFAULT_LOCAL_MODEL)
     config = {"ops": {"benchmark_raw_rows": {"config": {"limit": 6}},
                       "benchmark_predictions": {"config": {"modes": ["loglikelihood"]}}}}
     for partition in ("arc_easy", "mmlu"):
         for model in (served, LanguageModelResource()):
             assert materialize(ASSETS, partition_key=partition, run_config=config,
-                               resources={"warehouse": warehouse, "evaluation_model": model}).success
+                               resources={"warehouse": warehouse, "evaluation_model": model,
+                                          "gateway": ModelGatewayResource(api_base=f"{server}/v1")}).success
     with warehouse.get_connection() as conn:
         pairs = conn.execute("""
             SELECT a.prompt_id, a.predicted, b.predicted, a.predicted_norm, b.predicted_norm,
@@ -86,6 +88,84 @@ def test_served_model_scores_arc_easy_and_mmlu_as_the_in_process_model_does(serv
     assert all(p[1] == p[2] and p[3] == p[4] for p in pairs)
     assert max(abs(x - y) for p in pairs for x, y in zip(p[5], p[6])) <= LOGLIKELIHOOD_TOLERANCE
     assert all(len(values) == 1 for _, _, values in accuracies)  # same accuracy for both models
+
+
+@pytest.mark.parametrize("suffix, problem", [
+    ("generated-only", "the generated token's only, not the prompt's"),
+    ("no-logprobs", "no log-probabilities at all"),
+    ("off-by-one", "values one position off"),
+])
+@pytest.mark.parametrize("by_tokens", [True, False], ids=["token-ids", "text"])
+def test_a_server_with_wrong_prompt_logprobs_is_refused_before_scoring(server, local_model, suffix, problem, by_tokens):
+    served = ServedCompletionsModel(f"served/smollm2-{suffix}", ModelGateway(api_base=f"{server}/v1"),
+                                    tokenizer=local_model if by_tokens else None)
+    before = calls(server)
+    with pytest.raises(ServerCheckFailed) as refused:
+        served.loglikelihoods(requests_of("arc_easy", 2))
+    message = str(refused.value)
+    assert problem in message and f"{server}/v1" in message and "llama-cpp-python 0.3.36" in message
+    assert "Nothing was scored" in message and calls(server) - before == 1  # the check, and no scoring request
+
+
+def test_a_server_that_refuses_max_tokens_0_is_scored_and_the_check_passes_on_a_right_one(server, local_model):
+    requests = requests_of("arc_easy", 2)
+    for by_tokens in (local_model, None):
+        served = ServedCompletionsModel("served/smollm2-min-tokens-1", ModelGateway(api_base=f"{server}/v1"),
+                                        tokenizer=by_tokens)
+        assert served.loglikelihoods(requests) == pytest.approx(naive_loglikelihoods(local_model, requests),
+                                                                abs=LOGLIKELIHOOD_TOLERANCE)
+
+
+def readme_served_run_config() -> dict:
+    """The README's run config for a served model (the YAML block naming a served/ model)."""
+    import yaml
+
+    text = (PROJECT_ROOT / "README.md").read_text()
+    blocks = [block.split("```")[0] for block in text.split("```yaml\n")[1:]]
+    (block,) = [b for b in blocks if "served/" in b and "api_base" in b]
+    return yaml.safe_load(block)
+
+
+def test_a_served_run_configured_only_by_run_config_needs_no_key(server, tmp_path, monkeypatch):
+    """The code location's own resources, configured as the README shows, with no key set."""
+    from dagster import DagsterInstance
+
+    from eval_platform.definitions import defs
+
+    monkeypatch.delenv("OPENAI_API_KEY")
+    run_config = readme_served_run_config()
+    run_config["resources"]["gateway"]["config"]["api_base"] = f"{server}/v1"
+    run_config["resources"]["warehouse"] = {"config": {"database": str(tmp_path / "served.duckdb")}}
+    run_config["ops"] = {"benchmark_raw_rows": {"config": {"limit": 4}},
+                         "benchmark_predictions": {"config": {"modes": ["loglikelihood"]}}}
+    before = calls(server)
+    result = defs.resolve_job_def("benchmark_refresh").execute_in_process(
+        partition_key="arc_easy", run_config=run_config, instance=DagsterInstance.ephemeral())
+    assert result.success
+    assert calls(server) - before >= 2  # the check and the scoring reached the configured server
+    with duckdb.connect(str(tmp_path / "served.duckdb")) as conn:
+        assert conn.execute("SELECT DISTINCT model FROM predictions").fetchall() == [("served/smollm2",)]
+        assert conn.execute("SELECT count(*) FROM item_scores").fetchone()[0] == 8  # acc and acc_norm of 4 items
+        assert conn.execute("SELECT device_name FROM prediction_runs").fetchall() == [(f"{server}/v1",)]
+
+
+def test_skipping_the_check_is_explicit_and_recorded(server, warehouse):
+    broken = LanguageModelResource(model="served/smollm2-off-by-one", served_tokenizer=DEFAULT_LOCAL_MODEL)
+    gateway = ModelGatewayResource(api_base=f"{server}/v1")
+    config = {"ops": {"benchmark_raw_rows": {"config": {"limit": 2}},
+                      "benchmark_predictions": {"config": {"modes": ["loglikelihood"]}}}}
+    refused = materialize(ASSETS, partition_key="arc_easy", run_config=config, raise_on_error=False,
+                          resources={"warehouse": warehouse, "evaluation_model": broken, "gateway": gateway})
+    assert not refused.success
+    with warehouse.get_connection() as conn:
+        assert conn.execute("SELECT count(*) FROM predictions").fetchone() == (0,)  # never scored
+    skipped = LanguageModelResource(model="served/smollm2-off-by-one", served_tokenizer=DEFAULT_LOCAL_MODEL,
+                                    skip_logprob_check=True)
+    assert materialize(ASSETS, partition_key="arc_easy", run_config=config,
+                       resources={"warehouse": warehouse, "evaluation_model": skipped, "gateway": gateway}).success
+    with warehouse.get_connection() as conn:
+        assert conn.execute("SELECT device_name FROM prediction_runs").fetchall() == [
+            (f"{server}/v1 (log-probability check skipped)",)]
 
 
 @pytest.mark.parametrize("device, dtype, cuda, bf16, mps, expected", [
@@ -105,5 +185,5 @@ def test_device_map_needs_a_gpu_and_precision_is_part_of_the_fingerprint(local_m
     with pytest.raises(ValueError, match="spreads a model over GPUs"):
         choose_placement("cpu", "auto", "auto", False, False, False)
     assert "+" not in local_model.fingerprint  # float32 on the CPU keeps the fingerprint it always had
-    bf16 = LanguageModelResource(device="cpu", dtype="bfloat16").load()
+    bf16 = LanguageModelResource(device="cpu", dtype="bfloat16").load(ModelGateway())
     assert bf16.fingerprint == local_model.fingerprint + "+bfloat16"

@@ -390,6 +390,6 @@ def test_a_newer_warehouse_is_refused_clearly(warehouse):
 def test_api_models_receive_the_configured_gateway():
     from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource
 
-    model = LanguageModelResource(model="openai/gpt-4o-mini",
-                                  gateway=ModelGatewayResource(timeout_s=7, max_retries=5, max_concurrency=2)).load()
+    gateway = ModelGatewayResource(timeout_s=7, max_retries=5, max_concurrency=2).gateway()
+    model = LanguageModelResource(model="openai/gpt-4o-mini").load(gateway)
     assert (model.gateway.timeout_s, model.gateway.max_retries, model.gateway.max_concurrency) == (7, 5, 2)

@@ -17,7 +17,9 @@ from eval_platform.benchmarks.specs import BENCHMARKS, BenchmarkSpec, preprocess
 from eval_platform.benchmarks.store import BenchmarkStore, prediction_key, predictions_frame
 from eval_platform.common.ingestion import LoadedRows, load_rows
 from eval_platform.common.reproducibility import describe_environment, environment_differences
-from eval_platform.common.resources import DATA_DIR, WAREHOUSE_POOL, LanguageModelResource, WarehouseResource
+from eval_platform.common.resources import (
+    DATA_DIR, WAREHOUSE_POOL, LanguageModelResource, ModelGatewayResource, WarehouseResource,
+)
 from eval_platform.common.warehouse import utc_now
 
 BENCHMARK_DATA = DATA_DIR / "benchmarks"
@@ -200,7 +202,7 @@ def _plan(spec: BenchmarkSpec, config: PredictionConfig) -> list[tuple[str, str,
 )
 def benchmark_predictions(
     context: AssetExecutionContext, config: PredictionConfig, warehouse: WarehouseResource,
-    evaluation_model: LanguageModelResource,
+    evaluation_model: LanguageModelResource, gateway: ModelGatewayResource,
 ) -> MaterializeResult:
     """The model's answer to every prompt in each mode, with per-label probabilities (letter),
     per-choice log-likelihoods or the generated text, and where this run computed them
@@ -209,7 +211,7 @@ def benchmark_predictions(
     log their progress (items done, items/s, time left)."""
     spec = BENCHMARKS[context.partition_key]
     plan = _plan(spec, config)
-    model = evaluation_model.load()
+    model = evaluation_model.load(gateway.gateway())
     context.instance.add_run_tags(context.run_id, {"eval/model": model.name, "eval/model_fingerprint": model.fingerprint})
     environment = describe_environment(model.describe_placement(), evaluation_model.batch_size).as_row()
     run = pd.DataFrame([{"run_id": context.run_id, "benchmark": spec.name, "model": model.name,

@@ -25,6 +25,7 @@ from typing import Any, Awaitable, Callable, Protocol, Sequence
 from eval_platform.common.models import Chat, Completion, LanguageModel
 
 MAX_RETRY_AFTER_S = 60.0  # the longest Retry-After honoured
+NO_KEY = "EMPTY"  # the key sent to an OpenAI-compatible server where none is set
 MAX_RESPONSE_CHARS = 200_000  # far above any max_tokens the platform asks for; more is a broken provider
 
 
@@ -192,8 +193,14 @@ class ModelGateway:
                     raise ModelCallError(error) from None
         raise AssertionError("unreachable")
 
-    def _routing(self) -> dict[str, Any]:
-        return {"api_base": self.api_base} if self.api_base else {}
+    def _routing(self, model: str) -> dict[str, Any]:
+        """Where a call goes: the configured server; an OpenAI-compatible one gets a placeholder key
+        where OPENAI_API_KEY is not set, as lm-evaluation-harness sends one, since a local vLLM or
+        llama.cpp server needs none but the client refuses to send a request without one."""
+        if not self.api_base:
+            return {}
+        no_key = model.startswith(("openai/", "text-completion-openai/")) and not os.environ.get("OPENAI_API_KEY")
+        return {"api_base": self.api_base, **({"api_key": NO_KEY} if no_key else {})}
 
     async def acomplete(self, model: str, messages: list[dict[str, str]], max_tokens: int = 512,
                         top_logprobs: int | None = None, stop: list[str] | None = None) -> Completion:
@@ -203,7 +210,7 @@ class ModelGateway:
     async def _complete(self, model: str, messages: list[dict[str, str]], max_tokens: int, top_logprobs: int | None,
                         stop: list[str] | None) -> Completion:
         litellm = _litellm()
-        extra: dict[str, Any] = self._routing()
+        extra: dict[str, Any] = self._routing(model)
         if top_logprobs:
             extra.update(logprobs=True, top_logprobs=top_logprobs)
         if stop:
@@ -226,20 +233,22 @@ class ModelGateway:
     def complete(self, model: str, messages: list[dict[str, str]], **kwargs: Any) -> Completion:
         return asyncio.run(self.acomplete(model, messages, **kwargs))
 
-    async def aprompt_logprobs(self, model: str, prompts: Sequence[list[int] | str],
-                               max_tokens: int = 0) -> list[PromptLogprobs]:
+    async def aprompt_logprobs(self, model: str, prompts: Sequence[list[int] | str]) -> list[PromptLogprobs]:
         """The log-probability of every token of each prompt, from an OpenAI-compatible completions
-        endpoint (`echo`, `logprobs`, `max_tokens` 0), several prompts per request."""
+        endpoint, several prompts per request, asked as lm-evaluation-harness's `local-completions`
+        asks: `echo`, `logprobs` 1 and `max_tokens` 1 (some servers refuse 0; the generated token
+        follows the prompt's and is never counted)."""
         litellm = _litellm()
         response, _, _ = await self._call(lambda: litellm.atext_completion(
             model=f"text-completion-openai/{model}", prompt=list(prompts), echo=True, logprobs=1,
-            max_tokens=max_tokens, temperature=0, timeout=self.timeout_s, num_retries=0, max_retries=0,
-            **self._routing()))
+            max_tokens=1, temperature=0, timeout=self.timeout_s, num_retries=0, max_retries=0,
+            **self._routing(f"text-completion-openai/{model}")))
         choices = sorted(response.choices, key=lambda c: c.index)
         if len(choices) != len(prompts):
             raise ValueError(f"{model} answered {len(choices)} choices for {len(prompts)} prompts")
-        return [PromptLogprobs(list(c.logprobs.tokens), list(c.logprobs.token_logprobs), list(c.logprobs.text_offset))
-                for c in choices]
+        return [PromptLogprobs(list(getattr(c.logprobs, "tokens", None) or []),
+                               list(getattr(c.logprobs, "token_logprobs", None) or []),
+                               list(getattr(c.logprobs, "text_offset", None) or [])) for c in choices]
 
 
 def _cost(litellm: Any, response: Any, model: str) -> float | None:

@@ -117,11 +117,14 @@ def _try_flock(lock) -> tuple[bool | None, str]:
 
 
 class ModelGatewayResource(ConfigurableResource):
-    """The one gateway for calls to API models (compression, mutation, judges, blind-evaluation
-    answers, benchmark predictions). API keys are read from the environment by litellm
-    (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, ...) and are never part of this configuration."""
+    """The one gateway for calls to API and served models, whichever asset makes them (benchmark
+    predictions, compression, mutation, judges, blind-evaluation answers and rating). API keys are
+    read from the environment by litellm (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, ...)
+    and are never part of this configuration; a local server that needs no key works with none set."""
 
-    api_base: str | None = Field(default=None, description="Base URL of an OpenAI-compatible server.")
+    api_base: str | None = Field(default=os.environ.get("EVAL_API_BASE"),
+                                 description="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 "
+                                             "(default: EVAL_API_BASE).")
     timeout_s: float = Field(default=60.0)
     max_retries: int = Field(default=3, description="Retries on timeouts, connection errors, 429 and 5xx.")
     backoff_s: float = Field(default=0.5, description="First retry delay; doubles on each retry.")
@@ -138,7 +141,7 @@ class LanguageModelResource(ConfigurableResource):
     `local/<path or hub id>` for any Hugging Face causal LM (on this resource's device and dtype),
     `served/<name>` for a model behind an OpenAI-compatible server (vLLM, llama.cpp, TGI) at the
     gateway's api_base, or a litellm provider string such as `openai/gpt-4o-mini`; API calls go
-    through the gateway (its retries, timeout and concurrency)."""
+    through the `gateway` resource (its server, retries, timeout and concurrency)."""
 
     model: str = Field(default=DEFAULT_LOCAL_MODEL, description="local/<name, path or hub id>, served/<name on the "
                                                                "gateway's server>, or a litellm chat model string.")
@@ -153,13 +156,16 @@ class LanguageModelResource(ConfigurableResource):
     batch_size: int = Field(default=8, description="Items per forward pass.")
     max_new_tokens: int = Field(default=160, description="Generation budget per answer (GSM8K, chat format).")
     model_cache_dir: str = Field(default=str(DEFAULT_CACHE_DIR), description="Where converted weights are kept.")
-    gateway: ModelGatewayResource = Field(default_factory=ModelGatewayResource)
+    skip_logprob_check: bool = Field(default=False, description="served/ models: score without first checking "
+                                                                "the server's prompt log-probabilities (recorded "
+                                                                "with the run). Only for a server known to be right.")
 
-    def open(self, name: str, gateway: ModelGateway | None = None) -> LanguageModel:
-        """Any model by name with this resource's settings (and `gateway`, default its own)."""
-        return open_model(name, ModelSettings(gateway or self.gateway.gateway(), self.model_cache_dir, self.device,
-                                              self.dtype, self.device_map, self.served_tokenizer))
+    def open(self, name: str, gateway: ModelGateway) -> LanguageModel:
+        """Any model by name with this resource's settings; API and served calls through `gateway`
+        (the `gateway` resource's, which the asset takes, so one configuration reaches every model)."""
+        return open_model(name, ModelSettings(gateway, self.model_cache_dir, self.device, self.dtype, self.device_map,
+                                              self.served_tokenizer, self.skip_logprob_check))
 
-    def load(self) -> LanguageModel:
+    def load(self, gateway: ModelGateway) -> LanguageModel:
         """The model under evaluation."""
-        return self.open(self.model)
+        return self.open(self.model, gateway)

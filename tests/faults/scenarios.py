@@ -31,13 +31,14 @@ def benchmark(path: str, limit: int = 6) -> None:
         benchmark_raw_rows,
         benchmark_scores,
     )
-    from eval_platform.common.resources import LanguageModelResource
+    from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource
 
     source = {"config": {"source": str(DATA_BENCHMARKS / "arc_easy.jsonl"), "limit": limit}}
     result = materialize(
         [benchmark_raw_rows, benchmark_fewshot_rows, benchmark_prompts, benchmark_predictions, benchmark_scores],
         partition_key="arc_easy", instance=DagsterInstance.ephemeral(),
-        resources={"warehouse": warehouse(path), "evaluation_model": LanguageModelResource(device="cpu", dtype="float32")},
+        resources={"warehouse": warehouse(path), "evaluation_model": LanguageModelResource(device="cpu", dtype="float32"),
+                   "gateway": ModelGatewayResource()},
         run_config={"ops": {"benchmark_raw_rows": source,
                             "benchmark_predictions": {"config": {"modes": ["loglikelihood"]}}}})
     assert result.success

@@ -55,11 +55,11 @@ def run_era(instance, warehouse, api_base):
 
 
 def run_served(instance, warehouse, api_base, model):
-    evaluation_model = LanguageModelResource(model=model, served_tokenizer=DEFAULT_LOCAL_MODEL,
-                                             gateway=ModelGatewayResource(api_base=api_base, max_retries=0))
+    evaluation_model = LanguageModelResource(model=model, served_tokenizer=DEFAULT_LOCAL_MODEL)
     return materialize([benchmark_raw_rows, benchmark_prompts, benchmark_predictions], partition_key="arc_easy",
                        instance=instance, raise_on_error=False,
-                       resources={"warehouse": warehouse, "evaluation_model": evaluation_model},
+                       resources={"warehouse": warehouse, "evaluation_model": evaluation_model,
+                                  "gateway": ModelGatewayResource(api_base=api_base, max_retries=0)},
                        run_config={"ops": {"benchmark_raw_rows": {"config": {"limit": 3}},
                                            "benchmark_predictions": {"config": {"modes": ["loglikelihood"]}}}})
 

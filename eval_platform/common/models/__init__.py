@@ -97,6 +97,7 @@ class ModelSettings:
     dtype: str = "auto"
     device_map: str | None = None
     served_tokenizer: str | None = None  # a local/... model with the served model's tokenizer
+    skip_logprob_check: bool = False  # served models: score without checking the server first
 
 
 # Backends by the prefix of a model's name, as "module:function(name, settings)"; imported when a

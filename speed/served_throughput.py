@@ -8,7 +8,9 @@ prompt at a time with a full forward pass, as a plain completions server does; i
 shared-prefix cache encodes each item's context once. Both at the same batch size, in the same run.
 Then the gateway's concurrency: the same requests against a server with `--latency` seconds added
 to every HTTP request, which answers them from memory after a first pass (so a request costs the
-latency alone, as with a fast remote GPU server), with one request in flight, then eight.
+latency alone, as with a fast remote GPU server), with one request in flight, then eight. Last,
+replicas: the same requests spread over 1, 2 and 4 such servers (`api_base` naming them all), one
+request in flight per server, as a data-parallel evaluation over engine replicas runs.
 """
 
 import argparse
@@ -16,6 +18,7 @@ import json
 import os
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -43,6 +46,7 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=50)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--latency", type=float, default=0.25)
+    parser.add_argument("--replicas", type=int, nargs="+", default=[1, 2, 4])
     args = parser.parse_args()
     os.environ.setdefault("OPENAI_API_KEY", "benchmark-key-not-a-secret")
     spec = BENCHMARKS[args.benchmark]
@@ -81,6 +85,32 @@ def main() -> None:
     one, eight = rows[2][1], rows[3][1]
     print(f"concurrency 8 vs 1 at {args.latency:.2f}s latency per request: {one / eight:.2f}x "
           f"({len(requests) // args.batch_size + 1} HTTP requests of up to {args.batch_size} prompts)")
+    replica_scaling(model, requests, len(per_item), args)
+
+
+def replica_scaling(model, requests, items: int, args) -> None:
+    """Items/s over 1, 2, 4 ... replicas that add `args.latency` to every request, one in flight each."""
+    with ExitStack() as stack:
+        bases = []
+        for _ in range(max(args.replicas)):
+            port = free_port()
+            stack.enter_context(running([sys.executable, "-m", "tests.completions_server", "--port", str(port),
+                                         "--memo", "--latency", str(args.latency)],
+                                        f"http://127.0.0.1:{port}/health", cwd=ROOT))
+            bases.append(f"http://127.0.0.1:{port}/v1")
+        for base in bases:  # each server answers from memory afterwards
+            warm = ModelGateway(api_base=base, max_concurrency=8, timeout_s=600)
+            ServedCompletionsModel("served/smollm2", warm, tokenizer=model).loglikelihoods(requests, args.batch_size)
+        print(f"\nreplicas ({args.latency:.2f}s latency per request, one request in flight per replica)")
+        print(f"{'replicas':>8}{'seconds':>9}{'items/s':>9}{'vs 1':>8}")
+        first = None
+        for count in args.replicas:
+            gateway = ModelGateway(api_base=",".join(bases[:count]), max_concurrency=1, timeout_s=600)
+            served = ServedCompletionsModel("served/smollm2", gateway, tokenizer=model)
+            served.check_server()  # once per model, outside the timing
+            _, seconds = timed(lambda: served.loglikelihoods(requests, args.batch_size))
+            first = first or seconds
+            print(f"{count:>8}{seconds:>9.1f}{items / seconds:>9.2f}{first / seconds:>7.2f}x")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from eval_platform.benchmarks.assets import (
 )
 from eval_platform.benchmarks.specs import BENCHMARKS, build_prompt
 from eval_platform.common.gateway import ModelGateway
-from eval_platform.common.models import LoglikelihoodRequest
+from eval_platform.common.models import Chat, LoglikelihoodRequest
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, Placement, choose_placement
 from eval_platform.common.models.served import ServedCompletionsModel, ServerCheckFailed
 from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
@@ -116,6 +116,24 @@ def test_a_server_that_refuses_max_tokens_0_is_scored_and_the_check_passes_on_a_
                                                                 abs=LOGLIKELIHOOD_TOLERANCE)
 
 
+def test_batches_spread_over_replicas_and_a_dead_one_costs_a_retry(server, local_model):
+    requests = requests_of("arc_easy", 2)  # 8 requests: 4 calls of 2
+    expected = naive_loglikelihoods(local_model, requests)
+    port = free_port()
+    with running([sys.executable, "-m", "tests.completions_server", "--port", str(port)],
+                 f"http://127.0.0.1:{port}/health", cwd=PROJECT_ROOT):
+        other = f"http://127.0.0.1:{port}"
+        before = calls(server), calls(other)
+        both = ServedCompletionsModel("served/smollm2", ModelGateway(api_base=f"{server}/v1, {other}/v1"),
+                                      tokenizer=local_model)
+        assert both.loglikelihoods(requests, batch_size=2) == pytest.approx(expected, abs=LOGLIKELIHOOD_TOLERANCE)
+        assert (calls(server) - before[0], calls(other) - before[1]) == (3, 2)  # the check and 4 calls, in turn
+    dead = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    with_dead = ServedCompletionsModel("served/smollm2", ModelGateway(api_base=f"{server}/v1,{dead}", max_retries=1,
+                                                                      backoff_s=0.05), tokenizer=local_model)
+    assert with_dead.loglikelihoods(requests, batch_size=2) == pytest.approx(expected, abs=LOGLIKELIHOOD_TOLERANCE)
+
+
 def readme_served_run_config() -> dict:
     """The README's run config for a served model (the YAML block naming a served/ model)."""
     import yaml
@@ -178,6 +196,33 @@ def test_skipping_the_check_is_explicit_and_recorded(server, warehouse):
 ])
 def test_device_and_dtype_choice(device, dtype, cuda, bf16, mps, expected):
     assert choose_placement(device, dtype, None, cuda, bf16, mps) == expected
+
+
+def test_a_pass_that_runs_out_of_gpu_memory_is_tried_again_smaller(local_model, monkeypatch, caplog):
+    """Simulated on the CPU: any pass over more than 2 rows raises torch's out-of-memory error."""
+    import torch
+
+    requests = requests_of("arc_easy", 3)
+    chats = [Chat("Answer with a letter.", f"Question {i}: pick A or B.") for i in range(5)]
+    expected = local_model.loglikelihoods(requests, batch_size=8), local_model.label_probabilities(chats, [["A", "B"]] * 5)
+    for module in (local_model.network, local_model.network.get_decoder()):
+        forward = module.forward
+
+        def small_batches_only(*args, forward=forward, **kwargs):
+            rows = (kwargs.get("input_ids") if kwargs.get("input_ids") is not None else kwargs["inputs_embeds"]).shape[0]
+            if rows > 2:
+                raise torch.OutOfMemoryError(f"simulated: {rows} rows")
+            return forward(*args, **kwargs)
+
+        monkeypatch.setattr(module, "forward", small_batches_only)
+    with caplog.at_level("WARNING"):
+        values = local_model.loglikelihoods(requests, batch_size=8)
+        distributions = local_model.label_probabilities(chats, [["A", "B"]] * 5, batch_size=8)
+    assert values == pytest.approx(expected[0], abs=LOGLIKELIHOOD_TOLERANCE)
+    assert [d["A"] for d in distributions] == pytest.approx([d["A"] for d in expected[1]], abs=LOGLIKELIHOOD_TOLERANCE)
+    messages = [r.getMessage() for r in caplog.records if "out of GPU memory" in r.getMessage()]
+    assert any("at batch size 8" in m and "again at 4" in m for m in messages)
+    assert any("at batch size 4" in m and "again at 2" in m for m in messages)
 
 
 def test_device_map_needs_a_gpu_and_precision_is_part_of_the_fingerprint(local_model):

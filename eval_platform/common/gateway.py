@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -20,7 +21,7 @@ import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
-from typing import Any, Awaitable, Callable, Protocol, Sequence
+from typing import Any, Awaitable, Callable, Iterator, Protocol, Sequence
 
 from eval_platform.common.models import Chat, Completion, LanguageModel
 
@@ -152,35 +153,44 @@ def retry_after_s(error: BaseException) -> float | None:
 
 @dataclass
 class ModelGateway:
-    api_base: str | None = None
+    api_base: str | None = None  # one server, or several replicas of it separated by commas
     timeout_s: float = 60.0
     max_retries: int = 3
     backoff_s: float = 0.5
-    max_concurrency: int = 8
+    max_concurrency: int = 8  # calls in flight at once, per server
     # One semaphore per event loop (a semaphore is bound to the loop it is first used in); the
     # entries of closed loops are dropped, so repeated asyncio.run calls do not accumulate them.
     _semaphores: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = field(default_factory=dict, repr=False)
+    _calls: Iterator[int] = field(default_factory=itertools.count, repr=False)
+
+    @property
+    def replicas(self) -> list[str]:
+        """The servers `api_base` names (replicas of one model, as users run several vLLM engines)."""
+        return [base.strip() for base in (self.api_base or "").split(",") if base.strip()]
 
     def _semaphore(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()
         for closed in [other for other in self._semaphores if other.is_closed()]:
             del self._semaphores[closed]
         if loop not in self._semaphores:
-            self._semaphores[loop] = asyncio.Semaphore(self.max_concurrency)
+            self._semaphores[loop] = asyncio.Semaphore(self.max_concurrency * max(1, len(self.replicas)))
         return self._semaphores[loop]
 
-    async def _call(self, attempt: Callable[[], Awaitable[Any]]) -> tuple[Any, int, int]:
+    async def _call(self, model: str, attempt: Callable[[dict[str, Any]], Awaitable[Any]]) -> tuple[Any, int, int]:
         """(response, attempts, milliseconds): each attempt within `timeout_s` (a response that
         never ends is cut off), retried on timeouts, connection errors, 429 (after its
-        Retry-After) and 5xx."""
+        Retry-After) and 5xx. Calls go to the replicas in turn, and a retry to the next replica, so
+        one failing server costs a retry, not the call."""
         litellm = _litellm()
         retryable = (litellm.Timeout, litellm.APIConnectionError, litellm.RateLimitError,
                      litellm.InternalServerError, litellm.ServiceUnavailableError, asyncio.TimeoutError)
+        first = next(self._calls)
         async with self._semaphore():
             start = time.perf_counter()
             for number in range(1, self.max_retries + 2):
                 try:
-                    response = await asyncio.wait_for(attempt(), timeout=self.timeout_s + 1)
+                    response = await asyncio.wait_for(attempt(self._routing(model, first + number - 1)),
+                                                      timeout=self.timeout_s + 1)
                     return response, number, round((time.perf_counter() - start) * 1000)
                 except retryable as error:
                     if number > self.max_retries:
@@ -193,14 +203,15 @@ class ModelGateway:
                     raise ModelCallError(error) from None
         raise AssertionError("unreachable")
 
-    def _routing(self, model: str) -> dict[str, Any]:
-        """Where a call goes: the configured server; an OpenAI-compatible one gets a placeholder key
-        where OPENAI_API_KEY is not set, as lm-evaluation-harness sends one, since a local vLLM or
-        llama.cpp server needs none but the client refuses to send a request without one."""
-        if not self.api_base:
+    def _routing(self, model: str, turn: int) -> dict[str, Any]:
+        """Where a call goes: the replica whose turn it is; an OpenAI-compatible server gets a
+        placeholder key where OPENAI_API_KEY is not set, as lm-evaluation-harness sends one, since
+        a local vLLM or llama.cpp server needs none but the client refuses to send a request without one."""
+        replicas = self.replicas
+        if not replicas:
             return {}
         no_key = model.startswith(("openai/", "text-completion-openai/")) and not os.environ.get("OPENAI_API_KEY")
-        return {"api_base": self.api_base, **({"api_key": NO_KEY} if no_key else {})}
+        return {"api_base": replicas[turn % len(replicas)], **({"api_key": NO_KEY} if no_key else {})}
 
     async def acomplete(self, model: str, messages: list[dict[str, str]], max_tokens: int = 512,
                         top_logprobs: int | None = None, stop: list[str] | None = None) -> Completion:
@@ -210,14 +221,14 @@ class ModelGateway:
     async def _complete(self, model: str, messages: list[dict[str, str]], max_tokens: int, top_logprobs: int | None,
                         stop: list[str] | None) -> Completion:
         litellm = _litellm()
-        extra: dict[str, Any] = self._routing(model)
+        extra: dict[str, Any] = {}
         if top_logprobs:
             extra.update(logprobs=True, top_logprobs=top_logprobs)
         if stop:
             extra["stop"] = stop
-        response, attempts, milliseconds = await self._call(lambda: litellm.acompletion(
+        response, attempts, milliseconds = await self._call(model, lambda routing: litellm.acompletion(
             model=model, messages=messages, temperature=0, max_tokens=max_tokens, timeout=self.timeout_s,
-            num_retries=0, max_retries=0, **extra))
+            num_retries=0, max_retries=0, **extra, **routing))
         choice = response.choices[0]
         usage = getattr(response, "usage", None)
         text = choice.message.content or ""
@@ -239,10 +250,10 @@ class ModelGateway:
         asks: `echo`, `logprobs` 1 and `max_tokens` 1 (some servers refuse 0; the generated token
         follows the prompt's and is never counted)."""
         litellm = _litellm()
-        response, _, _ = await self._call(lambda: litellm.atext_completion(
-            model=f"text-completion-openai/{model}", prompt=list(prompts), echo=True, logprobs=1,
-            max_tokens=1, temperature=0, timeout=self.timeout_s, num_retries=0, max_retries=0,
-            **self._routing(f"text-completion-openai/{model}")))
+        route = f"text-completion-openai/{model}"
+        response, _, _ = await self._call(route, lambda routing: litellm.atext_completion(
+            model=route, prompt=list(prompts), echo=True, logprobs=1, max_tokens=1, temperature=0,
+            timeout=self.timeout_s, num_retries=0, max_retries=0, **routing))
         choices = sorted(response.choices, key=lambda c: c.index)
         if len(choices) != len(prompts):
             raise ValueError(f"{model} answered {len(choices)} choices for {len(prompts)} prompts")

@@ -123,12 +123,13 @@ class ModelGatewayResource(ConfigurableResource):
     and are never part of this configuration; a local server that needs no key works with none set."""
 
     api_base: str | None = Field(default=os.environ.get("EVAL_API_BASE"),
-                                 description="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 "
-                                             "(default: EVAL_API_BASE).")
+                                 description="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1, "
+                                             "or of several replicas separated by commas (calls go to each in turn, "
+                                             "a retry to the next); default: EVAL_API_BASE.")
     timeout_s: float = Field(default=60.0)
     max_retries: int = Field(default=3, description="Retries on timeouts, connection errors, 429 and 5xx.")
     backoff_s: float = Field(default=0.5, description="First retry delay; doubles on each retry.")
-    max_concurrency: int = Field(default=8, description="Calls in flight at once.")
+    max_concurrency: int = Field(default=8, description="Calls in flight at once, per server.")
 
     def gateway(self) -> ModelGateway:
         return ModelGateway(api_base=self.api_base, timeout_s=self.timeout_s, max_retries=self.max_retries,

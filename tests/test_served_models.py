@@ -15,7 +15,7 @@ from eval_platform.benchmarks.assets import (
 )
 from eval_platform.benchmarks.specs import BENCHMARKS, build_prompt
 from eval_platform.common.gateway import ModelGateway
-from eval_platform.common.models import Chat, LoglikelihoodRequest
+from eval_platform.common.models import Chat, GenerationRequest, LoglikelihoodRequest
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, Placement, choose_placement
 from eval_platform.common.models.served import ServedCompletionsModel, ServerCheckFailed
 from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
@@ -204,7 +204,9 @@ def test_a_pass_that_runs_out_of_gpu_memory_is_tried_again_smaller(local_model, 
 
     requests = requests_of("arc_easy", 3)
     chats = [Chat("Answer with a letter.", f"Question {i}: pick A or B.") for i in range(5)]
+    prompts = [GenerationRequest(f"Question: what is {i} plus {i}?\nAnswer:", 6) for i in range(4)]
     expected = local_model.loglikelihoods(requests, batch_size=8), local_model.label_probabilities(chats, [["A", "B"]] * 5)
+    expected_texts = [local_model.generate([prompt])[0] for prompt in prompts]
     for module in (local_model.network, local_model.network.get_decoder()):
         forward = module.forward
 
@@ -218,11 +220,14 @@ def test_a_pass_that_runs_out_of_gpu_memory_is_tried_again_smaller(local_model, 
     with caplog.at_level("WARNING"):
         values = local_model.loglikelihoods(requests, batch_size=8)
         distributions = local_model.label_probabilities(chats, [["A", "B"]] * 5, batch_size=8)
+        texts = local_model.generate(prompts, batch_size=8)
     assert values == pytest.approx(expected[0], abs=LOGLIKELIHOOD_TOLERANCE)
     assert [d["A"] for d in distributions] == pytest.approx([d["A"] for d in expected[1]], abs=LOGLIKELIHOOD_TOLERANCE)
     messages = [r.getMessage() for r in caplog.records if "out of GPU memory" in r.getMessage()]
     assert any("at batch size 8" in m and "again at 4" in m for m in messages)
     assert any("at batch size 4" in m and "again at 2" in m for m in messages)
+    assert texts == expected_texts
+    assert any("generating at batch size 4; trying again at 2" in m for m in messages)
 
 
 def test_device_map_needs_a_gpu_and_precision_is_part_of_the_fingerprint(local_model):

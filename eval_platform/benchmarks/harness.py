@@ -181,6 +181,7 @@ class FewShotSource:
 # --- GSM8K's filters and exact match ----------------------------------------------------------------
 
 GSM8K_STRICT = re.compile(r"#### (\-?[0-9\.\,]+)")
+GSM8K_COT_STRICT = re.compile(r"The answer is (\-?[0-9\.\,]+).")
 GSM8K_FLEXIBLE = re.compile(r"(-?[$0-9.,]{2,})|(-?[0-9]+)")
 GSM8K_IGNORE = (",", r"\$", r"(?s).*#### ", r"\.$")
 INVALID = "[invalid]"
@@ -200,6 +201,10 @@ def regex_filter(pattern: re.Pattern, text: str, group_select: int = 0) -> str:
 
 GSM8K_FILTERS = (AnswerFilter("strict-match", lambda text: regex_filter(GSM8K_STRICT, text)),
                  AnswerFilter("flexible-extract", lambda text: regex_filter(GSM8K_FLEXIBLE, text, -1)))
+
+
+GSM8K_COT_FILTERS = (AnswerFilter("strict-match", lambda text: regex_filter(GSM8K_COT_STRICT, text)),
+                     AnswerFilter("flexible-extract", lambda text: regex_filter(GSM8K_FLEXIBLE, text, -1)))
 
 
 def gsm8k_extractions(text: str) -> tuple[str, str]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from eval_platform.benchmarks.harness import (
-    GSM8K_FILTERS, AnswerFilter, FewShotSource, FirstNSampler, HarnessTask, RandomSampler, gsm8k_exact_match,
+    GSM8K_COT_FILTERS, GSM8K_FILTERS, AnswerFilter, FewShotSource, FirstNSampler, HarnessTask, RandomSampler, gsm8k_exact_match,
     harness_item,
 )
 from eval_platform.benchmarks.rows import ParsedRow
@@ -162,6 +162,13 @@ def parse_gsm8k(row: Mapping[str, Any]) -> ParsedRow:
     return ParsedRow(_text(row, "question"), answer_text=number, extras={"answer": answer})
 
 
+def parse_gsm8k_cot(row: Mapping[str, Any]) -> ParsedRow:
+    """A GSM8K test row, or one of the chain-of-thought exemplars (`question` and a worked `target`)."""
+    if "answer" in row or "target" not in row:
+        return parse_gsm8k(row)
+    return ParsedRow(_text(row, "question"), extras={"target": _text(row, "target")})
+
+
 def parse_hellaswag(row: Mapping[str, Any]) -> ParsedRow:
     endings = _choice_list(row.get("endings"), "endings")
     ctx_a, ctx_b = str(row.get("ctx_a") or ""), str(row.get("ctx_b") or "")
@@ -278,11 +285,19 @@ def _question_answer(doc: ParsedRow) -> str:
     return f"Question: {doc.question}\nAnswer:"
 
 
+def _gsm8k_cot_target(doc: ParsedRow) -> str:
+    """gsm8k-cot.yaml's doc_to_target: an exemplar's worked answer, a test row's final number."""
+    return doc.extras.get("target") or doc.extras["answer"].split("####")[-1].strip()
+
+
 ARC_TASK = HarnessTask(doc_to_text=_question_answer, doc_to_target=_answer_index, doc_to_choice=_choices,
                        metrics=("acc", "acc_norm"))
 GSM8K_TASK = HarnessTask(doc_to_text=_question_answer, doc_to_target=lambda doc: doc.extras["answer"],
                          stop=("Question:", "</s>", "<|im_end|>"), filter_list=GSM8K_FILTERS,
                          answer_match=gsm8k_exact_match)
+GSM8K_COT_TASK = HarnessTask(doc_to_text=lambda doc: f"Q: {doc.question}\nA:", doc_to_target=_gsm8k_cot_target,
+                             stop=("Q:", "</s>", "<|im_end|>"), filter_list=GSM8K_COT_FILTERS,
+                             answer_match=gsm8k_exact_match)
 HELLASWAG_TASK = HarnessTask(doc_to_text=_hellaswag_query, doc_to_target=_answer_index,
                              doc_to_choice=lambda doc: [_hellaswag_preprocess(e) for e in doc.choices],
                              metrics=("acc", "acc_norm"))
@@ -325,6 +340,14 @@ BENCHMARKS: dict[str, BenchmarkSpec] = {
             parse=parse_gsm8k, harness=GSM8K_TASK, modes=("generate",), chat_filters=GSM8K_CHAT_FILTERS,
             fewshot=FewShotSource("gsm8k_train.jsonl", "openai/gsm8k", "main", "train", RandomSampler(),
                                   shots=5),
+        ),
+        BenchmarkSpec(
+            name="gsm8k_cot", title="GSM8K (chain of thought)", data_file="gsm8k.jsonl",
+            hub_path="openai/gsm8k", hub_name="main", hub_split="test", system_prompt="",
+            parse=parse_gsm8k_cot, harness=GSM8K_COT_TASK, modes=("generate",), chat_format=False,
+            # the harness's eight fixed exemplars (Wei et al., 2022), from its gsm8k-cot.yaml
+            fewshot=FewShotSource("gsm8k_cot_exemplars.jsonl", "lm-evaluation-harness tasks/gsm8k/gsm8k-cot.yaml",
+                                  None, "fewshot_config.samples", FirstNSampler(), shots=8),
         ),
         BenchmarkSpec(
             name="hellaswag", title="HellaSwag", data_file="hellaswag.jsonl",

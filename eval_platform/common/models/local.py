@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
 
 from eval_platform.common.models import Chat, Completion, GenerationRequest, LoglikelihoodRequest, ModelSettings
+from eval_platform.common.models.continuous import ContinuousBatcher
 from eval_platform.common.reproducibility import cpu_name
 
 DEFAULT_LOCAL_MODEL = "local/smollm2-135m-instruct"
@@ -189,6 +190,7 @@ class LocalCausalLM:
     max_batch_tokens: int = 16384  # rows x (cached + new tokens) per log-likelihood pass
     rubric_judging: str = "probabilities"  # a small model writes no reliable JSON
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    _batcher: ContinuousBatcher | None = field(default=None, repr=False)
 
     @property
     def max_length(self) -> int:
@@ -296,34 +298,27 @@ class LocalCausalLM:
             sequences = [self.scored_sequence(request) for request in requests]
             return self._halving_on_oom(run, batch_size)
 
-    def generate(self, requests: Sequence[GenerationRequest], batch_size: int = 8) -> list[str]:
-        """Greedy completions, cut at the first stop sequence. Batched as the harness batches them:
-        longest prompt first (ties by text), left-padded, the prompt left-truncated to leave room
-        for the new tokens."""
-        import torch
-
-        def run(batch_size: int, _: int) -> list[str]:
-            outputs: list[str] = [""] * len(requests)
-            for start in range(0, len(order), batch_size):
-                batch = order[start: start + batch_size]
-                for (budget, stop), members in _grouped(batch, lambda i: (requests[i].max_new_tokens, requests[i].stop)):
-                    room = max(1, self.max_length - budget)
-                    ids, mask, _ = self._left_padded([encoded[i][-room:] for i in members])
-                    self._count_pass()
-                    extra = {"stop_strings": list(stop), "tokenizer": self.tokenizer} if stop else {}
-                    with torch.inference_mode():
-                        generated = self.network.generate(
-                            input_ids=ids, attention_mask=mask, max_new_tokens=budget, do_sample=False,
-                            pad_token_id=self.tokenizer.pad_token_id, **extra)
-                    for row, index in zip(generated[:, ids.shape[1]:], members):
-                        outputs[index] = cut_at_stop(self.tokenizer.decode(row, skip_special_tokens=True), stop)
-            return outputs
-
+    @property
+    def batcher(self) -> ContinuousBatcher:
+        """This model's continuous batch (see continuous.py), made on first use."""
         with self._lock:
-            texts = [self.render(r.prompt) for r in requests]
-            encoded = [self.encode(text) for text in texts]
-            order = sorted(range(len(requests)), key=lambda i: (-len(encoded[i]), texts[i]))
-            return self._halving_on_oom(run, batch_size)
+            if self._batcher is None:
+                self._batcher = ContinuousBatcher(
+                    self.network, lambda tokens: self.tokenizer.decode(tokens, skip_special_tokens=True), self._lock,
+                    on_pass=self._count_pass)
+            return self._batcher
+
+    def generation_prompt(self, request: GenerationRequest) -> list[int]:
+        """A request's prompt tokens, left-truncated (as the harness truncates it) to leave room
+        for its new tokens."""
+        return self.encode(self.render(request.prompt))[-max(1, self.max_length - request.max_new_tokens):]
+
+    def generate(self, requests: Sequence[GenerationRequest], batch_size: int = 8) -> list[str]:
+        """Greedy completions, cut at the first stop sequence: continuously batched, `batch_size`
+        sequences at a time, shared prompt prefixes encoded once. Calls from several threads
+        share one batch."""
+        return self.batcher.generate([self.generation_prompt(r) for r in requests], [r.max_new_tokens for r in requests],
+                                     [r.stop for r in requests], batch_size)
 
     def _halving_on_oom(self, run: Callable[[int, int], T], batch_size: int) -> T:
         """`run(batch_size, max_batch_tokens)` (under the model's lock); where the GPU runs out of memory,
@@ -347,28 +342,14 @@ class LocalCausalLM:
 
     async def acomplete(self, prompt: Chat, max_tokens: int, stop: Sequence[str] = (),
                         top_logprobs: int | None = None) -> Completion:
-        """One chat answer (generated alone, as an API answers it), with its token counts; a local
-        model costs nothing per call, so its cost is unknown (None) as for any unpriced model."""
+        """One chat answer with its token counts, in the batch of whatever else this model is
+        generating (concurrent calls share it); a local model costs nothing per call, so its cost is
+        unknown (None) as for any unpriced model."""
         start = time.perf_counter()
         request = GenerationRequest(prompt, max_new_tokens=max_tokens, stop=tuple(stop))
         (text,) = await asyncio.to_thread(self.generate, [request])
         return Completion(text, duration_ms=round((time.perf_counter() - start) * 1000), attempts=1,
                           prompt_tokens=len(self.encode(self.render(prompt))), completion_tokens=len(self.encode(text)))
-
-
-def _grouped(indices: Sequence[int], key) -> list[tuple[Any, list[int]]]:
-    """Indices grouped by key, in order of first appearance."""
-    groups: dict[Any, list[int]] = {}
-    for index in indices:
-        groups.setdefault(key(index), []).append(index)
-    return list(groups.items())
-
-
-def cut_at_stop(text: str, stop: Sequence[str]) -> str:
-    """The text before the first occurrence of any stop sequence."""
-    for sequence in stop:
-        text = text.split(sequence)[0]
-    return text
 
 
 def _length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:

@@ -52,7 +52,7 @@ class PrefixTrie:
             if child is None:
                 child = Node(inputs[position:], position, node)
                 node.children[inputs[position]] = child
-            shared = _common_length(child.tokens, inputs[position:])
+            shared = common_length(child.tokens, inputs[position:])
             if shared < len(child.tokens):
                 _split(child, shared)
             placed += [(child, offset) for offset in range(shared)]
@@ -63,7 +63,8 @@ class PrefixTrie:
         return index
 
 
-def _common_length(a: Sequence[int], b: Sequence[int]) -> int:
+def common_length(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens two sequences share."""
     n = 0
     for x, y in zip(a, b):
         if x != y:

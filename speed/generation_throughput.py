@@ -1,0 +1,113 @@
+"""Tokens per second of greedy generation: fixed batches (the path before continuous batching, as
+lm-evaluation-harness batches) against continuous batching, without and with shared prefixes.
+
+    python speed/generation_throughput.py                    # GSM8K 5-shot and gsm8k_cot 8-shot, 48 items
+    python speed/generation_throughput.py --items 16 --benchmarks gsm8k_cot --batch-size 8
+
+Same process, same model (SmolLM2-135M-Instruct, float32 on the CPU unless `--device`/`--dtype`),
+same prompts (the harness's format over the first N rows of ../shared/benchmarks/gsm8k.jsonl),
+same batch size, one after the other. Tokens are the tokens of the texts kept (cut at the stop
+sequence); a fixed batch also computes tokens that are thrown away, which is what it loses.
+Printed: seconds, tokens/s, the speed-up over fixed batches, and how many texts equal the fixed
+batches' (the first differing item and token where one does not).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from eval_platform.benchmarks.specs import BENCHMARKS, preprocess_rows  # noqa: E402
+from eval_platform.common.models import GenerationRequest  # noqa: E402
+from eval_platform.common.models.continuous import ContinuousBatcher, cut_at_stop  # noqa: E402
+from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, Placement, load_local_model  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "benchmarks"
+
+
+def harness_prompts(name: str, items: int, benchmarks: Path = SHARED) -> tuple[list[str], int, tuple[str, ...]]:
+    """The benchmark's few-shot prompts in the harness's format over the first rows of its file in
+    `benchmarks`, its token budget and its stop sequences."""
+    spec = BENCHMARKS[name]
+    rows = [json.loads(line) for line in (benchmarks / spec.data_file).read_text(encoding="utf-8").splitlines()][:items]
+    fewshot_file = next(path for path in (benchmarks / "fewshot" / spec.fewshot.data_file,
+                                          ROOT / "data" / "benchmarks" / "fewshot" / spec.fewshot.data_file)
+                        if path.exists())
+    pool = [json.loads(line) for line in fewshot_file.read_text(encoding="utf-8").splitlines()]
+    prepared = preprocess_rows(spec, [(str(i), r) for i, r in enumerate(rows)], [(str(i), r) for i, r in enumerate(pool)])
+    prompts = [r["item"].prompt for r in prepared.requests if r["num_fewshot"] == spec.fewshot.shots]
+    return prompts, spec.harness.max_new_tokens, spec.harness.stop
+
+
+def fixed_batches(model, prompts: list[list[int]], budget: int, stop: tuple[str, ...], batch_size: int) -> list[str]:
+    """The path before continuous batching: longest prompt first, left-padded batches that run
+    through `generate` until their last member stops."""
+    import torch
+
+    order = sorted(range(len(prompts)), key=lambda i: (-len(prompts[i]), prompts[i]))
+    texts = [""] * len(prompts)
+    for start in range(0, len(order), batch_size):
+        batch = order[start: start + batch_size]
+        ids, mask, _ = model._left_padded([prompts[i] for i in batch])
+        with torch.inference_mode():
+            generated = model.network.generate(input_ids=ids, attention_mask=mask, max_new_tokens=budget,
+                                               do_sample=False, pad_token_id=model.tokenizer.pad_token_id,
+                                               stop_strings=list(stop), tokenizer=model.tokenizer)
+        for row, index in zip(generated[:, ids.shape[1]:], batch):
+            texts[index] = cut_at_stop(model.tokenizer.decode(row, skip_special_tokens=True), stop)
+    return texts
+
+
+def first_difference(model, texts: list[str], reference: list[str]) -> str:
+    for index, (a, b) in enumerate(zip(reference, texts)):
+        if a != b:
+            x, y = model.encode_piece(a), model.encode_piece(b)
+            at = next((i for i, (p, q) in enumerate(zip(x, y)) if p != q), min(len(x), len(y)))
+            return f"first at item {index}, token {at}"
+    return ""
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--items", type=int, default=48)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--benchmarks", nargs="*", default=["gsm8k", "gsm8k_cot"])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="float32")
+    args = parser.parse_args(argv)
+    model = load_local_model(DEFAULT_LOCAL_MODEL, placement=Placement(args.device, args.dtype))
+    print(f"{model.fingerprint} ({args.dtype}, {args.device}), batch size {args.batch_size}, first {args.items} rows")
+    print(f"{'benchmark':<11}{'path':<34}{'seconds':>8}{'tokens':>8}{'tokens/s':>10}{'speed-up':>9}  same texts")
+    for name in args.benchmarks:
+        texts, budget, stop = harness_prompts(name, args.items)
+        prompts = [model.generation_prompt(GenerationRequest(text, budget, stop)) for text in texts]
+
+        def continuous(prefix_sharing: bool):
+            batcher = ContinuousBatcher(model.network, model.batcher.decode, model._lock, prefix_sharing=prefix_sharing)
+            return lambda: batcher.generate(prompts, [budget] * len(prompts), [stop] * len(prompts), args.batch_size)
+
+        paths = {"fixed batches (before)": lambda: fixed_batches(model, prompts, budget, stop, args.batch_size),
+                 "continuous batching": continuous(False),
+                 "continuous batching + shared prefix": continuous(True)}
+        reference, baseline = None, None
+        for label, run in paths.items():
+            start = time.perf_counter()
+            outputs = run()
+            seconds = time.perf_counter() - start
+            tokens = sum(len(model.encode_piece(text)) for text in outputs)
+            reference = reference or outputs
+            baseline = baseline or tokens / seconds
+            same = sum(a == b for a, b in zip(reference, outputs))
+            print(f"{name:<11}{label:<34}{seconds:>8.1f}{tokens:>8}{tokens / seconds:>10.1f}"
+                  f"{tokens / seconds / baseline:>8.2f}x  {same}/{len(outputs)} {first_difference(model, outputs, reference)}",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""Greedy generation with continuous batching and shared prefixes (eval_platform/common/models/continuous.py),
+on the real local model: the texts of one-at-a-time generation, a batch that stays full, a shared
+few-shot header encoded once, concurrent callers in one batch."""
+
+import asyncio
+
+import pytest
+
+from eval_platform.common.models import Chat, GenerationRequest
+from eval_platform.common.models.continuous import ContinuousBatcher, cut_at_stop
+from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
+from speed.generation_throughput import harness_prompts
+from speed.lm_eval_parity import divergence
+from tests.conftest import DATA_BENCHMARKS
+
+BUDGET = 24
+
+
+def one_at_a_time(model, prompt: str, budget: int, stop: tuple[str, ...]) -> str:
+    """transformers' own greedy `generate` on the prompt alone (no batch, no padding)."""
+    import torch
+
+    tokens = model.generation_prompt(GenerationRequest(prompt, budget, stop))
+    with torch.inference_mode():
+        output = model.network.generate(input_ids=torch.tensor([tokens]), max_new_tokens=budget, do_sample=False,
+                                        pad_token_id=model.tokenizer.pad_token_id, stop_strings=list(stop) or None,
+                                        tokenizer=model.tokenizer)
+    return cut_at_stop(model.tokenizer.decode(output[0, len(tokens):], skip_special_tokens=True), stop)
+
+
+def assert_same_texts(model, prompts: list[str], texts: list[str], expected: list[str]) -> None:
+    """Equal texts, or texts that part only where the reference's two candidates are a near-tie."""
+    for prompt, text, reference in zip(prompts, texts, expected):
+        if text != reference:
+            parted = divergence(model, prompt, reference, text)
+            assert parted["gap"] is not None and parted["gap"] < LOGLIKELIHOOD_TOLERANCE, (parted, reference, text)
+
+
+def fresh_batcher(model, **settings) -> ContinuousBatcher:
+    return ContinuousBatcher(model.network, model.batcher.decode, model._lock, **settings)
+
+
+@pytest.fixture(scope="module")
+def prompts():
+    """Four GSM8K 5-shot prompts (random exemplars, little shared) and three gsm8k_cot prompts (one
+    fixed 8-shot header), in the harness's format."""
+    gsm8k, _, stop = harness_prompts("gsm8k", 4, DATA_BENCHMARKS)
+    cot, _, cot_stop = harness_prompts("gsm8k_cot", 3, DATA_BENCHMARKS)
+    return [(p, stop) for p in gsm8k] + [(p, cot_stop) for p in cot]
+
+
+def test_continuous_batches_give_the_texts_of_one_at_a_time_generation(local_model, prompts):
+    batcher = fresh_batcher(local_model)
+    tokens = [local_model.generation_prompt(GenerationRequest(p, BUDGET, stop)) for p, stop in prompts]
+    texts = batcher.generate(tokens, [BUDGET] * len(prompts), [stop for _, stop in prompts], batch_size=3)
+    expected = [one_at_a_time(local_model, p, BUDGET, stop) for p, stop in prompts]
+    assert_same_texts(local_model, [p for p, _ in prompts], texts, expected)
+    assert max(batcher.occupancy) == 3  # 7 prompts through 3 places: newcomers joined a running batch
+
+
+def test_a_finished_sequence_leaves_at_once_and_a_waiting_one_takes_its_place(local_model, prompts):
+    """One long sequence and three of two tokens in a batch of two: in fixed batches the second place
+    would sit idle while the long one runs; here each short one runs beside it in turn."""
+    batcher = fresh_batcher(local_model)
+    prompt, _ = prompts[-1]
+    tokens = local_model.generation_prompt(GenerationRequest(prompt, 16, ()))
+    texts = batcher.generate([tokens] * 4, [16, 2, 2, 2], [()] * 4, batch_size=2)
+    assert len(local_model.encode_piece(texts[0])) > 8  # the long one ran long
+    assert batcher.occupancy[2] == 3  # each short one's second token, beside the long one
+    assert sum(batcher.occupancy.values()) <= 15  # the long one's steps after its first token, no more
+
+
+def test_a_shared_few_shot_header_is_encoded_once(local_model, prompts):
+    cot = [p for p, stop in prompts if stop[0] == "Q:"]
+    tokens = [local_model.generation_prompt(GenerationRequest(p, 4, ("Q:",))) for p in cot]
+    shared = min(next((i for i, (x, y) in enumerate(zip(tokens[0], t)) if x != y), len(t)) for t in tokens[1:])
+    assert shared > 500  # the eight exemplars
+    with_prefixes, without = fresh_batcher(local_model), fresh_batcher(local_model, prefix_sharing=False)
+    texts = with_prefixes.generate(tokens, [4] * len(tokens), [("Q:",)] * len(tokens), batch_size=4)
+    unshared = without.generate(tokens, [4] * len(tokens), [("Q:",)] * len(tokens), batch_size=4)
+    assert_same_texts(local_model, cot, texts, unshared)
+    assert without.encoded_tokens == sum(len(t) for t in tokens)
+    assert with_prefixes.encoded_tokens == sum(len(t) for t in tokens) - (len(tokens) - 1) * shared
+
+
+def test_concurrent_chat_answers_share_one_batch(local_model):
+    """As an era's compressions and blind evaluation's answers call it: concurrent `acomplete`s."""
+    chats = [Chat("", f"Shorten this sentence: the {animal} sat quietly on the old wooden fence all day.")
+             for animal in ("cat", "dog", "crow", "goat")]
+    expected = [local_model.generate([GenerationRequest(chat, 20)])[0] for chat in chats]
+    local_model.batcher.occupancy.clear()
+
+    async def answer_all():
+        return await asyncio.gather(*(local_model.acomplete(chat, max_tokens=20) for chat in chats))
+
+    completions = asyncio.run(answer_all())
+    assert_same_texts(local_model, [local_model.render(chat) for chat in chats], [c.text for c in completions], expected)
+    assert max(local_model.batcher.occupancy) > 1
+
+
+def test_a_failing_pass_fails_its_callers_instead_of_leaving_them_waiting(local_model, monkeypatch, prompts):
+    batcher = fresh_batcher(local_model)
+    tokens = [local_model.generation_prompt(GenerationRequest(p, 8, stop)) for p, stop in prompts[:3]]
+    calls = {"n": 0}
+    forward = local_model.network.forward
+
+    def fails_on_the_third_pass(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("simulated failure")
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(local_model.network, "forward", fails_on_the_third_pass)
+    with pytest.raises(RuntimeError, match="simulated failure"):
+        batcher.generate(tokens, [8] * 3, [()] * 3, batch_size=2)
+    monkeypatch.setattr(local_model.network, "forward", forward)
+    assert batcher.generate(tokens[:1], [2], [()], batch_size=2)  # nothing left behind in the queue
+    assert not batcher._pending

@@ -26,6 +26,7 @@ from eval_platform.benchmarks.specs import BENCHMARKS, preprocess_rows  # noqa: 
 from eval_platform.common.models import GenerationRequest  # noqa: E402
 from eval_platform.common.models.continuous import ContinuousBatcher, cut_at_stop  # noqa: E402
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, Placement, load_local_model  # noqa: E402
+from speed.lm_eval_parity import divergence  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "benchmarks"
@@ -64,12 +65,12 @@ def fixed_batches(model, prompts: list[list[int]], budget: int, stop: tuple[str,
     return texts
 
 
-def first_difference(model, texts: list[str], reference: list[str]) -> str:
-    for index, (a, b) in enumerate(zip(reference, texts)):
+def first_difference(model, prompts: list[str], texts: list[str], reference: list[str]) -> str:
+    """The first item whose text differs from the reference's, where and by how much (see divergence)."""
+    for index, (prompt, a, b) in enumerate(zip(prompts, reference, texts)):
         if a != b:
-            x, y = model.encode_piece(a), model.encode_piece(b)
-            at = next((i for i, (p, q) in enumerate(zip(x, y)) if p != q), min(len(x), len(y)))
-            return f"first at item {index}, token {at}"
+            parted = divergence(model, prompt, a, b)
+            return f"first at item {index}, token {parted['token']}, log-probability gap {parted['gap']}"
     return ""
 
 
@@ -105,7 +106,7 @@ def main(argv: list[str] | None = None) -> None:
             baseline = baseline or tokens / seconds
             same = sum(a == b for a, b in zip(reference, outputs))
             print(f"{name:<11}{label:<34}{seconds:>8.1f}{tokens:>8}{tokens / seconds:>10.1f}"
-                  f"{tokens / seconds / baseline:>8.2f}x  {same}/{len(outputs)} {first_difference(model, outputs, reference)}",
+                  f"{tokens / seconds / baseline:>8.2f}x  {same}/{len(outputs)} {first_difference(model, texts, outputs, reference)}",
                   flush=True)
 
 

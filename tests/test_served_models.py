@@ -21,6 +21,7 @@ from eval_platform.common.models.served import ServedCompletionsModel, ServerChe
 from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
 from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource
 from tests.conftest import DATA_BENCHMARKS, PROJECT_ROOT
+from tests.test_continuous_generation import assert_same_texts
 from tests.processes import free_port, running
 from tests.reference_scoring import naive_loglikelihoods
 
@@ -226,7 +227,7 @@ def test_a_pass_that_runs_out_of_gpu_memory_is_tried_again_smaller(local_model, 
     messages = [r.getMessage() for r in caplog.records if "out of GPU memory" in r.getMessage()]
     assert any("at batch size 8" in m and "again at 4" in m for m in messages)
     assert any("at batch size 4" in m and "again at 2" in m for m in messages)
-    assert texts == expected_texts
+    assert_same_texts(local_model, [p.prompt for p in prompts], texts, expected_texts)  # near-ties aside
     assert any("generating at batch size 4; trying again at 2" in m for m in messages)
 
 

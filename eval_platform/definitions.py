@@ -5,7 +5,9 @@ from dagster import Definitions, load_assets_from_modules
 from eval_platform.benchmarks import assets as benchmark_assets
 from eval_platform.benchmarks.checks import BENCHMARK_CHECKS
 from eval_platform.benchmarks.jobs import BENCHMARK_JOBS
-from eval_platform.benchmarks.schedules import nightly_benchmark_refresh
+from eval_platform.benchmarks.resources import RosterResource
+from eval_platform.benchmarks.schedules import nightly_benchmark_refresh, roster_evaluation_sensor
+from eval_platform.benchmarks.sensors import checkpoint_evaluation_sensor, roster_sensor
 from eval_platform.blind import assets as blind_assets
 from eval_platform.blind.jobs import BLIND_JOBS
 from eval_platform.blind.sensors import blind_eval_filled_sheet_sensor
@@ -22,7 +24,8 @@ ALL_STORES = registered_stores()
 ALL_CHECKS = [*BENCHMARK_CHECKS, *EVOLUTION_CHECKS]
 ALL_JOBS = [*BENCHMARK_JOBS, *EVOLUTION_JOBS, *BLIND_JOBS]
 ALL_SCHEDULES = [nightly_benchmark_refresh]
-ALL_SENSORS = [blind_eval_filled_sheet_sensor, era_config_sensor]
+ALL_SENSORS = [roster_sensor, roster_evaluation_sensor, checkpoint_evaluation_sensor, blind_eval_filled_sheet_sensor,
+               era_config_sensor]
 
 defs = Definitions(
     assets=load_assets_from_modules([benchmark_assets, evolution_assets, blind_assets]),
@@ -36,5 +39,7 @@ defs = Definitions(
         # settings reach every model it opens: the one under evaluation, an era's, blind evaluation's.
         "gateway": ModelGatewayResource(),
         "evaluation_model": LanguageModelResource(),
+        # The models the benchmark assets evaluate: the roster folder's entries, over evaluation_model's settings.
+        "roster": RosterResource(),
     },
 )

@@ -1,4 +1,5 @@
-"""The main command: materialise the whole graph offline on the embedded defaults, then print results.
+"""The main command: materialise the whole graph offline on the embedded defaults (every model of the
+roster in data/roster/ on its benchmarks), then print the results and the leaderboard.
 
     python -m jobs.run_all                                      (what `make run` does: zero-shot)
     python -m jobs.run_all --limit 5                            (the same on each benchmark's first 5 rows)
@@ -12,8 +13,11 @@ import sys
 
 from dagster import DagsterInstance
 
+from eval_platform.benchmarks.leaderboard import PRIMARY_PROTOCOL, leaderboard_table, short_fingerprint
 from eval_platform.benchmarks.partitions import benchmark_partitions
 from eval_platform.benchmarks.protocols import PROTOCOLS
+from eval_platform.benchmarks.resources import ROSTER_DIR
+from eval_platform.benchmarks.schedules import roster_run_requests
 from eval_platform.benchmarks.specs import BENCHMARKS
 from eval_platform.benchmarks.store import BenchmarkStore
 from eval_platform.blind.assets import SHEET_FILE
@@ -28,8 +32,6 @@ from eval_platform.evolution.store import EvolutionStore
 # The console shows warnings (rejected rows) and the summary; every log line, the per-item reports
 # included, is kept in the run's event log in the Dagster UI.
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-# The demo's second model, to compare with: the same SmolLM2 in bfloat16 (log-likelihoods only).
-SECOND_MODEL = {"evaluation_model": {"config": {"device": "cpu", "dtype": "bfloat16"}}}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,40 +42,47 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rows = {"benchmark_raw_rows": {"config": {"limit": args.limit}}} if args.limit else {}
     instance = DagsterInstance.get()
+    roster = defs.resources["roster"].entries()
     failed = []
 
-    def run(job_name: str, partition: str | None = None, ops: dict | None = None, resources: dict | None = None) -> None:
+    def run(job_name: str, partition: str | None = None, ops: dict | None = None) -> bool:
         result = defs.resolve_job_def(job_name).execute_in_process(
-            partition_key=partition, instance=instance, raise_on_error=False,
-            run_config={**QUIET, "ops": ops or {}, "resources": resources or {}})
+            partition_key=partition, instance=instance, raise_on_error=False, run_config={**QUIET, "ops": ops or {}})
         label = f"{job_name} [{partition}]" if partition else job_name
         print(f"{label}: {'success' if result.success else 'FAILED'}", flush=True)
         if not result.success:
             failed.append(label)
+        return result.success
 
+    def evaluate_roster(job_name: str, benchmarks: list[str], ops: dict | None = None) -> None:
+        """Each benchmark's inputs, then every roster model on it, as the nightly refresh runs them."""
+        for benchmark in benchmarks:
+            if run("benchmark_inputs", benchmark, rows):
+                for request in roster_run_requests(instance, roster, [benchmark], "main"):
+                    run(job_name, request.partition_key, ops)
+        run("score_protocols")
+
+    warehouse = defs.resources["warehouse"]
     if args.protocol:
         protocol = PROTOCOLS[args.protocol]
+        benchmarks = []
         for task in protocol.tasks:
             fewshot = BENCHMARKS[task.benchmark].fewshot
             if task.num_fewshot and fewshot.data_file is None:
                 print(f"{protocol.name} [{task.benchmark}]: skipped: its few-shot split ({fewshot.hub_path} "
-                      f"{fewshot.hub_split}) is not shipped; with hub access, run the job {protocol.name} with "
-                      f"benchmark_fewshot_rows' source set to it", flush=True)
-                continue
-            run(protocol.name, task.benchmark, {**rows, "benchmark_predictions": {"config": {"protocol": protocol.name}}})
-        run("score_protocols")
-        with defs.resources["warehouse"].store(BenchmarkStore) as store:
+                      f"{fewshot.hub_split}) is not shipped; with hub access, run benchmark_inputs with "
+                      f"benchmark_fewshot_rows' source set to it, then the job {protocol.name}", flush=True)
+            else:
+                benchmarks.append(task.benchmark)
+        evaluate_roster(protocol.name, benchmarks)
+        with warehouse.store(BenchmarkStore) as store:
             results = store.load_protocol_results(protocol.name)
-        shown = results[["model", "benchmark", "num_fewshot", "metric", "n", "accuracy", "status"]]
+        shown = results.assign(model_fingerprint=results["model_fingerprint"].map(short_fingerprint))[[
+            "model", "model_fingerprint", "benchmark", "num_fewshot", "metric", "n", "accuracy", "status"]]
         print(f"\n{protocol.title} ({DEFAULT_WAREHOUSE}):\n{shown.round(4).to_markdown(index=False)}")
         return 1 if failed else 0
 
-    for partition in benchmark_partitions.get_partition_keys():
-        run("benchmark_refresh", partition, rows)
-    for partition in benchmark_partitions.get_partition_keys():  # the second model; then the comparison
-        if "loglikelihood" in BENCHMARKS[partition].modes:
-            run("benchmark_refresh", partition,
-                {**rows, "benchmark_predictions": {"config": {"modes": ["loglikelihood"]}}}, SECOND_MODEL)
+    evaluate_roster("model_evaluation", benchmark_partitions.get_partition_keys())
     run("evolution_inputs")
     for era, path in era_files().items():  # each era of data/evolution/eras/, as the era sensor runs it
         if era not in instance.get_dynamic_partitions(era_partitions.name):
@@ -83,19 +92,21 @@ def main(argv: list[str] | None = None) -> int:
     # DEMO: a programmatic stand-in for a human rater fills the issued sheet (it says so in Notes).
     demo_rater_fill(BLIND_EVAL_DIR / "issued" / SHEET_FILE, BLIND_EVAL_DIR / "filled" / "demo-rater.xlsx")
     run("blind_evaluation_tally")
-    warehouse = defs.resources["warehouse"]
     with warehouse.store(BenchmarkStore) as store:
         table = store.score_table()
         comparisons = store.comparison_table()
+        board = leaderboard_table(store.load_headlines(), store.load_protocol_averages(PRIMARY_PROTOCOL))
     with warehouse.store(EvolutionStore) as store:
         era = store.load_generation_stats()[["era", "generation", "population", "mean_fitness", "max_fitness",
                                              "calls", "cache_hits"]]
     with warehouse.store(BlindStore) as store:
         sentence = store.pooled_sentence() or "(no tally)"
     print(f"\nAccuracy ({DEFAULT_WAREHOUSE}):\n{table.to_markdown(index=False)}")
-    print(f"\nModel against model (float32 minus bfloat16, on the same items):\n{comparisons.to_markdown(index=False)}")
+    print(f"\nModel against its baseline (a minus b, on the same items):\n{comparisons.to_markdown(index=False)}")
     print(f"\nPrompt evolution, fitness per generation:\n{era.round(4).to_markdown(index=False)}")
     print(f"\nBlind evaluation (demo rater): {sentence}")
+    print(f"\nLeaderboard (the roster, {ROSTER_DIR}; headline score [95% interval]):\n"
+          f"{board.to_markdown(index=False)}")
     return 1 if failed else 0
 
 

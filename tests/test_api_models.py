@@ -1,15 +1,13 @@
 """Benchmark predictions from an API model through litellm's real HTTP path (a local stub server)."""
 
 import math
+from pathlib import Path
 
 import pytest
-from dagster import materialize
 
-from eval_platform.benchmarks.assets import (
-    benchmark_predictions, benchmark_prompts, benchmark_raw_rows, benchmark_scores,
-)
 from eval_platform.common.models.api_chat import label_distribution
 from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource
+from tests.evaluation import materialize_inputs, materialize_evaluation, roster_with
 from tests.openai_stub_server import StubServer
 
 
@@ -21,14 +19,13 @@ def server():
 
 
 def run(warehouse, server, model, modes=("letter",)):
-    return materialize(
-        [benchmark_raw_rows, benchmark_prompts, benchmark_predictions, benchmark_scores], partition_key="arc_easy",
-        resources={"warehouse": warehouse, "evaluation_model": LanguageModelResource(model=model),
-                   "gateway": ModelGatewayResource(api_base=server.api_base, max_retries=0)},
-        run_config={"ops": {"benchmark_raw_rows": {"config": {"limit": 4}},
-                            "benchmark_predictions": {"config": {"modes": list(modes)}}}},
-        raise_on_error=False,
-    )
+    """An API model as a roster entry (its model string), reached through the gateway resource's server."""
+    assert materialize_inputs(warehouse, "arc_easy", 4).success
+    roster = roster_with(Path(warehouse.database).parent / "roster", "api-model", model=model)
+    return materialize_evaluation(warehouse, "arc_easy", "api-model", roster, {"modes": list(modes)},
+                                  evaluation_model=LanguageModelResource(),
+                                  gateway=ModelGatewayResource(api_base=server.api_base, max_retries=0),
+                                  raise_on_error=False)
 
 
 def test_letter_from_top_logprobs(warehouse, server):

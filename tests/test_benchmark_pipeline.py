@@ -4,32 +4,24 @@ import json
 import re
 
 import pytest
-from dagster import materialize
-
-from eval_platform.benchmarks.assets import (
-    benchmark_fewshot_rows, benchmark_partitions, benchmark_predictions, benchmark_prompts, benchmark_raw_rows,
-    benchmark_scores,
-)
+from eval_platform.benchmarks.assets import benchmark_partitions, benchmark_predictions, benchmark_prompts, benchmark_raw_rows
 from eval_platform.benchmarks.prediction import MODES
 from eval_platform.benchmarks.specs import BENCHMARKS, build_prompt
 from eval_platform.common.ingestion import DataFileError
 from eval_platform.common.models import Chat, LoglikelihoodRequest
 from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
-from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource
+from eval_platform.common.resources import LanguageModelResource
+from tests.evaluation import materialize_benchmark, materialize_inputs, roster_with
 from tests.reference_scoring import naive_loglikelihoods
 
-ASSETS = [benchmark_raw_rows, benchmark_fewshot_rows, benchmark_prompts, benchmark_predictions, benchmark_scores]
 ROWS = 5
+MODEL = "smollm2"
 
 
-def run(warehouse, partition, limit=ROWS, source=None, selection=ASSETS):
-    config = {"limit": limit, **({"source": str(source)} if source else {})}
-    return materialize(
-        selection, partition_key=partition,
-        resources={"warehouse": warehouse, "evaluation_model": LanguageModelResource(max_new_tokens=24),
-                   "gateway": ModelGatewayResource()},
-        run_config={"ops": {"benchmark_raw_rows": {"config": config}}},
-    )
+def run(warehouse, roster, partition):
+    """The benchmark's first ROWS rows, then the roster's model on them."""
+    return materialize_benchmark(warehouse, partition, roster, MODEL, ROWS,
+                                 evaluation_model=LanguageModelResource(max_new_tokens=24))
 
 
 def table_counts(conn):
@@ -46,13 +38,15 @@ def materialization(result, asset):
 def all_benchmarks(tmp_path_factory):
     from eval_platform.common.resources import WarehouseResource
 
-    warehouse = WarehouseResource(database=str(tmp_path_factory.mktemp("wh") / "warehouse.duckdb"))
-    results = {p: run(warehouse, p) for p in benchmark_partitions.get_partition_keys()}
-    return warehouse, results
+    folder = tmp_path_factory.mktemp("wh")
+    warehouse = WarehouseResource(database=str(folder / "warehouse.duckdb"))
+    roster = roster_with(folder / "roster", MODEL)
+    results = {p: run(warehouse, roster, p) for p in benchmark_partitions.get_partition_keys()}
+    return warehouse, roster, results
 
 
 def test_all_six_benchmarks_materialise_with_the_real_model(all_benchmarks):
-    warehouse, results = all_benchmarks
+    warehouse, _, results = all_benchmarks
     assert all(r.success for r in results.values())
     with warehouse.get_connection() as conn:
         per_benchmark = dict(conn.execute("SELECT benchmark, count(*) FROM prompts GROUP BY ALL").fetchall())
@@ -93,7 +87,7 @@ def test_all_six_benchmarks_materialise_with_the_real_model(all_benchmarks):
 
 
 def test_letter_probabilities_match_an_unbatched_pass(all_benchmarks, local_model):
-    warehouse, _ = all_benchmarks
+    warehouse, _, _ = all_benchmarks
     with warehouse.get_connection() as conn:
         rows = conn.execute("""SELECT p.system_prompt, p.user_prompt, p.labels, pr.label_probabilities
                                FROM predictions pr JOIN prompts p USING (prompt_id)
@@ -104,10 +98,10 @@ def test_letter_probabilities_match_an_unbatched_pass(all_benchmarks, local_mode
 
 
 def test_rerun_replaces_rows_and_reuses_predictions(all_benchmarks):
-    warehouse, _ = all_benchmarks
+    warehouse, roster, _ = all_benchmarks
     with warehouse.get_connection() as conn:
         before = table_counts(conn)
-    result = run(warehouse, "arc_easy")
+    result = run(warehouse, roster, "arc_easy")
     with warehouse.get_connection() as conn:
         assert table_counts(conn) == before
     modes = materialization(result, benchmark_predictions).materialization.metadata["modes"].value
@@ -120,7 +114,7 @@ def test_malformed_rows_are_kept_with_their_reason(warehouse, tmp_path):
     rows.append({"question": "Missing choices?", "subject": "x", "answer": 0})
     source = tmp_path / "mmlu_with_bad_rows.jsonl"
     source.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    result = run(warehouse, "mmlu", limit=None, source=source, selection=[benchmark_raw_rows, benchmark_prompts])
+    result = materialize_inputs(warehouse, "mmlu", source=source, assets=[benchmark_raw_rows, benchmark_prompts])
     metadata = materialization(result, benchmark_prompts).materialization.metadata
     assert metadata["rejected_rows"].value == 2 and metadata["dagster/row_count"].value == 2
     with warehouse.get_connection() as conn:
@@ -136,13 +130,13 @@ def test_malformed_rows_are_kept_with_their_reason(warehouse, tmp_path):
 def test_missing_data_file_fails_naming_it(warehouse, tmp_path):
     missing = tmp_path / "nowhere" / "arc.jsonl"
     with pytest.raises(DataFileError, match="Data file not found: " + re.escape(str(missing))):
-        run(warehouse, "arc_easy", source=missing, selection=[benchmark_raw_rows])
+        materialize_inputs(warehouse, "arc_easy", source=missing, assets=[benchmark_raw_rows])
 
 
 def test_a_malformed_line_is_kept_with_its_line_and_the_good_rows_land(warehouse, tmp_path):
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"id": "a", "question": "ok"}\n{not json at all\n{"id": "b", "question": "fine"}\n')
-    assert run(warehouse, "arc_easy", source=broken, selection=[benchmark_raw_rows]).success
+    assert materialize_inputs(warehouse, "arc_easy", source=broken, assets=[benchmark_raw_rows]).success
     with warehouse.get_connection() as conn:
         assert conn.execute("SELECT source_row_id, line FROM raw_rows ORDER BY line").fetchall() == [("a", 1), ("b", 3)]
         (source, line, reason), = conn.execute("SELECT source, line, reason FROM ingest_rejections").fetchall()

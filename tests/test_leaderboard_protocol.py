@@ -150,32 +150,42 @@ def test_progress_reports_items_rate_and_time_left():
 
 # --- the protocol, end to end ---------------------------------------------------------------------
 
-def test_open_llm_leaderboard_v1_materialises_with_its_shots(warehouse):
+def test_open_llm_leaderboard_v1_materialises_with_its_shots(warehouse, tmp_path):
+    from eval_platform.benchmarks.partitions import evaluation_key, roster_partitions
     from eval_platform.benchmarks.store import BenchmarkStore
     from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource
     from eval_platform.definitions import defs
+    from tests.evaluation import roster_with
 
     protocol = PROTOCOLS["open_llm_leaderboard_v1"]
     test_defs = Definitions(assets=list(defs.assets), jobs=list(defs.jobs), resources={
         "warehouse": warehouse, "evaluation_model": LanguageModelResource(max_new_tokens=8),
-        "gateway": ModelGatewayResource()})
+        "gateway": ModelGatewayResource(), "roster": roster_with(tmp_path, "smollm2")})
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(roster_partitions.name, ["smollm2"])
     job = test_defs.resolve_job_def(protocol.name)
-    assert job.get_run_config_for_partition_key("mmlu")["ops"]["benchmark_predictions"]["config"]["protocol"] == protocol.name
-    zero_shot = test_defs.resolve_job_def("benchmark_refresh").execute_in_process(
-        partition_key="arc_challenge", run_config={"ops": {"benchmark_raw_rows": {"config": {"limit": 3}}}})
-    assert zero_shot.success
-    outcomes, logs, instance = {}, [], DagsterInstance.ephemeral()
+    key = evaluation_key("mmlu", "smollm2")
+    assert job.get_run_config_for_partition_key(key)["ops"]["benchmark_predictions"]["config"]["protocol"] == protocol.name
     for task in protocol.tasks:
-        result = job.execute_in_process(partition_key=task.benchmark, raise_on_error=False, instance=instance,
-                                        run_config={"ops": {
-                                            "benchmark_raw_rows": {"config": {"limit": 3}},
-                                            "benchmark_predictions": {"config": {"protocol": protocol.name,
-                                                                                 "harness_max_new_tokens": 16}}}})
+        assert test_defs.resolve_job_def("benchmark_inputs").execute_in_process(
+            partition_key=task.benchmark, instance=instance,
+            run_config={"ops": {"benchmark_raw_rows": {"config": {"limit": 3}}}}).success
+    zero_shot = test_defs.resolve_job_def("model_evaluation").execute_in_process(
+        partition_key=evaluation_key("arc_challenge", "smollm2"), instance=instance)
+    assert zero_shot.success
+    outcomes, logs = {}, []
+    for task in protocol.tasks:
+        result = job.execute_in_process(partition_key=evaluation_key(task.benchmark, "smollm2"), raise_on_error=False,
+                                        instance=instance, run_config={"ops": {"benchmark_predictions": {"config": {
+                                            "protocol": protocol.name, "harness_max_new_tokens": 16}}}})
         outcomes[task.benchmark] = result.success
         logs += [entry.user_message for entry in instance.all_logs(result.run_id)]
     assert outcomes == {task.benchmark: task.benchmark != "hellaswag" for task in protocol.tasks}
     assert any("items/s" in line and "left" in line for line in logs)
-    assert test_defs.resolve_job_def("score_protocols").execute_in_process().success
+    scored_protocols = test_defs.resolve_job_def("score_protocols").execute_in_process(instance=instance)
+    assert scored_protocols.success
+    metadata = {event.asset_key.path[-1]: event.materialization.metadata
+                for event in scored_protocols.get_asset_materialization_events()}
     with warehouse.store(BenchmarkStore) as store:
         results = store.load_protocol_results(protocol.name)
     scored = results[results["status"] == "scored"]
@@ -184,6 +194,16 @@ def test_open_llm_leaderboard_v1_materialises_with_its_shots(warehouse):
     average = results[results["benchmark"] == "average"].iloc[0]
     assert average["status"] == "partial: 5 of 6 tasks (missing hellaswag)"
     assert average["accuracy"] == pytest.approx(scored["accuracy"].mean())
+    # The UI's metadata labels the average as partial, per model; the leaderboard shows it so.
+    assert metadata["protocol_scores"][f"{protocol.name}/smollm2/partial average (5 of 6 tasks)"].value == \
+        pytest.approx(average["accuracy"])
+    assert f"{protocol.name}/smollm2/average" not in metadata["protocol_scores"]
+    assert "partial: 5 of 6 tasks (missing hellaswag)" in metadata["leaderboard"]["leaderboard"].value
+    with warehouse.get_connection() as conn:
+        wide = conn.execute("SELECT model, arc_challenge, open_llm_leaderboard_v1, open_llm_leaderboard_v1_status "
+                            "FROM leaderboard_wide").fetchall()
+    arc_25 = scored[scored["benchmark"] == "arc_challenge"]["accuracy"].iloc[0]
+    assert wide == [("smollm2", pytest.approx(arc_25), pytest.approx(average["accuracy"]), average["status"])]
     with warehouse.get_connection() as conn:  # zero-shot and 25-shot scores of the same model side by side
         shots = conn.execute("SELECT DISTINCT num_fewshot FROM scores WHERE benchmark = 'arc_challenge' "
                              "AND mode = 'loglikelihood' ORDER BY 1").fetchall()

@@ -2,18 +2,18 @@
 the regression watch of the nightly refresh, and scores as numbers Dagster can plot."""
 
 import pytest
-from dagster import AssetCheckSeverity, DagsterInstance, materialize
+from dagster import AssetCheckSeverity, DagsterInstance
 
 from eval_platform.benchmarks import checks
-from eval_platform.benchmarks.assets import (
-    benchmark_fewshot_rows, benchmark_predictions, benchmark_prompts, benchmark_raw_rows, benchmark_scores,
-    model_comparison,
+from eval_platform.benchmarks.assets import benchmark_scores, model_comparison
+from eval_platform.benchmarks.comparison import (
+    NO_PAIRED_TEST, compare, comparison_rows, exact_mcnemar, flipped_to_wrong, paired_bootstrap_interval,
 )
-from eval_platform.benchmarks.comparison import compare, exact_mcnemar, flipped_to_wrong, paired_bootstrap_interval
 from eval_platform.common.reproducibility import cpu_name
-from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource
+from eval_platform.common.resources import LanguageModelResource
+from tests.evaluation import materialize_evaluation, materialize_inputs, roster_with
 
-ASSETS = [benchmark_raw_rows, benchmark_fewshot_rows, benchmark_prompts, benchmark_predictions, benchmark_scores]
+BFLOAT16 = LanguageModelResource(device="cpu", dtype="bfloat16")
 
 
 def test_exact_mcnemar_and_the_paired_bootstrap():
@@ -29,49 +29,90 @@ def test_exact_mcnemar_and_the_paired_bootstrap():
     assert flipped_to_wrong({"a": 1.0, "b": 1.0, "c": 0.0}, {"a": 0.0, "b": 1.0, "c": 0.0, "d": 0.0}) == ["a"]
 
 
-def test_two_precisions_of_smollm2_compared_on_shared_items(warehouse):
-    config = {"ops": {"benchmark_raw_rows": {"config": {"limit": 6}},
-                      "benchmark_predictions": {"config": {"modes": ["loglikelihood"]}}}}
+def item_rows(model: str, values: dict[str, float], metric: str = "acc") -> list[dict]:
+    return [{"model": model, "model_fingerprint": f"{model}@1", "mode": "loglikelihood", "prompt_format": "harness",
+             "num_fewshot": 0, "metric": metric, "prompt_id": item, "source_row_id": f"row-{item}", "value": value,
+             "prediction_run_id": None} for item, value in values.items()]
+
+
+def test_a_comparison_names_flipped_items_and_says_when_no_paired_test_applies():
+    references = {"baseline": "base", "previous": "step-1"}
+    rows = (item_rows("new", {"a": 0.0, "b": 1.0, "c": 1.0}) + item_rows("base", {"a": 1.0, "b": 1.0, "c": 0.0})
+            + item_rows("new", {"a": 0.2, "b": 0.9}, "mc2") + item_rows("base", {"a": 0.3, "b": 0.8}, "mc2"))
+    compared = comparison_rows("arc_easy", "new", references, rows, {})
+    assert [(c["metric"], c["model_b"], c["relation"]) for c in compared] == [("acc", "base", "baseline"),
+                                                                               ("mc2", "base", "baseline")]
+    binary, fractional = compared
+    assert binary["flipped_to_wrong"] == ["row-a"] and binary["difference"] == pytest.approx(0.0)
+    assert binary["paired_test"] == "exact McNemar" and binary["mcnemar_p"] == pytest.approx(1.0)
+    assert fractional["mcnemar_p"] is None and fractional["paired_test"] == NO_PAIRED_TEST
+    assert fractional["flipped_to_wrong"] is None and fractional["difference"] == pytest.approx(0.0)
+
+
+def test_a_significant_drop_against_the_baseline_warns_naming_the_flipped_items(warehouse):
+    import pandas as pd
+
+    from eval_platform.benchmarks.store import BenchmarkStore
+
+    assert checks.no_drop_against_baseline(warehouse=warehouse).passed
+    rows = item_rows("base", {str(i): 1.0 for i in range(12)}) + item_rows("new", {str(i): float(i >= 10)
+                                                                          for i in range(12)})
+    compared = pd.DataFrame(comparison_rows("arc_easy", "new", {"baseline": "base"}, rows, {})).assign(
+        compared_at=pd.Timestamp.now())
+    with warehouse.store(BenchmarkStore) as store:
+        store.replace_model_comparisons("arc_easy", "new", compared)
+    result = checks.no_drop_against_baseline(warehouse=warehouse)
+    assert not result.passed and result.severity == AssetCheckSeverity.WARN
+    report = result.metadata["examples"].value
+    assert "'new', 'baseline', 'base'" in report and "p=0.00195" in report and "'row-9'" in report  # 10 flipped
+
+
+def test_two_precisions_of_smollm2_compared_on_shared_items(warehouse, tmp_path):
     instance = DagsterInstance.ephemeral()
-    for model in (LanguageModelResource(), LanguageModelResource(device="cpu", dtype="bfloat16")):
-        result = materialize(ASSETS, partition_key="arc_easy", run_config=config, instance=instance,
-                             resources={"warehouse": warehouse, "evaluation_model": model,
-                                        "gateway": ModelGatewayResource()})
-        assert result.success
+    roster_with(tmp_path, "f32")
+    roster = roster_with(tmp_path, "bf16", baseline="f32")
+    assert materialize_inputs(warehouse, "arc_easy", 6).success
+    for name, model in (("f32", LanguageModelResource()), ("bf16", BFLOAT16)):
+        result = materialize_evaluation(warehouse, "arc_easy", name, roster, {"modes": ["loglikelihood"]},
+                                        evaluation_model=model, instance=instance)
         scores = next(e for e in result.get_asset_materialization_events() if e.asset_key.path[-1] == "benchmark_scores")
         metadata = scores.materialization.metadata
         assert 0 <= metadata["accuracy/loglikelihood/harness/0-shot/acc_norm"].value <= 1  # a number Dagster plots
         tags = instance.get_run_by_id(result.run_id).tags
         assert tags["eval/model"] == "local/smollm2-135m-instruct"
         assert tags["eval/model_fingerprint"].endswith("+bfloat16") == (model.dtype == "bfloat16")
-    result = materialize([model_comparison], partition_key="arc_easy", resources={"warehouse": warehouse})
-    assert result.success
+    result = materialize_evaluation(warehouse, "arc_easy", "bf16", roster, assets=[model_comparison])
     metadata = result.get_asset_materialization_events()[0].materialization.metadata
-    assert metadata["pairs"].value == 1 and "+bfloat16" in metadata["comparison"].value
+    assert metadata["compared_with"].value == {"baseline": "f32"} and metadata["not_comparable_yet"].value == []
+    assert "| f32 " in metadata["comparison"].value and "baseline" in metadata["comparison"].value
     with warehouse.get_connection() as conn:
         rows = conn.execute("SELECT metric, items, accuracy_a, accuracy_b, difference, only_a, only_b, mcnemar_p, "
-                            "ci_low, ci_high FROM model_comparisons ORDER BY metric").fetchall()
+                            "ci_low, ci_high FROM model_comparisons WHERE model_a = 'bf16' AND model_b = 'f32' "
+                            "AND fingerprint_a LIKE '%+bfloat16' ORDER BY metric").fetchall()
     assert [r[0] for r in rows] == ["acc", "acc_norm"]
     for _, items, a, b, difference, only_a, only_b, p, low, high in rows:
         assert items == 6 and difference == pytest.approx(a - b) and low <= difference <= high
         assert p == pytest.approx(exact_mcnemar(only_a, only_b))
 
 
-def test_the_regression_watch_names_items_that_flipped_to_wrong(warehouse):
-    config = {"ops": {"benchmark_raw_rows": {"config": {"limit": 12}},
-                      "benchmark_predictions": {"config": {"modes": ["letter"]}}}}
-    resources = {"warehouse": warehouse, "evaluation_model": LanguageModelResource(), "gateway": ModelGatewayResource()}
-    assert materialize(ASSETS, partition_key="arc_easy", run_config=config, resources=resources).success
+def test_the_regression_watch_names_items_that_flipped_to_wrong(warehouse, tmp_path):
+    roster = roster_with(tmp_path, "m")
+
+    def score():
+        assert materialize_evaluation(warehouse, "arc_easy", "m", roster, assets=[benchmark_scores]).success
+
+    assert materialize_inputs(warehouse, "arc_easy", 12).success
+    assert materialize_evaluation(warehouse, "arc_easy", "m", roster, {"modes": ["letter"]}).success
     assert checks.accuracy_regression(warehouse=warehouse).passed  # one run: nothing to compare
     with warehouse.get_connection() as conn:  # a model that answers every question right ...
         conn.execute("UPDATE predictions p SET predicted = q.real_answer FROM prompts q WHERE p.prompt_id = q.prompt_id")
-    assert materialize([benchmark_scores], partition_key="arc_easy", resources=resources).success
+    score()
     assert checks.accuracy_regression(warehouse=warehouse).passed  # better is no regression
     with warehouse.get_connection() as conn:  # ... then, refreshed, none
         conn.execute("UPDATE predictions p SET predicted = CASE q.real_answer WHEN 'A' THEN 'B' ELSE 'A' END "
                      "FROM prompts q WHERE p.prompt_id = q.prompt_id")
         flipped = {r[0] for r in conn.execute("SELECT source_row_id FROM prompts").fetchall()}
-    assert materialize([benchmark_scores], partition_key="arc_easy", resources=resources).success
+    score()
     result = checks.accuracy_regression(warehouse=warehouse)
     assert not result.passed and result.severity == AssetCheckSeverity.WARN
     report = result.metadata["examples"].value
@@ -83,13 +124,14 @@ def predictions_metadata(result) -> dict:
                 if e.asset_key.path[-1] == "benchmark_predictions").materialization.metadata
 
 
-def test_each_prediction_run_records_where_it_ran_and_comparisons_name_what_differs(warehouse):
-    def refresh(model, recompute=False):
-        config = {"ops": {"benchmark_raw_rows": {"config": {"limit": 6}}, "benchmark_predictions": {
-            "config": {"modes": ["loglikelihood"], "recompute": recompute}}}}
-        result = materialize(ASSETS, partition_key="arc_easy", run_config=config,
-                             resources={"warehouse": warehouse, "evaluation_model": model,
-                                        "gateway": ModelGatewayResource()})
+def test_each_prediction_run_records_where_it_ran_and_comparisons_name_what_differs(warehouse, tmp_path):
+    roster_with(tmp_path, "f32")
+    roster = roster_with(tmp_path, "bf16", baseline="f32")
+    assert materialize_inputs(warehouse, "arc_easy", 6).success
+
+    def refresh(name, model, recompute=False):
+        result = materialize_evaluation(warehouse, "arc_easy", name, roster,
+                                        {"modes": ["loglikelihood"], "recompute": recompute}, evaluation_model=model)
         assert result.success
         return result
 
@@ -98,8 +140,8 @@ def test_each_prediction_run_records_where_it_ran_and_comparisons_name_what_diff
             return {fingerprint: set(ids) for fingerprint, ids in conn.execute(
                 "SELECT model_fingerprint, list(DISTINCT run_id) FROM predictions GROUP BY ALL").fetchall()}
 
-    first = refresh(LanguageModelResource(batch_size=4))
-    second = refresh(LanguageModelResource(device="cpu", dtype="bfloat16", batch_size=8))
+    first = refresh("f32", LanguageModelResource(batch_size=4))
+    second = refresh("bf16", LanguageModelResource(device="cpu", dtype="bfloat16", batch_size=8))
     assert predictions_metadata(first)["environment"].value["batch_size"] == 4
     with warehouse.get_connection() as conn:
         stored = conn.execute("SELECT run_id, batch_size, device, device_name, dtype, threads, cpu_features, "
@@ -111,18 +153,18 @@ def test_each_prediction_run_records_where_it_ran_and_comparisons_name_what_diff
     assert all(row[3] == cpu_name() and row[5] >= 1 and row[7] and row[8] for row in stored)
     assert named == (12, 12)  # every prediction names the run that computed it
 
-    assert materialize([model_comparison], partition_key="arc_easy", resources={"warehouse": warehouse}).success
+    assert materialize_evaluation(warehouse, "arc_easy", "bf16", roster, assets=[model_comparison]).success
     with warehouse.get_connection() as conn:
         (differences,), = conn.execute("SELECT DISTINCT environment_differences FROM model_comparisons").fetchall()
-    assert differences == "batch_size: 4 vs 8; dtype: float32 vs bfloat16"
+    assert differences == "batch_size: 8 vs 4; dtype: bfloat16 vs float32"
 
     before = prediction_run_ids()
-    reused = refresh(LanguageModelResource(batch_size=16))  # nothing to compute: reused, with their run
+    reused = refresh("f32", LanguageModelResource(batch_size=16))  # nothing to compute: reused, with their run
     assert predictions_metadata(reused)["modes"].value["loglikelihood/harness/0-shot"]["computed"] == 0
     assert prediction_run_ids() == before
     assert checks.accuracy_regression(warehouse=warehouse).metadata["environment_changes"].value.startswith(
         "_the compared runs computed in the same environment")
-    refresh(LanguageModelResource(batch_size=16), recompute=True)
+    refresh("f32", LanguageModelResource(batch_size=16), recompute=True)
     changes = checks.accuracy_regression(warehouse=warehouse).metadata["environment_changes"].value
     assert "'acc', 'batch_size: 4 vs 16')" in changes and "'acc_norm', 'batch_size: 4 vs 16')" in changes
     with warehouse.get_connection() as conn:

@@ -10,21 +10,18 @@ generation; agreement with the in-process model is reported, not assumed: the en
 same weights de-quantised to float32, so near ties can go either way."""
 
 import sys
+from pathlib import Path
 
 import pytest
-from dagster import materialize
 
-from eval_platform.benchmarks.assets import (
-    benchmark_predictions, benchmark_prompts, benchmark_raw_rows, benchmark_scores,
-)
 from eval_platform.common.gateway import ModelGateway
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, smollm2_gguf
 from eval_platform.common.models.served import ServedCompletionsModel, ServerCheckFailed
-from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource
+from eval_platform.common.resources import ModelGatewayResource
+from tests.evaluation import materialize_benchmark, roster_with
 from tests.processes import free_port, running
 from tests.test_served_models import requests_of
 
-ASSETS = [benchmark_raw_rows, benchmark_prompts, benchmark_predictions, benchmark_scores]
 # The least share of items on which the engine's chat answers equal the in-process model's (measured
 # 10/10 letters on ARC-Easy and 3/3 GSM8K texts equal in their first 64 tokens; see the README).
 MIN_LETTER_AGREEMENT = 0.8
@@ -54,12 +51,13 @@ def test_the_engine_takes_no_token_ids_and_the_check_says_so(engine, local_model
 
 
 def run(warehouse, model, mode, limit, partition, engine=None, max_new_tokens=160):
-    evaluation_model = LanguageModelResource(model=model, max_new_tokens=max_new_tokens)
-    config = {"ops": {"benchmark_raw_rows": {"config": {"limit": limit}},
-                      "benchmark_predictions": {"config": {"modes": [mode]}}}}  # letter and generation: chat
-    assert materialize(ASSETS, partition_key=partition, run_config=config,
-                       resources={"warehouse": warehouse, "evaluation_model": evaluation_model,
-                                  "gateway": ModelGatewayResource(api_base=engine)}).success
+    """The model as a roster entry named after it, on the benchmark's first `limit` rows (letter and
+    generation in the chat format)."""
+    roster = roster_with(Path(warehouse.database).parent / "roster", model.replace("/", "-"), model=model,
+                         max_new_tokens=max_new_tokens)
+    assert materialize_benchmark(warehouse, partition, roster, model.replace("/", "-"), limit,
+                                 predictions={"modes": [mode]},
+                                 gateway=ModelGatewayResource(api_base=engine)).success
 
 
 def pairs(warehouse, mode, column):

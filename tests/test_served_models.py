@@ -8,11 +8,7 @@ import urllib.request
 
 import duckdb
 import pytest
-from dagster import materialize
 
-from eval_platform.benchmarks.assets import (
-    benchmark_fewshot_rows, benchmark_predictions, benchmark_prompts, benchmark_raw_rows, benchmark_scores,
-)
 from eval_platform.benchmarks.specs import BENCHMARKS, build_prompt
 from eval_platform.common.gateway import ModelGateway
 from eval_platform.common.models import Chat, GenerationRequest, LoglikelihoodRequest
@@ -21,11 +17,12 @@ from eval_platform.common.models.served import ServedCompletionsModel, ServerChe
 from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
 from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource
 from tests.conftest import DATA_BENCHMARKS, PROJECT_ROOT
+from tests.evaluation import materialize_evaluation, materialize_inputs, roster_with
 from tests.test_continuous_generation import assert_same_texts
 from tests.processes import free_port, running
 from tests.reference_scoring import naive_loglikelihoods
 
-ASSETS = [benchmark_raw_rows, benchmark_fewshot_rows, benchmark_prompts, benchmark_predictions, benchmark_scores]
+LOGLIKELIHOOD = {"modes": ["loglikelihood"]}
 
 
 @pytest.fixture(scope="module")
@@ -69,15 +66,14 @@ def test_served_path_retries_after_a_500_or_a_timeout(server, local_model, model
     assert calls(server) - before == 2  # the failed attempt and the retry
 
 
-def test_served_model_scores_arc_easy_and_mmlu_as_the_in_process_model_does(server, warehouse):
-    served = LanguageModelResource(model="served/smollm2", served_tokenizer=DEFAULT_LOCAL_MODEL)
-    config = {"ops": {"benchmark_raw_rows": {"config": {"limit": 6}},
-                      "benchmark_predictions": {"config": {"modes": ["loglikelihood"]}}}}
+def test_served_model_scores_arc_easy_and_mmlu_as_the_in_process_model_does(server, warehouse, tmp_path):
+    roster_with(tmp_path, "served", model="served/smollm2", served_tokenizer=DEFAULT_LOCAL_MODEL)
+    roster = roster_with(tmp_path, "in-process", model=DEFAULT_LOCAL_MODEL)
     for partition in ("arc_easy", "mmlu"):
-        for model in (served, LanguageModelResource()):
-            assert materialize(ASSETS, partition_key=partition, run_config=config,
-                               resources={"warehouse": warehouse, "evaluation_model": model,
-                                          "gateway": ModelGatewayResource(api_base=f"{server}/v1")}).success
+        assert materialize_inputs(warehouse, partition, 6).success
+        for name in ("served", "in-process"):
+            assert materialize_evaluation(warehouse, partition, name, roster, LOGLIKELIHOOD,
+                                          gateway=ModelGatewayResource(api_base=f"{server}/v1")).success
     with warehouse.get_connection() as conn:
         pairs = conn.execute("""
             SELECT a.prompt_id, a.predicted, b.predicted, a.predicted_norm, b.predicted_norm,
@@ -135,53 +131,61 @@ def test_batches_spread_over_replicas_and_a_dead_one_costs_a_retry(server, local
     assert with_dead.loglikelihoods(requests, batch_size=2) == pytest.approx(expected, abs=LOGLIKELIHOOD_TOLERANCE)
 
 
-def readme_served_run_config() -> dict:
-    """The README's run config for a served model (the YAML block naming a served/ model)."""
+def test_a_served_model_of_the_roster_reaches_its_server_and_needs_no_key(server, tmp_path, monkeypatch):
+    """The README's roster entry for a served model, run by the code location's own jobs with only
+    the launchpad's resource config (warehouse and roster folder), no key set."""
     import yaml
-
-    text = (PROJECT_ROOT / "README.md").read_text()
-    blocks = [block.split("```")[0] for block in text.split("```yaml\n")[1:]]
-    (block,) = [b for b in blocks if "served/" in b and "api_base" in b]
-    return yaml.safe_load(block)
-
-
-def test_a_served_run_configured_only_by_run_config_needs_no_key(server, tmp_path, monkeypatch):
-    """The code location's own resources, configured as the README shows, with no key set."""
     from dagster import DagsterInstance
 
+    from eval_platform.benchmarks.partitions import evaluation_key, roster_partitions
     from eval_platform.definitions import defs
 
     monkeypatch.delenv("OPENAI_API_KEY")
-    run_config = readme_served_run_config()
-    run_config["resources"]["gateway"]["config"]["api_base"] = f"{server}/v1"
-    run_config["resources"]["warehouse"] = {"config": {"database": str(tmp_path / "served.duckdb")}}
-    run_config["ops"] = {"benchmark_raw_rows": {"config": {"limit": 4}},
-                         "benchmark_predictions": {"config": {"modes": ["loglikelihood"]}}}
+    entry = {**readme_served_entry(), "api_base": f"{server}/v1"}
+    (tmp_path / "roster").mkdir()
+    (tmp_path / "roster" / "my-served-model.yaml").write_text(yaml.safe_dump(entry))
+    resources = {"warehouse": {"config": {"database": str(tmp_path / "served.duckdb")}},
+                 "roster": {"config": {"directory": str(tmp_path / "roster")}}}
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(roster_partitions.name, ["my-served-model"])  # as roster_sensor does
+    assert defs.resolve_job_def("benchmark_inputs").execute_in_process(
+        partition_key="arc_easy", instance=instance, run_config={
+            "resources": resources, "ops": {"benchmark_raw_rows": {"config": {"limit": 4}}}}).success
     before = calls(server)
-    result = defs.resolve_job_def("benchmark_refresh").execute_in_process(
-        partition_key="arc_easy", run_config=run_config, instance=DagsterInstance.ephemeral())
+    result = defs.resolve_job_def("model_evaluation").execute_in_process(
+        partition_key=evaluation_key("arc_easy", "my-served-model"), instance=instance,
+        run_config={"resources": resources, "ops": {"benchmark_predictions": {"config": LOGLIKELIHOOD}}})
     assert result.success
-    assert calls(server) - before >= 2  # the check and the scoring reached the configured server
+    assert calls(server) - before >= 2  # the check and the scoring reached the entry's server
     with duckdb.connect(str(tmp_path / "served.duckdb")) as conn:
         assert conn.execute("SELECT DISTINCT model FROM predictions").fetchall() == [("served/smollm2",)]
-        assert conn.execute("SELECT count(*) FROM item_scores").fetchone()[0] == 8  # acc and acc_norm of 4 items
+        assert conn.execute("SELECT DISTINCT model FROM scores").fetchall() == [("my-served-model",)]
         assert conn.execute("SELECT device_name FROM prediction_runs").fetchall() == [(f"{server}/v1",)]
 
 
-def test_skipping_the_check_is_explicit_and_recorded(server, warehouse):
-    broken = LanguageModelResource(model="served/smollm2-off-by-one", served_tokenizer=DEFAULT_LOCAL_MODEL)
+def readme_served_entry() -> dict:
+    """The README's roster entry for a served model (its YAML block naming `served/` and `api_base`
+    without a `resources:` key)."""
+    import yaml
+
+    text = (PROJECT_ROOT / "README.md").read_text()
+    blocks = [yaml.safe_load(block.split("```")[0]) for block in text.split("```yaml\n")[1:]]
+    (entry,) = [b for b in blocks if isinstance(b, dict) and str(b.get("model", "")).startswith("served/")]
+    return entry
+
+
+def test_skipping_the_check_is_explicit_and_recorded(server, warehouse, tmp_path):
+    broken = {"model": "served/smollm2-off-by-one", "served_tokenizer": DEFAULT_LOCAL_MODEL}
+    roster_with(tmp_path, "broken", **broken)
+    roster = roster_with(tmp_path, "skipped", **broken, skip_logprob_check=True)
     gateway = ModelGatewayResource(api_base=f"{server}/v1")
-    config = {"ops": {"benchmark_raw_rows": {"config": {"limit": 2}},
-                      "benchmark_predictions": {"config": {"modes": ["loglikelihood"]}}}}
-    refused = materialize(ASSETS, partition_key="arc_easy", run_config=config, raise_on_error=False,
-                          resources={"warehouse": warehouse, "evaluation_model": broken, "gateway": gateway})
+    assert materialize_inputs(warehouse, "arc_easy", 2).success
+    refused = materialize_evaluation(warehouse, "arc_easy", "broken", roster, LOGLIKELIHOOD, gateway=gateway,
+                                     raise_on_error=False)
     assert not refused.success
     with warehouse.get_connection() as conn:
         assert conn.execute("SELECT count(*) FROM predictions").fetchone() == (0,)  # never scored
-    skipped = LanguageModelResource(model="served/smollm2-off-by-one", served_tokenizer=DEFAULT_LOCAL_MODEL,
-                                    skip_logprob_check=True)
-    assert materialize(ASSETS, partition_key="arc_easy", run_config=config,
-                       resources={"warehouse": warehouse, "evaluation_model": skipped, "gateway": gateway}).success
+    assert materialize_evaluation(warehouse, "arc_easy", "skipped", roster, LOGLIKELIHOOD, gateway=gateway).success
     with warehouse.get_connection() as conn:
         assert conn.execute("SELECT device_name FROM prediction_runs").fetchall() == [
             (f"{server}/v1 (log-probability check skipped)",)]

@@ -309,19 +309,98 @@ def test_a_version_2_warehouse_is_migrated_with_every_row(tmp_path, monkeypatch)
             conn.execute("SELECT count(*) FROM prediction_runs").fetchone()
     assert versions == {store.name: store.version for store in ALL_STORES}
     assert added == ((4, 0), (12, 0), (2, 0), (0,))
-    new_columns = {"predictions": 1, "score_history": 1, "model_comparisons": 1}  # appended, NULL
-    assert {table: [row[:len(row) - new_columns.get(table, 0)] for row in rows] for table, rows in after.items()} == before
+    # Tables whose `model` became the roster name (version 5) keep every row (see the version 4 test).
+    renamed = {"scores", "item_scores", "score_history", "model_comparisons"}
+    assert {table: len(after[table]) for table in renamed} == {table: len(before[table]) for table in renamed}
+    after = {table: rows for table, rows in after.items() if table not in renamed}
+    assert {table: [row[:len(row) - (table == "predictions")] for row in rows] for table, rows in after.items()} == {
+        table: rows for table, rows in before.items() if table not in renamed}
 
 
-def test_a_version_3_warehouse_takes_the_harness_metric_names(warehouse):
+V4_NAMES = {"local/smollm2-135m-instruct@b179c9523d0e6a0f": "smollm2-135m-instruct-float32",
+            "local/smollm2-135m-instruct@b179c9523d0e6a0f+bfloat16": "smollm2-135m-instruct-bfloat16"}
+
+
+def test_a_version_4_warehouse_carries_every_row_over_to_the_roster_names(tmp_path):
+    """The previous release's own warehouse file (tests/data/v4_warehouse.duckdb.gz: ARC-Easy scored
+    twice, TruthfulQA mc2 and GSM8K, SmolLM2 in float32 and bfloat16, compared, the protocol scored):
+    every row is kept, under the names the demo roster gives those two models, and the roster's
+    next evaluation reuses the stored predictions and continues the score history."""
+    from eval_platform.benchmarks.comparison import NO_PAIRED_TEST
+    from eval_platform.benchmarks.resources import RosterResource
+    from eval_platform.common.resources import WarehouseResource
+    from tests.evaluation import materialize_evaluation, materialize_inputs
+
+    path = v4_warehouse(tmp_path)
+    keyed = {"scores": "model_fingerprint", "item_scores": "model_fingerprint", "score_history": "model_fingerprint",
+             "protocol_results": "model_fingerprint", "model_comparisons": "fingerprint_a"}
+    with duckdb.connect(str(path)) as conn:
+        assert conn.execute("SELECT version FROM schema_versions WHERE store = 'benchmarks'").fetchone() == (4,)
+        tables = [t for (t,) in conn.execute("SELECT table_name FROM duckdb_tables() WHERE table_name != "
+                                             "'schema_versions'").fetchall()]
+        before = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}
+        per_fingerprint = {t: dict(conn.execute(f"SELECT {c}, count(*) FROM {t} GROUP BY ALL").fetchall())
+                           for t, c in keyed.items()}
+        scores = conn.execute("SELECT model_fingerprint, benchmark, mode, metric, n, accuracy, ci_low, ci_high "
+                              "FROM scores ORDER BY ALL").fetchall()
+        predictions = conn.execute("SELECT count(DISTINCT (model_fingerprint, benchmark, mode, prompt_format, "
+                                   "num_fewshot)) FROM predictions").fetchone()[0]
+        runs_before = conn.execute("SELECT count(DISTINCT run_id) FROM score_history WHERE benchmark = 'arc_easy' "
+                                   "AND model_fingerprint = ?", [next(iter(V4_NAMES))]).fetchone()[0]
+    warehouse = WarehouseResource(database=str(path))
     with warehouse.get_connection() as conn:
+        after = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}
+        named = {t: {(fingerprint, name): n for fingerprint, name, n in conn.execute(
+            f"SELECT {c}, {'model_a' if t == 'model_comparisons' else 'model'}, count(*) FROM {t} GROUP BY ALL").fetchall()}
+            for t, c in keyed.items()}
+        migrated = conn.execute("SELECT model_fingerprint, benchmark, mode, metric, n, accuracy, ci_low, ci_high "
+                                "FROM scores ORDER BY ALL").fetchall()
+        evaluations = conn.execute("SELECT count(*) FROM model_evaluations").fetchone()[0]
+        comparisons = conn.execute("SELECT metric, model_a, model_b, paired_test FROM model_comparisons "
+                                   "ORDER BY metric").fetchall()
+    assert after == before and migrated == scores  # no row lost
+    assert named == {t: {(fingerprint, V4_NAMES[fingerprint]): n for fingerprint, n in counts.items()}
+                     for t, counts in per_fingerprint.items()}  # each under its model's roster name
+    assert evaluations == predictions
+    float32, bfloat16 = V4_NAMES.values()
+    assert comparisons == [("acc", float32, bfloat16, "exact McNemar"), ("acc_norm", float32, bfloat16, "exact McNemar"),
+                           ("mc2", float32, bfloat16, NO_PAIRED_TEST)]
+
+    roster = RosterResource(directory=str(PROJECT_ROOT / "data" / "roster"))  # the demo roster
+    assert materialize_inputs(warehouse, "arc_easy", 4).success
+    result = materialize_evaluation(warehouse, "arc_easy", float32, roster)
+    modes = next(e for e in result.get_asset_materialization_events()
+                 if e.asset_key.path[-1] == "benchmark_predictions").materialization.metadata["modes"].value
+    assert {mode: counts["computed"] for mode, counts in modes.items()} == {
+        "letter/chat/0-shot": 0, "loglikelihood/harness/0-shot": 0}
+    with warehouse.get_connection() as conn:
+        runs = conn.execute("SELECT count(DISTINCT run_id) FROM score_history WHERE model = ? AND benchmark = "
+                            "'arc_easy'", [float32]).fetchone()[0]
+    assert runs == runs_before + 1  # the runs that scored it before the roster, and this one
+
+
+def v4_warehouse(tmp_path) -> Path:
+    """The previous release's own warehouse file, unpacked."""
+    import gzip
+
+    path = tmp_path / "v4.duckdb"
+    path.write_bytes(gzip.decompress((PROJECT_ROOT / "tests" / "data" / "v4_warehouse.duckdb.gz").read_bytes()))
+    return path
+
+
+def test_a_version_3_warehouse_takes_the_harness_metric_names(tmp_path):
+    from eval_platform.common.resources import WarehouseResource
+
+    path = v4_warehouse(tmp_path)
+    with duckdb.connect(str(path)) as conn:  # a version 3 warehouse: the metrics' old names
+        conn.execute("DELETE FROM score_history WHERE benchmark = 'gsm8k'")
         for metric, value in (("strict_match", 1.0), ("flexible_match", 0.0)):
             conn.execute("INSERT INTO score_history VALUES ('run-1', now(), 'm', 'm@1', 'gsm8k', 'p1', 'r1', "
                          "'generate', 'harness', 5, ?, ?, NULL)", [metric, value])
         conn.execute("UPDATE schema_versions SET version = 3 WHERE store = 'benchmarks'")
-    with warehouse.get_connection() as conn:
-        assert conn.execute("SELECT metric, value FROM score_history ORDER BY metric").fetchall() == [
-            ("flexible-extract", 0.0), ("strict-match", 1.0)]
+    with WarehouseResource(database=str(path)).get_connection() as conn:
+        assert conn.execute("SELECT metric, value FROM score_history WHERE benchmark = 'gsm8k' "
+                            "ORDER BY metric").fetchall() == [("flexible-extract", 0.0), ("strict-match", 1.0)]
 
 
 def columns_of(conn) -> dict[str, list[tuple[str, str]]]:

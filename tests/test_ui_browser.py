@@ -20,22 +20,26 @@ CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 SCREENSHOTS = PROJECT_ROOT / ".test-artifacts"
 
 
+ROSTER = ("smollm2-135m-instruct-float32", "smollm2-135m-instruct-bfloat16")  # the demo roster, data/roster/
 ERA = {"population_size": 6, "generations": 2, "compression_model": "openai/compressor", "judge_panel": {
     "openai": "openai/judge-harsh", "claude": "openai/judge-fast", "gemini": "openai/judge-lenient"}}
 
 
 def materialise_history(home: Path, warehouse: Path) -> None:
-    """Runs the UI will show: ARC-Easy scored by SmolLM2 in float32 and in bfloat16, and the
-    comparison; an era judged by three judges (an HTTP stub), its judge analysis and Pareto front."""
+    """Runs the UI will show: the demo roster (SmolLM2 in float32 and in bfloat16) on ARC-Easy and
+    MMLU, float32 also on Winogrande, the comparison and the leaderboard; an era judged by three
+    judges (an HTTP stub), its judge analysis and Pareto front."""
     from dagster import DagsterInstance, Definitions
 
+    from eval_platform.benchmarks.partitions import evaluation_key, roster_partitions
+    from eval_platform.benchmarks.resources import RosterResource
     from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
     from eval_platform.definitions import defs
     from tests.openai_stub_server import StubServer
 
     test_defs = Definitions(assets=list(defs.assets), jobs=list(defs.jobs), resources={
         "warehouse": WarehouseResource(database=str(warehouse)), "gateway": ModelGatewayResource(),
-        "evaluation_model": LanguageModelResource()})
+        "evaluation_model": LanguageModelResource(), "roster": RosterResource()})
     with pytest.MonkeyPatch.context() as patch, StubServer() as stub:
         patch.setenv("DAGSTER_HOME", str(home))
         patch.setenv("OPENAI_API_KEY", "sk-test-ui-not-a-real-key")
@@ -46,12 +50,16 @@ def materialise_history(home: Path, warehouse: Path) -> None:
                 partition_key="ui-era", instance=instance, run_config={
                     "ops": {"evolution_era": {"config": ERA}},
                     "resources": {"gateway": {"config": {"api_base": stub.api_base}}}}).success
-            for dtype in ("float32", "bfloat16"):
-                assert test_defs.resolve_job_def("benchmark_refresh").execute_in_process(
-                    partition_key="arc_easy", instance=instance, run_config={
-                        "ops": {"benchmark_raw_rows": {"config": {"limit": 5}},
-                                "benchmark_predictions": {"config": {"modes": ["loglikelihood"]}}},
-                        "resources": {"evaluation_model": {"config": {"device": "cpu", "dtype": dtype}}}}).success
+            instance.add_dynamic_partitions(roster_partitions.name, list(ROSTER))
+            for benchmark in ("winogrande", "arc_easy", "mmlu"):  # the latest comparison: bfloat16 on MMLU
+                assert test_defs.resolve_job_def("benchmark_inputs").execute_in_process(
+                    partition_key=benchmark, instance=instance,
+                    run_config={"ops": {"benchmark_raw_rows": {"config": {"limit": 5}}}}).success
+                for model in ROSTER[:1 if benchmark == "winogrande" else 2]:
+                    assert test_defs.resolve_job_def("model_evaluation").execute_in_process(
+                        partition_key=evaluation_key(benchmark, model), instance=instance, run_config={
+                            "ops": {"benchmark_predictions": {"config": {"modes": ["loglikelihood"]}}}}).success
+            assert test_defs.resolve_job_def("score_protocols").execute_in_process(instance=instance).success
 
 
 @pytest.fixture(scope="module")
@@ -125,9 +133,40 @@ def test_asset_groups_jobs_schedule_and_sensor_are_shown(dagster_ui, browser):
         "prompt_evolution", "blind_evaluation"])
     SCREENSHOTS.mkdir(exist_ok=True)
     browser.save_screenshot(str(SCREENSHOTS / "asset_groups.png"))
-    page_text(browser, f"{base}/jobs", ["benchmark_refresh", "open_llm_leaderboard_v1", "score_protocols",
-                                        "prompt_evolution_era", "blind_evaluation_sheet", "blind_evaluation_tally"])
-    page_text(browser, f"{base}/automation", ["nightly_benchmark_refresh", "blind_eval_filled_sheet_sensor"])
+    page_text(browser, f"{base}/jobs", ["benchmark_inputs", "model_evaluation", "open_llm_leaderboard_v1",
+                                        "score_protocols", "prompt_evolution_era", "blind_evaluation_sheet",
+                                        "blind_evaluation_tally"])
+    page_text(browser, f"{base}/automation", ["nightly_benchmark_refresh", "roster_evaluation_sensor", "roster_sensor",
+                                              "checkpoint_sensor", "blind_eval_filled_sheet_sensor"])
+
+
+def test_the_partition_view_shows_which_model_was_evaluated_on_which_benchmark(dagster_ui, browser):
+    """The benchmark x model partitions of benchmark_scores: 5 of 18 materialised (both roster models
+    on ARC-Easy and MMLU, float32 alone on Winogrande); a benchmark's models with their state, and
+    one model's materialisation with its own metadata (screenshots: .test-artifacts/partition_matrix*.png)."""
+    from selenium.webdriver.common.by import By
+
+    base, _ = dagster_ui
+    text = page_text(browser, f"{base}/assets/benchmark_scores?view=partitions",
+                     ["Materialized (5)", "Missing (13)", "arc_easy", "winogrande"], timeout=90)
+    assert "18 Partitions" in text
+    time.sleep(2)
+    skip_dialogs(browser)
+    SCREENSHOTS.mkdir(exist_ok=True)
+    browser.save_screenshot(str(SCREENSHOTS / "partition_matrix.png"))
+    browser.find_element(By.XPATH, "//*[normalize-space(text())='arc_easy']").click()
+    # both models, each with its state (the second name is shortened in the middle on screen)
+    page_text(browser, browser.current_url, [ROSTER[0], "truct-bfloat16"], timeout=30)
+    browser.find_element(By.XPATH, f"//*[normalize-space(text())='{ROSTER[0]}']").click()
+    text = page_text(browser, browser.current_url, ["roster_model", "accuracy", "Latest materialization"], timeout=30)
+    assert text.count(ROSTER[0]) >= 2  # the chosen model, and its materialisation's metadata
+    browser.save_screenshot(str(SCREENSHOTS / "partition_matrix_arc_easy.png"))
+
+
+def test_the_leaderboard_renders_with_both_models_named_apart(dagster_ui, browser):
+    base, _ = dagster_ui
+    text = markdown_metadata(browser, f"{base}/assets/leaderboard", "leaderboard", "leaderboard")
+    assert all(model in text for model in ROSTER) and "partial: 0 of 6 tasks" in text  # zero-shot only
 
 
 def skip_dialogs(browser) -> None:
@@ -163,7 +202,7 @@ def markdown_metadata(browser, url: str, key: str, name: str) -> str:
 def test_the_model_comparison_table_renders(dagster_ui, browser):
     base, _ = dagster_ui
     text = markdown_metadata(browser, f"{base}/assets/model_comparison", "comparison", "model_comparison")
-    assert all(column in text for column in ("mcnemar_p", "ci_low", "acc_norm", "+bfloat16"))
+    assert all(column in text for column in ("mcnemar_p", "ci_low", "loglikelihood", "baseline", ROSTER[0]))
 
 
 def test_the_judge_analysis_and_pareto_front_render(dagster_ui, browser):

@@ -1,22 +1,27 @@
-"""Benchmark validation: raw rows (and few-shot rows) -> prompts -> predictions -> scores, one
-partition per benchmark, and the named protocols' results over them."""
+"""Benchmark validation: raw rows (and few-shot rows) -> prompts, one partition per benchmark; then
+predictions -> scores -> comparisons, one partition per benchmark and roster model; and the named
+protocols' results and the leaderboard over them."""
 
 import json
-from itertools import combinations
 
 import pandas as pd
 from dagster import AssetExecutionContext, AutomationCondition, Config, MaterializeResult, MetadataValue, asset
 from pydantic import Field
 
-from eval_platform.benchmarks.comparison import compare
-from eval_platform.benchmarks.partitions import benchmark_partitions
+from eval_platform.benchmarks.comparison import comparison_rows
+from eval_platform.benchmarks.leaderboard import (
+    PRIMARY_PROTOCOL, headline_scores, leaderboard_plot, leaderboard_table, short_fingerprint,
+)
+from eval_platform.benchmarks.partitions import benchmark_partitions, evaluation_partitions
 from eval_platform.benchmarks.prediction import MODES, PredictionSettings, ProgressLog, predict, resolve_format
 from eval_platform.benchmarks.protocols import PROTOCOLS, protocol_results
+from eval_platform.benchmarks.resources import RosterResource, entry_gateway, entry_model
+from eval_platform.benchmarks.roster import RosterEntry
 from eval_platform.benchmarks.scoring import aggregate
 from eval_platform.benchmarks.specs import BENCHMARKS, BenchmarkSpec, preprocess_rows
 from eval_platform.benchmarks.store import BenchmarkStore, prediction_key, predictions_frame
 from eval_platform.common.ingestion import LoadedRows, load_rows
-from eval_platform.common.reproducibility import describe_environment, environment_differences
+from eval_platform.common.reproducibility import describe_environment
 from eval_platform.common.resources import (
     DATA_DIR, WAREHOUSE_POOL, LanguageModelResource, ModelGatewayResource, WarehouseResource,
 )
@@ -160,35 +165,42 @@ def benchmark_prompts(context: AssetExecutionContext, warehouse: WarehouseResour
     })
 
 
+DEFAULT_MODES = ("letter", "loglikelihood")
+
+
 class PredictionConfig(Config):
-    modes: list[str] = Field(default=["letter", "loglikelihood"],
-                             description="Prediction modes, of those the benchmark supports: letter, loglikelihood, "
-                                         "generate. A benchmark supporting none of them uses its own (GSM8K: generate).")
+    modes: list[str] | None = Field(
+        default=None, description="Prediction modes, of those the benchmark supports: letter, loglikelihood, generate. "
+                                  "Default: the roster entry's, else letter and loglikelihood. A benchmark supporting "
+                                  "none of them uses its own (GSM8K: generate).")
     loglikelihood_format: str = Field(default="harness", description="harness (lm-evaluation-harness) or chat.")
     generation_format: str = Field(default="chat", description="chat, or harness (its few-shot prompt, stop "
                                                                "sequences and filters).")
     num_fewshot: int = Field(default=0, description="Shots for the harness format: 0, or the benchmark's few-shot "
                                                     "number (ARC 25, HellaSwag 10, MMLU 5, Winogrande 5, GSM8K 5).")
     protocol: str | None = Field(default=None, description="A named protocol (open_llm_leaderboard_v1): its mode, "
-                                                          "format and shots for this benchmark, instead of the above.")
+                                                          "format and shots for this benchmark, instead of the above. "
+                                                          "Default: the roster entry's.")
     harness_max_new_tokens: int | None = Field(
         default=None, description="Generation budget in the harness format; None: the harness task's own (256), "
                                   "as the protocol and parity with lm-evaluation-harness need.")
     recompute: bool = Field(default=False, description="Ignore stored predictions of the same model.")
 
 
-def _plan(spec: BenchmarkSpec, config: PredictionConfig) -> list[tuple[str, str, int]]:
-    """(mode, prompt format, shots) to run for the benchmark."""
-    if config.protocol:
-        if config.protocol not in PROTOCOLS:
-            raise ValueError(f"Unknown protocol {config.protocol!r}; known: {sorted(PROTOCOLS)}")
-        task = PROTOCOLS[config.protocol].task_for(spec.name)
+def _plan(spec: BenchmarkSpec, config: PredictionConfig, entry: RosterEntry) -> list[tuple[str, str, int]]:
+    """(mode, prompt format, shots) to run for the benchmark: the run config's, else the roster entry's."""
+    protocol = config.protocol or entry.protocol
+    if protocol:
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"Unknown protocol {protocol!r}; known: {sorted(PROTOCOLS)}")
+        task = PROTOCOLS[protocol].task_for(spec.name)
         return [(task.mode, task.prompt_format, task.num_fewshot)]
-    unknown = [m for m in config.modes if m not in MODES]
+    modes = config.modes or entry.modes or DEFAULT_MODES
+    unknown = [m for m in modes if m not in MODES]
     if unknown:
         raise ValueError(f"Unknown prediction mode(s) {unknown}; expected some of {sorted(MODES)}")
     plan = []
-    for name in [m for m in config.modes if m in spec.modes] or [spec.modes[0]]:
+    for name in [m for m in modes if m in spec.modes] or [spec.modes[0]]:
         mode = MODES[name]
         requested = config.generation_format if name == "generate" else config.loglikelihood_format
         prompt_format = resolve_format(mode, requested if spec.chat_format else "harness")
@@ -196,24 +208,33 @@ def _plan(spec: BenchmarkSpec, config: PredictionConfig) -> list[tuple[str, str,
     return plan
 
 
+def _partition(context: AssetExecutionContext) -> tuple[BenchmarkSpec, str]:
+    """The benchmark and the roster model's name of an evaluation partition."""
+    keys = context.partition_key.keys_by_dimension
+    return BENCHMARKS[keys["benchmark"]], keys["model"]
+
+
 @asset(
-    partitions_def=benchmark_partitions, deps=[benchmark_prompts], group_name="benchmark_prediction",
+    partitions_def=evaluation_partitions, deps=[benchmark_prompts], group_name="benchmark_prediction",
     kinds={"pytorch", "duckdb"}, pool=WAREHOUSE_POOL,
 )
 def benchmark_predictions(
-    context: AssetExecutionContext, config: PredictionConfig, warehouse: WarehouseResource,
+    context: AssetExecutionContext, config: PredictionConfig, warehouse: WarehouseResource, roster: RosterResource,
     evaluation_model: LanguageModelResource, gateway: ModelGatewayResource,
 ) -> MaterializeResult:
-    """The model's answer to every prompt in each mode, with per-label probabilities (letter),
-    per-choice log-likelihoods or the generated text, and where this run computed them
-    (`prediction_runs`). Predictions already stored for the same model fingerprint, prompt, mode,
-    format and shots are reused, not computed again, and keep the run that computed them. Long runs
-    log their progress (items done, items/s, time left)."""
-    spec = BENCHMARKS[context.partition_key]
-    plan = _plan(spec, config)
-    model = evaluation_model.load(gateway.gateway())
+    """The roster model's answer to every prompt of the benchmark in each mode, with per-label
+    probabilities (letter), per-choice log-likelihoods or the generated text, and where this run
+    computed them (`prediction_runs`). The model and its settings are the roster entry's, over the
+    evaluation_model and gateway resources' settings. Predictions already stored for the same model
+    fingerprint, prompt, mode, format and shots are reused, not computed again, and keep the run
+    that computed them. Long runs log their progress (items done, items/s, time left)."""
+    spec, name = _partition(context)
+    entry = roster.entry(name)
+    plan = _plan(spec, config, entry)
+    resource = entry_model(entry, evaluation_model)
+    model = resource.load(entry_gateway(entry, gateway).gateway())
     context.instance.add_run_tags(context.run_id, {"eval/model": model.name, "eval/model_fingerprint": model.fingerprint})
-    environment = describe_environment(model.describe_placement(), evaluation_model.batch_size).as_row()
+    environment = describe_environment(model.describe_placement(), resource.batch_size).as_row()
     run = pd.DataFrame([{"run_id": context.run_id, "benchmark": spec.name, "model": model.name,
                          "model_fingerprint": model.fingerprint, **environment, "recorded_at": utc_now()}])
     counts = {}
@@ -230,33 +251,35 @@ def benchmark_predictions(
                              f"{spec.name} builds {list(spec.shot_counts())}-shot prompts.")
         todo = [p for p in prompts if config.recompute or p["prompt_id"] not in stored]
         passes_before = getattr(model, "forward_passes", 0)
-        settings = PredictionSettings(evaluation_model.batch_size, evaluation_model.max_new_tokens,
+        settings = PredictionSettings(resource.batch_size, resource.max_new_tokens,
                                       config.harness_max_new_tokens, progress=ProgressLog(context.log.info, label))
         new = predict(mode, model, todo, prompt_format, spec, settings) if todo else []
+        evaluation = pd.DataFrame([{**key, "model": name, "model_source": model.name, "run_id": context.run_id,
+                                    "evaluated_at": utc_now()}])
         with warehouse.store(BenchmarkStore) as store:
             store.save_predictions(key, predictions_frame(model.name, key, new, utc_now(), context.run_id),
-                                   config.recompute, run)
+                                   config.recompute, run, evaluation)
         counts[f"{mode.name}/{prompt_format}/{shots}-shot"] = {
             "computed": len(new), "reused": len(prompts) - len(todo),
             "forward_passes": getattr(model, "forward_passes", 0) - passes_before}
         context.log.info(f"{label}: {counts[f'{mode.name}/{prompt_format}/{shots}-shot']}")
     return MaterializeResult(metadata={
-        "dagster/row_count": sum(c["computed"] + c["reused"] for c in counts.values()), "model": model.name,
-        "model_fingerprint": model.fingerprint, "modes": MetadataValue.json(counts),
+        "dagster/row_count": sum(c["computed"] + c["reused"] for c in counts.values()), "roster_model": name,
+        "model": model.name, "model_fingerprint": model.fingerprint, "modes": MetadataValue.json(counts),
         "environment": MetadataValue.json(environment),
     })
 
 
 @asset(
-    partitions_def=benchmark_partitions, deps=[benchmark_prompts, benchmark_predictions],
+    partitions_def=evaluation_partitions, deps=[benchmark_prompts, benchmark_predictions],
     group_name="benchmark_scoring", kinds={"python", "duckdb"}, pool=WAREHOUSE_POOL,
 )
 def benchmark_scores(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
-    """Each item's score per model, mode, format, shots and metric, and their mean with a 95%
-    interval and the per-item report."""
-    spec = BENCHMARKS[context.partition_key]
+    """The roster model's score on each item per mode, format, shots and metric, and their mean with
+    a 95% interval and the per-item report."""
+    spec, name = _partition(context)
     with warehouse.store(BenchmarkStore) as store:
-        rows = store.load_scoring_inputs(spec.name)
+        rows = store.load_scoring_inputs(spec.name, name)
     groups: dict[tuple, list[dict]] = {}
     for row in rows:
         groups.setdefault((row["model"], row["model_fingerprint"], row["mode"], row["prompt_format"],
@@ -269,76 +292,63 @@ def benchmark_scores(context: AssetExecutionContext, warehouse: WarehouseResourc
             metric_items = [scored[metric] for scored in per_item]
             score = aggregate(metric_items)
             context.log.info(f"{spec.name} {model} {mode_name}/{prompt_format}/{shots}-shot {metric}\n{score.report}")
-            key = {"model_fingerprint": fingerprint, "benchmark": spec.name, "mode": mode_name,
+            key = {"model": model, "model_fingerprint": fingerprint, "benchmark": spec.name, "mode": mode_name,
                    "prompt_format": prompt_format, "num_fewshot": shots, "metric": metric}
-            scores.append({"model": model, **key, **vars(score)})
+            scores.append({**key, **vars(score)})
             items += [{**key, "prompt_id": row["prompt_id"], "value": item.value, "predicted": item.predicted,
                        "reference": item.reference} for row, item in zip(group, metric_items)]
             numbers[f"accuracy/{mode_name}/{prompt_format}/{shots}-shot/{metric}"] = score.accuracy
     frame = pd.DataFrame(scores).assign(scored_at=utc_now()) if scores else pd.DataFrame()
     with warehouse.store(BenchmarkStore) as store:
-        store.replace_scores(spec.name, pd.DataFrame(items), frame, context.run_id)
+        store.replace_scores(spec.name, name, pd.DataFrame(items), frame, context.run_id)
     table = (frame[["model", "mode", "prompt_format", "num_fewshot", "metric", "n", "accuracy", "ci_low", "ci_high"]]
              .round(3) if scores else frame)
-    return MaterializeResult(metadata={"dagster/row_count": len(frame), "accuracy": markdown_table(table, 50),
+    return MaterializeResult(metadata={"dagster/row_count": len(frame), "roster_model": name,
+                                       "accuracy": markdown_table(table, 50),
                                        **{name: MetadataValue.float(value) for name, value in numbers.items()}})
 
 
 @asset(
-    partitions_def=benchmark_partitions, deps=[benchmark_predictions, benchmark_scores], group_name="benchmark_scoring",
+    partitions_def=evaluation_partitions, deps=[benchmark_prompts, benchmark_predictions, benchmark_scores],
+    group_name="benchmark_scoring",
     kinds={"scipy", "duckdb"}, pool=WAREHOUSE_POOL,
 )
-def model_comparison(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
-    """Every pair of models scored on the same prompts, mode, format and shots: the accuracy
-    difference, an exact McNemar test on the items they disagree on, a paired bootstrap 95%
-    interval of the difference, and where the runs behind the two sides computed differently
-    (batch size, device, dtype, threads, CPU, versions; see `prediction_runs`)."""
-    spec = BENCHMARKS[context.partition_key]
+def model_comparison(context: AssetExecutionContext, warehouse: WarehouseResource,
+                     roster: RosterResource) -> MaterializeResult:
+    """The roster model against the entries it is compared with (its baseline, and its predecessor
+    for a checkpoint) on the same prompts, mode, format and shots: the accuracy difference (this
+    model minus the other), an exact McNemar test on the items they disagree on (or why none
+    applies), a paired bootstrap 95% interval, the items that flipped from right to wrong, and where
+    the runs behind the two sides computed differently (see `prediction_runs`)."""
+    spec, name = _partition(context)
+    references = roster.entry(name).references()
     with warehouse.store(BenchmarkStore) as store:
-        rows = store.load_item_scores(spec.name)
+        rows = store.load_item_scores(spec.name, [name, *references.values()])
         environments = store.load_prediction_runs(spec.name)
-    groups: dict[tuple, dict[tuple[str, str], dict[str, float]]] = {}
-    runs: dict[tuple, set[str | None]] = {}
-    for row in rows:
-        key = (row["mode"], row["prompt_format"], row["num_fewshot"], row["metric"])
-        side = (row["model"], row["model_fingerprint"])
-        groups.setdefault(key, {}).setdefault(side, {})[row["prompt_id"]] = row["value"]
-        runs.setdefault((*key, *side), set()).add(row["prediction_run_id"])
-
-    def environments_of(key: tuple, side: tuple[str, str]) -> list[dict | None]:
-        return [environments.get(run_id) for run_id in runs[(*key, *side)]]
-
-    comparisons = []
-    for (mode, prompt_format, shots, metric), models in sorted(groups.items()):
-        for first, second in combinations(sorted(models), 2):
-            result = compare(models[first], models[second])
-            key = (mode, prompt_format, shots, metric)
-            if result.items:
-                comparisons.append({
-                    "benchmark": spec.name, "mode": mode, "prompt_format": prompt_format, "num_fewshot": shots,
-                    "metric": metric, "model_a": first[0], "fingerprint_a": first[1], "model_b": second[0],
-                    "fingerprint_b": second[1], "items": result.items, "accuracy_a": result.first_accuracy,
-                    "accuracy_b": result.second_accuracy, "difference": result.difference,
-                    "only_a": result.only_first, "only_b": result.only_second, "mcnemar_p": result.mcnemar_p,
-                    "ci_low": result.ci_low, "ci_high": result.ci_high,
-                    "environment_differences": environment_differences(environments_of(key, first),
-                                                                       environments_of(key, second))})
-    frame = pd.DataFrame(comparisons).assign(compared_at=utc_now()) if comparisons else pd.DataFrame()
+    frame = pd.DataFrame(comparison_rows(spec.name, name, references, rows, environments))
+    frame = frame.assign(compared_at=utc_now()) if len(frame) else frame
     with warehouse.store(BenchmarkStore) as store:
-        store.replace_model_comparisons(spec.name, frame)
-    table = frame.assign(model_a=frame["fingerprint_a"], model_b=frame["fingerprint_b"])[[
-        "mode", "prompt_format", "num_fewshot", "metric", "model_a", "model_b", "items", "accuracy_a", "accuracy_b",
-        "difference", "only_a", "only_b", "mcnemar_p", "ci_low", "ci_high", "environment_differences"]].round(4) \
-        if comparisons else frame
-    return MaterializeResult(metadata={"dagster/row_count": len(frame), "pairs": len({(c["fingerprint_a"], c[
-        "fingerprint_b"]) for c in comparisons}), "comparison": markdown_table(table, 50)})
+        store.replace_model_comparisons(spec.name, name, frame)
+    missing = [f"{relation} {reference}" for relation, reference in references.items()
+               if not len(frame) or reference not in set(frame["model_b"])]
+    for reference in missing:
+        context.log.warning(f"{spec.name}: {name} has no scores in common with its {reference} yet")
+    table = frame.assign(mcnemar_p=[f"{p:.4g}" if p == p and p is not None else test for p, test in
+                                    zip(frame["mcnemar_p"], frame["paired_test"])])[[
+        "model_b", "relation", "mode", "prompt_format", "num_fewshot", "metric", "items", "accuracy_a", "accuracy_b",
+        "difference", "only_a", "only_b", "mcnemar_p", "ci_low", "ci_high", "flipped_to_wrong",
+        "environment_differences"]].round(4) if len(frame) else frame
+    return MaterializeResult(metadata={
+        "dagster/row_count": len(frame), "roster_model": name, "compared_with": MetadataValue.json(references),
+        "not_comparable_yet": MetadataValue.json(missing), "comparison": markdown_table(table, 50)})
 
 
 @asset(group_name="benchmark_protocols", deps=[benchmark_scores], kinds={"duckdb"}, pool=WAREHOUSE_POOL,
        automation_condition=AutomationCondition.eager())
 def protocol_scores(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
-    """Every named protocol's tasks per model (a score, or why it is missing) and their average,
-    from the benchmark scores: the Open LLM Leaderboard (v1) number."""
+    """Every named protocol's tasks per roster model (a score, or why it is missing) and their
+    average, from the benchmark scores: the Open LLM Leaderboard (v1) number. Each model's average
+    is its own, labelled complete or partial (how many of the tasks it has)."""
     with warehouse.store(BenchmarkStore) as store:
         scores = store.load_scores()
     metadata = {}
@@ -347,10 +357,31 @@ def protocol_scores(context: AssetExecutionContext, warehouse: WarehouseResource
         with warehouse.store(BenchmarkStore) as store:
             store.replace_protocol_results(protocol.name, results.assign(computed_at=utc_now()))
         if len(results):
-            shown = results[["model", "benchmark", "num_fewshot", "metric", "n", "accuracy", "status"]]
+            shown = results[["model", "model_fingerprint", "benchmark", "num_fewshot", "metric", "n", "accuracy",
+                             "status"]].assign(model_fingerprint=lambda f: f["model_fingerprint"].map(short_fingerprint))
             metadata[protocol.name] = markdown_table(shown.round(4), 50)
             for row in results[results["benchmark"] == "average"].itertuples():
                 context.log.info(f"{protocol.title} {row.model}: average {row.accuracy} ({row.status})")
-                if row.accuracy is not None and len(results["model"].unique()) == 1:
-                    metadata[f"{protocol.name}/average"] = MetadataValue.float(float(row.accuracy))
+                if row.accuracy is not None:
+                    label = "average" if row.status == "complete" else \
+                        f"partial average ({int(row.n)} of {len(protocol.tasks)} tasks)"
+                    metadata[f"{protocol.name}/{row.model}/{label}"] = MetadataValue.float(float(row.accuracy))
     return MaterializeResult(metadata={"dagster/row_count": len(scores), **metadata})
+
+
+@asset(group_name="benchmark_protocols", deps=[benchmark_scores, protocol_scores], kinds={"duckdb"},
+       pool=WAREHOUSE_POOL, automation_condition=AutomationCondition.eager())
+def leaderboard(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
+    """The roster's leaderboard: each model's headline score per benchmark with its 95% interval
+    and its protocol average (complete or partial), as a table in the metadata, the DuckDB table
+    `leaderboard` (one row per model and benchmark) and view `leaderboard_wide` (one row per model,
+    sortable in SQL), and a plot of each model's scores."""
+    with warehouse.store(BenchmarkStore) as store:
+        headlines = headline_scores(store.load_scores())
+        averages = store.load_protocol_averages(PRIMARY_PROTOCOL)
+        store.replace_leaderboard(pd.DataFrame(headlines).assign(computed_at=utc_now()) if headlines else None)
+    table = leaderboard_table(headlines, averages)
+    return MaterializeResult(metadata={
+        "dagster/row_count": len(table), "leaderboard": markdown_table(table, 100),
+        "plot": MetadataValue.md(leaderboard_plot(headlines)) if headlines else "no scores yet",
+        **{f"{h['model']}/{h['benchmark']}": MetadataValue.float(float(h["accuracy"])) for h in headlines}})

@@ -5,7 +5,7 @@ import os
 
 from dagster import AssetCheckResult, AssetCheckSeverity, asset_check
 
-from eval_platform.benchmarks.assets import benchmark_predictions, benchmark_prompts, benchmark_scores
+from eval_platform.benchmarks.assets import benchmark_predictions, benchmark_prompts, benchmark_scores, model_comparison
 from eval_platform.benchmarks.comparison import compare, flipped_to_wrong
 from eval_platform.benchmarks.store import BenchmarkStore
 from eval_platform.common.checks import check_result, listed_rows
@@ -71,5 +71,15 @@ def accuracy_regression(warehouse: WarehouseResource) -> AssetCheckResult:
                    environment_changes=listed_rows(changes, "the compared runs computed in the same environment", 20))
 
 
+@asset_check(asset=model_comparison, description=(
+    f"No roster model scored below its baseline or predecessor (a checkpoint's previous one) by more than "
+    f"an exact McNemar test allows (p < EVAL_REGRESSION_ALPHA, now {REGRESSION_ALPHA}); names the items that "
+    "flipped from right to wrong."))
+def no_drop_against_baseline(warehouse: WarehouseResource) -> AssetCheckResult:
+    with warehouse.store(BenchmarkStore) as store:
+        return check_result(store.significant_drops(REGRESSION_ALPHA), "significant drop against a baseline",
+                            severity=AssetCheckSeverity.WARN)
+
+
 BENCHMARK_CHECKS = [accuracies_in_unit_interval, no_duplicate_predictions, reject_rate_below_threshold,
-                    accuracy_regression]
+                    accuracy_regression, no_drop_against_baseline]

@@ -4,7 +4,7 @@ on the items where they disagree, and a paired bootstrap 95% interval of the dif
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping, Sequence
 
 
 def exact_mcnemar(only_first: int, only_second: int) -> float:
@@ -58,3 +58,50 @@ def compare(first: Mapping[str, float], second: Mapping[str, float], seed: int =
 def flipped_to_wrong(before: Mapping[str, float], after: Mapping[str, float]) -> list[str]:
     """The items right before and wrong after."""
     return sorted(item for item in set(before) & set(after) if before[item] == 1.0 and after[item] == 0.0)
+
+
+# What a comparison says instead of a p-value where McNemar's test does not apply.
+NO_PAIRED_TEST = "n/a: the metric is not 0/1 (no McNemar test)"
+
+
+def comparison_rows(benchmark: str, model: str, references: Mapping[str, str], rows: Sequence[Mapping[str, Any]],
+                    environments: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """`model` against each of its references (relation -> name) on every mode, format, shots and
+    metric both were scored on, from item-score rows (model, model_fingerprint, mode, prompt_format,
+    num_fewshot, metric, prompt_id, source_row_id, value, prediction_run_id): a = the model, b =
+    the reference, with the items right in b and wrong in a by source row id."""
+    from eval_platform.common.reproducibility import environment_differences
+
+    values: dict[tuple, dict[str, dict[str, float]]] = {}
+    fingerprints: dict[tuple, str] = {}
+    runs: dict[tuple, set] = {}
+    sources = {row["prompt_id"]: row["source_row_id"] for row in rows}
+    for row in rows:
+        key = (row["mode"], row["prompt_format"], row["num_fewshot"], row["metric"])
+        values.setdefault(key, {}).setdefault(row["model"], {})[row["prompt_id"]] = row["value"]
+        fingerprints[(*key, row["model"])] = row["model_fingerprint"]
+        runs.setdefault((*key, row["model"]), set()).add(row["prediction_run_id"])
+    comparisons = []
+    for key, by_model in sorted(values.items()):
+        for relation, reference in references.items():
+            if model not in by_model or reference not in by_model:
+                continue
+            result = compare(by_model[model], by_model[reference])
+            if not result.items:
+                continue
+            mode, prompt_format, shots, metric = key
+            comparisons.append({
+                "benchmark": benchmark, "mode": mode, "prompt_format": prompt_format, "num_fewshot": shots,
+                "metric": metric, "model_a": model, "fingerprint_a": fingerprints[(*key, model)],
+                "model_b": reference, "fingerprint_b": fingerprints[(*key, reference)], "relation": relation,
+                "items": result.items, "accuracy_a": result.first_accuracy, "accuracy_b": result.second_accuracy,
+                "difference": result.difference, "only_a": result.only_first, "only_b": result.only_second,
+                "mcnemar_p": result.mcnemar_p,
+                "paired_test": "exact McNemar" if result.mcnemar_p is not None else NO_PAIRED_TEST,
+                "ci_low": result.ci_low, "ci_high": result.ci_high,
+                "flipped_to_wrong": [sources[item] for item in flipped_to_wrong(by_model[reference], by_model[model])]
+                if result.mcnemar_p is not None else None,
+                "environment_differences": environment_differences(
+                    [environments.get(run) for run in runs[(*key, model)]],
+                    [environments.get(run) for run in runs[(*key, reference)]])})
+    return comparisons

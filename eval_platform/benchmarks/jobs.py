@@ -1,31 +1,38 @@
-"""The benchmark jobs: refresh a partition, run a named protocol, score the protocols."""
+"""The benchmark jobs: a benchmark's inputs; a roster model's evaluation on a benchmark; a named
+protocol's evaluation; the protocols' scores and the leaderboard."""
 
 from dagster import AssetSelection, define_asset_job
 
-from eval_platform.benchmarks.partitions import benchmark_partitions
+from eval_platform.benchmarks.partitions import benchmark_partitions, evaluation_partitions
 from eval_platform.benchmarks.protocols import PROTOCOLS
 
-BENCHMARK_GROUPS = AssetSelection.groups(
-    "benchmark_ingestion", "benchmark_preprocessing", "benchmark_prediction", "benchmark_scoring")
+EVALUATION_GROUPS = AssetSelection.groups("benchmark_prediction", "benchmark_scoring")
 
-benchmark_refresh_job = define_asset_job(
-    "benchmark_refresh", selection=BENCHMARK_GROUPS, partitions_def=benchmark_partitions,
-    description="Ingest, preprocess, predict and score one benchmark partition.",
+benchmark_inputs_job = define_asset_job(
+    "benchmark_inputs", selection=AssetSelection.groups("benchmark_ingestion", "benchmark_preprocessing"),
+    partitions_def=benchmark_partitions,
+    description="Ingest and preprocess one benchmark: its rows, few-shot rows, prompts and harness requests.",
+)
+
+model_evaluation_job = define_asset_job(
+    "model_evaluation", selection=EVALUATION_GROUPS, partitions_def=evaluation_partitions,
+    description="Predict, score and compare one roster model on one benchmark (a benchmark x model partition; "
+                "its inputs come from benchmark_inputs).",
 )
 
 protocol_jobs = [
     define_asset_job(
-        protocol.name, selection=BENCHMARK_GROUPS, partitions_def=benchmark_partitions,
+        protocol.name, selection=EVALUATION_GROUPS, partitions_def=evaluation_partitions,
         config={"ops": {"benchmark_predictions": {"config": {"protocol": protocol.name}}}},
-        description=f"{protocol.title}: launch it for the partitions "
+        description=f"{protocol.title}: launch it for a roster model on the benchmarks "
                     f"{', '.join(t.benchmark for t in protocol.tasks)} (a backfill), then run score_protocols.",
     )
     for protocol in PROTOCOLS.values()
 ]
 
 protocol_scores_job = define_asset_job(
-    "score_protocols", selection=AssetSelection.assets("protocol_scores"),
-    description="Each protocol's tasks and average from the stored benchmark scores.",
+    "score_protocols", selection=AssetSelection.assets("protocol_scores", "leaderboard"),
+    description="Each protocol's tasks and average per roster model, and the leaderboard, from the stored scores.",
 )
 
-BENCHMARK_JOBS = [benchmark_refresh_job, *protocol_jobs, protocol_scores_job]
+BENCHMARK_JOBS = [benchmark_inputs_job, model_evaluation_job, *protocol_jobs, protocol_scores_job]

@@ -1,7 +1,17 @@
-"""One partition per benchmark."""
+"""A benchmark's inputs are partitioned by benchmark; its evaluation by benchmark x model, the model
+dimension holding the roster's names (so the UI shows which model was evaluated on which benchmark)."""
 
-from dagster import StaticPartitionsDefinition
+from dagster import (
+    DynamicPartitionsDefinition, MultiPartitionKey, MultiPartitionsDefinition, StaticPartitionsDefinition,
+)
 
 from eval_platform.benchmarks.specs import BENCHMARKS
 
 benchmark_partitions = StaticPartitionsDefinition(list(BENCHMARKS))
+roster_partitions = DynamicPartitionsDefinition(name="roster_models")
+evaluation_partitions = MultiPartitionsDefinition({"benchmark": benchmark_partitions, "model": roster_partitions})
+
+
+def evaluation_key(benchmark: str, model: str) -> MultiPartitionKey:
+    """The partition of one roster model on one benchmark."""
+    return MultiPartitionKey({"benchmark": benchmark, "model": model})

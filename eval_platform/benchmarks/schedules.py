@@ -1,20 +1,48 @@
-"""The nightly benchmark refresh."""
+"""The nightly refresh: every benchmark's inputs, then every roster model on its benchmarks."""
 
 import os
 
-from dagster import RunRequest, ScheduleEvaluationContext, schedule
+from dagster import (
+    DagsterRunStatus, DefaultSensorStatus, RunRequest, RunStatusSensorContext, ScheduleEvaluationContext,
+    run_status_sensor, schedule,
+)
 
-from eval_platform.benchmarks.jobs import benchmark_refresh_job
-from eval_platform.benchmarks.partitions import benchmark_partitions
+from eval_platform.benchmarks.jobs import benchmark_inputs_job, model_evaluation_job
+from eval_platform.benchmarks.partitions import benchmark_partitions, evaluation_key, roster_partitions
+from eval_platform.benchmarks.resources import RosterResource
+from eval_platform.benchmarks.roster import RosterEntry, evaluation_order, missing_partitions
 
 NIGHTLY_CRON = os.environ.get("EVAL_NIGHTLY_CRON", "0 2 * * *")
 NIGHTLY_TIMEZONE = os.environ.get("EVAL_TIMEZONE", "UTC")
 
 
-@schedule(job=benchmark_refresh_job, cron_schedule=NIGHTLY_CRON, execution_timezone=NIGHTLY_TIMEZONE,
-          description="Every night, refresh every benchmark partition (cron and time zone: EVAL_NIGHTLY_CRON, "
-                      "EVAL_TIMEZONE).")
+@schedule(job=benchmark_inputs_job, cron_schedule=NIGHTLY_CRON, execution_timezone=NIGHTLY_TIMEZONE,
+          description="Every night, refresh every benchmark's inputs; roster_evaluation_sensor then evaluates "
+                      "every roster model on each (cron and time zone: EVAL_NIGHTLY_CRON, EVAL_TIMEZONE).")
 def nightly_benchmark_refresh(context: ScheduleEvaluationContext):
     night = context.scheduled_execution_time.strftime("%Y-%m-%d")
     return [RunRequest(run_key=f"{partition}-{night}", partition_key=partition)
             for partition in benchmark_partitions.get_partition_keys()]
+
+
+def roster_run_requests(instance, roster: dict[str, RosterEntry], benchmarks: list[str],
+                        run_key: str) -> list[RunRequest]:
+    """model_evaluation runs for every roster entry on those of `benchmarks` it is evaluated on;
+    roster names not yet in the model dimension are added to it."""
+    added = missing_partitions(roster, instance.get_dynamic_partitions(roster_partitions.name))
+    if added:
+        instance.add_dynamic_partitions(roster_partitions.name, added)
+    return [RunRequest(run_key=f"{run_key}:{name}:{benchmark}", partition_key=evaluation_key(benchmark, name))
+            for benchmark in benchmarks for name in evaluation_order(roster)
+            if benchmark in roster[name].evaluated_on()]
+
+
+@run_status_sensor(run_status=DagsterRunStatus.SUCCESS, monitored_jobs=[benchmark_inputs_job],
+                   request_job=model_evaluation_job, name="roster_evaluation_sensor",
+                   default_status=DefaultSensorStatus.RUNNING,
+                   description="When a benchmark's inputs are refreshed (nightly, or by hand), evaluate every roster "
+                               "model on it. An unchanged model reuses its stored predictions; a changed entry "
+                               "(settings or weights) is evaluated again.")
+def roster_evaluation_sensor(context: RunStatusSensorContext, roster: RosterResource):
+    benchmark = context.dagster_run.tags["dagster/partition"]
+    return roster_run_requests(context.instance, roster.entries(), [benchmark], context.dagster_run.run_id)

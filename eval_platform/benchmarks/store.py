@@ -7,11 +7,16 @@ transaction, so a re-run never duplicates and a crash never leaves half a partit
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from eval_platform.common.warehouse import Store, add_column, reads, rebuild_table, writes
+from eval_platform.benchmarks.comparison import NO_PAIRED_TEST
+from eval_platform.benchmarks.leaderboard import PRIMARY_PROTOCOL
+from eval_platform.benchmarks.specs import BENCHMARKS
+from eval_platform.common.warehouse import Store, add_column, has_column, reads, rebuild_table, writes
 
 PREDICTION_KEY = ("model_fingerprint", "benchmark", "mode", "prompt_format", "num_fewshot")
 KEPT_RUNS = 5  # scoring runs per benchmark in score_history, and prediction runs no prediction names any more
@@ -23,12 +28,44 @@ _PREDICTIONS = """
     label_probabilities MAP(VARCHAR, DOUBLE), choice_loglikelihoods DOUBLE[], output_text VARCHAR,
     predicted_at TIMESTAMP NOT NULL, run_id VARCHAR,
     PRIMARY KEY (model_fingerprint, prompt_id, mode, prompt_format, num_fewshot)"""
-_SCORES = """
+_SCORES_V4 = """
     model VARCHAR NOT NULL, model_fingerprint VARCHAR NOT NULL, benchmark VARCHAR NOT NULL,
     mode VARCHAR NOT NULL, prompt_format VARCHAR NOT NULL, num_fewshot INTEGER NOT NULL, metric VARCHAR NOT NULL,
     n INTEGER NOT NULL, correct DOUBLE NOT NULL, accuracy DOUBLE NOT NULL,
     ci_low DOUBLE NOT NULL, ci_high DOUBLE NOT NULL, report VARCHAR NOT NULL, scored_at TIMESTAMP NOT NULL,
     PRIMARY KEY (model_fingerprint, benchmark, mode, prompt_format, num_fewshot, metric)"""
+# From version 5, `model` in scores and the tables derived from them is the roster entry's name.
+_SCORES = _SCORES_V4.replace("PRIMARY KEY (model_fingerprint", "PRIMARY KEY (model, model_fingerprint")
+_ITEM_SCORES = """
+    model VARCHAR NOT NULL, model_fingerprint VARCHAR NOT NULL, benchmark VARCHAR NOT NULL, prompt_id VARCHAR NOT NULL,
+    mode VARCHAR NOT NULL, prompt_format VARCHAR NOT NULL, num_fewshot INTEGER NOT NULL, metric VARCHAR NOT NULL,
+    value DOUBLE NOT NULL, predicted VARCHAR, reference VARCHAR,
+    PRIMARY KEY (model, model_fingerprint, prompt_id, mode, prompt_format, num_fewshot, metric)"""
+_SCORE_HISTORY = """
+    run_id VARCHAR NOT NULL, scored_at TIMESTAMP NOT NULL, model VARCHAR NOT NULL,
+    model_fingerprint VARCHAR NOT NULL, benchmark VARCHAR NOT NULL, prompt_id VARCHAR NOT NULL,
+    source_row_id VARCHAR NOT NULL, mode VARCHAR NOT NULL, prompt_format VARCHAR NOT NULL,
+    num_fewshot INTEGER NOT NULL, metric VARCHAR NOT NULL, value DOUBLE NOT NULL, prediction_run_id VARCHAR,
+    PRIMARY KEY (run_id, model, model_fingerprint, prompt_id, mode, prompt_format, num_fewshot, metric)"""
+_MODEL_COMPARISONS = """
+    benchmark VARCHAR NOT NULL, mode VARCHAR NOT NULL, prompt_format VARCHAR NOT NULL,
+    num_fewshot INTEGER NOT NULL, metric VARCHAR NOT NULL, model_a VARCHAR NOT NULL,
+    fingerprint_a VARCHAR NOT NULL, model_b VARCHAR NOT NULL, fingerprint_b VARCHAR NOT NULL, relation VARCHAR NOT NULL,
+    items INTEGER NOT NULL, accuracy_a DOUBLE NOT NULL, accuracy_b DOUBLE NOT NULL, difference DOUBLE NOT NULL,
+    only_a INTEGER NOT NULL, only_b INTEGER NOT NULL, mcnemar_p DOUBLE, paired_test VARCHAR NOT NULL,
+    ci_low DOUBLE NOT NULL, ci_high DOUBLE NOT NULL, flipped_to_wrong VARCHAR[], compared_at TIMESTAMP NOT NULL,
+    environment_differences VARCHAR,
+    PRIMARY KEY (benchmark, mode, prompt_format, num_fewshot, metric, model_a, model_b)"""
+_PROTOCOL_RESULTS = """
+    protocol VARCHAR NOT NULL, model VARCHAR NOT NULL, model_fingerprint VARCHAR NOT NULL,
+    benchmark VARCHAR NOT NULL, num_fewshot INTEGER, mode VARCHAR, prompt_format VARCHAR, metric VARCHAR,
+    n INTEGER, accuracy DOUBLE, ci_low DOUBLE, ci_high DOUBLE, status VARCHAR NOT NULL,
+    computed_at TIMESTAMP NOT NULL, PRIMARY KEY (protocol, model, model_fingerprint, benchmark)"""
+_MODEL_EVALUATIONS = """
+    benchmark VARCHAR NOT NULL, model VARCHAR NOT NULL, model_source VARCHAR NOT NULL,
+    model_fingerprint VARCHAR NOT NULL, mode VARCHAR NOT NULL, prompt_format VARCHAR NOT NULL,
+    num_fewshot INTEGER NOT NULL, run_id VARCHAR, evaluated_at TIMESTAMP NOT NULL,
+    PRIMARY KEY (benchmark, model, mode, prompt_format, num_fewshot)"""
 _PROMPTS = """
     prompt_id VARCHAR PRIMARY KEY, benchmark VARCHAR NOT NULL, source_row_id VARCHAR NOT NULL, row_number INTEGER,
     system_prompt VARCHAR NOT NULL, user_prompt VARCHAR NOT NULL, labels VARCHAR[] NOT NULL,
@@ -54,7 +91,7 @@ def _from_unversioned(conn: Any) -> None:
     conn.execute("DROP TABLE rejected_rows")
     renamed = "CASE prompt_format WHEN 'seed' THEN 'chat' ELSE prompt_format END AS prompt_format"
     rebuild_table(conn, "predictions", _PREDICTIONS, f"* REPLACE ({renamed}), 0 AS num_fewshot")
-    rebuild_table(conn, "scores", _SCORES.replace("correct DOUBLE", "correct INTEGER"),
+    rebuild_table(conn, "scores", _SCORES_V4.replace("correct DOUBLE", "correct INTEGER"),
                   f"* REPLACE ({renamed}), 0 AS num_fewshot")
 
 
@@ -67,7 +104,7 @@ def _with_harness_requests(conn: Any) -> None:
     rebuild_table(conn, "prompts", _PROMPTS,
                   "* EXCLUDE (harness_contexts, harness_continuations), (SELECT r.row_number FROM raw_rows r "
                   "WHERE r.benchmark = old.benchmark AND r.source_row_id = old.source_row_id) AS row_number")
-    rebuild_table(conn, "scores", _SCORES, "* REPLACE (correct::DOUBLE AS correct)")
+    rebuild_table(conn, "scores", _SCORES_V4, "* REPLACE (correct::DOUBLE AS correct)")
 
 
 def _with_prediction_runs(conn: Any) -> None:
@@ -92,9 +129,61 @@ def _with_harness_metric_names(conn: Any) -> None:
             conn.execute(f"UPDATE {table} SET metric = ? WHERE metric = ?", [new, old])
 
 
+def legacy_names(models: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """A roster name for each (model, fingerprint) scored before the roster: the model's last path
+    segment and its precision (`local/smollm2-135m-instruct` in bfloat16 ->
+    `smollm2-135m-instruct-bfloat16`; a local model without a precision suffix ran in float32), with
+    the fingerprint's digest added where two fingerprints would share a name."""
+    def base(model: str, fingerprint: str) -> str:
+        stem = re.sub(r"[^A-Za-z0-9._-]", "-", model.rstrip("/").rsplit("/", 1)[-1]).strip("-") or "model"
+        precision = fingerprint.rsplit("+", 1)[1] if "+" in fingerprint else \
+            "float32" if model.startswith("local/") else None
+        return f"{stem}-{precision}" if precision else stem
+
+    names = {fingerprint: base(model, fingerprint) for model, fingerprint in models}
+    shared = Counter(names.values())
+    return {fingerprint: name if shared[name] == 1 else f"{name}-{fingerprint.rsplit('@', 1)[-1][:8]}"
+            for fingerprint, name in names.items()}
+
+
+def _with_roster_names(conn: Any) -> None:
+    """4 -> 5. Scores belong to roster entries: `model` in scores, item scores, score history,
+    comparisons and protocol results becomes the entry's name (`legacy_names` names the models
+    scored before), `model_evaluations` records which fingerprint each name was evaluated with, and
+    a comparison says how its two sides relate and which items flipped."""
+    existing = {name for (name,) in conn.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    named = [table for table in ("predictions", "scores", "score_history") if table in existing]
+    pairs = conn.execute(" UNION ".join(f"SELECT DISTINCT model, model_fingerprint FROM {t}" for t in named)).fetchall()
+    conn.execute("CREATE TEMP TABLE legacy_names (model_fingerprint VARCHAR PRIMARY KEY, name VARCHAR NOT NULL)")
+    conn.executemany("INSERT INTO legacy_names VALUES (?, ?)", list(legacy_names(pairs).items()))
+    name = "(SELECT n.name FROM legacy_names n WHERE n.model_fingerprint = old.model_fingerprint)"
+    conn.execute(f"CREATE TABLE IF NOT EXISTS model_evaluations ({_MODEL_EVALUATIONS})")
+    conn.execute(f"""INSERT INTO model_evaluations BY NAME
+                     SELECT benchmark, {name} AS model, any_value(model) AS model_source, model_fingerprint, mode,
+                            prompt_format, num_fewshot, max(run_id) AS run_id, max(predicted_at) AS evaluated_at
+                     FROM predictions old GROUP BY benchmark, model_fingerprint, mode, prompt_format, num_fewshot""")
+    side = "(SELECT n.name FROM legacy_names n WHERE n.model_fingerprint = old.fingerprint_{})"
+    rebuilt = {
+        "scores": (_SCORES, f"* REPLACE ({name} AS model)"),
+        "item_scores": (_ITEM_SCORES, f"* EXCLUDE (model), {name} AS model" if has_column(conn, "item_scores", "model")
+                        else f"*, {name} AS model"),
+        "score_history": (_SCORE_HISTORY, f"* REPLACE ({name} AS model)"),
+        "protocol_results": (_PROTOCOL_RESULTS, f"* REPLACE ({name} AS model)"),
+        "model_comparisons": (_MODEL_COMPARISONS,
+                              f"* REPLACE ({side.format('a')} AS model_a, {side.format('b')} AS model_b), "
+                              "'compared before the roster' AS relation, NULL::VARCHAR[] AS flipped_to_wrong, "
+                              f"CASE WHEN mcnemar_p IS NULL THEN '{NO_PAIRED_TEST}' ELSE 'exact McNemar' END "
+                              "AS paired_test"),
+    }
+    for table, (columns, select) in rebuilt.items():
+        if table in existing:  # a table created since is created with its new columns
+            rebuild_table(conn, table, columns, select)
+    conn.execute("DROP TABLE legacy_names")
+
+
 class BenchmarkStore(Store):
     name = "benchmarks"
-    version = 4
+    version = 5
     tables = {
         "raw_rows": """
             benchmark VARCHAR NOT NULL, source_row_id VARCHAR NOT NULL, row_number INTEGER NOT NULL, line INTEGER,
@@ -122,31 +211,19 @@ class BenchmarkStore(Store):
             cpu_features VARCHAR NOT NULL, torch_version VARCHAR, transformers_version VARCHAR,
             python_version VARCHAR NOT NULL, platform VARCHAR NOT NULL, recorded_at TIMESTAMP NOT NULL,
             PRIMARY KEY (run_id, benchmark)""",
-        "item_scores": """
-            model_fingerprint VARCHAR NOT NULL, benchmark VARCHAR NOT NULL, prompt_id VARCHAR NOT NULL,
-            mode VARCHAR NOT NULL, prompt_format VARCHAR NOT NULL, num_fewshot INTEGER NOT NULL, metric VARCHAR NOT NULL,
-            value DOUBLE NOT NULL, predicted VARCHAR, reference VARCHAR,
-            PRIMARY KEY (model_fingerprint, prompt_id, mode, prompt_format, num_fewshot, metric)""",
+        # which fingerprint each roster name was evaluated with, per benchmark, mode, format and shots
+        "model_evaluations": _MODEL_EVALUATIONS,
+        "item_scores": _ITEM_SCORES,
         "scores": _SCORES,
-        "score_history": """
-            run_id VARCHAR NOT NULL, scored_at TIMESTAMP NOT NULL, model VARCHAR NOT NULL,
-            model_fingerprint VARCHAR NOT NULL, benchmark VARCHAR NOT NULL, prompt_id VARCHAR NOT NULL,
-            source_row_id VARCHAR NOT NULL, mode VARCHAR NOT NULL, prompt_format VARCHAR NOT NULL,
-            num_fewshot INTEGER NOT NULL, metric VARCHAR NOT NULL, value DOUBLE NOT NULL, prediction_run_id VARCHAR,
-            PRIMARY KEY (run_id, model_fingerprint, prompt_id, mode, prompt_format, num_fewshot, metric)""",
-        "model_comparisons": """
-            benchmark VARCHAR NOT NULL, mode VARCHAR NOT NULL, prompt_format VARCHAR NOT NULL,
-            num_fewshot INTEGER NOT NULL, metric VARCHAR NOT NULL, model_a VARCHAR NOT NULL,
-            fingerprint_a VARCHAR NOT NULL, model_b VARCHAR NOT NULL, fingerprint_b VARCHAR NOT NULL,
-            items INTEGER NOT NULL, accuracy_a DOUBLE NOT NULL, accuracy_b DOUBLE NOT NULL, difference DOUBLE NOT NULL,
-            only_a INTEGER NOT NULL, only_b INTEGER NOT NULL, mcnemar_p DOUBLE, ci_low DOUBLE NOT NULL,
-            ci_high DOUBLE NOT NULL, compared_at TIMESTAMP NOT NULL, environment_differences VARCHAR,
-            PRIMARY KEY (benchmark, mode, prompt_format, num_fewshot, metric, fingerprint_a, fingerprint_b)""",
-        "protocol_results": """
-            protocol VARCHAR NOT NULL, model VARCHAR NOT NULL, model_fingerprint VARCHAR NOT NULL,
-            benchmark VARCHAR NOT NULL, num_fewshot INTEGER, mode VARCHAR, prompt_format VARCHAR, metric VARCHAR,
-            n INTEGER, accuracy DOUBLE, ci_low DOUBLE, ci_high DOUBLE, status VARCHAR NOT NULL,
-            computed_at TIMESTAMP NOT NULL, PRIMARY KEY (protocol, model_fingerprint, benchmark)""",
+        "score_history": _SCORE_HISTORY,
+        "model_comparisons": _MODEL_COMPARISONS,
+        "protocol_results": _PROTOCOL_RESULTS,
+        # each roster model's headline score per benchmark (written by the leaderboard asset)
+        "leaderboard": """
+            model VARCHAR NOT NULL, model_fingerprint VARCHAR NOT NULL, benchmark VARCHAR NOT NULL,
+            mode VARCHAR NOT NULL, prompt_format VARCHAR NOT NULL, num_fewshot INTEGER NOT NULL, metric VARCHAR NOT NULL,
+            n INTEGER NOT NULL, accuracy DOUBLE NOT NULL, ci_low DOUBLE NOT NULL, ci_high DOUBLE NOT NULL,
+            computed_at TIMESTAMP NOT NULL, PRIMARY KEY (model, benchmark)""",
     }
     views = {
         # every rejected row, at any stage, with its reason
@@ -167,15 +244,23 @@ class BenchmarkStore(Store):
                    h.continuations AS harness_continuations, h.fewshot_ids,
                    r.source_row_id, r.row_number, r.line, r.source, r.row_json
             FROM scores s
-            JOIN item_scores i USING (model_fingerprint, benchmark, mode, prompt_format, num_fewshot, metric)
+            JOIN item_scores i USING (model, model_fingerprint, benchmark, mode, prompt_format, num_fewshot, metric)
             JOIN predictions pr USING (model_fingerprint, prompt_id, mode, prompt_format, num_fewshot)
             JOIN prompts p ON p.prompt_id = i.prompt_id
             LEFT JOIN harness_requests h ON s.prompt_format = 'harness' AND h.prompt_id = i.prompt_id
                                          AND h.num_fewshot = i.num_fewshot
             JOIN raw_rows r ON r.benchmark = p.benchmark AND r.source_row_id = p.source_row_id""",
+        # the leaderboard, one row per model and a column per benchmark, and the protocols' averages
+        "leaderboard_wide": "SELECT l.model, " + ", ".join(
+            f"max(l.accuracy) FILTER (WHERE l.benchmark = '{name}') AS {name}" for name in BENCHMARKS) + """,
+                   (SELECT any_value(p.accuracy) FROM protocol_results p WHERE p.model = l.model
+                    AND p.protocol = '{0}' AND p.benchmark = 'average') AS {0},
+                   (SELECT any_value(p.status) FROM protocol_results p WHERE p.model = l.model
+                    AND p.protocol = '{0}' AND p.benchmark = 'average') AS {0}_status
+            FROM leaderboard l GROUP BY l.model""".format(PRIMARY_PROTOCOL),
     }
     migrations = {0: _from_unversioned, 1: _with_harness_requests, 2: _with_prediction_runs,
-                  3: _with_harness_metric_names}
+                  3: _with_harness_metric_names, 4: _with_roster_names}
 
     # --- raw and few-shot rows ----------------------------------------------------------------------
 
@@ -222,12 +307,13 @@ class BenchmarkStore(Store):
         return {r["prompt_id"] for r in self.rows(f"SELECT prompt_id FROM predictions WHERE {condition}",
                                                   list(key.values()))}
 
-    @writes("predictions", "prediction_runs")
+    @writes("predictions", "prediction_runs", "model_evaluations")
     @reads("prompts")
     def save_predictions(self, key: Mapping[str, Any], predictions: pd.DataFrame, replace_all: bool,
-                         run: pd.DataFrame) -> None:
-        """Store new predictions under `key` (model, benchmark, mode, format, shots), and the row of
-        `prediction_runs` saying where their run computed them. Predictions for prompts the benchmark
+                         run: pd.DataFrame, evaluation: pd.DataFrame) -> None:
+        """Store new predictions under `key` (model, benchmark, mode, format, shots), the row of
+        `prediction_runs` saying where their run computed them, and the `evaluation` row naming the
+        roster entry they were evaluated for. Predictions for prompts the benchmark
         no longer has are dropped; `replace_all` drops every earlier one. Reused predictions keep their
         run; a run none of whose predictions remain is kept while it is one of the benchmark's latest
         `KEPT_RUNS` (as `score_history` keeps its runs, whose predictions it names)."""
@@ -240,6 +326,10 @@ class BenchmarkStore(Store):
                          "* EXCLUDE (label_keys, label_values), map(label_keys, label_values) AS label_probabilities")
             if len(predictions):
                 self.replace("prediction_runs", run, "benchmark = ? AND run_id = ?", [benchmark, run["run_id"].iloc[0]])
+            entry = evaluation.iloc[0]
+            self.replace("model_evaluations", evaluation, "benchmark = ? AND model = ? AND mode = ? AND "
+                         "prompt_format = ? AND num_fewshot = ?",
+                         [benchmark, entry["model"], entry["mode"], entry["prompt_format"], int(entry["num_fewshot"])])
             self.sql("""DELETE FROM prediction_runs WHERE benchmark = ? AND run_id NOT IN (
                             SELECT run_id FROM predictions WHERE benchmark = ? AND run_id IS NOT NULL)
                         AND run_id NOT IN (SELECT run_id FROM prediction_runs WHERE benchmark = ?
@@ -252,32 +342,38 @@ class BenchmarkStore(Store):
         return {row["run_id"]: row for row in self.rows("SELECT * EXCLUDE (recorded_at) FROM prediction_runs "
                                                         "WHERE benchmark = ?", [benchmark])}
 
-    @reads("predictions", "prompts", "harness_requests")
-    def load_scoring_inputs(self, benchmark: str) -> list[dict[str, Any]]:
-        """Every stored prediction of the benchmark's current prompts, with what it is scored
-        against: the prompt's labels and real answer, and its harness request's gold and choices."""
+    @reads("predictions", "prompts", "harness_requests", "model_evaluations")
+    def load_scoring_inputs(self, benchmark: str, model: str) -> list[dict[str, Any]]:
+        """The roster model's stored predictions of the benchmark's current prompts (of the
+        fingerprint it was last evaluated with, in each mode, format and shots), with what each is
+        scored against: the prompt's labels and real answer, its harness request's gold and choices."""
         return self.rows("""
-            SELECT pr.model, pr.model_fingerprint, pr.mode, pr.prompt_format, pr.num_fewshot, pr.prompt_id,
+            SELECT e.model, pr.model_fingerprint, pr.mode, pr.prompt_format, pr.num_fewshot, pr.prompt_id,
                    pr.predicted, pr.predicted_norm, pr.predicted_flexible, pr.choice_loglikelihoods, pr.output_text,
                    p.labels, p.real_answer, h.choice_texts, h.gold, h.target
             FROM predictions pr JOIN prompts p USING (prompt_id)
+            JOIN model_evaluations e ON e.benchmark = p.benchmark AND e.model_fingerprint = pr.model_fingerprint
+                 AND e.mode = pr.mode AND e.prompt_format = pr.prompt_format AND e.num_fewshot = pr.num_fewshot
             LEFT JOIN harness_requests h ON pr.prompt_format = 'harness' AND h.prompt_id = pr.prompt_id
                                          AND h.num_fewshot = pr.num_fewshot
-            WHERE p.benchmark = ? ORDER BY pr.model_fingerprint, pr.mode, pr.prompt_format, pr.num_fewshot,
-                                           p.row_number, p.source_row_id""", [benchmark])
+            WHERE p.benchmark = ? AND e.model = ?
+            ORDER BY pr.model_fingerprint, pr.mode, pr.prompt_format, pr.num_fewshot, p.row_number, p.source_row_id""",
+                         [benchmark, model])
 
     # --- scores ---------------------------------------------------------------------------------
 
     @writes("item_scores", "scores", "score_history")
     @reads("prompts", "predictions")
-    def replace_scores(self, benchmark: str, items: pd.DataFrame, scores: pd.DataFrame, run_id: str,
+    def replace_scores(self, benchmark: str, model: str, items: pd.DataFrame, scores: pd.DataFrame, run_id: str,
                        keep_runs: int = KEPT_RUNS) -> None:
-        """The benchmark's item scores and scores; the item scores are also kept as this run's
-        history (the latest `keep_runs` runs per benchmark), for the regression watch."""
+        """The roster model's item scores and scores on the benchmark; the item scores are also kept
+        as this run's history (the latest `keep_runs` runs per benchmark and model), for the
+        regression watch."""
+        where = "benchmark = ? AND model = ?"
         with self.transaction():
-            self.replace("item_scores", items, "benchmark = ?", [benchmark])
-            self.replace("scores", scores, "benchmark = ?", [benchmark])
-            self.sql("DELETE FROM score_history WHERE benchmark = ? AND run_id = ?", [benchmark, run_id])
+            self.replace("item_scores", items, where, [benchmark, model])
+            self.replace("scores", scores, where, [benchmark, model])
+            self.sql(f"DELETE FROM score_history WHERE {where} AND run_id = ?", [benchmark, model, run_id])
             if len(scores):
                 self.sql("""
                     INSERT INTO score_history BY NAME
@@ -285,26 +381,26 @@ class BenchmarkStore(Store):
                            p.source_row_id, i.mode, i.prompt_format, i.num_fewshot, i.metric, i.value,
                            pr.run_id AS prediction_run_id
                     FROM item_scores i
-                    JOIN scores s USING (model_fingerprint, benchmark, mode, prompt_format, num_fewshot, metric)
+                    JOIN scores s USING (model, model_fingerprint, benchmark, mode, prompt_format, num_fewshot, metric)
                     JOIN prompts p ON p.prompt_id = i.prompt_id
                     LEFT JOIN predictions pr ON pr.model_fingerprint = i.model_fingerprint AND pr.prompt_id = i.prompt_id
                         AND pr.mode = i.mode AND pr.prompt_format = i.prompt_format AND pr.num_fewshot = i.num_fewshot
-                    WHERE i.benchmark = ?""", [run_id, benchmark])
-            self.sql("""
-                DELETE FROM score_history WHERE benchmark = ? AND run_id NOT IN (
-                    SELECT run_id FROM score_history WHERE benchmark = ? GROUP BY run_id
-                    ORDER BY max(scored_at) DESC LIMIT ?)""", [benchmark, benchmark, keep_runs])
+                    WHERE i.benchmark = ? AND i.model = ?""", [run_id, benchmark, model])
+            self.sql(f"""
+                DELETE FROM score_history WHERE {where} AND run_id NOT IN (
+                    SELECT run_id FROM score_history WHERE {where} GROUP BY run_id
+                    ORDER BY max(scored_at) DESC LIMIT ?)""", [benchmark, model, benchmark, model, keep_runs])
 
-    @reads("item_scores", "scores", "predictions")
-    def load_item_scores(self, benchmark: str) -> list[dict[str, Any]]:
-        """Every item score of the benchmark, with the model's name and the run that predicted it."""
+    @reads("item_scores", "predictions", "prompts")
+    def load_item_scores(self, benchmark: str, models: Sequence[str]) -> list[dict[str, Any]]:
+        """The named roster models' item scores on the benchmark, each with its source row and the
+        run that predicted it."""
         return self.rows("""
-            SELECT s.model, i.model_fingerprint, i.mode, i.prompt_format, i.num_fewshot, i.metric, i.prompt_id, i.value,
-                   pr.run_id AS prediction_run_id
-            FROM item_scores i
-            JOIN scores s USING (model_fingerprint, benchmark, mode, prompt_format, num_fewshot, metric)
+            SELECT i.model, i.model_fingerprint, i.mode, i.prompt_format, i.num_fewshot, i.metric, i.prompt_id, i.value,
+                   p.source_row_id, pr.run_id AS prediction_run_id
+            FROM item_scores i JOIN prompts p USING (prompt_id)
             LEFT JOIN predictions pr USING (model_fingerprint, prompt_id, mode, prompt_format, num_fewshot)
-            WHERE i.benchmark = ?""", [benchmark])
+            WHERE i.benchmark = ? AND list_contains(?, i.model)""", [benchmark, list(models)])
 
     @reads("score_history")
     def latest_score_runs(self) -> list[dict[str, Any]]:
@@ -312,20 +408,21 @@ class BenchmarkStore(Store):
         metric (`latest` true for the newest)."""
         return self.rows("""
             WITH per_run AS (
-                SELECT benchmark, model_fingerprint, mode, prompt_format, num_fewshot, metric, run_id,
+                SELECT benchmark, model, model_fingerprint, mode, prompt_format, num_fewshot, metric, run_id,
                        max(scored_at) AS last_scored
-                FROM score_history GROUP BY benchmark, model_fingerprint, mode, prompt_format, num_fewshot, metric, run_id),
+                FROM score_history GROUP BY ALL),
             runs AS (
-                SELECT *, row_number() OVER (PARTITION BY benchmark, model_fingerprint, mode, prompt_format,
+                SELECT *, row_number() OVER (PARTITION BY benchmark, model, model_fingerprint, mode, prompt_format,
                                                           num_fewshot, metric ORDER BY last_scored DESC) AS recency
                 FROM per_run)
             SELECT h.*, r.recency = 1 AS latest FROM score_history h
-            JOIN runs r USING (benchmark, model_fingerprint, mode, prompt_format, num_fewshot, metric, run_id)
+            JOIN runs r USING (benchmark, model, model_fingerprint, mode, prompt_format, num_fewshot, metric, run_id)
             WHERE r.recency <= 2""")
 
     @writes("model_comparisons")
-    def replace_model_comparisons(self, benchmark: str, comparisons: pd.DataFrame) -> None:
-        self.replace_together("benchmark = ?", [benchmark], model_comparisons=comparisons)
+    def replace_model_comparisons(self, benchmark: str, model: str, comparisons: pd.DataFrame) -> None:
+        """The roster model's comparisons (as model_a) with its references on the benchmark."""
+        self.replace_together("benchmark = ? AND model_a = ?", [benchmark, model], model_comparisons=comparisons)
 
     @reads("scores")
     def load_scores(self) -> list[dict[str, Any]]:
@@ -336,7 +433,7 @@ class BenchmarkStore(Store):
         """Every score, one line each, for a console summary."""
         return self.frame("""
             SELECT benchmark, mode || ' / ' || prompt_format || ' / ' || num_fewshot || '-shot / ' || metric AS metric,
-                   model_fingerprint AS model, n, round(accuracy, 3) AS accuracy,
+                   model, n, round(accuracy, 3) AS accuracy,
                    '[' || round(ci_low, 3) || ', ' || round(ci_high, 3) || ']' AS ci95
             FROM scores ORDER BY benchmark, metric, model""")
 
@@ -345,10 +442,31 @@ class BenchmarkStore(Store):
         """Every model comparison, one line each, for a console summary."""
         return self.frame("""
             SELECT benchmark, mode || ' / ' || prompt_format || ' / ' || num_fewshot || '-shot / ' || metric AS metric,
+                   model_a || ' vs ' || model_b || ' (' || relation || ')' AS models,
                    items, round(accuracy_a, 3) AS a, round(accuracy_b, 3) AS b, round(difference, 3) AS difference,
-                   only_a, only_b, round(mcnemar_p, 4) AS mcnemar_p,
+                   only_a, only_b, coalesce(printf('%.4g', mcnemar_p), paired_test) AS mcnemar_p,
                    '[' || round(ci_low, 3) || ', ' || round(ci_high, 3) || ']' AS ci95
-            FROM model_comparisons ORDER BY benchmark, metric""")
+            FROM model_comparisons ORDER BY benchmark, metric, models""")
+
+    # --- the leaderboard ------------------------------------------------------------------------
+
+    @reads("protocol_results")
+    def load_protocol_averages(self, protocol: str) -> list[dict[str, Any]]:
+        return self.rows("SELECT model, model_fingerprint, n, accuracy, status FROM protocol_results "
+                         "WHERE protocol = ? AND benchmark = 'average' ORDER BY model", [protocol])
+
+    @reads("leaderboard")
+    def load_headlines(self) -> list[dict[str, Any]]:
+        return self.rows("SELECT * EXCLUDE (computed_at) FROM leaderboard ORDER BY model, benchmark")
+
+    @writes("leaderboard")
+    def replace_leaderboard(self, rows: pd.DataFrame) -> None:
+        self.replace_together("TRUE", [], leaderboard=rows)
+
+    @reads("leaderboard_wide", "leaderboard", "protocol_results")
+    def load_leaderboard(self) -> pd.DataFrame:
+        """The leaderboard, one row per model, best protocol average first."""
+        return self.frame(f"SELECT * FROM leaderboard_wide ORDER BY {PRIMARY_PROTOCOL} DESC NULLS LAST, model")
 
     # --- protocols ------------------------------------------------------------------------------
 
@@ -369,6 +487,15 @@ class BenchmarkStore(Store):
             SELECT benchmark, model, mode, num_fewshot, metric, accuracy FROM scores
             WHERE NOT (accuracy BETWEEN 0 AND 1 AND ci_low BETWEEN 0 AND accuracy
                        AND ci_high BETWEEN accuracy AND 1)""").fetchall()
+
+    @reads("model_comparisons")
+    def significant_drops(self, alpha: float) -> list[tuple]:
+        """Comparisons where a model scored significantly below its baseline or predecessor
+        (exact McNemar p < alpha), with the items that flipped from right to wrong."""
+        return self.sql("""
+            SELECT benchmark, model_a, relation, model_b, mode, num_fewshot, metric, round(accuracy_a, 4),
+                   round(accuracy_b, 4), printf('p=%.3g', mcnemar_p), flipped_to_wrong
+            FROM model_comparisons WHERE difference < 0 AND mcnemar_p < ? ORDER BY ALL""", [alpha]).fetchall()
 
     @reads("predictions")
     def duplicate_predictions(self) -> list[tuple]:

@@ -251,13 +251,16 @@ def rebuild_table(conn: Any, table: str, columns: str, select: str) -> None:
     conn.execute(f"DROP TABLE {table}_old")
 
 
+def has_column(conn: Any, table: str, column: str) -> bool:
+    return conn.execute("SELECT count(*) FROM duckdb_columns() WHERE table_name = ? AND column_name = ?",
+                        [table, column]).fetchone()[0] > 0
+
+
 def add_column(conn: Any, table: str, column: str, kind: str) -> None:
     """Add a column to a table that lacks it (a table an earlier step created with today's columns
     has it already; one added since is created whole afterwards)."""
-    exists = conn.execute("SELECT count(*) FROM duckdb_columns() WHERE table_name = ? AND column_name = ?",
-                          [table, column]).fetchone()[0]
     table_exists = conn.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [table]).fetchone()[0]
-    if table_exists and not exists:
+    if table_exists and not has_column(conn, table, column):
         conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
 

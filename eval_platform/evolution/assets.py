@@ -2,8 +2,6 @@
 generation by generation -> its summary, its judges' analysis and its Pareto front."""
 
 import asyncio
-import base64
-import io
 import json
 
 import pandas as pd
@@ -14,6 +12,7 @@ from eval_platform.common.gateway import MemoryResponseCache, ResponseCachedMode
 from eval_platform.common.ingestion import DataFileError, load_rows
 from eval_platform.common.models import Completion, LanguageModel
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, token_counter
+from eval_platform.common.plots import new_axes, png_markdown
 from eval_platform.common.resources import (
     DATA_DIR, WAREHOUSE_POOL, LanguageModelResource, ModelGatewayResource, WarehouseResource,
 )
@@ -218,31 +217,9 @@ def evolution_era(
     })
 
 
-def png_markdown(figure, alt: str) -> str:
-    """A matplotlib figure as markdown embedding its PNG."""
-    import matplotlib.pyplot as plt
-
-    buffer = io.BytesIO()
-    figure.tight_layout()
-    figure.savefig(buffer, format="png")
-    plt.close(figure)
-    return f"![{alt}](data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()})"
-
-
-def _axes(title: str):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(6, 3.2), dpi=100)
-    axes.set_title(title)
-    return figure, axes
-
-
 def fitness_plot(stats: pd.DataFrame, era: str) -> str:
     """Markdown embedding a PNG plot of mean and max fitness per generation."""
-    figure, axes = _axes(f"Era {era}")
+    figure, axes = new_axes(f"Era {era}")
     axes.plot(stats["generation"], stats["mean_fitness"], marker="o", label="mean fitness")
     axes.plot(stats["generation"], stats["max_fitness"], marker="s", label="max fitness")
     axes.set(xlabel="generation", ylabel="fitness", ylim=(0, 1))
@@ -284,7 +261,7 @@ def judge_analysis(context: AssetExecutionContext, warehouse: WarehouseResource)
     summary, agreement, per_generation = era_logic.judge_analysis(era, verdicts)
     with warehouse.store(EvolutionStore) as store:
         store.replace_judge_analysis(era, summary, agreement, per_generation)
-    figure, axes = _axes(f"Era {era}: each judge's mean score")
+    figure, axes = new_axes(f"Era {era}: each judge's mean score")
     for name, group in per_generation.groupby("judge_name"):
         axes.plot(group["generation"], group["mean_score"], marker="o", label=name)
     axes.set(xlabel="generation", ylabel="mean score (0-10)", ylim=(0, 10))
@@ -309,7 +286,7 @@ def pareto_front(context: AssetExecutionContext, warehouse: WarehouseResource) -
     front = era_logic.pareto_front(points).assign(era=era)
     with warehouse.store(EvolutionStore) as store:
         store.replace_pareto_front(era, front)
-    figure, axes = _axes(f"Era {era}: quality against compression")
+    figure, axes = new_axes(f"Era {era}: quality against compression")
     axes.scatter(points["compression_ratio"], points["quality_score_avg"], s=14, alpha=0.5, label="prompts")
     ordered = front.sort_values("compression_ratio")
     axes.plot(ordered["compression_ratio"], ordered["quality_score_avg"], marker="o", color="crimson", label="front")

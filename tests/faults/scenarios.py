@@ -22,26 +22,17 @@ def warehouse(path: str):
 
 
 def benchmark(path: str, limit: int = 6) -> None:
-    """ARC-Easy's first `limit` rows: rows, few-shot rows, prompts, log-likelihood predictions by
-    the local model, scores."""
-    from eval_platform.benchmarks.assets import (
-        benchmark_fewshot_rows,
-        benchmark_predictions,
-        benchmark_prompts,
-        benchmark_raw_rows,
-        benchmark_scores,
-    )
-    from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource
+    """ARC-Easy's first `limit` rows: rows, few-shot rows, prompts (benchmark_inputs), then a roster
+    model's log-likelihood predictions by the local model and scores (model_evaluation)."""
+    from tests.evaluation import materialize_evaluation, materialize_inputs, roster_with
 
-    source = {"config": {"source": str(DATA_BENCHMARKS / "arc_easy.jsonl"), "limit": limit}}
-    result = materialize(
-        [benchmark_raw_rows, benchmark_fewshot_rows, benchmark_prompts, benchmark_predictions, benchmark_scores],
-        partition_key="arc_easy", instance=DagsterInstance.ephemeral(),
-        resources={"warehouse": warehouse(path), "evaluation_model": LanguageModelResource(device="cpu", dtype="float32"),
-                   "gateway": ModelGatewayResource()},
-        run_config={"ops": {"benchmark_raw_rows": source,
-                            "benchmark_predictions": {"config": {"modes": ["loglikelihood"]}}}})
-    assert result.success
+    roster = roster_with(Path(path).parent / "roster", "smollm2", model="local/smollm2-135m-instruct", device="cpu",
+                         dtype="float32")
+    instance = DagsterInstance.ephemeral()
+    assert materialize_inputs(warehouse(path), "arc_easy", limit, DATA_BENCHMARKS / "arc_easy.jsonl",
+                              instance=instance).success
+    assert materialize_evaluation(warehouse(path), "arc_easy", "smollm2", roster, {"modes": ["loglikelihood"]},
+                                  instance=instance).success
 
 
 def era(path: str, api_base: str) -> None:

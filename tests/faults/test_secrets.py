@@ -5,16 +5,18 @@ storage, in the compute logs or on the console."""
 
 import re
 import sys
+from pathlib import Path
 
 import duckdb
 import pytest
 from dagster import DagsterInstance, materialize
 
-from eval_platform.benchmarks.assets import benchmark_predictions, benchmark_prompts, benchmark_raw_rows
+from eval_platform.benchmarks.assets import benchmark_predictions
 from eval_platform.common.gateway import redact
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL
 from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
 from eval_platform.evolution.assets import era_summary, evolution_era, gene_pools, source_paragraphs
+from tests.evaluation import materialize_evaluation, materialize_inputs, roster_with
 from tests.openai_stub_server import StubServer
 from tests.processes import free_port, running
 
@@ -55,13 +57,12 @@ def run_era(instance, warehouse, api_base):
 
 
 def run_served(instance, warehouse, api_base, model):
-    evaluation_model = LanguageModelResource(model=model, served_tokenizer=DEFAULT_LOCAL_MODEL)
-    return materialize([benchmark_raw_rows, benchmark_prompts, benchmark_predictions], partition_key="arc_easy",
-                       instance=instance, raise_on_error=False,
-                       resources={"warehouse": warehouse, "evaluation_model": evaluation_model,
-                                  "gateway": ModelGatewayResource(api_base=api_base, max_retries=0)},
-                       run_config={"ops": {"benchmark_raw_rows": {"config": {"limit": 3}},
-                                           "benchmark_predictions": {"config": {"modes": ["loglikelihood"]}}}})
+    roster = roster_with(Path(warehouse.database).parent / "roster", "served", model=model,
+                         served_tokenizer=DEFAULT_LOCAL_MODEL)
+    assert materialize_inputs(warehouse, "arc_easy", 3, instance=instance).success
+    return materialize_evaluation(warehouse, "arc_easy", "served", roster, {"modes": ["loglikelihood"]},
+                                  gateway=ModelGatewayResource(api_base=api_base, max_retries=0),
+                                  assets=[benchmark_predictions], instance=instance, raise_on_error=False)
 
 
 def text_cells_holding(path, secret):

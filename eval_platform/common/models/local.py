@@ -55,6 +55,20 @@ def _file_digest(path: Path) -> str:
     return digest.hexdigest()[:16]
 
 
+WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt", "*.gguf")
+
+
+def _folder_digest(folder: Path) -> str:
+    """A local model folder's digest: its config.json, and each weight file's name, size and
+    modification time (hashing a 70B model's weights at every load would take minutes), so
+    rewritten weights give a new fingerprint and untouched ones keep theirs."""
+    digest = hashlib.sha256((folder / "config.json").read_bytes())
+    for path in sorted(p for pattern in WEIGHT_FILES for p in folder.glob(pattern)):
+        stat = path.stat()
+        digest.update(f"{path.name}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+    return digest.hexdigest()[:16]
+
+
 def materialize_weights(model: str, cache_dir: Path = DEFAULT_CACHE_DIR) -> tuple[str, str]:
     """A folder `from_pretrained` loads quickly, and the model's fingerprint.
 
@@ -63,8 +77,7 @@ def materialize_weights(model: str, cache_dir: Path = DEFAULT_CACHE_DIR) -> tupl
     """
     if model != DEFAULT_LOCAL_MODEL:
         source = model.removeprefix("local/")
-        config = Path(source) / "config.json"
-        return source, f"{model}@{_file_digest(config) if config.exists() else 'hub'}"
+        return source, f"{model}@{_folder_digest(Path(source)) if (Path(source) / 'config.json').exists() else 'hub'}"
     gguf = smollm2_gguf()
     fingerprint = f"{model}@{_file_digest(gguf)}"
     target = Path(cache_dir) / fingerprint.replace("/", "--").replace("@", "-")

@@ -1,0 +1,151 @@
+"""The roster: the models a team evaluates, declared as data. One YAML (or JSON) file per model in
+the roster folder (default `data/roster/`, or EVAL_ROSTER_DIR, or the `roster` resource's
+`directory`); each entry's name is a key of the model dimension of the benchmark partitions.
+
+    name: smollm2-135m-instruct-bfloat16         # default: the file's stem
+    model: local/smollm2-135m-instruct           # default: the evaluation_model resource's model
+    dtype: bfloat16                              # and device, device_map, batch_size, max_new_tokens,
+                                                 # served_tokenizer, api_base (a served model's server)
+    benchmarks: [arc_easy, mmlu]                 # default: every benchmark (or the protocol's)
+    modes: [loglikelihood]                       # default: the prediction config's
+    protocol: open_llm_leaderboard_v1            # optional: its shots, formats and metrics
+    baseline: smollm2-135m-instruct-float32      # optional: the entry it is compared with
+    previous: step-1000                          # optional: its predecessor (set for checkpoints)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from eval_platform.benchmarks.protocols import PROTOCOLS
+from eval_platform.benchmarks.specs import BENCHMARKS
+ROSTER_SUFFIXES = (".yaml", ".yml", ".json")
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+MODEL_SETTINGS = ("model", "served_tokenizer", "device", "dtype", "device_map", "batch_size", "max_new_tokens",
+                  "skip_logprob_check")
+
+
+class RosterError(ValueError):
+    """A roster file or entry that cannot be used; the message names the file and the field."""
+
+
+class RosterEntry(BaseModel):
+    """One model of the roster: what it is, how it runs, what it is evaluated on and compared with."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    model: str | None = None
+    served_tokenizer: str | None = None
+    device: str | None = None
+    dtype: str | None = None
+    device_map: str | None = None
+    batch_size: int | None = Field(default=None, gt=0)
+    max_new_tokens: int | None = Field(default=None, gt=0)
+    skip_logprob_check: bool | None = None
+    api_base: str | None = None
+    benchmarks: tuple[str, ...] | None = None
+    modes: tuple[str, ...] | None = None
+    protocol: str | None = None
+    baseline: str | None = None
+    previous: str | None = None
+
+    def evaluated_on(self) -> tuple[str, ...]:
+        """The benchmarks this entry is evaluated on: its list, within its protocol's if it has one."""
+        candidates = [t.benchmark for t in PROTOCOLS[self.protocol].tasks] if self.protocol else list(BENCHMARKS)
+        return tuple(b for b in candidates if self.benchmarks is None or b in self.benchmarks)
+
+    def settings(self) -> dict[str, Any]:
+        """The model settings this entry sets (those it leaves unset come from the resources)."""
+        return {field: getattr(self, field) for field in MODEL_SETTINGS if getattr(self, field) is not None}
+
+    def references(self) -> dict[str, str]:
+        """The entries this one is compared with, by relation (baseline, previous)."""
+        return {relation: name for relation, name in (("baseline", self.baseline), ("previous", self.previous))
+                if name and name != self.name}
+
+
+def parse_entry(path: Path) -> RosterEntry:
+    """A roster file's entry, or a RosterError naming the file and what is wrong."""
+    import yaml
+
+    try:
+        data = json.loads(path.read_text()) if path.suffix == ".json" else yaml.safe_load(path.read_text())
+    except (OSError, ValueError, yaml.YAMLError) as error:
+        raise RosterError(f"{path}: not readable as {path.suffix[1:].upper()}: {error}") from error
+    if not isinstance(data, dict):
+        raise RosterError(f"{path}: a roster entry is a mapping of fields (name, model, dtype, ...)")
+    try:
+        entry = RosterEntry(**{"name": path.stem, **data})
+    except ValidationError as error:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+        raise RosterError(f"{path}: {problems}") from error
+    if not NAME.match(entry.name):
+        raise RosterError(f"{path}: name {entry.name!r} must be letters, digits, '.', '_' or '-'")
+    unknown = [b for b in entry.benchmarks or () if b not in BENCHMARKS]
+    if unknown:
+        raise RosterError(f"{path}: benchmarks: unknown {unknown}; known: {sorted(BENCHMARKS)}")
+    if entry.protocol and entry.protocol not in PROTOCOLS:
+        raise RosterError(f"{path}: protocol: unknown {entry.protocol!r}; known: {sorted(PROTOCOLS)}")
+    return entry
+
+
+def load_roster(folder: Path | str) -> dict[str, RosterEntry]:
+    """Every entry of the roster folder by name; a RosterError names a bad file, a name used twice
+    or a baseline (or predecessor) that is not in the roster."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise RosterError(f"The roster folder {folder} does not exist (set EVAL_ROSTER_DIR or the roster "
+                          "resource's directory)")
+    roster: dict[str, RosterEntry] = {}
+    files: dict[str, Path] = {}
+    for path in sorted(p for p in folder.iterdir() if p.suffix in ROSTER_SUFFIXES):
+        entry = parse_entry(path)
+        if entry.name in roster:
+            raise RosterError(f"{path}: the name {entry.name!r} is already used by {files[entry.name]}")
+        roster[entry.name], files[entry.name] = entry, path
+    for name, entry in roster.items():
+        for relation, reference in entry.references().items():
+            if reference not in roster:
+                raise RosterError(f"{files[name]}: {relation}: {reference!r} is not in the roster {folder}")
+    return roster
+
+
+def evaluation_order(roster: dict[str, RosterEntry]) -> list[str]:
+    """The roster's names, each after the entries it is compared with (so that its comparison finds
+    their scores), otherwise in the roster's order."""
+    ordered: list[str] = []
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        if name in ordered or name not in roster:
+            return
+        if name in path:
+            raise RosterError(f"The roster's baselines and predecessors form a cycle: {' -> '.join(path + (name,))}")
+        for reference in roster[name].references().values():
+            visit(reference, path + (name,))
+        ordered.append(name)
+
+    for name in roster:
+        visit(name, ())
+    return ordered
+
+
+def write_entry(folder: Path | str, entry: RosterEntry) -> Path:
+    """Add an entry to the roster folder as `<name>.yaml` (fields left at their default omitted)."""
+    import yaml
+
+    path = Path(folder) / f"{entry.name}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = json.loads(entry.model_dump_json(exclude_none=True))
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def missing_partitions(roster: dict[str, Any], existing: list[str]) -> list[str]:
+    """Roster names that are not yet keys of the model dimension."""
+    return [name for name in roster if name not in set(existing)]

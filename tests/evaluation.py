@@ -1,0 +1,52 @@
+"""Materialising benchmarks as the jobs do: a benchmark's inputs (benchmark_inputs), then one roster
+model on it (model_evaluation, a benchmark x model partition), with resources built in the test."""
+
+from pathlib import Path
+
+from dagster import DagsterInstance, materialize
+
+from eval_platform.benchmarks.assets import (
+    benchmark_fewshot_rows, benchmark_predictions, benchmark_prompts, benchmark_raw_rows, benchmark_scores,
+)
+from eval_platform.benchmarks.partitions import evaluation_key, roster_partitions
+from eval_platform.benchmarks.resources import RosterResource
+from eval_platform.benchmarks.roster import RosterEntry, write_entry
+from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource
+
+INPUTS = [benchmark_raw_rows, benchmark_fewshot_rows, benchmark_prompts]
+EVALUATION = [benchmark_predictions, benchmark_scores]
+
+
+def roster_with(folder: Path, name: str, **fields) -> RosterResource:
+    """The roster in `folder`, with the entry `name` (re)written with `fields`; an entry without a
+    model is the evaluation_model resource's."""
+    write_entry(folder, RosterEntry(name=name, **fields))
+    return RosterResource(directory=str(folder))
+
+
+def materialize_inputs(warehouse, benchmark: str, limit: int | None = None, source=None, assets=INPUTS,
+                       instance=None, raise_on_error: bool = True):
+    config = {"limit": limit, **({"source": str(source)} if source else {})}
+    return materialize(assets, partition_key=benchmark, resources={"warehouse": warehouse}, instance=instance,
+                       run_config={"ops": {"benchmark_raw_rows": {"config": config}}}, raise_on_error=raise_on_error)
+
+
+def materialize_evaluation(warehouse, benchmark: str, name: str, roster: RosterResource, predictions: dict | None = None,
+                           evaluation_model=None, gateway=None, assets=EVALUATION, instance=None,
+                           raise_on_error: bool = True):
+    """Materialise `assets` for the roster model `name` on `benchmark` (its partition added first)."""
+    instance = instance or DagsterInstance.ephemeral()
+    if name not in instance.get_dynamic_partitions(roster_partitions.name):
+        instance.add_dynamic_partitions(roster_partitions.name, [name])
+    ops = {"benchmark_predictions": {"config": predictions}} if predictions and benchmark_predictions in assets else {}
+    return materialize(assets, partition_key=evaluation_key(benchmark, name), instance=instance,
+                       run_config={"ops": ops}, raise_on_error=raise_on_error,
+                       resources={"warehouse": warehouse, "roster": roster, "gateway": gateway or ModelGatewayResource(),
+                                  "evaluation_model": evaluation_model or LanguageModelResource()})
+
+
+def materialize_benchmark(warehouse, benchmark: str, roster: RosterResource, name: str, limit: int | None = None,
+                          **evaluation):
+    """A benchmark's inputs (its first `limit` rows), then the roster model on it: the evaluation's result."""
+    assert materialize_inputs(warehouse, benchmark, limit).success
+    return materialize_evaluation(warehouse, benchmark, name, roster, **evaluation)

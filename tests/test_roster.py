@@ -1,0 +1,218 @@
+"""The roster: models declared as files, each a key of the model dimension; the nightly refresh of
+every roster model (an unchanged night computes nothing); a changed entry re-evaluated; a new
+checkpoint evaluated and compared with its predecessor and baseline; the leaderboard."""
+
+import shutil
+from datetime import datetime
+
+import pytest
+import yaml
+from dagster import DagsterInstance, Definitions, SkipReason, build_sensor_context
+
+from eval_platform.benchmarks import checks
+from eval_platform.benchmarks.leaderboard import headline_scores, leaderboard_table
+from eval_platform.benchmarks.partitions import evaluation_key, roster_partitions
+from eval_platform.benchmarks.resources import ROSTER_DIR, RosterResource
+from eval_platform.benchmarks.roster import RosterError, evaluation_order, load_roster
+from eval_platform.benchmarks.sensors import checkpoint_sensor, roster_sensor
+from eval_platform.benchmarks.store import legacy_names
+from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource
+from speed.nightly_refresh import predictions_counts, run_night, run_request
+
+ROWS = 8
+
+
+def write(folder, stem, **fields):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{stem}.yaml").write_text(yaml.safe_dump(fields))
+
+
+# --- the roster as data ---------------------------------------------------------------------------
+
+def test_the_demo_roster_is_smollm2_in_two_precisions():
+    roster = load_roster(ROSTER_DIR)
+    assert sorted(roster) == ["smollm2-135m-instruct-bfloat16", "smollm2-135m-instruct-float32"]
+    float32, bfloat16 = roster["smollm2-135m-instruct-float32"], roster["smollm2-135m-instruct-bfloat16"]
+    assert (float32.model, float32.dtype, bfloat16.model, bfloat16.dtype) == (
+        "local/smollm2-135m-instruct", "float32", "local/smollm2-135m-instruct", "bfloat16")
+    assert bfloat16.references() == {"baseline": float32.name}
+    assert "gsm8k" in float32.evaluated_on() and "gsm8k" not in bfloat16.evaluated_on()
+    assert evaluation_order(roster) == [float32.name, bfloat16.name]  # a baseline first
+
+
+@pytest.mark.parametrize("content, problem", [
+    ("model: [unclosed", "not readable as YAML"),
+    ("- a list", "a roster entry is a mapping"),
+    ("model: local/x\ndtpye: bfloat16", "dtpye: Extra inputs are not permitted"),
+    ("benchmarks: [arc_easy, arc_hard]", "benchmarks: unknown ['arc_hard']"),
+    ("baseline: nobody", "baseline: 'nobody' is not in the roster"),
+    ("batch_size: 0", "batch_size: Input should be greater than 0"),
+    ("name: two words", "name 'two words' must be letters"),
+])
+def test_a_bad_roster_file_is_refused_naming_the_file_and_field(tmp_path, content, problem):
+    (tmp_path / "bad.yaml").write_text(content)
+    with pytest.raises(RosterError, match=str(tmp_path / "bad.yaml")) as refused:
+        load_roster(tmp_path)
+    assert problem in str(refused.value)
+
+
+def test_a_name_used_twice_or_a_cycle_is_refused(tmp_path):
+    write(tmp_path, "a", name="same")
+    write(tmp_path, "b", name="same")
+    with pytest.raises(RosterError, match="'same' is already used by .*a.yaml"):
+        load_roster(tmp_path)
+    (tmp_path / "b.yaml").unlink()
+    write(tmp_path, "a", baseline="b")
+    write(tmp_path, "b", baseline="a")
+    with pytest.raises(RosterError, match="cycle: a -> b -> a"):
+        evaluation_order(load_roster(tmp_path))
+
+
+def test_models_scored_before_the_roster_are_named_by_model_and_precision():
+    assert legacy_names([("local/smollm2-135m-instruct", "local/smollm2-135m-instruct@b1"),
+                         ("local/smollm2-135m-instruct", "local/smollm2-135m-instruct@b1+bfloat16"),
+                         ("served/smollm2", "served/smollm2@http://a"), ("openai/gpt-4o-mini", "openai/gpt-4o-mini@x"),
+                         ("local//ckpt/step-1", "local//ckpt/step-1@c1"),
+                         ("local//ckpt/step-1", "local//ckpt/step-1@c2")]) == {
+        "local/smollm2-135m-instruct@b1": "smollm2-135m-instruct-float32",
+        "local/smollm2-135m-instruct@b1+bfloat16": "smollm2-135m-instruct-bfloat16",
+        "served/smollm2@http://a": "smollm2", "openai/gpt-4o-mini@x": "gpt-4o-mini",
+        "local//ckpt/step-1@c1": "step-1-float32-c1", "local//ckpt/step-1@c2": "step-1-float32-c2"}
+
+
+# --- the leaderboard --------------------------------------------------------------------------------
+
+def score(model, benchmark, metric, shots, accuracy, mode="loglikelihood", prompt_format="harness",
+          fingerprint=None):
+    return {"model": model, "model_fingerprint": fingerprint or f"local/{model}@1", "benchmark": benchmark,
+            "mode": mode, "prompt_format": prompt_format, "num_fewshot": shots, "metric": metric, "n": 10,
+            "accuracy": accuracy, "ci_low": accuracy - 0.1, "ci_high": accuracy + 0.1}
+
+
+def test_the_leaderboard_shows_each_models_headline_and_labels_what_differs():
+    scores = [score("f32", "arc_challenge", "acc", 25, 0.3), score("f32", "arc_challenge", "acc_norm", 0, 0.4),
+              score("f32", "arc_challenge", "acc_norm", 25, 0.5), score("bf16", "arc_challenge", "acc_norm", 0, 0.45,
+                                                                        fingerprint="local/f32@1+bfloat16"),
+              score("f32", "gsm8k", "strict-match", 0, 0.1, mode="generate", prompt_format="chat")]
+    headlines = headline_scores(scores)
+    assert [(h["model"], h["benchmark"], h["metric"], h["num_fewshot"], h["accuracy"]) for h in headlines] == [
+        ("bf16", "arc_challenge", "acc_norm", 0, 0.45), ("f32", "arc_challenge", "acc_norm", 25, 0.5),
+        ("f32", "gsm8k", "strict-match", 0, 0.1)]
+    averages = [{"model": "f32", "model_fingerprint": "local/f32@1", "n": 2, "accuracy": 0.3,
+                 "status": "partial: 2 of 6 tasks (missing hellaswag, mmlu, truthfulqa_mc2, winogrande)"},
+                {"model": "bf16", "model_fingerprint": "local/f32@1+bfloat16", "n": 6, "accuracy": 0.35,
+                 "status": "complete"}]
+    table = leaderboard_table(headlines, averages).set_index("model")
+    assert list(table.index) == ["bf16", "f32"]  # a complete average first
+    assert table.loc["f32", "arc_challenge (25-shot acc_norm)"] == "0.500 [0.400, 0.600]"
+    assert table.loc["bf16", "arc_challenge (25-shot acc_norm)"] == "0.450 [0.350, 0.550] (0-shot)"
+    assert table.loc["f32", "gsm8k (5-shot strict-match)"] == "0.100 [0.000, 0.200] (0-shot, chat)"
+    assert table.loc["f32", "open_llm_leaderboard_v1"].startswith("0.3000 (partial: 2 of 6 tasks")
+    assert table.loc["bf16", "open_llm_leaderboard_v1"] == "0.3500 (complete)"
+    assert (table.loc["f32", "fingerprint"], table.loc["bf16", "fingerprint"]) == ("f32@1", "f32@1+bfloat16")
+
+
+# --- nightly, sensors -------------------------------------------------------------------------------
+
+@pytest.fixture
+def platform(tmp_path, warehouse):
+    """The code location's jobs over a test warehouse and a roster of two models (the demo's two
+    precisions of SmolLM2) on ARC-Easy and MMLU, each benchmark cut to its first ROWS rows."""
+    from eval_platform.definitions import defs
+
+    roster = RosterResource(directory=str(tmp_path / "roster"))
+    write(tmp_path / "roster", "f32", model="local/smollm2-135m-instruct", dtype="float32",
+          benchmarks=["arc_easy", "mmlu"])
+    write(tmp_path / "roster", "bf16", model="local/smollm2-135m-instruct", dtype="bfloat16",
+          modes=["loglikelihood"], benchmarks=["arc_easy", "mmlu"], baseline="f32")
+    test_defs = Definitions(assets=list(defs.assets), jobs=list(defs.jobs), resources={
+        "warehouse": warehouse, "roster": roster, "evaluation_model": LanguageModelResource(),
+        "gateway": ModelGatewayResource()})
+    return test_defs, roster, warehouse, DagsterInstance.ephemeral(), tmp_path
+
+
+def run_requests(test_defs, instance, job, requests) -> dict[str, dict]:
+    """Execute each run request as the daemon would (inputs cut to ROWS rows); the evaluations'
+    predictions counts by partition."""
+    counts = {}
+    for request in requests:
+        counts |= predictions_counts(run_request(test_defs, instance, job, request.partition_key, ROWS))
+    return counts
+
+
+def night(platform, day: int) -> tuple[dict[str, dict], float]:
+    """A nightly refresh of the roster's benchmarks, as the daemon runs it (speed/nightly_refresh.py)."""
+    test_defs, _, _, instance, _ = platform
+    return run_night(test_defs, instance, datetime(2026, 11, day, 2, 0), ["arc_easy", "mmlu"], ROWS)
+
+
+def computed(counts: dict[str, dict]) -> dict[str, int]:
+    return {key: sum(mode["computed"] for mode in modes.values()) for key, modes in counts.items()}
+
+
+def test_an_unchanged_nightly_refresh_computes_no_prediction(platform):
+    first, _ = night(platform, 23)
+    assert sorted(first) == sorted(str(evaluation_key(b, m)) for b in ("arc_easy", "mmlu") for m in ("f32", "bf16"))
+    assert all(count > 0 for count in computed(first).values())
+    second, seconds = night(platform, 24)
+    print(f"\nunchanged night: {seconds:.1f} s for {len(second)} evaluations")
+    assert computed(second) == {key: 0 for key in first}
+    assert all(mode["forward_passes"] == 0 for modes in second.values() for mode in modes.values())
+    _, _, warehouse, _, tmp_path = platform
+    write(tmp_path / "roster", "bf16", model="local/smollm2-135m-instruct", dtype="float16",  # a changed entry
+          modes=["loglikelihood"], benchmarks=["arc_easy", "mmlu"], baseline="f32")
+    third, _ = night(platform, 25)
+    assert {key: count > 0 for key, count in computed(third).items()} == {
+        key: key.endswith("|bf16") for key in first}  # only the changed entry is evaluated again
+    with warehouse.get_connection() as conn:
+        fingerprints = conn.execute("SELECT DISTINCT model, model_fingerprint FROM scores ORDER BY 1").fetchall()
+    assert [(m, f.rsplit("@")[-1].split("+")[-1] if "+" in f else "float32") for m, f in fingerprints] == [
+        ("bf16", "float16"), ("f32", "float32")]
+
+
+def test_the_roster_sensor_adds_partitions_and_evaluates_a_changed_entry(platform):
+    _, roster, _, instance, tmp_path = platform
+    first = roster_sensor(build_sensor_context(instance=instance, resources={"roster": roster}))
+    assert first.run_requests == [] and first.dynamic_partitions_requests[0].partition_keys == ["bf16", "f32"]
+    again = roster_sensor(build_sensor_context(instance=instance, resources={"roster": roster}, cursor=first.cursor))
+    assert again.run_requests == []
+    write(tmp_path / "roster", "f32", model="local/smollm2-135m-instruct", dtype="float32", benchmarks=["arc_easy"],
+          batch_size=4)
+    changed = roster_sensor(build_sensor_context(instance=instance, resources={"roster": roster}, cursor=again.cursor))
+    assert [r.partition_key for r in changed.run_requests] == [evaluation_key("arc_easy", "f32")]
+
+
+def test_a_new_checkpoint_is_evaluated_and_compared_with_its_predecessor_and_baseline(platform):
+    from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, materialize_weights
+
+    test_defs, roster, warehouse, instance, tmp_path = platform
+    checkpoints = tmp_path / "checkpoints"
+    write(checkpoints, "checkpoints", benchmarks=["arc_easy"], modes=["loglikelihood"], baseline="f32")
+    sensor = checkpoint_sensor(checkpoints, "test_checkpoint_sensor")
+
+    def tick():
+        return sensor(build_sensor_context(instance=instance, resources={"roster": roster}))
+
+    assert isinstance(tick(), SkipReason)
+    instance.add_dynamic_partitions(roster_partitions.name, ["f32"])
+    run_request(test_defs, instance, "benchmark_inputs", "arc_easy", ROWS)
+    run_request(test_defs, instance, "model_evaluation", evaluation_key("arc_easy", "f32"))  # the baseline
+    weights, _ = materialize_weights(DEFAULT_LOCAL_MODEL)
+    for step in ("step-100", "step-200"):  # a training run writes its checkpoints one after the other
+        shutil.copytree(weights, checkpoints / step)
+        result = tick()
+        assert [r.partition_key for r in result.run_requests] == [evaluation_key("arc_easy", step)]
+        assert step in instance.get_dynamic_partitions(roster_partitions.name)
+        counts = run_requests(test_defs, instance, "model_evaluation", result.run_requests)
+        assert computed(counts) == {str(evaluation_key("arc_easy", step)): ROWS}  # a new model: evaluated
+    assert isinstance(tick(), SkipReason)
+    entry = load_roster(tmp_path / "roster")["step-200"]
+    assert (entry.model, entry.previous, entry.baseline) == (f"local/{checkpoints / 'step-200'}", "step-100", "f32")
+    with warehouse.get_connection() as conn:
+        compared = conn.execute("SELECT model_b, relation, metric, items, difference, flipped_to_wrong "
+                                "FROM model_comparisons WHERE model_a = 'step-200' ORDER BY 1, 3").fetchall()
+    assert [row[:4] for row in compared] == [("f32", "baseline", "acc", ROWS), ("f32", "baseline", "acc_norm", ROWS),
+                                             ("step-100", "previous", "acc", ROWS),
+                                             ("step-100", "previous", "acc_norm", ROWS)]
+    assert all(row[5] is not None and abs(row[4]) <= 1 for row in compared)  # flipped items named (none here)
+    assert checks.no_drop_against_baseline(warehouse=warehouse).passed  # the same weights: no drop

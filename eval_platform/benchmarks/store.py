@@ -16,7 +16,7 @@ import pandas as pd
 from eval_platform.benchmarks.comparison import NO_PAIRED_TEST
 from eval_platform.benchmarks.leaderboard import PRIMARY_PROTOCOL
 from eval_platform.benchmarks.specs import BENCHMARKS
-from eval_platform.common.warehouse import Store, add_column, has_column, reads, rebuild_table, writes
+from eval_platform.common.warehouse import Store, add_column, reads, rebuild_table, writes
 
 PREDICTION_KEY = ("model_fingerprint", "benchmark", "mode", "prompt_format", "num_fewshot")
 KEPT_RUNS = 5  # scoring runs per benchmark in score_history, and prediction runs no prediction names any more
@@ -157,7 +157,7 @@ def _with_roster_names(conn: Any) -> None:
     conn.execute("CREATE TEMP TABLE legacy_names (model_fingerprint VARCHAR PRIMARY KEY, name VARCHAR NOT NULL)")
     conn.executemany("INSERT INTO legacy_names VALUES (?, ?)", list(legacy_names(pairs).items()))
     name = "(SELECT n.name FROM legacy_names n WHERE n.model_fingerprint = old.model_fingerprint)"
-    conn.execute(f"CREATE TABLE IF NOT EXISTS model_evaluations ({_MODEL_EVALUATIONS})")
+    conn.execute(f"CREATE TABLE model_evaluations ({_MODEL_EVALUATIONS})")
     conn.execute(f"""INSERT INTO model_evaluations BY NAME
                      SELECT benchmark, {name} AS model, any_value(model) AS model_source, model_fingerprint, mode,
                             prompt_format, num_fewshot, max(run_id) AS run_id, max(predicted_at) AS evaluated_at
@@ -165,8 +165,7 @@ def _with_roster_names(conn: Any) -> None:
     side = "(SELECT n.name FROM legacy_names n WHERE n.model_fingerprint = old.fingerprint_{})"
     rebuilt = {
         "scores": (_SCORES, f"* REPLACE ({name} AS model)"),
-        "item_scores": (_ITEM_SCORES, f"* EXCLUDE (model), {name} AS model" if has_column(conn, "item_scores", "model")
-                        else f"*, {name} AS model"),
+        "item_scores": (_ITEM_SCORES, f"*, {name} AS model"),
         "score_history": (_SCORE_HISTORY, f"* REPLACE ({name} AS model)"),
         "protocol_results": (_PROTOCOL_RESULTS, f"* REPLACE ({name} AS model)"),
         "model_comparisons": (_MODEL_COMPARISONS,
@@ -462,11 +461,6 @@ class BenchmarkStore(Store):
     @writes("leaderboard")
     def replace_leaderboard(self, rows: pd.DataFrame) -> None:
         self.replace_together("TRUE", [], leaderboard=rows)
-
-    @reads("leaderboard_wide", "leaderboard", "protocol_results")
-    def load_leaderboard(self) -> pd.DataFrame:
-        """The leaderboard, one row per model, best protocol average first."""
-        return self.frame(f"SELECT * FROM leaderboard_wide ORDER BY {PRIMARY_PROTOCOL} DESC NULLS LAST, model")
 
     # --- protocols ------------------------------------------------------------------------------
 

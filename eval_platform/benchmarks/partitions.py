@@ -15,3 +15,13 @@ evaluation_partitions = MultiPartitionsDefinition({"benchmark": benchmark_partit
 def evaluation_key(benchmark: str, model: str) -> MultiPartitionKey:
     """The partition of one roster model on one benchmark."""
     return MultiPartitionKey({"benchmark": benchmark, "model": model})
+
+# lm-evaluation-harness benchmarks (harness_tasks.py): a benchmark declared in data/harness/, or any
+# harness task or group added by name in the UI (its data from the launchpad), x the roster's models
+harness_task_partitions = DynamicPartitionsDefinition(name="harness_tasks")
+harness_evaluation_partitions = MultiPartitionsDefinition({"task": harness_task_partitions, "model": roster_partitions})
+
+
+def harness_key(task: str, model: str) -> MultiPartitionKey:
+    """The partition of one roster model on one harness benchmark."""
+    return MultiPartitionKey({"task": task, "model": model})

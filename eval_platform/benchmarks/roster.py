@@ -11,6 +11,9 @@ the roster folder (default `data/roster/`, or EVAL_ROSTER_DIR, or the `roster` r
     protocol: open_llm_leaderboard_v1            # optional: its shots, formats and metrics
     baseline: smollm2-135m-instruct-float32      # optional: the entry it is compared with
     previous: step-1000                          # optional: its predecessor (set for checkpoints)
+    apply_chat_template: true                    # harness tasks: the chat template, and
+    fewshot_as_multiturn: true                   # few-shot examples as turns (default: false)
+    reasoning_end: "</think>"                    # generated text up to this marker is not scored
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from eval_platform.benchmarks.harness_tasks import load_declarations
 from eval_platform.benchmarks.protocols import PROTOCOLS
 from eval_platform.benchmarks.specs import BENCHMARKS
+
 ROSTER_SUFFIXES = (".yaml", ".yml", ".json")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 MODEL_SETTINGS = ("model", "served_tokenizer", "device", "dtype", "device_map", "batch_size", "max_new_tokens",
@@ -54,11 +59,21 @@ class RosterEntry(BaseModel):
     protocol: str | None = None
     baseline: str | None = None
     previous: str | None = None
+    # lm-evaluation-harness tasks: the model's chat template, few-shot examples as turns (as the
+    # Open LLM Leaderboard v2 ran instruct models), and a reasoning block stripped before scoring
+    apply_chat_template: bool | None = None
+    fewshot_as_multiturn: bool | None = None
+    reasoning_end: str | None = Field(default=None, min_length=1)
 
     def evaluated_on(self) -> tuple[str, ...]:
         """The benchmarks this entry is evaluated on: its list, within its protocol's if it has one."""
         candidates = [t.benchmark for t in PROTOCOLS[self.protocol].tasks] if self.protocol else list(BENCHMARKS)
         return tuple(b for b in candidates if self.benchmarks is None or b in self.benchmarks)
+
+    def evaluated_on_harness(self, benchmark: str) -> bool:
+        """Whether this entry is evaluated on a harness benchmark (data/harness/): when it lists none,
+        or lists it."""
+        return self.benchmarks is None or benchmark in self.benchmarks
 
     def settings(self) -> dict[str, Any]:
         """The model settings this entry sets (those it leaves unset come from the resources)."""
@@ -87,9 +102,10 @@ def parse_entry(path: Path) -> RosterEntry:
         raise RosterError(f"{path}: {problems}") from error
     if not NAME.match(entry.name):
         raise RosterError(f"{path}: name {entry.name!r} must be letters, digits, '.', '_' or '-'")
-    unknown = [b for b in entry.benchmarks or () if b not in BENCHMARKS]
+    known = [*BENCHMARKS, *load_declarations()]
+    unknown = [b for b in entry.benchmarks or () if b not in known]
     if unknown:
-        raise RosterError(f"{path}: benchmarks: unknown {unknown}; known: {sorted(BENCHMARKS)}")
+        raise RosterError(f"{path}: benchmarks: unknown {unknown}; known: {sorted(known)}")
     if entry.protocol and entry.protocol not in PROTOCOLS:
         raise RosterError(f"{path}: protocol: unknown {entry.protocol!r}; known: {sorted(PROTOCOLS)}")
     return entry

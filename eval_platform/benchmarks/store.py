@@ -7,6 +7,7 @@ transaction, so a re-run never duplicates and a crash never leaves half a partit
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from typing import Any, Mapping, Sequence
@@ -217,6 +218,31 @@ class BenchmarkStore(Store):
         "score_history": _SCORE_HISTORY,
         "model_comparisons": _MODEL_COMPARISONS,
         "protocol_results": _PROTOCOL_RESULTS,
+        # lm-evaluation-harness tasks (harness_tasks.py): every request's answer per model fingerprint,
+        # reused by any task that asks the same request again
+        "harness_answers": """
+            model_fingerprint VARCHAR NOT NULL, request_key VARCHAR NOT NULL, request_type VARCHAR NOT NULL,
+            arguments JSON NOT NULL, response JSON NOT NULL, run_id VARCHAR, answered_at TIMESTAMP NOT NULL,
+            PRIMARY KEY (model_fingerprint, request_key)""",
+        # each document of a harness benchmark per roster model and filter: prompt, answers, metrics
+        "harness_samples": """
+            benchmark VARCHAR NOT NULL, model VARCHAR NOT NULL, model_fingerprint VARCHAR NOT NULL,
+            task VARCHAR NOT NULL, doc_id INTEGER NOT NULL, filter VARCHAR NOT NULL, doc JSON NOT NULL,
+            prompt VARCHAR NOT NULL, arguments JSON NOT NULL, target VARCHAR, responses JSON NOT NULL,
+            filtered_responses JSON NOT NULL, metrics JSON NOT NULL, doc_hash VARCHAR, prompt_hash VARCHAR,
+            run_id VARCHAR, PRIMARY KEY (benchmark, model, task, doc_id, filter)""",
+        # the harness's aggregated results per task and group, metric and filter
+        "harness_results": """
+            benchmark VARCHAR NOT NULL, model VARCHAR NOT NULL, model_fingerprint VARCHAR NOT NULL,
+            task VARCHAR NOT NULL, alias VARCHAR, is_group BOOLEAN NOT NULL, metric VARCHAR NOT NULL,
+            filter VARCHAR NOT NULL, value DOUBLE, stderr DOUBLE, n INTEGER, num_fewshot INTEGER,
+            higher_is_better BOOLEAN, random_baseline DOUBLE, settings JSON NOT NULL, run_id VARCHAR,
+            computed_at TIMESTAMP NOT NULL, PRIMARY KEY (benchmark, model, task, metric, filter)""",
+        # a protocol's scores rescaled between the random baseline and 1 (Open LLM Leaderboard v2)
+        "normalized_scores": """
+            protocol VARCHAR NOT NULL, model VARCHAR NOT NULL, model_fingerprint VARCHAR, benchmark VARCHAR NOT NULL,
+            metric VARCHAR, raw DOUBLE, normalized DOUBLE, subtasks INTEGER, status VARCHAR NOT NULL,
+            computed_at TIMESTAMP NOT NULL, PRIMARY KEY (protocol, model, benchmark)""",
         # each roster model's headline score per benchmark (written by the leaderboard asset)
         "leaderboard": """
             model VARCHAR NOT NULL, model_fingerprint VARCHAR NOT NULL, benchmark VARCHAR NOT NULL,
@@ -461,6 +487,52 @@ class BenchmarkStore(Store):
     @writes("leaderboard")
     def replace_leaderboard(self, rows: pd.DataFrame) -> None:
         self.replace_together("TRUE", [], leaderboard=rows)
+
+    # --- lm-evaluation-harness tasks -----------------------------------------------------------------
+
+    @reads("harness_answers")
+    def load_harness_answers(self, model_fingerprint: str) -> dict[str, Any]:
+        """Every stored answer of the model fingerprint, by request key."""
+        return {row["request_key"]: json.loads(row["response"]) for row in self.rows(
+            "SELECT request_key, response FROM harness_answers WHERE model_fingerprint = ?", [model_fingerprint])}
+
+    @writes("harness_answers", "harness_samples", "harness_results")
+    def save_harness_evaluation(self, benchmark: str, model: str, answers: pd.DataFrame, samples: pd.DataFrame,
+                                results: pd.DataFrame) -> None:
+        """A roster model's evaluation on a harness benchmark: the answers this run computed (added
+        to, or replacing, the fingerprint's stored ones), and the benchmark's samples and results
+        for the model, replaced, in one transaction."""
+        with self.transaction():
+            if len(answers):
+                self.conn.register("computed", answers[["model_fingerprint", "request_key"]])
+                try:
+                    self.sql("DELETE FROM harness_answers WHERE (model_fingerprint, request_key) IN "
+                             "(SELECT (model_fingerprint, request_key) FROM computed)")
+                finally:
+                    self.conn.unregister("computed")
+                self.insert("harness_answers", answers)
+            for table, frame in (("harness_samples", samples), ("harness_results", results)):
+                self.replace(table, frame, "benchmark = ? AND model = ?", [benchmark, model])
+
+    @reads("harness_samples")
+    def load_harness_samples(self, benchmark: str, model: str) -> pd.DataFrame:
+        return self.frame("SELECT * FROM harness_samples WHERE benchmark = ? AND model = ? ORDER BY task, doc_id, filter",
+                          [benchmark, model])
+
+    @reads("harness_results")
+    def load_harness_results(self, benchmark: str | None = None) -> list[dict[str, Any]]:
+        where, params = ("WHERE benchmark = ?", [benchmark]) if benchmark else ("", [])
+        return self.rows(f"SELECT * EXCLUDE (settings) FROM harness_results {where} "
+                         "ORDER BY benchmark, model, is_group DESC, task, metric, filter", params)
+
+    @writes("normalized_scores")
+    def replace_normalized_scores(self, protocol: str, rows: pd.DataFrame) -> None:
+        self.replace_together("protocol = ?", [protocol], normalized_scores=rows)
+
+    @reads("normalized_scores")
+    def load_normalized_scores(self, protocol: str) -> pd.DataFrame:
+        return self.frame("SELECT * EXCLUDE (computed_at) FROM normalized_scores WHERE protocol = ? "
+                          "ORDER BY model, benchmark = 'average', benchmark", [protocol])
 
     # --- protocols ------------------------------------------------------------------------------
 

@@ -298,14 +298,22 @@ class LocalCausalLM:
     def loglikelihoods(self, requests: Sequence[LoglikelihoodRequest], batch_size: int = 8) -> list[float]:
         """log P(continuation | context) for each request, every distinct token prefix of the
         requests encoded once (see prefix_cache)."""
+        return [value for value, _ in self.greedy_loglikelihoods(requests, batch_size)]
+
+    def greedy_loglikelihoods(self, requests: Sequence[LoglikelihoodRequest],
+                              batch_size: int = 8) -> list[tuple[float, bool]]:
+        """Each request's log-likelihood and whether its continuation is the greedy one (every
+        token the most probable), as the harness's `loglikelihood` answers."""
         from eval_platform.common.models.prefix_cache import PrefixTrie, score
 
-        def run(batch_size: int, max_batch_tokens: int) -> list[float]:
+        def run(batch_size: int, max_batch_tokens: int) -> list[tuple[float, bool]]:
             trie = PrefixTrie()
             for sequence in sequences:
                 trie.add(*sequence)
-            return score(trie, self.network, batch_size, max_batch_tokens, self.tokenizer.pad_token_id,
-                         on_pass=self._count_pass)
+            greedy = [True] * len(sequences)
+            totals = score(trie, self.network, batch_size, max_batch_tokens, self.tokenizer.pad_token_id,
+                           on_pass=self._count_pass, greedy=greedy)
+            return list(zip(totals, greedy))
 
         with self._lock:
             sequences = [self.scored_sequence(request) for request in requests]

@@ -136,8 +136,11 @@ def _units(nodes: Sequence[Node], pack_limit: int) -> list[Unit]:
 
 
 def score(trie: PrefixTrie, network: Any, batch_size: int, max_batch_tokens: int, pad_id: int,
-          min_shared: int = 32, pack_limit: int = 256, on_pass=lambda: None) -> list[float]:
-    """The summed log-probabilities of every request's scored tokens."""
+          min_shared: int = 32, pack_limit: int = 256, on_pass=lambda: None,
+          greedy: list[bool] | None = None) -> list[float]:
+    """The summed log-probabilities of every request's scored tokens; where `greedy` is a list of
+    one True per request, an entry turns False when a scored token is not the most probable one
+    (the harness's `is_greedy`)."""
     import torch
 
     totals = [0.0] * trie.requests
@@ -161,9 +164,14 @@ def score(trie: PrefixTrie, network: Any, batch_size: int, max_batch_tokens: int
                     begin += len(node.tokens)
             if rows:
                 logits = head(hidden[torch.tensor(rows), torch.tensor(positions)]).float()
-                picked = torch.log_softmax(logits, dim=-1)[torch.arange(len(rows)), torch.tensor(tokens)].cpu()
+                log_probabilities = torch.log_softmax(logits, dim=-1)
+                picked = log_probabilities[torch.arange(len(rows)), torch.tensor(tokens)].cpu()
                 for request, value in zip(owners, picked.tolist()):
                     totals[request] += value
+                if greedy is not None:
+                    best = log_probabilities.argmax(dim=-1).cpu().tolist()
+                    for request, token, top in zip(owners, tokens, best):
+                        greedy[request] = greedy[request] and token == top
         for unit, segment in zip(batch, segments):
             node = unit.nodes[0]
             if node.children:

@@ -1,0 +1,133 @@
+"""lm-evaluation-harness's `LM` protocol answered by this platform's engine.
+
+`EngineLM` is the harness's three-method model (`loglikelihood`, `loglikelihood_rolling`,
+`generate_until`, plus its chat template) over any `LanguageModel`: each call hands the whole list
+of the harness's requests to the engine at once, so log-likelihoods go through the shared-prefix
+cache and generations through continuous batching. Answers already stored for the same model
+fingerprint are reused (`stored`); every answer of the run is kept in `answers`, keyed like the
+store keys them, with whether this run computed it.
+
+Registered with the harness as `eval-platform`, so `lm_eval.api.registry.get_model("eval-platform")`
+finds it. This module imports lm_eval; harness_tasks.py imports it only when a task runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from lm_eval.api.model import LM
+from lm_eval.api.registry import register_model
+from lm_eval.models.utils import normalize_gen_kwargs
+
+from eval_platform.common.models import GenerationRequest, LanguageModel, LoglikelihoodRequest, UnsupportedRequest
+
+LOG = logging.getLogger(__name__)
+DEFAULT_MAX_GEN_TOKS = 256  # the harness's default max_gen_toks
+
+
+def request_key(request_type: str, arguments: Sequence[Any]) -> str:
+    """A request's identity: its type and the harness's arguments (context, continuation or
+    generation settings), whatever task or document asked it."""
+    text = json.dumps([request_type, list(arguments)], sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def strip_reasoning(text: str, marker: str | None) -> str:
+    """The answer after a reasoning block: the text after the last `marker` (e.g. `</think>`),
+    as the harness's `think_end_token` strips it; the whole text where there is no marker."""
+    return text.split(marker)[-1].lstrip() if marker and marker in text else text
+
+
+@dataclass
+class Answer:
+    request_type: str
+    arguments: list[Any]
+    response: Any  # loglikelihood: [log-likelihood, is_greedy]; generate_until: the generated text, unstripped
+    computed: bool
+
+
+@register_model("eval-platform")
+class EngineLM(LM):
+    """The harness's model protocol over a platform `LanguageModel`."""
+
+    def __init__(self, model: LanguageModel, batch_size: int = 8, stored: Mapping[str, Any] | None = None,
+                 reasoning_end: str | None = None) -> None:
+        super().__init__()
+        self.model, self.batch_size, self.reasoning_end = model, batch_size, reasoning_end
+        self.stored = dict(stored or {})
+        self.answers: dict[str, Answer] = {}
+        self.model_seconds = 0.0  # time in the engine alone
+
+    def _answer(self, request_type: str, requests: Sequence[Any], compute) -> list[Any]:
+        keys = [request_key(request_type, request.args) for request in requests]
+        todo = {}
+        for key, request in zip(keys, requests):
+            if key in self.stored:
+                self.answers.setdefault(key, Answer(request_type, list(request.args), self.stored[key], False))
+            elif key not in self.answers:
+                todo[key] = request.args
+        if todo:
+            start = time.perf_counter()
+            responses = compute(list(todo.values()))
+            self.model_seconds += time.perf_counter() - start
+            for (key, arguments), response in zip(todo.items(), responses):
+                self.answers[key] = Answer(request_type, list(arguments), response, True)
+        return [self.answers[key].response for key in keys]
+
+    def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
+        def compute(arguments: list[tuple[str, str]]) -> list[list[Any]]:
+            batch = [LoglikelihoodRequest(context, continuation) for context, continuation in arguments]
+            greedy = getattr(self.model, "greedy_loglikelihoods", None)
+            if greedy is not None:
+                return [[value, is_greedy] for value, is_greedy in greedy(batch, self.batch_size)]
+            LOG.warning(f"{self.model.name} does not report whether a continuation is its greedy one; is_greedy "
+                        "is False (metrics that need it, such as lambada's acc, do not apply)")
+            return [[value, False] for value in self.model.loglikelihoods(batch, self.batch_size)]
+
+        return [(float(value), bool(is_greedy)) for value, is_greedy in self._answer("loglikelihood", requests, compute)]
+
+    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
+        raise UnsupportedRequest("loglikelihood_rolling (perplexity tasks such as wikitext) is not answered by the "
+                                 "platform's engine yet; run such a task with lm-evaluation-harness's own models")
+
+    def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
+        def compute(arguments: list[tuple[str, dict]]) -> list[str]:
+            batch = []
+            for context, gen_kwargs in arguments:
+                settings = normalize_gen_kwargs(gen_kwargs, DEFAULT_MAX_GEN_TOKS)
+                if settings.get("do_sample"):
+                    raise UnsupportedRequest(f"sampled generation ({gen_kwargs}): the engine decodes greedily; set "
+                                             "do_sample: false in the task's generation_kwargs")
+                batch.append(GenerationRequest(context, settings["max_gen_toks"], tuple(s for s in settings["until"] if s)))
+            return self.model.generate(batch, self.batch_size)
+
+        return [strip_reasoning(text, self.reasoning_end) for text in self._answer("generate_until", requests, compute)]
+
+    # --- chat templates (apply_chat_template, fewshot_as_multiturn) ------------------------------
+
+    @property
+    def _tokenizer(self) -> Any:
+        tokenizer = getattr(self.model, "tokenizer", None)
+        if tokenizer is None or not getattr(tokenizer, "chat_template", None):
+            raise UnsupportedRequest(f"{self.model.name} has no chat template of its own here (a local/... model has "
+                                     "one); run the task without apply_chat_template")
+        return tokenizer
+
+    @property
+    def tokenizer_name(self) -> str:
+        return self.model.fingerprint
+
+    def chat_template(self, chat_template: bool | str = False) -> str | None:
+        return self._tokenizer.chat_template if chat_template else None
+
+    def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        """The conversation as the model's chat template renders it, as the harness's HF model
+        renders it (a final assistant turn is continued, not closed, when no generation prompt)."""
+        return self._tokenizer.apply_chat_template(chat_history, tokenize=False,
+                                                   add_generation_prompt=add_generation_prompt,
+                                                   continue_final_message=not add_generation_prompt)

@@ -1,0 +1,326 @@
+"""Any lm-evaluation-harness task or group as a benchmark: the harness builds the requests, this
+platform's engine answers them, the harness scores them.
+
+The harness (0.4.13) is a library here. Its task registry (`TaskManager`, every YAML under
+`lm_eval/tasks` plus any `include_path` folder) builds each task with its own templates, few-shot
+samplers and seed, chat template handling (`fewshot_as_multiturn` included), filters,
+`process_results` and aggregation (groups included), through its own `evaluate()`. The model it
+is handed is `EngineLM` (engine_lm.py): the harness's three-method `LM` protocol over any
+`LanguageModel` of this platform (local, served, or an API where the request type allows), with
+the shared-prefix cache and continuous batching behind it, and answers already stored for the same
+model fingerprint reused instead of computed again.
+
+Local data: `data_files` points a task (or each task of a group) at local files, which become its
+`dataset_path: json` with those files as its splits (a split the task names but the files do not
+provide is dropped). Every other key of a task's config can be overridden per task (`overrides`).
+
+lm_eval is imported inside functions: importing this module costs nothing, and building the
+registry (about 14,000 YAML files) happens once per process and `include_path`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+HARNESS_VERSION = "0.4.13"
+FEWSHOT_SEED = 1234  # the harness's default fewshot_random_seed (simple_evaluate's)
+DATA_DIR = Path(__file__).resolve().parents[2] / "data"
+NLTK_DATA = DATA_DIR / "nltk_data"  # punkt_tab for IFEval, which NLTK would otherwise download at import
+SPLIT_KEYS = ("training_split", "validation_split", "test_split", "fewshot_split")
+
+
+class HarnessTaskError(ValueError):
+    """A task that cannot be built or run as configured; the message names the task and what to fix."""
+
+
+@dataclass(frozen=True)
+class HarnessRun:
+    """One harness task or group as it is evaluated: its name, where its YAML and data come from,
+    and the harness's evaluation settings."""
+
+    task: str
+    include_path: tuple[str, ...] = ()
+    data_files: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # task -> split -> file
+    overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # task -> config keys
+    num_fewshot: int | None = None  # None: each task's own
+    limit: int | None = None
+    apply_chat_template: bool = False
+    fewshot_as_multiturn: bool = False
+    system_instruction: str | None = None
+    bootstrap_iters: int = 1000
+    fewshot_seed: int = FEWSHOT_SEED
+
+    def describe(self) -> dict[str, Any]:
+        """The settings that make a result what it is, for the warehouse and the run's metadata."""
+        return {"task": self.task, "include_path": list(self.include_path), "data_files": dict(self.data_files),
+                "overrides": dict(self.overrides), "num_fewshot": self.num_fewshot, "limit": self.limit,
+                "apply_chat_template": self.apply_chat_template, "fewshot_as_multiturn": self.fewshot_as_multiturn,
+                "system_instruction": self.system_instruction, "fewshot_seed": self.fewshot_seed,
+                "harness_version": HARNESS_VERSION}
+
+
+def prepare_environment() -> None:
+    """What the harness's tasks need before they are imported: NLTK's punkt_tab from data/ (IFEval
+    downloads it at import otherwise), offline datasets, and a seeded langdetect (IFEval's
+    language checks are otherwise random between runs)."""
+    if NLTK_DATA.is_dir():
+        paths = os.environ.get("NLTK_DATA", "")
+        if str(NLTK_DATA) not in paths.split(os.pathsep):
+            os.environ["NLTK_DATA"] = os.pathsep.join(p for p in (str(NLTK_DATA), paths) if p)
+        import nltk
+
+        if str(NLTK_DATA) not in nltk.data.path:
+            nltk.data.path.insert(0, str(NLTK_DATA))
+    try:
+        from langdetect import DetectorFactory
+    except ImportError:
+        return
+    DetectorFactory.seed = 0
+
+
+@functools.lru_cache(maxsize=4)
+def task_manager(include_path: tuple[str, ...] = ()) -> Any:
+    """The harness's registry (its own tasks and any `include_path` folders), built once per
+    process and include path: it reads about 14,000 YAML files."""
+    prepare_environment()
+    from lm_eval.tasks import TaskManager
+
+    missing = [path for path in include_path if not Path(path).is_dir()]
+    if missing:
+        raise HarnessTaskError(f"include_path {missing[0]} is not a folder of task YAML files")
+    return TaskManager(include_path=list(include_path) or None)
+
+
+def local_data(files: Mapping[str, str], base: Mapping[str, Any]) -> dict[str, Any]:
+    """A task's overrides reading `files` (split -> local JSON/JSONL file): the task's splits that
+    the files do not provide are dropped, so its few-shot examples come from its YAML or a given
+    split only."""
+    missing = [path for path in files.values() if not Path(path).is_file()]
+    if missing:
+        raise HarnessTaskError(f"{base.get('task')}: data file {missing[0]} does not exist")
+    overrides: dict[str, Any] = {"dataset_path": "json", "dataset_name": None,
+                                 "dataset_kwargs": {"data_files": {split: str(path) for split, path in files.items()}}}
+    for key in SPLIT_KEYS:
+        if base.get(key) and base[key] not in files:
+            overrides[key] = None
+    if (base.get("test_split") or base.get("validation_split")) not in files:
+        raise HarnessTaskError(f"{base.get('task')}: data_files give splits {sorted(files)}, but the task evaluates "
+                               f"the split {base.get('test_split') or base.get('validation_split')!r}")
+    return overrides
+
+
+def _member_name(member: str | Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    if isinstance(member, str):
+        return member, {}
+    name = member.get("task") or member.get("group")
+    return name, {k: v for k, v in member.items() if k not in ("task", "group")}
+
+
+def build_task_dict(run: HarnessRun) -> dict[str, Any]:
+    """The harness's task dict (`tasks`, `groups`, `group_map`) for the run's task or group, each
+    leaf task's config merged with its data files and overrides (over the registered YAML, and
+    over what its group sets for it)."""
+    manager = task_manager(tuple(run.include_path))
+    index = manager.task_index
+    factory = manager._factory  # the registry's own builder: overrides merge onto the registered YAML
+    from lm_eval.tasks._index import Kind
+
+    used: set[str] = set()
+
+    def build(name: str, inherited: Mapping[str, Any]) -> Any:
+        entry = index.get(name)
+        if entry is None:
+            raise HarnessTaskError(f"{name!r} is not a task, group or tag of lm-evaluation-harness {HARNESS_VERSION}"
+                                   + (f" or of include_path {list(run.include_path)}" if run.include_path else ""))
+        if entry.kind == Kind.GROUP:
+            raw = factory._load_full_config(entry, None)
+            group = factory._build_group(name, {**raw, "task": []}, None, index)
+            defaults = {**inherited, **{k: v for k, v in raw.items() if k not in ("group", "task", "aggregate_metric_list",
+                                                                               "metadata", "group_alias")}}
+            for member in raw.get("task") or []:
+                member_name, member_overrides = _member_name(member)
+                child = build(member_name, {**defaults, **member_overrides})
+                for each in child if isinstance(child, list) else [child]:
+                    group.add(each)
+            return group
+        if entry.kind == Kind.TAG:  # a tag is shorthand for its tasks, not a group
+            return [build(member, inherited) for member in sorted(entry.tags)]
+        used.add(name)
+        overrides = {**inherited, **run.overrides.get(name, {})}
+        if name in run.data_files:
+            base = {**factory._load_full_config(entry, None), **overrides}
+            overrides.update(local_data(run.data_files[name], base))
+        return factory.build(entry, overrides={"task": name, **overrides}, registry=index)
+
+    try:
+        built = build(run.task, {})
+    except HarnessTaskError:
+        raise
+    except Exception as error:  # the harness's own error, e.g. a dataset it cannot load offline
+        raise HarnessTaskError(f"{run.task}: the harness could not build it: {type(error).__name__}: {error}") from error
+    unknown = sorted((set(run.data_files) | set(run.overrides)) - used)
+    if unknown:
+        raise HarnessTaskError(f"{run.task}: data_files or overrides name {unknown}, which are not among its tasks")
+    return manager.load(built if isinstance(built, list) else [built])
+
+
+@dataclass
+class HarnessOutcome:
+    """What one evaluation produced: the harness's results (tasks and groups), its per-document
+    samples, every request's answer, and the seconds spent in the engine alone."""
+
+    results: dict[str, Any]
+    samples: dict[str, list[dict[str, Any]]]
+    answers: dict[str, Any]
+    model_seconds: float
+
+
+def evaluate_run(run: HarnessRun, model: Any, batch_size: int = 8, stored: Mapping[str, Any] | None = None,
+                 reasoning_end: str | None = None) -> HarnessOutcome:
+    """The harness's own `evaluate()` on the run's tasks, answered by `model` through EngineLM.
+
+    Settings follow `simple_evaluate`'s: a `num_fewshot` replaces each task's own unless the task
+    fixes 0, a task without one runs zero-shot, and every task's few-shot sampler is seeded with
+    `fewshot_seed`. Unlike `simple_evaluate`, no global random generator is reseeded and no git
+    command runs; `fewshot_as_multiturn` is the run's (evaluate()'s default is False,
+    simple_evaluate()'s True)."""
+    task_dict = build_task_dict(run)
+    from lm_eval.evaluator import evaluate
+
+    from eval_platform.benchmarks.engine_lm import EngineLM
+
+    for task in task_dict["tasks"].values():
+        if run.num_fewshot is not None and task.get_config("num_fewshot") != 0:
+            task.set_config(key="num_fewshot", value=run.num_fewshot)
+        elif task.get_config("num_fewshot") is None:
+            task.set_config(key="num_fewshot", value=0)
+        task.set_fewshot_seed(seed=run.fewshot_seed)
+    lm = EngineLM(model, batch_size, stored, reasoning_end)
+    results = evaluate(lm=lm, task_dict=task_dict, limit=run.limit, bootstrap_iters=run.bootstrap_iters,
+                       log_samples=True, system_instruction=run.system_instruction,
+                       apply_chat_template=run.apply_chat_template, fewshot_as_multiturn=run.fewshot_as_multiturn)
+    return HarnessOutcome(results, results.pop("samples"), lm.answers, lm.model_seconds)
+
+
+def _json(value: Any) -> str:
+    from lm_eval.utils import handle_non_serializable
+
+    return json.dumps(value, ensure_ascii=False, default=handle_non_serializable)
+
+
+def _number(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if number != number else number
+
+
+def random_baseline(samples: Sequence[Mapping[str, Any]]) -> float | None:
+    """A multiple-choice task's chance accuracy: the mean over its documents of 1 / choices (one
+    log-likelihood request per choice); None for other tasks."""
+    counts = [len(s["arguments"]) for s in samples if s.get("filter", "none") == "none"
+              and all(len(a) == 2 and isinstance(a[1], str) for a in s["arguments"])]
+    return sum(1 / n for n in counts) / len(counts) if counts and min(counts) > 1 else None
+
+
+def result_rows(outcome: HarnessOutcome) -> list[dict[str, Any]]:
+    """One row per task or group, metric and filter: its value, standard error, documents,
+    shots, whether higher is better, and a multiple-choice task's random baseline."""
+    results = outcome.results
+    groups = set(results.get("groups", {})) | set(results.get("group_subtasks", {})) - set(outcome.samples)
+    rows = []
+    for name, metrics in results["results"].items():
+        samples = outcome.samples.get(name, [])
+        baseline = random_baseline(samples)
+        for key, value in metrics.items():
+            if "," not in key or "_stderr," in key:
+                continue
+            metric, filter_name = key.split(",", 1)
+            n = results.get("n-samples", {}).get(name, {}).get("effective")
+            rows.append({"task": name, "alias": str(metrics.get("alias", name)).strip(" -"), "is_group": name in groups,
+                         "metric": metric, "filter": filter_name, "value": _number(value),
+                         "stderr": _number(metrics.get(f"{metric}_stderr,{filter_name}")),
+                         "n": n if n is not None else None, "num_fewshot": results.get("n-shot", {}).get(name),
+                         "higher_is_better": results.get("higher_is_better", {}).get(name, {}).get(metric),
+                         "random_baseline": baseline})
+    return rows
+
+
+def sample_rows(outcome: HarnessOutcome) -> list[dict[str, Any]]:
+    """One row per task, document and filter: the document, the exact prompt (its first request's
+    context, few-shot examples and chat template included), every request's arguments, the
+    reference, the answers before and after the filter, and the per-document metrics."""
+    rows = []
+    for task, samples in outcome.samples.items():
+        for sample in samples:
+            arguments = [list(a) for a in sample["arguments"]]
+            rows.append({"task": task, "doc_id": int(sample["doc_id"]), "filter": sample["filter"],
+                         "doc": _json(sample["doc"]), "prompt": str(arguments[0][0]) if arguments else "",
+                         "arguments": _json(arguments), "target": str(sample["target"]),
+                         "responses": _json(sample["resps"]), "filtered_responses": _json(sample["filtered_resps"]),
+                         "metrics": _json({m: sample[m] for m in sample["metrics"]}),
+                         "doc_hash": sample["doc_hash"], "prompt_hash": sample["prompt_hash"]})
+    return rows
+
+
+# --- benchmarks declared as data ----------------------------------------------------------------
+
+HARNESS_BENCHMARK_DIR = DATA_DIR / "harness"
+DECLARATION_FIELDS = {"task", "title", "include_path", "data_files", "overrides", "num_fewshot", "limit", "headline"}
+
+
+@dataclass(frozen=True)
+class HarnessBenchmark:
+    """A harness task or group declared as one of this platform's benchmarks: a YAML file in
+    data/harness/ (its name is the file's stem), with its local data and its headline metric."""
+
+    name: str
+    title: str
+    run: HarnessRun
+    headline_metric: str | None = None  # None: the first metric the harness reports
+    headline_filter: str = "none"
+
+
+def parse_declaration(path: Path) -> HarnessBenchmark:
+    """A declaration file as a benchmark; paths in it are relative to its folder. A bad file is
+    refused naming the file and the field."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as error:
+        raise HarnessTaskError(f"{path}: not readable as YAML: {error}") from error
+    if not isinstance(data, dict):
+        raise HarnessTaskError(f"{path}: a benchmark declaration is a mapping of fields ({sorted(DECLARATION_FIELDS)})")
+    unknown = sorted(set(data) - DECLARATION_FIELDS)
+    if unknown:
+        raise HarnessTaskError(f"{path}: unknown field(s) {unknown}; known: {sorted(DECLARATION_FIELDS)}")
+
+    def relative(value: str) -> str:
+        return str((path.parent / value).resolve()) if not Path(value).is_absolute() else value
+
+    files = data.get("data_files") or {}
+    if not isinstance(files, dict) or not all(isinstance(v, dict) for v in files.values()):
+        raise HarnessTaskError(f"{path}: data_files maps each task to its splits' files ({{task: {{test: file}}}})")
+    headline = data.get("headline") or {}
+    if not isinstance(headline, dict) or set(headline) - {"metric", "filter"}:
+        raise HarnessTaskError(f"{path}: headline is a mapping with metric and optionally filter")
+    include = data.get("include_path") or []
+    run = HarnessRun(task=str(data.get("task") or path.stem),
+                     include_path=tuple(relative(p) for p in ([include] if isinstance(include, str) else include)),
+                     data_files={task: {split: relative(f) for split, f in splits.items()} for task, splits in files.items()},
+                     overrides=data.get("overrides") or {}, num_fewshot=data.get("num_fewshot"), limit=data.get("limit"))
+    return HarnessBenchmark(path.stem, str(data.get("title") or run.task), run, headline.get("metric"),
+                            headline.get("filter", "none"))
+
+
+def load_declarations(folder: Path | str = HARNESS_BENCHMARK_DIR) -> dict[str, HarnessBenchmark]:
+    """Every benchmark declared in the folder (`*.yaml`), by name."""
+    folder = Path(folder)
+    return {path.stem: parse_declaration(path) for path in sorted(folder.glob("*.yaml"))} if folder.is_dir() else {}

@@ -1,0 +1,126 @@
+"""The protocol `open_llm_leaderboard_v2`: the Open LLM Leaderboard's second protocol (June 2024),
+computed as the leaderboard computed it from lm-evaluation-harness's `leaderboard` tasks.
+
+Each score is rescaled between the random baseline and 1, as 0 to 100, a score below the baseline
+counting 0. BBH and MuSR are rescaled per subtask (each with its own number of choices) and then
+averaged unweighted; MMLU-Pro's baseline is 0.1, GPQA's 0.25; MATH-hard and IFEval have none, and
+IFEval's score is the mean of prompt-level and instruction-level strict accuracy. The protocol's
+number is the mean of the six normalised scores, labelled partial when any is missing (GPQA is
+gated on the Hub, MATH-hard and MuSR are not available offline: each runs by hub id where a user
+has access, and is otherwise skipped with its reason).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from statistics import mean
+from typing import Any, Mapping, Sequence
+
+PROTOCOL = "open_llm_leaderboard_v2"
+TITLE = "Open LLM Leaderboard (v2)"
+
+
+@dataclass(frozen=True)
+class V2Task:
+    task: str  # the harness's task or group
+    metrics: tuple[str, ...]  # averaged (IFEval: prompt- and instruction-level strict accuracy)
+    baseline: float | None = None  # None with per_subtask: each subtask's own (1 / its choices)
+    per_subtask: bool = False
+    unavailable_offline: str = ""
+
+
+V2_TASKS = (
+    V2Task("leaderboard_bbh", ("acc_norm",), per_subtask=True),
+    V2Task("leaderboard_gpqa", ("acc_norm",), baseline=0.25,
+           unavailable_offline="GPQA (Idavidrein/gpqa) is gated on the Hub and not redistributed"),
+    V2Task("leaderboard_ifeval", ("prompt_level_strict_acc", "inst_level_strict_acc"), baseline=0.0),
+    V2Task("leaderboard_math_hard", ("exact_match",), baseline=0.0,
+           unavailable_offline="MATH-hard (lighteval/MATH-Hard) was taken down after a DMCA notice; not available "
+                               "offline"),
+    V2Task("leaderboard_mmlu_pro", ("acc",), baseline=0.1),
+    V2Task("leaderboard_musr", ("acc_norm",), per_subtask=True,
+           unavailable_offline="MuSR (TAUR-Lab/MuSR) is not available offline"),
+)
+
+
+def normalize(value: float, baseline: float) -> float:
+    """A score rescaled from [baseline, 1] to [0, 100]; below the baseline, 0."""
+    return max(0.0, (value - baseline) / (1.0 - baseline)) * 100.0
+
+
+def _value(rows: Sequence[Mapping[str, Any]], task: str, metric: str) -> Mapping[str, Any] | None:
+    return next((r for r in rows if r["task"] == task and r["metric"] == metric and r["filter"] == "none"
+                 and r["value"] is not None), None)
+
+
+def task_score(spec: V2Task, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """One model's raw and normalised score on a v2 task from its harness results, or None where
+    they do not hold it."""
+    if spec.per_subtask:
+        subtasks = [r for r in rows if r["task"].startswith(spec.task + "_") and not r["is_group"]
+                    and r["metric"] == spec.metrics[0] and r["filter"] == "none" and r["value"] is not None]
+        if not subtasks:
+            return None
+        if any(r["random_baseline"] is None for r in subtasks):
+            missing = [r["task"] for r in subtasks if r["random_baseline"] is None]
+            raise ValueError(f"{spec.task}: no random baseline for {missing} (not multiple choice)")
+        group = _value(rows, spec.task, spec.metrics[0])
+        raw = group["value"] if group else mean(r["value"] for r in subtasks)
+        return {"metric": spec.metrics[0], "raw": raw, "subtasks": len(subtasks),
+                "normalized": mean(normalize(r["value"], r["random_baseline"]) for r in subtasks)}
+    found = [_value(rows, spec.task, metric) for metric in spec.metrics]
+    if any(f is None for f in found):
+        return None
+    raw = mean(f["value"] for f in found)
+    return {"metric": " + ".join(spec.metrics), "raw": raw, "subtasks": None,
+            "normalized": normalize(raw, spec.baseline)}
+
+
+def protocol_rows(results: Sequence[Mapping[str, Any]], skipped: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """For every model with harness results: one row per v2 task (its raw and normalised score, or
+    why it is missing) and the `average` of the normalised scores, complete or partial."""
+    skipped = skipped or {}
+    rows = []
+    for model in sorted({r["model"] for r in results}):
+        own = [r for r in results if r["model"] == model]
+        scored = []
+        for spec in V2_TASKS:
+            score = task_score(spec, own)
+            fingerprint = next((r["model_fingerprint"] for r in own if r["task"].startswith(spec.task)), None)
+            base = {"protocol": PROTOCOL, "model": model, "model_fingerprint": fingerprint, "benchmark": spec.task}
+            if score is None:
+                reason = skipped.get(spec.task) or spec.unavailable_offline or "not evaluated yet"
+                rows.append({**base, "metric": " + ".join(spec.metrics), "raw": None, "normalized": None,
+                             "subtasks": None, "status": f"missing: {reason}"})
+            else:
+                scored.append((spec.task, score["normalized"]))
+                rows.append({**base, **score, "status": "scored"})
+        missing = [spec.task for spec in V2_TASKS if spec.task not in dict(scored)]
+        rows.append({"protocol": PROTOCOL, "model": model, "model_fingerprint": None, "benchmark": "average",
+                     "metric": "mean of the normalised scores", "raw": None,
+                     "normalized": mean(v for _, v in scored) if scored else None, "subtasks": len(scored),
+                     "status": "complete" if not missing else
+                               f"partial: {len(scored)} of {len(V2_TASKS)} tasks (missing {', '.join(missing)})"})
+    return rows
+
+
+def v2_table(rows: "Any") -> "Any":
+    """Models as rows; each task's normalised score (raw in brackets) and the average with its
+    status, as the leaderboard shows them."""
+    import pandas as pd
+
+    frame = pd.DataFrame(rows)
+    if not len(frame):
+        return frame
+    table = []
+    for model, own in frame.groupby("model", sort=True):
+        row: dict[str, Any] = {"model": model}
+        for r in own.itertuples():
+            if r.benchmark == "average":
+                row["average (normalised)"] = (f"{r.normalized:.2f} ({r.status})" if r.normalized == r.normalized
+                                               and r.normalized is not None else r.status)
+            else:
+                row[r.benchmark] = (f"{r.normalized:.2f} (raw {r.raw:.4f})" if r.status == "scored" else
+                                    r.status.split(":")[0])
+        table.append(row)
+    return pd.DataFrame(table)

@@ -1,7 +1,7 @@
 """The GPU check: parity with lm-evaluation-harness, item by item, and items/s of both tools, on a
 CUDA machine, in float32 and in bfloat16, on ARC-Challenge 25-shot and MMLU 5-shot.
 
-    pip install -e '.[parity]'
+    pip install -e .
     python speed/gpu_check.py                    # 200 items each
     python speed/gpu_check.py --items 50 --batch-size 32
 

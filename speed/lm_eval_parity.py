@@ -1,6 +1,6 @@
 """This platform against lm-evaluation-harness 0.4.13 on the same items, model and machine.
 
-    pip install -e '.[parity]'     # the harness: an optional extra, never a runtime dependency
+    pip install -e .     # the harness (lm-eval) is a dependency: its task registry is a library here
     python speed/lm_eval_parity.py                      # 200 items each (or all, if fewer)
     python speed/lm_eval_parity.py --items 20 --benchmarks arc_challenge mmlu --batch-size 16
 

@@ -1,19 +1,18 @@
-"""Item-by-item parity with lm-evaluation-harness 0.4.13 (the `parity` extra, installed by
-`make test`): both tools run the shipped slices' first rows with the same weights, and every
+"""Item-by-item parity with lm-evaluation-harness 0.4.13 (a dependency: its task
+registry is a library here): both tools run the shipped slices' first rows with the same weights, and every
 prompt, log-likelihood, generated text and per-item metric must agree (a text may part only at a
 near-tie that float noise can flip, shown by the parity script's divergence). A few items per benchmark
 keep this quick; `speed/lm_eval_parity.py` runs the same comparison on 200 items each."""
 
 import json
 
+import lm_eval  # noqa: F401  (a dependency: a missing harness fails the suite, never skips it)
 import pytest
 
 from eval_platform.benchmarks.specs import BENCHMARKS
 from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
 from speed.lm_eval_parity import compare, harness_model
 from tests.conftest import DATA_BENCHMARKS
-
-pytest.importorskip("lm_eval", reason="lm-evaluation-harness is the `parity` extra: pip install -e '.[parity]'")
 
 # (benchmark, shots, items): every benchmark, every sampler (random, random without the evaluated
 # doc, first-n of the subject) at the leaderboard's shots, and both request types

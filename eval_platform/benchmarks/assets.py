@@ -13,7 +13,9 @@ from eval_platform.benchmarks.comparison import comparison_rows
 from eval_platform.benchmarks.leaderboard import (
     PRIMARY_PROTOCOL, headline_scores, leaderboard_plot, leaderboard_table, short_fingerprint,
 )
-from eval_platform.benchmarks.harness_tasks import HarnessRun, evaluate_run, load_declarations, result_rows, sample_rows
+from eval_platform.benchmarks.harness_tasks import (
+    HarnessRun, evaluate_run, headline_rows, load_declarations, result_rows, sample_rows,
+)
 from eval_platform.benchmarks.leaderboard_v2 import PROTOCOL as V2_PROTOCOL
 from eval_platform.benchmarks.leaderboard_v2 import protocol_rows, v2_table
 from eval_platform.benchmarks.partitions import benchmark_partitions, evaluation_partitions, harness_evaluation_partitions
@@ -373,7 +375,8 @@ def protocol_scores(context: AssetExecutionContext, warehouse: WarehouseResource
     return MaterializeResult(metadata={"dagster/row_count": len(scores), **metadata})
 
 
-@asset(group_name="benchmark_protocols", deps=[benchmark_scores, protocol_scores, "normalized_protocol_scores"],
+@asset(group_name="benchmark_protocols",
+       deps=[benchmark_scores, protocol_scores, "harness_evaluation", "normalized_protocol_scores"],
        kinds={"duckdb"}, pool=WAREHOUSE_POOL, automation_condition=AutomationCondition.eager())
 def leaderboard(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
     """The roster's leaderboard: each model's headline score per benchmark with its 95% interval
@@ -384,11 +387,13 @@ def leaderboard(context: AssetExecutionContext, warehouse: WarehouseResource) ->
         headlines = headline_scores(store.load_scores())
         averages = store.load_protocol_averages(PRIMARY_PROTOCOL)
         normalized = store.load_normalized_scores(V2_PROTOCOL)
+        harness = pd.DataFrame(headline_rows(store.load_harness_results(), load_declarations()))
         store.replace_leaderboard(pd.DataFrame(headlines).assign(computed_at=utc_now()) if headlines else None)
     table = leaderboard_table(headlines, averages)
     return MaterializeResult(metadata={
         "dagster/row_count": len(table), "leaderboard": markdown_table(table, 100),
-        V2_PROTOCOL: markdown_table(v2_table(normalized), 100),
+        V2_PROTOCOL: markdown_table(v2_table(normalized), 100), "harness_benchmarks": markdown_table(harness.round(4), 100),
+        **{f"{h.model}/{h.benchmark}": MetadataValue.float(float(h.value)) for h in harness.itertuples()},
         "plot": MetadataValue.md(leaderboard_plot(headlines)) if headlines else "no scores yet",
         **{f"{h['model']}/{h['benchmark']}": MetadataValue.float(float(h["accuracy"])) for h in headlines}})
 

@@ -122,9 +122,14 @@ def _member_name(member: str | Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
 
 
 def build_task_dict(run: HarnessRun) -> dict[str, Any]:
-    """The harness's task dict (`tasks`, `groups`, `group_map`) for the run's task or group, each
-    leaf task's config merged with its data files and overrides (over the registered YAML, and
-    over what its group sets for it)."""
+    """The harness's task dict (`tasks`, `groups`, `group_map`) for the run's task or group."""
+    return task_manager(tuple(run.include_path)).load(build_tasks(run))
+
+
+def build_tasks(run: HarnessRun) -> list[Any]:
+    """The run's task or group as the harness's objects (a tag: its tasks), each leaf task's config
+    merged with its data files and overrides (over the registered YAML, and over what its group
+    sets for it)."""
     manager = task_manager(tuple(run.include_path))
     index = manager.task_index
     factory = manager._factory  # the registry's own builder: overrides merge onto the registered YAML
@@ -166,7 +171,7 @@ def build_task_dict(run: HarnessRun) -> dict[str, Any]:
     unknown = sorted((set(run.data_files) | set(run.overrides)) - used)
     if unknown:
         raise HarnessTaskError(f"{run.task}: data_files or overrides name {unknown}, which are not among its tasks")
-    return manager.load(built if isinstance(built, list) else [built])
+    return built if isinstance(built, list) else [built]
 
 
 @dataclass
@@ -271,7 +276,7 @@ def sample_rows(outcome: HarnessOutcome) -> list[dict[str, Any]]:
 
 # --- benchmarks declared as data ----------------------------------------------------------------
 
-HARNESS_BENCHMARK_DIR = DATA_DIR / "harness"
+HARNESS_BENCHMARK_DIR = DATA_DIR / "harness"  # or EVAL_HARNESS_DIR
 DECLARATION_FIELDS = {"task", "title", "include_path", "data_files", "overrides", "num_fewshot", "limit", "headline"}
 
 
@@ -320,7 +325,28 @@ def parse_declaration(path: Path) -> HarnessBenchmark:
                             headline.get("filter", "none"))
 
 
-def load_declarations(folder: Path | str = HARNESS_BENCHMARK_DIR) -> dict[str, HarnessBenchmark]:
-    """Every benchmark declared in the folder (`*.yaml`), by name."""
-    folder = Path(folder)
+def load_declarations(folder: Path | str | None = None) -> dict[str, HarnessBenchmark]:
+    """Every benchmark declared in the folder (`*.yaml`; default EVAL_HARNESS_DIR, else
+    data/harness/), by name."""
+    folder = Path(folder or os.environ.get("EVAL_HARNESS_DIR", HARNESS_BENCHMARK_DIR))
     return {path.stem: parse_declaration(path) for path in sorted(folder.glob("*.yaml"))} if folder.is_dir() else {}
+
+
+def headline_rows(results: Sequence[Mapping[str, Any]],
+                  declarations: Mapping[str, HarnessBenchmark]) -> list[dict[str, Any]]:
+    """Each model's headline on each harness benchmark: the declared metric (and filter) of the
+    benchmark's own task or group, else the first metric it reports."""
+    rows = []
+    for (benchmark, model) in sorted({(r["benchmark"], r["model"]) for r in results}):
+        declared = declarations.get(benchmark)
+        task = declared.run.task if declared else benchmark
+        own = [r for r in results if r["benchmark"] == benchmark and r["model"] == model and r["task"] == task
+               and r["value"] is not None]
+        wanted = [r for r in own if declared and r["metric"] == declared.headline_metric
+                  and r["filter"] == declared.headline_filter] or own
+        if wanted:
+            best = wanted[0]
+            rows.append({"benchmark": benchmark, "model": model, "task": task, "metric": best["metric"],
+                         "filter": best["filter"], "value": best["value"], "stderr": best["stderr"], "n": best["n"],
+                         "num_fewshot": best["num_fewshot"]})
+    return rows

@@ -1,0 +1,42 @@
+"""Item-by-item parity of the Open LLM Leaderboard v2 tasks with lm-evaluation-harness 0.4.13 run
+on its own (simple_evaluate with its HF model on the same GGUF, same local data): every per-item
+metric equal, every prompt equal, generated texts identical or parting only at a near-tie. A few
+documents keep this quick; `speed/harness_parity.py` runs the same comparison on more."""
+
+from dataclasses import replace
+
+import pytest
+
+from eval_platform.benchmarks.harness_tasks import HarnessRun, load_declarations
+from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
+from speed.harness_parity import compare, load_both
+
+IFEVAL_SHORT = {"leaderboard_ifeval": {"generation_kwargs": {"until": [], "do_sample": False, "temperature": 0.0,
+                                                             "max_gen_toks": 48}}}
+BBH_SUBTASKS = ("leaderboard_bbh_boolean_expressions", "leaderboard_bbh_date_understanding",
+                "leaderboard_bbh_geometric_shapes")
+
+
+def runs() -> list[HarnessRun]:
+    declared = load_declarations()
+    bbh = declared["leaderboard_bbh"].run
+    return [replace(declared["leaderboard_mmlu_pro"].run, limit=2),
+            replace(declared["leaderboard_ifeval"].run, limit=2, overrides=IFEVAL_SHORT),
+            *[HarnessRun(task, data_files={task: bbh.data_files[task]}, limit=2) for task in BBH_SUBTASKS]]
+
+
+@pytest.fixture(scope="module")
+def both_models():
+    return load_both(batch_size=8)
+
+
+@pytest.mark.parametrize("run", runs(), ids=lambda run: run.task)
+def test_v2_tasks_agree_item_by_item_with_the_harness(run, both_models):
+    lm, model = both_models
+    report = compare(run, lm, model, batch_size=8)
+    assert report["documents"] == 2 and report["prompts_differ"] == 0
+    assert {metric: values["agreement"] for metric, values in report["metrics"].items()} == \
+        {metric: 1.0 for metric in report["metrics"]}
+    for difference in report["text_differences"]:  # a text may part only where two tokens nearly tie
+        assert difference["gap"] is not None and difference["gap"] < LOGLIKELIHOOD_TOLERANCE, difference
+    assert report["harness_tokens"] > 0 and report["ours_tokens"] > 0

@@ -1,0 +1,174 @@
+"""lm-evaluation-harness tasks as benchmarks: a task from a YAML folder declared in a benchmarks
+folder materialises the whole graph (evaluation, protocol scores, leaderboard) through the real
+jobs with resources set by run config, as the launchpad sets them; any harness task runs by name
+on local files from the launchpad; stored answers are reused; bad input is refused naming it; the
+Open LLM Leaderboard v2 normalisation; reasoning blocks."""
+
+import json
+
+import pytest
+from dagster import DagsterInstance
+
+from eval_platform.benchmarks.engine_lm import strip_reasoning
+from eval_platform.benchmarks.harness_tasks import HarnessRun, HarnessTaskError, build_task_dict, parse_declaration
+from eval_platform.benchmarks.leaderboard_v2 import normalize, protocol_rows
+from eval_platform.benchmarks.partitions import harness_key, harness_task_partitions, roster_partitions
+from eval_platform.benchmarks.roster import RosterEntry, write_entry
+from eval_platform.benchmarks.store import BenchmarkStore
+from eval_platform.common.resources import WarehouseResource
+from tests.conftest import DATA_BENCHMARKS
+
+TASK_YAML = """task: throwaway_capitals
+dataset_path: json
+output_type: multiple_choice
+test_split: test
+doc_to_text: "Q: What is the capital of {{country}}?\\nA:"
+doc_to_choice: "{{choices}}"
+doc_to_target: "{{answer}}"
+metric_list:
+  - metric: acc
+    aggregation: mean
+    higher_is_better: true
+  - metric: acc_norm
+    aggregation: mean
+    higher_is_better: true
+"""
+ROWS = [{"country": "France", "choices": ["Paris", "Lyon", "Nice"], "answer": 0},
+        {"country": "Italy", "choices": ["Milan", "Rome", "Turin"], "answer": 1},
+        {"country": "Spain", "choices": ["Seville", "Valencia", "Madrid"], "answer": 2},
+        {"country": "Germany", "choices": ["Berlin", "Munich"], "answer": 0}]
+
+
+def launchpad(warehouse_path, roster_dir, ops=None):
+    """Run config as the launchpad writes it: resources and op config."""
+    return {"resources": {"warehouse": {"config": {"database": str(warehouse_path)}},
+                          "roster": {"config": {"directory": str(roster_dir)}}}, "ops": ops or {}}
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A benchmarks folder with one throwaway task (its YAML folder and data), a roster of one."""
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "throwaway.yaml").write_text(TASK_YAML)
+    benchmarks = tmp_path / "harness"
+    benchmarks.mkdir()
+    (benchmarks / "capitals.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    (benchmarks / "capitals.yaml").write_text(
+        "task: throwaway_capitals\ninclude_path: ../tasks\nheadline: {metric: acc}\n"
+        "data_files:\n  throwaway_capitals: {test: capitals.jsonl}\n")
+    monkeypatch.setenv("EVAL_HARNESS_DIR", str(benchmarks))
+    write_entry(tmp_path / "roster", RosterEntry(name="smollm2", model="local/smollm2-135m-instruct"))
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(roster_partitions.name, ["smollm2"])
+    return tmp_path, instance
+
+
+def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
+    from eval_platform.definitions import defs
+
+    root, instance = project
+    instance.add_dynamic_partitions(harness_task_partitions.name, ["capitals"])
+    config = launchpad(root / "warehouse.duckdb", root / "roster")
+    first = defs.resolve_job_def("harness_evaluation").execute_in_process(
+        partition_key=harness_key("capitals", "smollm2"), instance=instance, run_config=config)
+    assert first.success
+    (event,) = first.get_asset_materialization_events()
+    metadata = event.materialization.metadata
+    assert (metadata["requests"].value, metadata["computed"].value, metadata["reused"].value) == (11, 11, 0)
+    warehouse = WarehouseResource(database=str(root / "warehouse.duckdb"))
+    with warehouse.store(BenchmarkStore) as store:
+        samples = store.load_harness_samples("capitals", "smollm2")
+        results = store.load_harness_results("capitals")
+    assert list(samples["doc_id"]) == [0, 1, 2, 3]
+    assert samples["prompt"].iloc[1] == "Q: What is the capital of Italy?\nA:"
+    for sample in samples.itertuples():  # acc is the harness's: the gold choice has the largest log-likelihood
+        likelihoods = [response[0] for response in json.loads(sample.filtered_responses)]
+        gold = ROWS[sample.doc_id]["answer"]
+        assert json.loads(sample.metrics)["acc"] == float(likelihoods.index(max(likelihoods)) == gold)
+        assert len(json.loads(sample.arguments)) == len(ROWS[sample.doc_id]["choices"])
+    acc = next(r for r in results if r["metric"] == "acc")
+    assert acc["n"] == 4 and acc["value"] == pytest.approx(samples["metrics"].map(lambda m: json.loads(m)["acc"]).mean())
+    assert acc["random_baseline"] == pytest.approx((3 * (1 / 3) + 1 / 2) / 4)
+    scored = defs.resolve_job_def("score_protocols").execute_in_process(instance=instance, run_config={
+        "resources": config["resources"]})
+    assert scored.success
+    board = {e.asset_key.path[-1]: e.materialization.metadata for e in scored.get_asset_materialization_events()}
+    assert board["leaderboard"]["smollm2/capitals"].value == pytest.approx(acc["value"])
+    assert "throwaway_capitals" in board["leaderboard"]["harness_benchmarks"].value
+    again = defs.resolve_job_def("harness_evaluation").execute_in_process(
+        partition_key=harness_key("capitals", "smollm2"), instance=instance, run_config=config)
+    metadata = again.get_asset_materialization_events()[0].materialization.metadata
+    assert (metadata["computed"].value, metadata["reused"].value) == (0, 11)
+    with warehouse.store(BenchmarkStore) as store:
+        assert len(store.load_harness_samples("capitals", "smollm2")) == 4
+        assert store.rows("SELECT count(*) AS n FROM harness_answers")[0]["n"] == 11
+
+
+def test_any_harness_task_runs_by_name_from_the_launchpad_on_local_files(project):
+    from eval_platform.definitions import defs
+
+    root, instance = project
+    rows = (DATA_BENCHMARKS / "arc_easy.jsonl").read_text().split("\n")[:3]
+    (root / "arc.jsonl").write_text("\n".join(rows) + "\n")
+    instance.add_dynamic_partitions(harness_task_partitions.name, ["arc_easy"])
+    result = defs.resolve_job_def("harness_evaluation").execute_in_process(
+        partition_key=harness_key("arc_easy", "smollm2"), instance=instance, run_config=launchpad(
+            root / "warehouse.duckdb", root / "roster",
+            {"harness_evaluation": {"config": {"data_files": {"arc_easy": {"test": str(root / "arc.jsonl")}}}}}))
+    assert result.success
+    with WarehouseResource(database=str(root / "warehouse.duckdb")).store(BenchmarkStore) as store:
+        samples = store.load_harness_samples("arc_easy", "smollm2")
+        metrics = {r["metric"] for r in store.load_harness_results("arc_easy")}
+    first = json.loads(rows[0])
+    assert len(samples) == 3 and samples["prompt"].iloc[0] == f"Question: {first['question']}\nAnswer:"
+    assert [a[1] for a in json.loads(samples["arguments"].iloc[0])] == [" " + c for c in first["choices"]["text"]]
+    assert metrics == {"acc", "acc_norm"}
+
+
+def test_bad_tasks_and_files_are_refused_naming_them(project):
+    root, _ = project
+    with pytest.raises(HarnessTaskError, match="'no_such_task' is not a task"):
+        build_task_dict(HarnessRun("no_such_task"))
+    with pytest.raises(HarnessTaskError, match="data file .*missing.jsonl does not exist"):
+        build_task_dict(HarnessRun("arc_easy", data_files={"arc_easy": {"test": str(root / "missing.jsonl")}}))
+    with pytest.raises(HarnessTaskError, match=r"name \['mmlu_pro'\], which are not among its tasks"):
+        build_task_dict(HarnessRun("arc_easy", data_files={"arc_easy": {"test": str(DATA_BENCHMARKS / "arc_easy.jsonl")},
+                                                           "mmlu_pro": {"test": "x"}}))
+    bad = root / "harness" / "bad.yaml"
+    bad.write_text("task: arc_easy\nshots: 5\n")
+    with pytest.raises(HarnessTaskError, match=r"bad.yaml: unknown field\(s\) \['shots'\]"):
+        parse_declaration(bad)
+
+
+def result(model, task, metric, value, baseline=None, is_group=False):
+    return {"model": model, "model_fingerprint": "fp", "task": task, "metric": metric, "filter": "none",
+            "value": value, "random_baseline": baseline, "is_group": is_group}
+
+
+def test_open_llm_leaderboard_v2_normalises_as_the_leaderboard_did():
+    assert normalize(0.55, 0.1) == pytest.approx(50.0) and normalize(0.05, 0.1) == 0.0
+    rows = protocol_rows([
+        result("m", "leaderboard_bbh", "acc_norm", 0.55, is_group=True),
+        result("m", "leaderboard_bbh_navigate", "acc_norm", 0.5, 0.5),  # at chance: 0
+        result("m", "leaderboard_bbh_date_understanding", "acc_norm", 0.6, 0.2),  # (0.6 - 0.2) / 0.8 = 50
+        result("m", "leaderboard_mmlu_pro", "acc", 0.19),  # baseline 0.1: 10
+        result("m", "leaderboard_ifeval", "prompt_level_strict_acc", 0.3),
+        result("m", "leaderboard_ifeval", "inst_level_strict_acc", 0.5),  # mean 0.4: 40
+    ])
+    by_task = {r["benchmark"]: r for r in rows}
+    assert by_task["leaderboard_bbh"]["normalized"] == pytest.approx(25.0)  # per subtask, then unweighted
+    assert by_task["leaderboard_bbh"]["raw"] == pytest.approx(0.55) and by_task["leaderboard_bbh"]["subtasks"] == 2
+    assert by_task["leaderboard_mmlu_pro"]["normalized"] == pytest.approx(10.0)
+    assert by_task["leaderboard_ifeval"]["normalized"] == pytest.approx(40.0)
+    assert by_task["leaderboard_gpqa"]["status"].startswith("missing: GPQA")
+    assert by_task["average"]["normalized"] == pytest.approx(25.0)
+    assert by_task["average"]["status"] == ("partial: 3 of 6 tasks (missing leaderboard_gpqa, leaderboard_math_hard, "
+                                            "leaderboard_musr)")
+
+
+def test_a_reasoning_block_is_stripped_before_scoring_and_kept_in_the_answer():
+    text = "<think>The capital is Paris, not Lyon.</think>\n Paris"
+    assert strip_reasoning(text, "</think>") == "Paris"
+    assert strip_reasoning("Paris", "</think>") == "Paris" and strip_reasoning(text, None) == text
+    with pytest.raises(ValueError, match="reasoning_end"):
+        RosterEntry(name="r", reasoning_end="")

@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             for name in evaluation_order(roster):
                 if roster[name].evaluated_on_harness(task.task):
-                    run("harness_evaluation", harness_key(task.task, name), ops)
+                    run("harness_task_evaluation", harness_key(task.task, name), ops)
         run("score_protocols")
         with warehouse.store(BenchmarkStore) as store:
             results = store.load_normalized_scores(V2_PROTOCOL)

@@ -69,7 +69,7 @@ def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
     root, instance = project
     instance.add_dynamic_partitions(harness_task_partitions.name, ["capitals"])
     config = launchpad(root / "warehouse.duckdb", root / "roster")
-    first = defs.resolve_job_def("harness_evaluation").execute_in_process(
+    first = defs.resolve_job_def("harness_task_evaluation").execute_in_process(
         partition_key=harness_key("capitals", "smollm2"), instance=instance, run_config=config)
     assert first.success
     (event,) = first.get_asset_materialization_events()
@@ -95,7 +95,7 @@ def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
     board = {e.asset_key.path[-1]: e.materialization.metadata for e in scored.get_asset_materialization_events()}
     assert board["leaderboard"]["smollm2/capitals"].value == pytest.approx(acc["value"])
     assert "throwaway_capitals" in board["leaderboard"]["harness_benchmarks"].value
-    again = defs.resolve_job_def("harness_evaluation").execute_in_process(
+    again = defs.resolve_job_def("harness_task_evaluation").execute_in_process(
         partition_key=harness_key("capitals", "smollm2"), instance=instance, run_config=config)
     metadata = again.get_asset_materialization_events()[0].materialization.metadata
     assert (metadata["computed"].value, metadata["reused"].value) == (0, 11)
@@ -111,7 +111,7 @@ def test_any_harness_task_runs_by_name_from_the_launchpad_on_local_files(project
     rows = (DATA_BENCHMARKS / "arc_easy.jsonl").read_text().split("\n")[:3]
     (root / "arc.jsonl").write_text("\n".join(rows) + "\n")
     instance.add_dynamic_partitions(harness_task_partitions.name, ["arc_easy"])
-    result = defs.resolve_job_def("harness_evaluation").execute_in_process(
+    result = defs.resolve_job_def("harness_task_evaluation").execute_in_process(
         partition_key=harness_key("arc_easy", "smollm2"), instance=instance, run_config=launchpad(
             root / "warehouse.duckdb", root / "roster",
             {"harness_evaluation": {"config": {"data_files": {"arc_easy": {"test": str(root / "arc.jsonl")}}}}}))

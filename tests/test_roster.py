@@ -216,3 +216,17 @@ def test_a_new_checkpoint_is_evaluated_and_compared_with_its_predecessor_and_bas
                                              ("step-100", "previous", "acc_norm", ROWS)]
     assert all(row[5] is not None and abs(row[4]) <= 1 for row in compared)  # flipped items named (none here)
     assert checks.no_drop_against_baseline(warehouse=warehouse).passed  # the same weights: no drop
+
+
+def test_a_benchmark_declares_its_own_headline_and_a_new_one_needs_no_other_file(monkeypatch):
+    from dataclasses import replace
+
+    from eval_platform.benchmarks.leaderboard import headline_task
+    from eval_platform.benchmarks.specs import BENCHMARKS
+
+    arc_easy = headline_task("arc_easy")  # ARC-Easy is in no protocol: its spec's zero-shot acc_norm
+    assert (arc_easy.metric, arc_easy.num_fewshot) == ("acc_norm", 0)
+    assert (headline_task("gsm8k_cot").metric, headline_task("gsm8k_cot").num_fewshot) == ("strict-match", 8)
+    monkeypatch.setitem(BENCHMARKS, "arc_easy_copy", replace(BENCHMARKS["arc_easy"], name="arc_easy_copy",
+                                                             headline_metric=None))
+    assert (headline_task("arc_easy_copy").metric, headline_task("arc_easy_copy").mode) == ("acc", "loglikelihood")

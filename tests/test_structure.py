@@ -472,3 +472,15 @@ def test_api_models_receive_the_configured_gateway():
     gateway = ModelGatewayResource(timeout_s=7, max_retries=5, max_concurrency=2).gateway()
     model = LanguageModelResource(model="openai/gpt-4o-mini").load(gateway)
     assert (model.gateway.timeout_s, model.gateway.max_retries, model.gateway.max_concurrency) == (7, 5, 2)
+
+
+def test_a_view_whose_definition_changed_is_rebuilt_with_every_row_kept(warehouse, monkeypatch):
+    from eval_platform.benchmarks.store import BenchmarkStore
+
+    with warehouse.get_connection() as conn:
+        conn.execute("INSERT INTO leaderboard VALUES ('m', 'fp', 'arc_easy', 'loglikelihood', 'harness', 0, "
+                     "'acc_norm', 3, 0.5, 0.1, 0.9, now())")
+    wide = BenchmarkStore.views["leaderboard_wide"].replace("SELECT l.model, ", "SELECT l.model, 1 AS added, ", 1)
+    monkeypatch.setattr(BenchmarkStore, "views", {**BenchmarkStore.views, "leaderboard_wide": wide})
+    with warehouse.get_connection() as conn:  # as a new benchmark's column reaches an existing warehouse
+        assert conn.execute("SELECT model, added, arc_easy FROM leaderboard_wide").fetchall() == [("m", 1, 0.5)]

@@ -2,9 +2,9 @@
 and its protocol average, as a table and a plot.
 
 A benchmark's headline is its task in the Open LLM Leaderboard (v1) protocol (mode, format, shots
-and metric), or the harness's own metric for the others. A model without that exact score shows
-the nearest one it has (same metric first, then format, mode and shots), and the cell says what
-differs, so no number is shown as something it is not.
+and metric), or the headline its spec declares (metric and shots) for the others. A model without
+that exact score shows the nearest one it has (same metric first, then format, mode and shots), and
+the cell says what differs, so no number is shown as something it is not.
 """
 
 from __future__ import annotations
@@ -17,16 +17,16 @@ from eval_platform.benchmarks.protocols import PROTOCOLS, ProtocolTask
 from eval_platform.benchmarks.specs import BENCHMARKS
 
 PRIMARY_PROTOCOL = "open_llm_leaderboard_v1"
-OTHER_HEADLINES = {
-    "arc_easy": ProtocolTask("arc_easy", "loglikelihood", "acc_norm"),
-    "gsm8k_cot": ProtocolTask("gsm8k_cot", "generate", "strict-match"),
-    "truthfulqa": ProtocolTask("truthfulqa", "loglikelihood", "acc", fewshot=False),  # the harness's truthfulqa_mc1
-}
 
 
 def headline_task(benchmark: str) -> ProtocolTask:
+    """The benchmark's task in the primary protocol, else the headline its spec declares."""
     tasks = {task.benchmark: task for task in PROTOCOLS[PRIMARY_PROTOCOL].tasks}
-    return tasks.get(benchmark) or OTHER_HEADLINES[benchmark]
+    if benchmark in tasks:
+        return tasks[benchmark]
+    spec = BENCHMARKS[benchmark]
+    return ProtocolTask(benchmark, "loglikelihood" if spec.multiple_choice else "generate",
+                        spec.default_headline_metric(), fewshot=spec.headline_fewshot)
 
 
 def _distance(score: Mapping[str, Any], task: ProtocolTask) -> tuple:

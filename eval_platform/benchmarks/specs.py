@@ -47,6 +47,13 @@ class BenchmarkSpec:
     numeric_labels: bool = False
     choice_count: int | None = None  # None: any count from 2 to len(LETTERS)
     chat_filters: tuple[AnswerFilter, ...] = ()  # generation in the chat format: the answers scored
+    # the leaderboard's number where no protocol names the benchmark: its metric (default: the
+    # harness task's first metric, or first answer filter) and whether with the few-shot source's shots
+    headline_metric: str | None = None
+    headline_fewshot: bool = False
+
+    def default_headline_metric(self) -> str:
+        return self.headline_metric or (self.harness.metrics[0] if self.multiple_choice else self.harness.filter_list[0].name)
 
     def answer_filters(self, prompt_format: str) -> tuple[AnswerFilter, ...]:
         """A generative benchmark's answer filters in a prompt format (each one metric)."""
@@ -320,7 +327,7 @@ def _arc(name: str, title: str, hub_name: str) -> "BenchmarkSpec":
     return BenchmarkSpec(
         name=name, title=title, data_file=f"{name}.jsonl", hub_path="allenai/ai2_arc", hub_name=hub_name,
         hub_split="test", system_prompt=f"You are an expert in science. {_LETTER_ANSWER}", parse=parse_arc,
-        harness=ARC_TASK, fewshot=FewShotSource(f"{name}_train.jsonl", "allenai/ai2_arc", hub_name, "train",
+        harness=ARC_TASK, headline_metric="acc_norm", fewshot=FewShotSource(f"{name}_train.jsonl", "allenai/ai2_arc", hub_name, "train",
                                                 RandomSampler(), shots=25),
     )
 
@@ -344,7 +351,7 @@ BENCHMARKS: dict[str, BenchmarkSpec] = {
         BenchmarkSpec(
             name="gsm8k_cot", title="GSM8K (chain of thought)", data_file="gsm8k.jsonl",
             hub_path="openai/gsm8k", hub_name="main", hub_split="test", system_prompt="",
-            parse=parse_gsm8k_cot, harness=GSM8K_COT_TASK, modes=("generate",), chat_format=False,
+            parse=parse_gsm8k_cot, harness=GSM8K_COT_TASK, modes=("generate",), chat_format=False, headline_fewshot=True,
             # the harness's eight fixed exemplars (Wei et al., 2022), from its gsm8k-cot.yaml
             fewshot=FewShotSource("gsm8k_cot_exemplars.jsonl", "lm-evaluation-harness tasks/gsm8k/gsm8k-cot.yaml",
                                   None, "fewshot_config.samples", FirstNSampler(), shots=8),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import hashlib
 import re
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -186,8 +187,21 @@ class Store:
 
     @classmethod
     def create_views(cls, conn: Any) -> None:
+        """Create or replace each view, commented with its definition's digest (so a view whose
+        definition changed since, e.g. `leaderboard_wide` with a column per benchmark, is rebuilt)."""
         for view, body in cls.views.items():
             conn.execute(f"CREATE OR REPLACE VIEW {view} AS {body}")
+            conn.execute(f"COMMENT ON VIEW {view} IS '{view_digest(body)}'")
+
+
+def view_digest(body: str) -> str:
+    return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
+def stale_views(conn: Any, stores: Sequence[type[Store]]) -> bool:
+    """Whether a view is missing, or was created from another definition than its store's now."""
+    current = dict(conn.execute("SELECT view_name, comment FROM duckdb_views() WHERE NOT internal").fetchall())
+    return any(current.get(view) != view_digest(body) for store in stores for view, body in store.views.items())
 
 
 def registered_stores() -> tuple[type[Store], ...]:
@@ -209,6 +223,11 @@ def ensure_schema(conn: Any, stores: Sequence[type[Store]]) -> None:
     if current is not None and all(current.get(s.name) == s.version for s in stores):
         existing = {name for (name,) in conn.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
         if all(table in existing for store in stores for table in store.tables):
+            if stale_views(conn, stores):  # a definition changed (a new benchmark's column): rebuilt, rows untouched
+                conn.execute("BEGIN TRANSACTION")
+                for store in stores:
+                    store.create_views(conn)
+                conn.execute("COMMIT")
             return
         # A table declared since, without a version step: created below, as a new store's are.
     conn.execute("BEGIN TRANSACTION")

@@ -6,7 +6,9 @@ from eval_platform.benchmarks import assets as benchmark_assets
 from eval_platform.benchmarks.checks import BENCHMARK_CHECKS
 from eval_platform.benchmarks.jobs import BENCHMARK_JOBS
 from eval_platform.benchmarks.resources import RosterResource
-from eval_platform.benchmarks.schedules import nightly_benchmark_refresh, roster_evaluation_sensor
+from eval_platform.benchmarks.schedules import (
+    nightly_benchmark_refresh, nightly_harness_evaluation, roster_evaluation_sensor,
+)
 from eval_platform.benchmarks.sensors import checkpoint_evaluation_sensor, roster_sensor
 from eval_platform.blind import assets as blind_assets
 from eval_platform.blind.jobs import BLIND_JOBS
@@ -23,7 +25,7 @@ from eval_platform.evolution.sensors import era_config_sensor
 ALL_STORES = registered_stores()
 ALL_CHECKS = [*BENCHMARK_CHECKS, *EVOLUTION_CHECKS]
 ALL_JOBS = [*BENCHMARK_JOBS, *EVOLUTION_JOBS, *BLIND_JOBS]
-ALL_SCHEDULES = [nightly_benchmark_refresh]
+ALL_SCHEDULES = [nightly_benchmark_refresh, nightly_harness_evaluation]
 ALL_SENSORS = [roster_sensor, roster_evaluation_sensor, checkpoint_evaluation_sensor, blind_eval_filled_sheet_sensor,
                era_config_sensor]
 

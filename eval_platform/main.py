@@ -20,13 +20,10 @@ from eval_platform.benchmarks.leaderboard import PRIMARY_PROTOCOL, leaderboard_t
 from eval_platform.benchmarks.leaderboard_v2 import PROTOCOL as V2_PROTOCOL
 from eval_platform.benchmarks.leaderboard_v2 import TITLE as V2_TITLE
 from eval_platform.benchmarks.leaderboard_v2 import V2_TASKS
-from eval_platform.benchmarks.partitions import (
-    benchmark_partitions, harness_key, harness_task_partitions, roster_partitions,
-)
+from eval_platform.benchmarks.partitions import benchmark_partitions
 from eval_platform.benchmarks.protocols import PROTOCOLS
 from eval_platform.benchmarks.resources import ROSTER_DIR
-from eval_platform.benchmarks.roster import evaluation_order
-from eval_platform.benchmarks.schedules import roster_run_requests
+from eval_platform.benchmarks.schedules import harness_run_requests, roster_run_requests
 from eval_platform.benchmarks.specs import BENCHMARKS
 from eval_platform.benchmarks.store import BenchmarkStore
 from eval_platform.blind.assets import SHEET_FILE
@@ -76,17 +73,13 @@ def main(argv: list[str] | None = None) -> int:
         declared = load_declarations()
         offline = os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("HF_DATASETS_OFFLINE") == "1"
         ops = {"harness_evaluation": {"config": {"limit": args.limit}}} if args.limit else {}
-        for dimension, keys in ((harness_task_partitions, [t.task for t in V2_TASKS]), (roster_partitions, roster)):
-            instance.add_dynamic_partitions(dimension.name, [k for k in keys if not instance.has_dynamic_partition(
-                dimension.name, k)])
         for task in V2_TASKS:
             if task.task not in declared and offline:
                 print(f"{V2_PROTOCOL} [{task.task}]: skipped: {task.unavailable_offline} (with hub access, run it "
                       f"without HF_HUB_OFFLINE: the harness loads it by its hub id)", flush=True)
                 continue
-            for name in evaluation_order(roster):
-                if roster[name].evaluated_on_harness(task.task):
-                    run("harness_task_evaluation", harness_key(task.task, name), ops)
+            for request in harness_run_requests(instance, roster, [task.task], "main"):
+                run("harness_task_evaluation", request.partition_key, ops)
         run("score_protocols")
         with warehouse.store(BenchmarkStore) as store:
             results = store.load_normalized_scores(V2_PROTOCOL)

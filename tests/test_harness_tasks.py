@@ -172,3 +172,23 @@ def test_a_reasoning_block_is_stripped_before_scoring_and_kept_in_the_answer():
     assert strip_reasoning("Paris", "</think>") == "Paris" and strip_reasoning(text, None) == text
     with pytest.raises(ValueError, match="reasoning_end"):
         RosterEntry(name="r", reasoning_end="")
+
+
+def test_the_nightly_schedule_evaluates_every_roster_model_on_every_declared_harness_benchmark(project):
+    from datetime import datetime
+
+    from dagster import build_schedule_context, instance_for_test
+
+    from eval_platform.benchmarks.resources import RosterResource
+    from eval_platform.benchmarks.schedules import nightly_harness_evaluation
+
+    root, _ = project
+    write_entry(root / "roster", RosterEntry(name="legacy-only", benchmarks=("arc_easy",)))
+    with instance_for_test() as instance:
+        context = build_schedule_context(instance=instance, scheduled_execution_time=datetime(2026, 11, 24, 2),
+                                         resources={"roster": RosterResource(directory=str(root / "roster"))})
+        requests = nightly_harness_evaluation(context)
+        # legacy-only lists no harness benchmark; both dimensions gain their keys
+        assert [str(r.partition_key) for r in requests] == ["smollm2|capitals"]
+        assert instance.get_dynamic_partitions(harness_task_partitions.name) == ["capitals"]
+        assert set(instance.get_dynamic_partitions(roster_partitions.name)) == {"smollm2", "legacy-only"}

@@ -1,4 +1,5 @@
-"""The nightly refresh: every benchmark's inputs, then every roster model on its benchmarks."""
+"""The nightly refresh: every benchmark's inputs, then every roster model on its benchmarks; and every
+roster model on every harness benchmark declared in data/harness/."""
 
 import os
 
@@ -7,8 +8,11 @@ from dagster import (
     run_status_sensor, schedule,
 )
 
-from eval_platform.benchmarks.jobs import benchmark_inputs_job, model_evaluation_job
-from eval_platform.benchmarks.partitions import benchmark_partitions, evaluation_key, roster_partitions
+from eval_platform.benchmarks.harness_tasks import load_declarations
+from eval_platform.benchmarks.jobs import benchmark_inputs_job, harness_evaluation_job, model_evaluation_job
+from eval_platform.benchmarks.partitions import (
+    benchmark_partitions, evaluation_key, harness_key, harness_task_partitions, roster_partitions,
+)
 from eval_platform.benchmarks.resources import RosterResource
 from eval_platform.benchmarks.roster import RosterEntry, evaluation_order, missing_partitions
 
@@ -46,3 +50,24 @@ def roster_run_requests(instance, roster: dict[str, RosterEntry], benchmarks: li
 def roster_evaluation_sensor(context: RunStatusSensorContext, roster: RosterResource):
     benchmark = context.dagster_run.tags["dagster/partition"]
     return roster_run_requests(context.instance, roster.entries(), [benchmark], context.dagster_run.run_id)
+
+
+def harness_run_requests(instance, roster: dict[str, RosterEntry], benchmarks: list[str],
+                         run_key: str) -> list[RunRequest]:
+    """harness_task_evaluation runs for every roster entry on each harness benchmark it is evaluated
+    on; names not yet in their dimensions are added."""
+    for dimension, keys in ((harness_task_partitions, benchmarks), (roster_partitions, list(roster))):
+        added = missing_partitions(dict.fromkeys(keys), instance.get_dynamic_partitions(dimension.name))
+        if added:
+            instance.add_dynamic_partitions(dimension.name, added)
+    return [RunRequest(run_key=f"{run_key}:{name}:{benchmark}", partition_key=harness_key(benchmark, name))
+            for benchmark in benchmarks for name in evaluation_order(roster)
+            if roster[name].evaluated_on_harness(benchmark)]
+
+
+@schedule(job=harness_evaluation_job, cron_schedule=NIGHTLY_CRON, execution_timezone=NIGHTLY_TIMEZONE,
+          description="Every night, every roster model on every harness benchmark of data/harness/ (an unchanged "
+                      "model reuses its stored answers and computes none).")
+def nightly_harness_evaluation(context: ScheduleEvaluationContext, roster: RosterResource):
+    night = context.scheduled_execution_time.strftime("%Y-%m-%d")
+    return harness_run_requests(context.instance, roster.entries(), list(load_declarations()), night)

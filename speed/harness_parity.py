@@ -124,6 +124,7 @@ def compare(run: HarnessRun, lm, model, batch_size: int) -> dict:
         return sum(map(float, flat)) / len(flat)
 
     return {"task": run.task, "documents": documents, "prompts_differ": prompts_differ,
+            "prompt_sample": next(iter(b.values()))["arguments"][0][0],
             "metrics": {m: {"harness": mean([x for x, _ in pairs]), "ours": mean([y for _, y in pairs]),
                             "agreement": sum(x == y for x, y in pairs) / len(pairs)} for m, pairs in metrics.items()},
             "texts": texts, "text_differences": differing, "harness_s": harness_s, "ours_s": outcome.model_seconds,

@@ -21,6 +21,8 @@ def runs() -> list[HarnessRun]:
     declared = load_declarations()
     bbh = declared["leaderboard_bbh"].run
     return [replace(declared["leaderboard_mmlu_pro"].run, limit=2),
+            # as the leaderboard ran instruct models: the chat template, few-shot examples as turns
+            replace(declared["leaderboard_mmlu_pro"].run, limit=2, apply_chat_template=True, fewshot_as_multiturn=True),
             replace(declared["leaderboard_ifeval"].run, limit=2, overrides=IFEVAL_SHORT),
             *[HarnessRun(task, data_files={task: bbh.data_files[task]}, limit=2) for task in BBH_SUBTASKS]]
 
@@ -30,7 +32,7 @@ def both_models():
     return load_both(batch_size=8)
 
 
-@pytest.mark.parametrize("run", runs(), ids=lambda run: run.task)
+@pytest.mark.parametrize("run", runs(), ids=lambda run: run.task + ("-chat" if run.apply_chat_template else ""))
 def test_v2_tasks_agree_item_by_item_with_the_harness(run, both_models):
     lm, model = both_models
     report = compare(run, lm, model, batch_size=8)
@@ -40,3 +42,5 @@ def test_v2_tasks_agree_item_by_item_with_the_harness(run, both_models):
     for difference in report["text_differences"]:  # a text may part only where two tokens nearly tie
         assert difference["gap"] is not None and difference["gap"] < LOGLIKELIHOOD_TOLERANCE, difference
     assert report["harness_tokens"] > 0 and report["ours_tokens"] > 0
+    if run.apply_chat_template:  # the prompts compared are the chat template's, exemplars as turns
+        assert report["prompt_sample"].startswith("<|im_start|>") and report["prompt_sample"].count("<|im_start|>user") == 6

@@ -86,6 +86,12 @@ def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
         gold = ROWS[sample.doc_id]["answer"]
         assert json.loads(sample.metrics)["acc"] == float(likelihoods.index(max(likelihoods)) == gold)
         assert len(json.loads(sample.arguments)) == len(ROWS[sample.doc_id]["choices"])
+    with warehouse.get_connection() as conn:  # score -> item -> prompt -> document -> data file, in plain SQL
+        lineage = conn.execute("SELECT doc_id, item_value, prompt, doc ->> 'country', data_files FROM harness_lineage "
+                               "WHERE metric = 'acc' ORDER BY doc_id").fetchall()
+    assert [(row[0], row[3]) for row in lineage] == [(i, r["country"]) for i, r in enumerate(ROWS)]
+    assert [float(row[1]) for row in lineage] == [json.loads(m)["acc"] for m in samples["metrics"]]
+    assert "capitals.jsonl" in lineage[0][4]
     acc = next(r for r in results if r["metric"] == "acc")
     assert acc["n"] == 4 and acc["value"] == pytest.approx(samples["metrics"].map(lambda m: json.loads(m)["acc"]).mean())
     assert acc["random_baseline"] == pytest.approx((3 * (1 / 3) + 1 / 2) / 4)

@@ -275,6 +275,17 @@ class BenchmarkStore(Store):
             LEFT JOIN harness_requests h ON s.prompt_format = 'harness' AND h.prompt_id = i.prompt_id
                                          AND h.num_fewshot = i.num_fewshot
             JOIN raw_rows r ON r.benchmark = p.benchmark AND r.source_row_id = p.source_row_id""",
+        # a harness benchmark's score -> each document's value of that metric -> its prompt, answers and
+        # document -> the run's settings (task, data files, shots, chat template)
+        "harness_lineage": """
+            SELECT r.benchmark, r.model, r.model_fingerprint, r.task, r.metric, r.filter, r.value AS score,
+                   s.doc_id, s.metrics -> ('$."' || r.metric || '"') AS item_value, s.prompt, s.arguments,
+                   s.responses, s.filtered_responses, s.target, s.doc, s.doc_hash,
+                   r.settings -> '$.data_files' AS data_files, r.settings, r.run_id
+            FROM harness_results r
+            JOIN harness_samples s ON s.benchmark = r.benchmark AND s.model = r.model AND s.task = r.task
+                                  AND s.filter = r.filter
+            WHERE NOT r.is_group""",
         # the leaderboard, one row per model and a column per benchmark, and the protocols' averages
         "leaderboard_wide": "SELECT l.model, " + ", ".join(
             f"max(l.accuracy) FILTER (WHERE l.benchmark = '{name}') AS {name}" for name in BENCHMARKS) + """,

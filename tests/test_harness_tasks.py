@@ -198,3 +198,46 @@ def test_the_nightly_schedule_evaluates_every_roster_model_on_every_declared_har
         assert [str(r.partition_key) for r in requests] == ["smollm2|capitals"]
         assert instance.get_dynamic_partitions(harness_task_partitions.name) == ["capitals"]
         assert set(instance.get_dynamic_partitions(roster_partitions.name)) == {"smollm2", "legacy-only"}
+
+
+GENERATION_YAML = """task: throwaway_echo
+dataset_path: json
+output_type: generate_until
+test_split: test
+doc_to_text: "Repeat: {{word}}"
+doc_to_target: "Repeat: {{word}}"
+generation_kwargs: {until: ["\\n\\n"], do_sample: false, max_gen_toks: 16}
+metric_list:
+  - metric: exact_match
+    aggregation: mean
+    higher_is_better: true
+"""
+
+
+def test_a_chat_api_answers_a_generation_task_over_http(project):
+    """An API model (litellm's real HTTP path, a local OpenAI-compatible stub that echoes the user
+    turn) answers a harness generation task run with the chat template: the harness's chat is sent
+    as a chat, and the harness scores the reply."""
+    from eval_platform.definitions import defs
+    from tests.openai_stub_server import StubServer
+
+    root, instance = project
+    (root / "tasks" / "echo.yaml").write_text(GENERATION_YAML)
+    (root / "harness" / "words.jsonl").write_text("".join(json.dumps({"word": w}) + "\n" for w in ("apple", "pear")))
+    (root / "harness" / "echo.yaml").write_text(
+        "task: throwaway_echo\ninclude_path: ../tasks\ndata_files:\n  throwaway_echo: {test: words.jsonl}\n")
+    write_entry(root / "roster", RosterEntry(name="api-echo", model="openai/echo", apply_chat_template=True))
+    instance.add_dynamic_partitions(harness_task_partitions.name, ["echo"])
+    instance.add_dynamic_partitions(roster_partitions.name, ["api-echo"])
+    with StubServer() as server, pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+        config = launchpad(root / "warehouse.duckdb", root / "roster")
+        config["resources"]["gateway"] = {"config": {"api_base": server.api_base, "max_retries": 0}}
+        result = defs.resolve_job_def("harness_task_evaluation").execute_in_process(
+            partition_key=harness_key("echo", "api-echo"), instance=instance, run_config=config)
+        assert result.success and server.calls
+    with WarehouseResource(database=str(root / "warehouse.duckdb")).store(BenchmarkStore) as store:
+        samples = store.load_harness_samples("echo", "api-echo")
+        results = store.load_harness_results("echo")
+    assert [json.loads(r)[0][0] for r in samples["responses"]] == ["Repeat: apple", "Repeat: pear"]
+    assert [r["value"] for r in results if r["metric"] == "exact_match"] == [1.0]

@@ -5,7 +5,9 @@
 of the harness's requests to the engine at once, so log-likelihoods go through the shared-prefix
 cache and generations through continuous batching. Answers already stored for the same model
 fingerprint are reused (`stored`); every answer of the run is kept in `answers`, keyed like the
-store keys them, with whether this run computed it.
+store keys them, with whether this run computed it. A chat API (no prompt log-probabilities, no
+chat template here) answers generation tasks run with `apply_chat_template`: its prompt goes as the
+chat the harness built.
 
 Registered with the harness as `eval-platform`, so `lm_eval.api.registry.get_model("eval-platform")`
 finds it. This module imports lm_eval; harness_tasks.py imports it only when a task runs.
@@ -24,10 +26,24 @@ from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 from lm_eval.models.utils import normalize_gen_kwargs
 
-from eval_platform.common.models import GenerationRequest, LanguageModel, LoglikelihoodRequest, UnsupportedRequest
+from eval_platform.common.models import Chat, GenerationRequest, LanguageModel, LoglikelihoodRequest, UnsupportedRequest
 
 LOG = logging.getLogger(__name__)
 DEFAULT_MAX_GEN_TOKS = 256  # the harness's default max_gen_toks
+CHAT_MESSAGES = "chat-messages:"  # a chat API's "rendered" prompt: its messages as JSON, sent as a chat
+
+
+def as_chat(context: str, model_name: str) -> Chat | str:
+    """A prompt the chat template "rendered" for a chat API, as the chat it is (a system turn and
+    one user turn); any other prompt as it is."""
+    if not context.startswith(CHAT_MESSAGES):
+        return context
+    messages = json.loads(context[len(CHAT_MESSAGES):])
+    users = [m["content"] for m in messages if m["role"] == "user"]
+    if len(users) != 1 or any(m["role"] not in ("system", "user") for m in messages):
+        raise UnsupportedRequest(f"{model_name} is a chat API answered one system and one user turn at a time; this "
+                                 f"prompt has the turns {[m['role'] for m in messages]} (set fewshot_as_multiturn: false)")
+    return Chat("\n".join(m["content"] for m in messages if m["role"] == "system"), users[0])
 
 
 def request_key(request_type: str, arguments: Sequence[Any]) -> str:
@@ -103,7 +119,8 @@ class EngineLM(LM):
                 if settings.get("do_sample"):
                     raise UnsupportedRequest(f"sampled generation ({gen_kwargs}): the engine decodes greedily; set "
                                              "do_sample: false in the task's generation_kwargs")
-                batch.append(GenerationRequest(context, settings["max_gen_toks"], tuple(s for s in settings["until"] if s)))
+                batch.append(GenerationRequest(as_chat(context, self.model.name), settings["max_gen_toks"],
+                                               tuple(s for s in settings["until"] if s)))
             return self.model.generate(batch, self.batch_size)
 
         return [strip_reasoning(text, self.reasoning_end) for text in self._answer("generate_until", requests, compute)]
@@ -112,22 +129,23 @@ class EngineLM(LM):
 
     @property
     def _tokenizer(self) -> Any:
+        """The model's tokenizer with a chat template, or None for a model that takes chats (an API)."""
         tokenizer = getattr(self.model, "tokenizer", None)
-        if tokenizer is None or not getattr(tokenizer, "chat_template", None):
-            raise UnsupportedRequest(f"{self.model.name} has no chat template of its own here (a local/... model has "
-                                     "one); run the task without apply_chat_template")
-        return tokenizer
+        return tokenizer if tokenizer is not None and getattr(tokenizer, "chat_template", None) else None
 
     @property
     def tokenizer_name(self) -> str:
         return self.model.fingerprint
 
     def chat_template(self, chat_template: bool | str = False) -> str | None:
-        return self._tokenizer.chat_template if chat_template else None
+        return (self._tokenizer.chat_template if self._tokenizer else "") if chat_template else None
 
     def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
         """The conversation as the model's chat template renders it, as the harness's HF model
-        renders it (a final assistant turn is continued, not closed, when no generation prompt)."""
+        renders it (a final assistant turn is continued, not closed, when no generation prompt); for
+        a model without a template of its own (a chat API), its messages, sent as a chat."""
+        if self._tokenizer is None:
+            return CHAT_MESSAGES + json.dumps(chat_history, ensure_ascii=False)
         return self._tokenizer.apply_chat_template(chat_history, tokenize=False,
                                                    add_generation_prompt=add_generation_prompt,
                                                    continue_final_message=not add_generation_prompt)

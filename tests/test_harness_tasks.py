@@ -72,8 +72,8 @@ def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
     first = defs.resolve_job_def("harness_task_evaluation").execute_in_process(
         partition_key=harness_key("capitals", "smollm2"), instance=instance, run_config=config)
     assert first.success
-    (event,) = first.get_asset_materialization_events()
-    metadata = event.materialization.metadata
+    metadata = {e.asset_key.path[-1]: e.materialization.metadata
+                for e in first.get_asset_materialization_events()}["harness_evaluation"]
     assert (metadata["requests"].value, metadata["computed"].value, metadata["reused"].value) == (11, 11, 0)
     warehouse = WarehouseResource(database=str(root / "warehouse.duckdb"))
     with warehouse.store(BenchmarkStore) as store:
@@ -101,13 +101,28 @@ def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
     board = {e.asset_key.path[-1]: e.materialization.metadata for e in scored.get_asset_materialization_events()}
     assert board["leaderboard"]["smollm2/capitals"].value == pytest.approx(acc["value"])
     assert "throwaway_capitals" in board["leaderboard"]["harness_benchmarks"].value
+    # a second model, compared with the first as its baseline on the same documents
+    write_entry(root / "roster", RosterEntry(name="smollm2-bf16", model="local/smollm2-135m-instruct", dtype="bfloat16",
+                                             baseline="smollm2"))
+    instance.add_dynamic_partitions(roster_partitions.name, ["smollm2-bf16"])
+    assert defs.resolve_job_def("harness_task_evaluation").execute_in_process(
+        partition_key=harness_key("capitals", "smollm2-bf16"), instance=instance, run_config=config).success
+    with warehouse.store(BenchmarkStore) as store:
+        comparisons = {(r["metric"], r["relation"]): r for r in store.rows("SELECT * FROM harness_comparisons")}
+        bf16 = {r["metric"]: r["value"] for r in store.load_harness_results("capitals") if r["model"] == "smollm2-bf16"}
+    assert set(comparisons) == {("acc", "baseline"), ("acc_norm", "baseline")}
+    paired = comparisons[("acc", "baseline")]
+    assert (paired["model_a"], paired["model_b"], paired["items"], paired["mode"]) == \
+        ("smollm2-bf16", "smollm2", 4, "throwaway_capitals")
+    assert paired["accuracy_a"] == pytest.approx(bf16["acc"]) and paired["accuracy_b"] == pytest.approx(acc["value"])
+    assert paired["difference"] == pytest.approx((paired["only_a"] - paired["only_b"]) / 4)
     again = defs.resolve_job_def("harness_task_evaluation").execute_in_process(
         partition_key=harness_key("capitals", "smollm2"), instance=instance, run_config=config)
-    metadata = again.get_asset_materialization_events()[0].materialization.metadata
-    assert (metadata["computed"].value, metadata["reused"].value) == (0, 11)
+    metadata = {e.asset_key.path[-1]: e.materialization.metadata for e in again.get_asset_materialization_events()}
+    assert (metadata["harness_evaluation"]["computed"].value, metadata["harness_evaluation"]["reused"].value) == (0, 11)
     with warehouse.store(BenchmarkStore) as store:
         assert len(store.load_harness_samples("capitals", "smollm2")) == 4
-        assert store.rows("SELECT count(*) AS n FROM harness_answers")[0]["n"] == 11
+        assert store.rows("SELECT count(*) AS n FROM harness_answers")[0]["n"] == 22  # 11 per fingerprint
 
 
 def test_any_harness_task_runs_by_name_from_the_launchpad_on_local_files(project):

@@ -484,6 +484,31 @@ def harness_evaluation(
     })
 
 
+@asset(
+    partitions_def=harness_evaluation_partitions, deps=[harness_evaluation], group_name="benchmark_harness",
+    kinds={"scipy", "duckdb"}, pool=WAREHOUSE_POOL,
+)
+def harness_model_comparison(context: AssetExecutionContext, warehouse: WarehouseResource,
+                             roster: RosterResource) -> MaterializeResult:
+    """The roster model against its baseline (and predecessor) on the harness benchmark, per task,
+    filter and per-document metric, on the documents both answered: the difference, an exact McNemar
+    test (0/1 metrics), a paired bootstrap 95% interval and the documents that flipped to wrong."""
+    keys = context.partition_key.keys_by_dimension
+    benchmark, name = keys["task"], keys["model"]
+    references = roster.entry(name).references()
+    with warehouse.store(BenchmarkStore) as store:
+        rows = store.load_harness_item_values(benchmark, [name, *references.values()])
+    frame = pd.DataFrame(comparison_rows(benchmark, name, references, rows, {}))
+    frame = frame.assign(compared_at=utc_now()) if len(frame) else frame
+    with warehouse.store(BenchmarkStore) as store:
+        store.replace_harness_comparisons(benchmark, name, frame)
+    shown = frame[["model_b", "relation", "mode", "metric", "items", "accuracy_a", "accuracy_b", "difference",
+                   "mcnemar_p", "flipped_to_wrong"]].round(4) if len(frame) else frame
+    return MaterializeResult(metadata={"dagster/row_count": len(frame), "roster_model": name,
+                                       "compared_with": MetadataValue.json(references),
+                                       "comparison": markdown_table(shown, 100)})
+
+
 @asset(group_name="benchmark_protocols", deps=[harness_evaluation], kinds={"duckdb"}, pool=WAREHOUSE_POOL,
        automation_condition=AutomationCondition.eager())
 def normalized_protocol_scores(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:

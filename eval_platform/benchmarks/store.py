@@ -238,6 +238,9 @@ class BenchmarkStore(Store):
             filter VARCHAR NOT NULL, value DOUBLE, stderr DOUBLE, n INTEGER, num_fewshot INTEGER,
             higher_is_better BOOLEAN, random_baseline DOUBLE, settings JSON NOT NULL, run_id VARCHAR,
             computed_at TIMESTAMP NOT NULL, PRIMARY KEY (benchmark, model, task, metric, filter)""",
+        # a roster model against its baseline and predecessor on a harness benchmark, per task, filter and
+        # metric (mode = the harness task, prompt_format = the filter), as model_comparisons
+        "harness_comparisons": _MODEL_COMPARISONS,
         # a protocol's scores rescaled between the random baseline and 1 (Open LLM Leaderboard v2)
         "normalized_scores": """
             protocol VARCHAR NOT NULL, model VARCHAR NOT NULL, model_fingerprint VARCHAR, benchmark VARCHAR NOT NULL,
@@ -529,6 +532,25 @@ class BenchmarkStore(Store):
     def load_harness_samples(self, benchmark: str, model: str) -> pd.DataFrame:
         return self.frame("SELECT * FROM harness_samples WHERE benchmark = ? AND model = ? ORDER BY task, doc_id, filter",
                           [benchmark, model])
+
+    @reads("harness_samples")
+    def load_harness_item_values(self, benchmark: str, models: Sequence[str]) -> list[dict[str, Any]]:
+        """Each document's value of each per-document metric (numbers only: IFEval's per-instruction
+        lists are left out) for the named roster models, as comparison_rows takes item scores."""
+        return self.rows("""
+            SELECT * FROM (
+                SELECT s.model, s.model_fingerprint, s.task AS mode, s.filter AS prompt_format, 0 AS num_fewshot,
+                       m.key AS metric, s.task || '/' || s.doc_id AS prompt_id,
+                       s.task || '/' || s.doc_id AS source_row_id, s.run_id AS prediction_run_id,
+                       CASE json_type(m.value) WHEN 'BOOLEAN' THEN (m.value::VARCHAR = 'true')::DOUBLE
+                            ELSE TRY_CAST(m.value::VARCHAR AS DOUBLE) END AS value
+                FROM harness_samples s, json_each(s.metrics) m
+                WHERE s.benchmark = ? AND list_contains(?, s.model))
+            WHERE value IS NOT NULL ORDER BY model, mode, prompt_id""", [benchmark, list(models)])
+
+    @writes("harness_comparisons")
+    def replace_harness_comparisons(self, benchmark: str, model: str, comparisons: pd.DataFrame) -> None:
+        self.replace_together("benchmark = ? AND model_a = ?", [benchmark, model], harness_comparisons=comparisons)
 
     @reads("harness_results")
     def load_harness_results(self, benchmark: str | None = None) -> list[dict[str, Any]]:

@@ -1,6 +1,7 @@
 """The language-model evaluation platform: one Dagster code location over one DuckDB warehouse.
 
-Layers, lowest first; a module imports only from its own layer or lower ones:
-`core` (pure logic and model backends) -> `stores` (the warehouse's tables) -> `resources` ->
-`partitions` -> `assets` -> `checks` -> `jobs` -> `schedules` -> `definitions` -> `main`.
+Laid out by domain: `common/` (what the domains share: models, gateway, warehouse, resources) and
+one folder per domain (`benchmarks/`, `evolution/`, `blind/`), each with its logic (no Dagster, no
+DuckDB), its `store.py` and its Dagster files; `definitions.py` is the code location and `main.py`
+the main command. The rules are checked by tests/test_structure.py.
 """

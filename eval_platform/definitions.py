@@ -6,10 +6,8 @@ from eval_platform.benchmarks import assets as benchmark_assets
 from eval_platform.benchmarks.checks import BENCHMARK_CHECKS
 from eval_platform.benchmarks.jobs import BENCHMARK_JOBS
 from eval_platform.benchmarks.resources import RosterResource
-from eval_platform.benchmarks.schedules import (
-    nightly_benchmark_refresh, nightly_harness_evaluation, roster_evaluation_sensor,
-)
-from eval_platform.benchmarks.sensors import checkpoint_evaluation_sensor, roster_sensor
+from eval_platform.benchmarks.schedules import nightly_benchmark_refresh, nightly_harness_evaluation
+from eval_platform.benchmarks.sensors import checkpoint_evaluation_sensor, roster_evaluation_sensor, roster_sensor
 from eval_platform.blind import assets as blind_assets
 from eval_platform.blind.jobs import BLIND_JOBS
 from eval_platform.blind.sensors import blind_eval_filled_sheet_sensor

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from dagster import Definitions, build_run_status_sensor_context, build_schedule_context
 
-from eval_platform.benchmarks.schedules import nightly_benchmark_refresh, roster_evaluation_sensor
+from eval_platform.benchmarks.schedules import nightly_benchmark_refresh
+from eval_platform.benchmarks.sensors import roster_evaluation_sensor
 
 
 def run_request(defs: Definitions, instance, job: str, partition_key: str, limit: int | None = None):

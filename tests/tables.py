@@ -1,5 +1,5 @@
 """Comparisons of stored results computed in different batches, processes or machines: every value
-exactly, except floats, which may differ by `LOGLIKELIHOOD_TOLERANCE` (see core/reproducibility.py)."""
+exactly, except floats, which may differ by `LOGLIKELIHOOD_TOLERANCE` (see common/reproducibility.py)."""
 
 from __future__ import annotations
 

@@ -3,6 +3,7 @@ parallel processes share the warehouse without tripping over DuckDB's single-wri
 
 import json
 import multiprocessing
+import signal
 
 import pytest
 from dagster import AssetCheckSeverity, materialize
@@ -123,10 +124,18 @@ def _ingest(args):
     return result.success
 
 
+def _interruptible() -> None:
+    """A pool worker's signals as in a foreground terminal: a suite started with SIGINT ignored (`make
+    test &`, nohup) passes that on, Dagster then maps SIGTERM onto it, and Pool.terminate's SIGTERM would
+    never end the worker."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def test_parallel_processes_share_the_warehouse(tmp_path):
     database = str(tmp_path / "shared.duckdb")
     partitions = ["arc_easy", "arc_challenge", "mmlu", "hellaswag", "winogrande", "truthfulqa"]
-    with multiprocessing.get_context("spawn").Pool(3) as pool:
+    with multiprocessing.get_context("spawn").Pool(3, initializer=_interruptible) as pool:
         assert pool.map(_ingest, [(database, p) for p in partitions]) == [True] * len(partitions)
     from eval_platform.common.resources import WarehouseResource
 

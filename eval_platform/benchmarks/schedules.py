@@ -3,13 +3,10 @@ roster model on every harness benchmark declared in data/harness/."""
 
 import os
 
-from dagster import (
-    DagsterRunStatus, DefaultSensorStatus, RunRequest, RunStatusSensorContext, ScheduleEvaluationContext,
-    run_status_sensor, schedule,
-)
+from dagster import RunRequest, ScheduleEvaluationContext, schedule
 
 from eval_platform.benchmarks.harness_tasks import load_declarations
-from eval_platform.benchmarks.jobs import benchmark_inputs_job, harness_evaluation_job, model_evaluation_job
+from eval_platform.benchmarks.jobs import benchmark_inputs_job, harness_evaluation_job
 from eval_platform.benchmarks.partitions import (
     benchmark_partitions, evaluation_key, harness_key, harness_task_partitions, roster_partitions,
 )
@@ -39,17 +36,6 @@ def roster_run_requests(instance, roster: dict[str, RosterEntry], benchmarks: li
     return [RunRequest(run_key=f"{run_key}:{name}:{benchmark}", partition_key=evaluation_key(benchmark, name))
             for benchmark in benchmarks for name in evaluation_order(roster)
             if benchmark in roster[name].evaluated_on()]
-
-
-@run_status_sensor(run_status=DagsterRunStatus.SUCCESS, monitored_jobs=[benchmark_inputs_job],
-                   request_job=model_evaluation_job, name="roster_evaluation_sensor",
-                   default_status=DefaultSensorStatus.RUNNING,
-                   description="When a benchmark's inputs are refreshed (nightly, or by hand), evaluate every roster "
-                               "model on it. An unchanged model reuses its stored predictions; a changed entry "
-                               "(settings or weights) is evaluated again.")
-def roster_evaluation_sensor(context: RunStatusSensorContext, roster: RosterResource):
-    benchmark = context.dagster_run.tags["dagster/partition"]
-    return roster_run_requests(context.instance, roster.entries(), [benchmark], context.dagster_run.run_id)
 
 
 def harness_run_requests(instance, roster: dict[str, RosterEntry], benchmarks: list[str],

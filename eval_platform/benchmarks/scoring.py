@@ -1,5 +1,6 @@
-"""Scoring: answer extraction, accuracy with a confidence interval, and the per-item report of the
-benchmark specification (`0. Output: A, Reference: A :: O` ... `Score: 0.5`)."""
+"""Scoring: per-item scores (exact match, log-likelihood argmax and acc_norm), accuracy with a
+confidence interval, and the per-item report of the benchmark specification
+(`0. Output: A, Reference: A :: O` ... `Score: 0.5`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""The roster sensor: a new or changed roster entry becomes a model partition and is evaluated.
+"""The roster evaluation sensor: a benchmark's refreshed inputs -> every roster model on it.
+
+The roster sensor: a new or changed roster entry becomes a model partition and is evaluated.
 
 The checkpoint sensor: each checkpoint directory written into the checkpoints folder (default
 data/checkpoints/, or EVAL_CHECKPOINT_DIR) becomes a roster entry named after it, is evaluated on
@@ -13,9 +15,12 @@ import os
 import re
 from pathlib import Path
 
-from dagster import DefaultSensorStatus, SensorEvaluationContext, SensorResult, SkipReason, sensor
+from dagster import (
+    DagsterRunStatus, DefaultSensorStatus, RunStatusSensorContext, SensorEvaluationContext, SensorResult, SkipReason,
+    run_status_sensor, sensor,
+)
 
-from eval_platform.benchmarks.jobs import model_evaluation_job
+from eval_platform.benchmarks.jobs import benchmark_inputs_job, model_evaluation_job
 from eval_platform.benchmarks.partitions import roster_partitions
 from eval_platform.benchmarks.resources import RosterResource
 from eval_platform.benchmarks.roster import RosterEntry, RosterError, missing_partitions, parse_entry, write_entry
@@ -25,6 +30,17 @@ from eval_platform.common.resources import DATA_DIR
 
 CHECKPOINT_DIR = Path(os.environ.get("EVAL_CHECKPOINT_DIR", str(DATA_DIR / "checkpoints")))
 CHECKPOINT_SETTINGS = "checkpoints.yaml"
+
+
+@run_status_sensor(run_status=DagsterRunStatus.SUCCESS, monitored_jobs=[benchmark_inputs_job],
+                   request_job=model_evaluation_job, name="roster_evaluation_sensor",
+                   default_status=DefaultSensorStatus.RUNNING,
+                   description="When a benchmark's inputs are refreshed (nightly, or by hand), evaluate every roster "
+                               "model on it. An unchanged model reuses its stored predictions; a changed entry "
+                               "(settings or weights) is evaluated again.")
+def roster_evaluation_sensor(context: RunStatusSensorContext, roster: RosterResource):
+    benchmark = context.dagster_run.tags["dagster/partition"]
+    return roster_run_requests(context.instance, roster.entries(), [benchmark], context.dagster_run.run_id)
 
 
 def _natural(name: str) -> list:

@@ -203,7 +203,7 @@ class BenchmarkStore(Store):
             choice_texts VARCHAR[] NOT NULL, gold INTEGER[] NOT NULL, target VARCHAR, fewshot_ids VARCHAR[] NOT NULL,
             PRIMARY KEY (prompt_id, num_fewshot)""",
         "predictions": _PREDICTIONS,
-        # where each prediction run computed its predictions (see core/reproducibility.py)
+        # where each prediction run computed its predictions (see common/reproducibility.py)
         "prediction_runs": """
             run_id VARCHAR NOT NULL, benchmark VARCHAR NOT NULL, model VARCHAR NOT NULL,
             model_fingerprint VARCHAR NOT NULL, batch_size INTEGER NOT NULL, device VARCHAR NOT NULL,

@@ -12,6 +12,7 @@ Runs are recorded in the Dagster instance at $DAGSTER_HOME, so `dagster dev` sho
 import argparse
 import os
 import sys
+import time
 
 from dagster import DagsterInstance
 
@@ -49,13 +50,15 @@ def main(argv: list[str] | None = None) -> int:
     rows = {"benchmark_raw_rows": {"config": {"limit": args.limit}}} if args.limit else {}
     instance = DagsterInstance.get()
     roster = defs.resources["roster"].entries()
-    failed = []
+    failed, started = [], time.perf_counter()
 
     def run(job_name: str, partition: str | None = None, ops: dict | None = None) -> bool:
+        start = time.perf_counter()
         result = defs.resolve_job_def(job_name).execute_in_process(
             partition_key=partition, instance=instance, raise_on_error=False, run_config={**QUIET, "ops": ops or {}})
         label = f"{job_name} [{partition}]" if partition else job_name
-        print(f"{label}: {'success' if result.success else 'FAILED'}", flush=True)
+        print(f"{label}: {'success' if result.success else 'FAILED'} in {time.perf_counter() - start:.1f} s "
+              f"({time.perf_counter() - started:.0f} s in all)", flush=True)
         if not result.success:
             failed.append(label)
         return result.success

@@ -256,3 +256,41 @@ def test_a_chat_api_answers_a_generation_task_over_http(project):
         results = store.load_harness_results("echo")
     assert [json.loads(r)[0][0] for r in samples["responses"]] == ["Repeat: apple", "Repeat: pear"]
     assert [r["value"] for r in results if r["metric"] == "exact_match"] == [1.0]
+
+
+def test_the_main_command_runs_the_v2_protocol_offline_and_prints_raw_and_normalised_scores(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    import duckdb
+
+    from tests.conftest import PROJECT_ROOT
+    from tests.processes import STARTED
+
+    (tmp_path / "home").mkdir()
+    environment = {**os.environ, "EVAL_WAREHOUSE": str(tmp_path / "warehouse.duckdb"),
+                   "DAGSTER_HOME": str(tmp_path / "home"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "jobs.run_all", "--protocol", "open_llm_leaderboard_v2",
+                                "--limit", "1"], cwd=PROJECT_ROOT, env=environment, start_new_session=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    STARTED.append(process.pid)
+    output, _ = process.communicate(timeout=1200)
+    assert process.returncode == 0, output[-3000:]
+    for task in ("leaderboard_gpqa", "leaderboard_math_hard", "leaderboard_musr"):
+        assert f"open_llm_leaderboard_v2 [{task}]: skipped:" in output
+    assert "partial: 3 of 6 tasks (missing leaderboard_gpqa, leaderboard_math_hard, leaderboard_musr)" in output
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:
+        rows = conn.execute("SELECT model, benchmark, raw, normalized, status FROM normalized_scores").fetchall()
+        documents = dict(conn.execute("SELECT benchmark, count(DISTINCT task || doc_id) FROM harness_samples "
+                                      "GROUP BY ALL").fetchall())
+    scored = {benchmark: (raw, normalized) for model, benchmark, raw, normalized, status in rows if status == "scored"}
+    assert set(scored) == {"leaderboard_bbh", "leaderboard_ifeval", "leaderboard_mmlu_pro"}
+    assert {model for model, *_ in rows} == {"smollm2-135m-instruct-float32"}  # the entry that lists no benchmarks
+    assert documents == {"leaderboard_bbh": 24, "leaderboard_ifeval": 1, "leaderboard_mmlu_pro": 1}
+    printed = {cells[1]: cells for line in output.splitlines()
+               if len(cells := [cell.strip() for cell in line.strip().strip("|").split("|")]) == 6}
+    for benchmark, (raw, normalized) in scored.items():  # the printed table holds what the warehouse holds
+        assert printed[benchmark][5] == "scored"
+        assert float(printed[benchmark][3]) == pytest.approx(raw, abs=1e-4)
+        assert float(printed[benchmark][4]) == pytest.approx(normalized, abs=1e-4)

@@ -133,6 +133,7 @@ def build_tasks(run: HarnessRun) -> list[Any]:
     manager = task_manager(tuple(run.include_path))
     index = manager.task_index
     factory = manager._factory  # the registry's own builder: overrides merge onto the registered YAML
+    from lm_eval.tasks._factory import GROUP_FIELD_NAMES
     from lm_eval.tasks._index import Kind
 
     used: set[str] = set()
@@ -145,8 +146,7 @@ def build_tasks(run: HarnessRun) -> list[Any]:
         if entry.kind == Kind.GROUP:
             raw = factory._load_full_config(entry, None)
             group = factory._build_group(name, {**raw, "task": []}, None, index)
-            defaults = {**inherited, **{k: v for k, v in raw.items() if k not in ("group", "task", "aggregate_metric_list",
-                                                                               "metadata", "group_alias")}}
+            defaults = {**inherited, **{k: v for k, v in raw.items() if k not in GROUP_FIELD_NAMES}}
             for member in raw.get("task") or []:
                 member_name, member_overrides = _member_name(member)
                 child = build(member_name, {**defaults, **member_overrides})
@@ -238,7 +238,7 @@ def result_rows(outcome: HarnessOutcome) -> list[dict[str, Any]]:
     """One row per task or group, metric and filter: its value, standard error, documents,
     shots, whether higher is better, and a multiple-choice task's random baseline."""
     results = outcome.results
-    groups = set(results.get("groups", {})) | set(results.get("group_subtasks", {})) - set(outcome.samples)
+    groups = set(results.get("group_subtasks", {})) - set(outcome.samples)  # names with no documents of their own
     rows = []
     for name, metrics in results["results"].items():
         samples = outcome.samples.get(name, [])

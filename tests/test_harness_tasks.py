@@ -187,7 +187,7 @@ def test_open_llm_leaderboard_v2_normalises_as_the_leaderboard_did():
                                             "leaderboard_musr)")
 
 
-def test_a_reasoning_block_is_stripped_before_scoring_and_kept_in_the_answer():
+def test_a_reasoning_block_is_what_comes_before_the_last_marker_and_a_marker_is_never_empty():
     text = "<think>The capital is Paris, not Lyon.</think>\n Paris"
     assert strip_reasoning(text, "</think>") == "Paris"
     assert strip_reasoning("Paris", "</think>") == "Paris" and strip_reasoning(text, None) == text
@@ -219,8 +219,8 @@ GENERATION_YAML = """task: throwaway_echo
 dataset_path: json
 output_type: generate_until
 test_split: test
-doc_to_text: "Repeat: {{word}}"
-doc_to_target: "Repeat: {{word}}"
+doc_to_text: "Thinking: {{word}} is a fruit. Final answer: {{word}}"
+doc_to_target: "{{word}}"
 generation_kwargs: {until: ["\\n\\n"], do_sample: false, max_gen_toks: 16}
 metric_list:
   - metric: exact_match
@@ -229,10 +229,11 @@ metric_list:
 """
 
 
-def test_a_chat_api_answers_a_generation_task_over_http(project):
+def test_a_chat_api_answers_a_generation_task_over_http_and_a_reasoning_block_is_stripped(project):
     """An API model (litellm's real HTTP path, a local OpenAI-compatible stub that echoes the user
     turn) answers a harness generation task run with the chat template: the harness's chat is sent
-    as a chat, and the harness scores the reply."""
+    as a chat, the roster entry's reasoning block is stripped before the harness filters and scores
+    the reply, and the unstripped reply stays stored."""
     from eval_platform.definitions import defs
     from tests.openai_stub_server import StubServer
 
@@ -241,7 +242,8 @@ def test_a_chat_api_answers_a_generation_task_over_http(project):
     (root / "harness" / "words.jsonl").write_text("".join(json.dumps({"word": w}) + "\n" for w in ("apple", "pear")))
     (root / "harness" / "echo.yaml").write_text(
         "task: throwaway_echo\ninclude_path: ../tasks\ndata_files:\n  throwaway_echo: {test: words.jsonl}\n")
-    write_entry(root / "roster", RosterEntry(name="api-echo", model="openai/echo", apply_chat_template=True))
+    write_entry(root / "roster", RosterEntry(name="api-echo", model="openai/echo", apply_chat_template=True,
+                                             reasoning_end="Final answer:"))
     instance.add_dynamic_partitions(harness_task_partitions.name, ["echo"])
     instance.add_dynamic_partitions(roster_partitions.name, ["api-echo"])
     with StubServer() as server, pytest.MonkeyPatch.context() as patch:
@@ -254,8 +256,10 @@ def test_a_chat_api_answers_a_generation_task_over_http(project):
     with WarehouseResource(database=str(root / "warehouse.duckdb")).store(BenchmarkStore) as store:
         samples = store.load_harness_samples("echo", "api-echo")
         results = store.load_harness_results("echo")
-    assert [json.loads(r)[0][0] for r in samples["responses"]] == ["Repeat: apple", "Repeat: pear"]
+        stored = sorted(json.loads(r["response"]) for r in store.rows("SELECT response FROM harness_answers"))
+    assert [json.loads(r)[0][0] for r in samples["responses"]] == ["apple", "pear"]
     assert [r["value"] for r in results if r["metric"] == "exact_match"] == [1.0]
+    assert stored == ["Thinking: apple is a fruit. Final answer: apple", "Thinking: pear is a fruit. Final answer: pear"]
 
 
 def test_the_main_command_runs_the_v2_protocol_offline_and_prints_raw_and_normalised_scores(tmp_path):

@@ -150,6 +150,9 @@ def test_bad_tasks_and_files_are_refused_naming_them(project):
     root, _ = project
     with pytest.raises(HarnessTaskError, match="'no_such_task' is not a task"):
         build_task_dict(HarnessRun("no_such_task"))
+    with pytest.raises(HarnessTaskError, match=r"arc_easy: the harness could not build it: .*allenai/ai2_arc.*"
+                                                r"\(offline: point it at local files with data_files"):
+        build_task_dict(HarnessRun("arc_easy"))  # offline, no data files: its hub dataset cannot be reached
     with pytest.raises(HarnessTaskError, match="data file .*missing.jsonl does not exist"):
         build_task_dict(HarnessRun("arc_easy", data_files={"arc_easy": {"test": str(root / "missing.jsonl")}}))
     with pytest.raises(HarnessTaskError, match=r"name \['mmlu_pro'\], which are not among its tasks"):

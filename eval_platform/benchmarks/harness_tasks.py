@@ -167,7 +167,10 @@ def build_tasks(run: HarnessRun) -> list[Any]:
     except HarnessTaskError:
         raise
     except Exception as error:  # the harness's own error, e.g. a dataset it cannot load offline
-        raise HarnessTaskError(f"{run.task}: the harness could not build it: {type(error).__name__}: {error}") from error
+        hint = " (offline: point it at local files with data_files, {task: {split: file}})" \
+            if "Hub" in str(error) or "offline" in str(error).lower() else ""
+        raise HarnessTaskError(f"{run.task}: the harness could not build it: {type(error).__name__}: {error}{hint}") \
+            from error
     unknown = sorted((set(run.data_files) | set(run.overrides)) - used)
     if unknown:
         raise HarnessTaskError(f"{run.task}: data_files or overrides name {unknown}, which are not among its tasks")

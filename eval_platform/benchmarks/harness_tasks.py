@@ -23,9 +23,11 @@ from __future__ import annotations
 import functools
 import json
 import os
+import random
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 HARNESS_VERSION = "0.4.13"
 FEWSHOT_SEED = 1234  # the harness's default fewshot_random_seed (simple_evaluate's)
@@ -193,10 +195,10 @@ def evaluate_run(run: HarnessRun, model: Any, batch_size: int = 8, stored: Mappi
     """The harness's own `evaluate()` on the run's tasks, answered by `model` through EngineLM.
 
     Settings follow `simple_evaluate`'s: a `num_fewshot` replaces each task's own unless the task
-    fixes 0, a task without one runs zero-shot, and every task's few-shot sampler is seeded with
-    `fewshot_seed`. Unlike `simple_evaluate`, no global random generator is reseeded and no git
-    command runs; `fewshot_as_multiturn` is the run's (evaluate()'s default is False,
-    simple_evaluate()'s True)."""
+    fixes 0, a task without one runs zero-shot, every task's few-shot sampler is seeded with
+    `fewshot_seed`, and the global generators are seeded as it seeds them (then restored, so the
+    process's own state is untouched). Unlike `simple_evaluate`, no git command runs;
+    `fewshot_as_multiturn` is the run's (evaluate()'s default is False, simple_evaluate()'s True)."""
     task_dict = build_task_dict(run)
     from lm_eval.evaluator import evaluate
 
@@ -209,10 +211,28 @@ def evaluate_run(run: HarnessRun, model: Any, batch_size: int = 8, stored: Mappi
             task.set_config(key="num_fewshot", value=0)
         task.set_fewshot_seed(seed=run.fewshot_seed)
     lm = EngineLM(model, batch_size, stored, reasoning_end)
-    results = evaluate(lm=lm, task_dict=task_dict, limit=run.limit, bootstrap_iters=run.bootstrap_iters,
-                       log_samples=True, system_instruction=run.system_instruction,
-                       apply_chat_template=run.apply_chat_template, fewshot_as_multiturn=run.fewshot_as_multiturn)
+    with seeded_globals():
+        results = evaluate(lm=lm, task_dict=task_dict, limit=run.limit, bootstrap_iters=run.bootstrap_iters,
+                           log_samples=True, system_instruction=run.system_instruction,
+                           apply_chat_template=run.apply_chat_template, fewshot_as_multiturn=run.fewshot_as_multiturn)
     return HarnessOutcome(results, results.pop("samples"), lm.answers, lm.model_seconds)
+
+
+@contextmanager
+def seeded_globals() -> Iterator[None]:
+    """Python's and numpy's global generators seeded as `simple_evaluate` seeds them (0 and 1234),
+    and restored afterwards: IFEval's checkers draw an argument a row leaves out (a number of
+    bullets, of highlights, ...) from the global generator, so unseeded scores vary between runs."""
+    import numpy as np
+
+    state, numpy_state = random.getstate(), np.random.get_state()
+    random.seed(0)
+    np.random.seed(1234)
+    try:
+        yield
+    finally:
+        random.setstate(state)
+        np.random.set_state(numpy_state)
 
 
 def _json(value: Any) -> str:

@@ -192,47 +192,40 @@ class HarnessOutcome:
 
 def evaluate_run(run: HarnessRun, model: Any, batch_size: int = 8, stored: Mapping[str, Any] | None = None,
                  reasoning_end: str | None = None) -> HarnessOutcome:
-    """The harness's own `evaluate()` on the run's tasks, answered by `model` through EngineLM.
-
-    Settings follow `simple_evaluate`'s: a `num_fewshot` replaces each task's own unless the task
-    fixes 0, a task without one runs zero-shot, every task's few-shot sampler is seeded with
-    `fewshot_seed`, and the global generators are seeded as it seeds them (then restored, so the
-    process's own state is untouched). Unlike `simple_evaluate`, no git command runs;
+    """The harness's own `simple_evaluate` on the run's tasks, answered by `model` through EngineLM:
+    its num_fewshot rule, few-shot seed and global seeds, so results equal a harness run on its own
+    (IFEval's checkers draw any argument a row leaves out from Python's global generator, whose state
+    the harness's own steps advance). The process's global generators are restored afterwards;
     `fewshot_as_multiturn` is the run's (evaluate()'s default is False, simple_evaluate()'s True)."""
-    task_dict = build_task_dict(run)
-    from lm_eval.evaluator import evaluate
+    tasks = build_tasks(run)
+    from lm_eval import simple_evaluate
 
     from eval_platform.benchmarks.engine_lm import EngineLM
 
-    for task in task_dict["tasks"].values():
-        if run.num_fewshot is not None and task.get_config("num_fewshot") != 0:
-            task.set_config(key="num_fewshot", value=run.num_fewshot)
-        elif task.get_config("num_fewshot") is None:
-            task.set_config(key="num_fewshot", value=0)
-        task.set_fewshot_seed(seed=run.fewshot_seed)
     lm = EngineLM(model, batch_size, stored, reasoning_end)
-    with seeded_globals():
-        results = evaluate(lm=lm, task_dict=task_dict, limit=run.limit, bootstrap_iters=run.bootstrap_iters,
-                           log_samples=True, system_instruction=run.system_instruction,
-                           apply_chat_template=run.apply_chat_template, fewshot_as_multiturn=run.fewshot_as_multiturn)
+    with preserved_global_generators():
+        results = simple_evaluate(model=lm, tasks=tasks, task_manager=task_manager(tuple(run.include_path)),
+                                  num_fewshot=run.num_fewshot, limit=run.limit, bootstrap_iters=run.bootstrap_iters,
+                                  log_samples=True, system_instruction=run.system_instruction,
+                                  apply_chat_template=run.apply_chat_template,
+                                  fewshot_as_multiturn=run.fewshot_as_multiturn, fewshot_random_seed=run.fewshot_seed)
     return HarnessOutcome(results, results.pop("samples"), lm.answers, lm.model_seconds)
 
 
 @contextmanager
-def seeded_globals() -> Iterator[None]:
-    """Python's and numpy's global generators seeded as `simple_evaluate` seeds them (0 and 1234),
-    and restored afterwards: IFEval's checkers draw an argument a row leaves out (a number of
-    bullets, of highlights, ...) from the global generator, so unseeded scores vary between runs."""
+def preserved_global_generators() -> Iterator[None]:
+    """Python's, numpy's and torch's global generators as they were before the block (the harness
+    reseeds them)."""
     import numpy as np
+    import torch
 
-    state, numpy_state = random.getstate(), np.random.get_state()
-    random.seed(0)
-    np.random.seed(1234)
+    state, numpy_state, torch_state = random.getstate(), np.random.get_state(), torch.get_rng_state()
     try:
         yield
     finally:
         random.setstate(state)
         np.random.set_state(numpy_state)
+        torch.set_rng_state(torch_state)
 
 
 def _json(value: Any) -> str:

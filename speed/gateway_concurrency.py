@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eval_platform.common.gateway import ModelGateway  # noqa: E402
-from eval_platform.common.models import ModelSettings, open_model  # noqa: E402
+from eval_platform.common.models import open_model  # noqa: E402
 from eval_platform.evolution.genetic import TAGS, EraConfig, evaluate_prompt_fitness  # noqa: E402
 from eval_platform.evolution.judging import make_judge  # noqa: E402
 from tests.openai_stub_server import StubServer  # noqa: E402
@@ -32,9 +32,8 @@ async def generation(gateway: ModelGateway, prompts: int) -> list[dict]:
                        judge_panel={name: "openai/judge-fast" for name in ("openai", "claude", "gemini")})
     rng = random.Random(0)
     genomes = [{tag: f"{tag} variant {rng.randrange(5)}" for tag in TAGS} for _ in range(prompts)]
-    settings = ModelSettings(gateway)
-    judges = {name: make_judge(open_model(model, settings)) for name, model in config.judge_panel.items()}
-    compressor = open_model(config.compression_model, settings)
+    judges = {name: make_judge(open_model(model, gateway=gateway)) for name, model in config.judge_panel.items()}
+    compressor = open_model(config.compression_model, gateway=gateway)
     return await asyncio.gather(*(evaluate_prompt_fitness(compressor, judges, g, PARAGRAPH, config,
                                                           lambda t: len(t.split())) for g in genomes))
 

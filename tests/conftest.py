@@ -12,6 +12,17 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DATA_BENCHMARKS = PROJECT_ROOT / "data" / "benchmarks"
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Each test starts with no Dagster instance's definitions-state storage in context: a storage
+    left there by an instance an earlier test opened outlives that instance, and the next
+    materialisation in the same process then fails on its dead weak reference, depending on the
+    order the tests ran in."""
+    from dagster._core.storage.defs_state.base import _current_storage
+
+    _current_storage.set(None)
+
+
 @pytest.fixture
 def warehouse(tmp_path):
     from eval_platform.common.resources import WarehouseResource

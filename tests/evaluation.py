@@ -1,9 +1,10 @@
 """Materialising benchmarks as the jobs do: a benchmark's inputs (benchmark_inputs), then one roster
-model on it (model_evaluation, a benchmark x model partition), with resources built in the test."""
+model on it (model_evaluation, a benchmark x model partition), with the code location's resources
+configured by run config, as the launchpad configures them."""
 
 from pathlib import Path
 
-from dagster import DagsterInstance, materialize
+from dagster import ConfigurableResource, DagsterInstance, materialize
 
 from eval_platform.benchmarks.assets import (
     benchmark_fewshot_rows, benchmark_predictions, benchmark_prompts, benchmark_raw_rows, benchmark_scores,
@@ -11,7 +12,7 @@ from eval_platform.benchmarks.assets import (
 from eval_platform.benchmarks.partitions import evaluation_key, roster_partitions
 from eval_platform.benchmarks.resources import RosterResource
 from eval_platform.benchmarks.roster import RosterEntry, write_entry
-from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource
+from eval_platform.definitions import defs
 
 INPUTS = [benchmark_raw_rows, benchmark_fewshot_rows, benchmark_prompts]
 EVALUATION = [benchmark_predictions, benchmark_scores]
@@ -24,25 +25,39 @@ def roster_with(folder: Path, name: str, **fields) -> RosterResource:
     return RosterResource(directory=str(folder))
 
 
+def launchpad(**resources: ConfigurableResource | None) -> dict:
+    """The resources' settings as launchpad run config: each field that differs from its default."""
+    config = {}
+    for name, resource in resources.items():
+        if resource is not None:
+            fields = type(resource).model_fields.items()
+            config[name] = {"config": {field: getattr(resource, field) for field, info in fields
+                                       if getattr(resource, field) != info.get_default(call_default_factory=True)}}
+    return config
+
+
 def materialize_inputs(warehouse, benchmark: str, limit: int | None = None, source=None, assets=INPUTS,
                        instance=None, raise_on_error: bool = True):
     config = {"limit": limit, **({"source": str(source)} if source else {})}
-    return materialize(assets, partition_key=benchmark, resources={"warehouse": warehouse}, instance=instance,
-                       run_config={"ops": {"benchmark_raw_rows": {"config": config}}}, raise_on_error=raise_on_error)
+    return materialize(assets, partition_key=benchmark, resources=defs.resources, instance=instance,
+                       run_config={"resources": launchpad(warehouse=warehouse),
+                                   "ops": {"benchmark_raw_rows": {"config": config}}}, raise_on_error=raise_on_error)
 
 
 def materialize_evaluation(warehouse, benchmark: str, name: str, roster: RosterResource, predictions: dict | None = None,
                            evaluation_model=None, gateway=None, assets=EVALUATION, instance=None,
-                           raise_on_error: bool = True):
-    """Materialise `assets` for the roster model `name` on `benchmark` (its partition added first)."""
+                           raise_on_error: bool = True, ops: dict | None = None):
+    """Materialise `assets` for the roster model `name` on `benchmark` (its partition added first),
+    with the launchpad's op config `ops`."""
     instance = instance or DagsterInstance.ephemeral()
     if name not in instance.get_dynamic_partitions(roster_partitions.name):
         instance.add_dynamic_partitions(roster_partitions.name, [name])
-    ops = {"benchmark_predictions": {"config": predictions}} if predictions and benchmark_predictions in assets else {}
+    ops = {**({"benchmark_predictions": {"config": predictions}} if predictions and benchmark_predictions in assets
+              else {}), **(ops or {})}
+    resources = launchpad(warehouse=warehouse, roster=roster, gateway=gateway, evaluation_model=evaluation_model)
     return materialize(assets, partition_key=evaluation_key(benchmark, name), instance=instance,
-                       run_config={"ops": ops}, raise_on_error=raise_on_error,
-                       resources={"warehouse": warehouse, "roster": roster, "gateway": gateway or ModelGatewayResource(),
-                                  "evaluation_model": evaluation_model or LanguageModelResource()})
+                       run_config={"resources": resources, "ops": ops}, raise_on_error=raise_on_error,
+                       resources=defs.resources)
 
 
 def materialize_benchmark(warehouse, benchmark: str, roster: RosterResource, name: str, limit: int | None = None,

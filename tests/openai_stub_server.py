@@ -6,7 +6,7 @@ Models (the `model` field, after litellm strips the `openai/` prefix):
   (decided by the text, so every run gets the same replies).
 - `judge-claude`: the first request with a given text fails with HTTP 500 (counted in `errors`);
   later ones get rubric JSON inside a ```json fence with chatter around it.
-- `judge-gemini`: never answers within the client's timeout.
+- `judge-gemini`: never answers (until the server stops).
 - `judge-fast`: rubric JSON, always (for the latency benchmark).
 - `judge-harsh`, `judge-lenient`: rubric JSON two points of faithfulness lower, or one higher and
   full clarity and readability (for the judge analysis).
@@ -38,10 +38,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from tests.http_json import send_json
 
-# What tests give a client against this server: ample for any answer on a loaded 2-core machine, so
-# retry and call counts are exact; a hanging judge outlasts it by far.
-CLIENT_TIMEOUT_S = 5.0
-HANG_S = 30.0
+# What tests give a client against this server: ample for any answer on a loaded machine, so retry and
+# call counts are exact. The judges that never answer get a short timeout of their own: they hang until
+# the server stops, so their timeouts are certain however slow the machine is.
+CLIENT_TIMEOUT_S = 120.0
+HANGING_MODEL_TIMEOUTS_S = {"openai/judge-gemini": 1.0, "openai/judge-endless": 1.0}
 
 
 def _digest(text: str) -> int:
@@ -105,6 +106,12 @@ class StubServer:
     def api_base(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
 
+    def gateway_config(self, **changes) -> dict:
+        """The `gateway` resource's launchpad config for a client of this server."""
+        return {"config": {"api_base": self.api_base, "timeout_s": CLIENT_TIMEOUT_S,
+                           "model_timeouts_s": HANGING_MODEL_TIMEOUTS_S, "max_retries": 1, "backoff_s": 0.05,
+                           "max_concurrency": 16, **changes}}
+
     def __enter__(self):
         self._thread.start()
         return self
@@ -154,7 +161,7 @@ class StubServer:
             verdict["score"] = verdict["faithfulness"] + verdict["clarity"] + verdict["readability"]
             return 200, json.dumps(verdict)
         if model == "judge-gemini":
-            time.sleep(HANG_S)
+            self._stopping.wait()
             return 200, json.dumps(rubric(prompt))
         if model in HOSTILE_REPLIES:
             return 200, HOSTILE_REPLIES[model](rubric(prompt))

@@ -13,7 +13,7 @@ import subprocess
 import time
 import urllib.request
 from contextlib import contextmanager
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 STARTED: list[int] = []  # process-group ids this test session started
 
@@ -52,6 +52,27 @@ def stop_group(process: subprocess.Popen, grace_s: float = 10.0) -> None:
             continue
         break
     process.wait(timeout=10)
+
+
+def in_processes(target: Callable[..., None], arguments: Sequence[tuple], timeout_s: float) -> list[int | None]:
+    """`target(*args)` in a spawned process for each args, all at once: their exit codes (None: still
+    running at the bound). Whatever a process does with its signals, it ends: what outlives the bound
+    is killed (SIGKILL), so no join waits without one."""
+    import multiprocessing
+
+    processes = [multiprocessing.get_context("spawn").Process(target=target, args=args) for args in arguments]
+    try:
+        for process in processes:
+            process.start()
+        deadline = time.monotonic() + timeout_s
+        for process in processes:
+            process.join(max(0.0, deadline - time.monotonic()))
+        return [process.exitcode for process in processes]
+    finally:
+        for process in processes:
+            if process.is_alive():
+                process.kill()
+                process.join(10)
 
 
 def wait_for_http(url: str, timeout_s: float, process: subprocess.Popen) -> None:

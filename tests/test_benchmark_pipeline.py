@@ -4,7 +4,9 @@ import json
 import re
 
 import pytest
-from eval_platform.benchmarks.assets import benchmark_partitions, benchmark_predictions, benchmark_prompts, benchmark_raw_rows
+from eval_platform.benchmarks.assets import (
+    benchmark_partitions, benchmark_predictions, benchmark_prompts, benchmark_raw_rows, benchmark_scores,
+)
 from eval_platform.benchmarks.prediction import MODES
 from eval_platform.benchmarks.specs import BENCHMARKS, build_prompt
 from eval_platform.common.ingestion import DataFileError
@@ -86,12 +88,31 @@ def test_all_six_benchmarks_materialise_with_the_real_model(all_benchmarks):
         assert report.splitlines()[0].startswith("0. Output: ") and report.splitlines()[-1].startswith("Score: ")
 
 
+def test_every_item_is_in_view_with_its_prompt_answer_reference_and_metrics(all_benchmarks):
+    """The `samples` metadata of each benchmark's scores: every item, the exact prompt, the answer
+    (choice log-likelihoods, label probabilities, or generated text with each filter's answer)."""
+    warehouse, _, results = all_benchmarks
+    for benchmark in ("winogrande", "gsm8k_cot", "mmlu"):
+        view = materialization(results[benchmark], benchmark_scores).materialization.metadata["samples"].value
+        with warehouse.get_connection() as conn:
+            items = conn.execute("""SELECT source_row_id, mode, prompt_format, metric, item_score, predicted, reference,
+                                           user_prompt, harness_prefix, harness_contexts, output_text
+                                    FROM score_lineage WHERE benchmark = ?""", [benchmark]).fetchall()
+        assert len({(i[0], i[1], i[2]) for i in items}) == ROWS * len({(i[1], i[2]) for i in items}) > 0
+        for row_id, mode, prompt_format, metric, value, predicted, reference, user, prefix, contexts, text in items:
+            assert f"#### {row_id}\n" in view and f"reference `{reference}`" in view
+            assert f"{metric} **{value:.4g}**" in view
+            prompt = user if prompt_format == "chat" else prefix + contexts[-1]
+            assert prompt in view and (text is None or text in view)
+
+
 def test_letter_probabilities_match_an_unbatched_pass(all_benchmarks, local_model):
     warehouse, _, _ = all_benchmarks
     with warehouse.get_connection() as conn:
         rows = conn.execute("""SELECT p.system_prompt, p.user_prompt, p.labels, pr.label_probabilities
                                FROM predictions pr JOIN prompts p USING (prompt_id)
                                WHERE p.benchmark = 'hellaswag' AND pr.mode = 'letter'""").fetchall()
+    assert len(rows) == ROWS
     for system, user, labels, stored in rows:
         (alone,) = local_model.label_probabilities([Chat(system, user)], [labels], batch_size=1)
         assert all(abs(alone[label] - stored[label]) <= LOGLIKELIHOOD_TOLERANCE for label in labels)
@@ -104,6 +125,7 @@ def test_rerun_replaces_rows_and_reuses_predictions(all_benchmarks):
     result = run(warehouse, roster, "arc_easy")
     with warehouse.get_connection() as conn:
         assert table_counts(conn) == before
+    assert all(before[t] for t in ("raw_rows", "prompts", "harness_requests", "predictions", "item_scores", "scores"))
     modes = materialization(result, benchmark_predictions).materialization.metadata["modes"].value
     assert modes["letter/chat/0-shot"] == {"computed": 0, "reused": ROWS, "forward_passes": 0}
 

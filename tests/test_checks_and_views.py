@@ -2,8 +2,7 @@
 parallel processes share the warehouse without tripping over DuckDB's single-writer lock."""
 
 import json
-import multiprocessing
-import signal
+import sys
 
 import pytest
 from dagster import AssetCheckSeverity, materialize
@@ -11,6 +10,7 @@ from dagster import AssetCheckSeverity, materialize
 from eval_platform.benchmarks import checks as benchmark_checks
 from eval_platform.benchmarks.assets import benchmark_prompts, benchmark_raw_rows
 from eval_platform.evolution import checks as evolution_checks
+from tests.processes import in_processes
 
 
 def run_check(check, warehouse):
@@ -114,29 +114,20 @@ def test_prompt_ancestry_view_walks_parents(warehouse):
     assert ancestry == [("d", 0), ("c", 1), ("a", 2), ("b", 2)]
 
 
-def _ingest(args):
-    database, partition = args
+def _ingest(database: str, partition: str) -> None:
+    """One process's run: a benchmark's rows and prompts into the shared warehouse (exit 0 on success)."""
     from eval_platform.common.resources import WarehouseResource
 
     result = materialize([benchmark_raw_rows, benchmark_prompts], partition_key=partition,
                          resources={"warehouse": WarehouseResource(database=database)},
-                         run_config={"ops": {"benchmark_raw_rows": {"config": {"limit": 20}}}})
-    return result.success
-
-
-def _interruptible() -> None:
-    """A pool worker's signals as in a foreground terminal: a suite started with SIGINT ignored (`make
-    test &`, nohup) passes that on, Dagster then maps SIGTERM onto it, and Pool.terminate's SIGTERM would
-    never end the worker."""
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                         run_config={"ops": {"benchmark_raw_rows": {"config": {"limit": 20}}}}, raise_on_error=False)
+    sys.exit(0 if result.success else 1)
 
 
 def test_parallel_processes_share_the_warehouse(tmp_path):
     database = str(tmp_path / "shared.duckdb")
     partitions = ["arc_easy", "arc_challenge", "mmlu", "hellaswag", "winogrande", "truthfulqa"]
-    with multiprocessing.get_context("spawn").Pool(3, initializer=_interruptible) as pool:
-        assert pool.map(_ingest, [(database, p) for p in partitions]) == [True] * len(partitions)
+    assert in_processes(_ingest, [(database, p) for p in partitions], timeout_s=900) == [0] * len(partitions)
     from eval_platform.common.resources import WarehouseResource
 
     with WarehouseResource(database=database).get_connection() as conn:

@@ -3,6 +3,8 @@ on the real local model: the texts of one-at-a-time generation, a batch that sta
 few-shot header encoded once, concurrent callers in one batch."""
 
 import asyncio
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -88,14 +90,22 @@ def test_concurrent_chat_answers_share_one_batch(local_model):
     chats = [Chat("", f"Shorten this sentence: the {animal} sat quietly on the old wooden fence all day.")
              for animal in ("cat", "dog", "crow", "goat")]
     expected = [local_model.generate([GenerationRequest(chat, 20)])[0] for chat in chats]
-    local_model.batcher.occupancy.clear()
+    batcher = local_model.batcher
+    batcher.occupancy.clear()
 
     async def answer_all():
         return await asyncio.gather(*(local_model.acomplete(chat, max_tokens=20) for chat in chats))
 
-    completions = asyncio.run(answer_all())
+    with ThreadPoolExecutor(1) as pool:
+        with batcher._driving:  # no caller drives the batch until all four wait: they then share the first one
+            answers = pool.submit(asyncio.run, answer_all())
+            deadline = time.monotonic() + 120
+            while len(batcher._pending) < len(chats) and not answers.done() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert len(batcher._pending) == len(chats), "the concurrent calls never all reached the batcher"
+        completions = answers.result(timeout=600)
     assert_same_texts(local_model, [local_model.render(chat) for chat in chats], [c.text for c in completions], expected)
-    assert max(local_model.batcher.occupancy) > 1
+    assert max(batcher.occupancy) == len(chats)
 
 
 def test_a_failing_pass_fails_its_callers_instead_of_leaving_them_waiting(local_model, monkeypatch, prompts):

@@ -5,15 +5,13 @@ import asyncio
 import random
 
 import pytest
-from dagster import DagsterInstance, materialize
+from dagster import DagsterInstance
 
-from eval_platform.common.models import ModelSettings, open_model
-from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
-from eval_platform.evolution.assets import (
-    era_summary, evolution_era, gene_pools, judge_analysis, pareto_front, source_paragraphs,
-)
+from eval_platform.common.models import open_model
+from eval_platform.common.resources import ModelGatewayResource, WarehouseResource
+from eval_platform.definitions import defs
 from eval_platform.evolution.genetic import TAGS, EraConfig, Individual, next_generation, operator_counts, run_era
-from tests.openai_stub_server import CLIENT_TIMEOUT_S, StubServer
+from tests.openai_stub_server import StubServer
 
 SECRET = "sk-test-secret-never-stored-0123456789"
 PANEL = {"openai": "openai/judge-openai", "claude": "openai/judge-claude", "gemini": "openai/judge-gemini"}
@@ -103,31 +101,31 @@ def api_key():
 
 
 def gateway_resource(server):
-    return ModelGatewayResource(api_base=server.api_base, timeout_s=CLIENT_TIMEOUT_S, max_retries=1, backoff_s=0.05,
-                                max_concurrency=16)
+    return ModelGatewayResource(**server.gateway_config()["config"])
 
 
 def history_of(config, gateway, paragraphs, pool=POOL):
     """Every generation's population of an era run start to end."""
     history = []
-    status = asyncio.run(run_era(config, lambda name: open_model(name, ModelSettings(gateway)), paragraphs, pool,
+    status = asyncio.run(run_era(config, lambda name: open_model(name, gateway=gateway), paragraphs, pool,
                                  lambda text: len(text.split()),
                                  lambda record: history.append(record.population)))
     assert status == "complete"
     return history
 
 
-def era_run(warehouse, server, era, config, instance=None, assets=None):
-    """Materialise an era partition (with its inputs) against the stub."""
+def era_run(warehouse, server, era, config, instance=None):
+    """Materialise an era partition (with its inputs) against the stub, by the code location's jobs
+    configured as the launchpad configures them."""
     instance = instance or DagsterInstance.ephemeral()
     if era not in instance.get_dynamic_partitions("eras"):
         instance.add_dynamic_partitions("eras", [era])
-    resources = {"warehouse": warehouse, "evaluation_model": LanguageModelResource(),
-                 "gateway": gateway_resource(server)}
-    assert materialize([source_paragraphs, gene_pools], resources=resources, instance=instance).success
-    return materialize(assets or [evolution_era, era_summary, judge_analysis, pareto_front], partition_key=era,
-                       resources=resources, instance=instance, run_config={"ops": {"evolution_era": {"config": config}}},
-                       raise_on_error=False)
+    resources = {"warehouse": {"config": {"database": warehouse.database}}, "gateway": server.gateway_config()}
+    assert defs.resolve_job_def("evolution_inputs").execute_in_process(
+        instance=instance, run_config={"resources": resources}).success
+    return defs.resolve_job_def("prompt_evolution_era").execute_in_process(
+        partition_key=era, instance=instance, raise_on_error=False,
+        run_config={"resources": resources, "ops": {"evolution_era": {"config": config}}})
 
 
 def test_same_seed_same_era(stub_server):

@@ -75,6 +75,9 @@ def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
     metadata = {e.asset_key.path[-1]: e.materialization.metadata
                 for e in first.get_asset_materialization_events()}["harness_evaluation"]
     assert (metadata["requests"].value, metadata["computed"].value, metadata["reused"].value) == (11, 11, 0)
+    view = metadata["samples"].value  # every document in the UI: prompt, each choice's log-likelihood, metrics
+    assert view.count("#### throwaway_capitals document ") == 4 and "Q: What is the capital of Italy?\nA:" in view
+    assert all(f"| {choice} | " in view for row in ROWS for choice in row["choices"]) and "acc_norm **" in view
     warehouse = WarehouseResource(database=str(root / "warehouse.duckdb"))
     with warehouse.store(BenchmarkStore) as store:
         samples = store.load_harness_samples("capitals", "smollm2")
@@ -105,8 +108,9 @@ def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
     write_entry(root / "roster", RosterEntry(name="smollm2-bf16", model="local/smollm2-135m-instruct", dtype="bfloat16",
                                              baseline="smollm2"))
     instance.add_dynamic_partitions(roster_partitions.name, ["smollm2-bf16"])
-    assert defs.resolve_job_def("harness_task_evaluation").execute_in_process(
-        partition_key=harness_key("capitals", "smollm2-bf16"), instance=instance, run_config=config).success
+    second = defs.resolve_job_def("harness_task_evaluation").execute_in_process(
+        partition_key=harness_key("capitals", "smollm2-bf16"), instance=instance, run_config=config)
+    assert second.success
     with warehouse.store(BenchmarkStore) as store:
         comparisons = {(r["metric"], r["relation"]): r for r in store.rows("SELECT * FROM harness_comparisons")}
         bf16 = {r["metric"]: r["value"] for r in store.load_harness_results("capitals") if r["model"] == "smollm2-bf16"}
@@ -116,6 +120,8 @@ def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
         ("smollm2-bf16", "smollm2", 4, "throwaway_capitals")
     assert paired["accuracy_a"] == pytest.approx(bf16["acc"]) and paired["accuracy_b"] == pytest.approx(acc["value"])
     assert paired["difference"] == pytest.approx((paired["only_a"] - paired["only_b"]) / 4)
+    compared = {e.asset_key.path[-1]: e.materialization.metadata for e in second.get_asset_materialization_events()}
+    assert "## smollm2-bf16 (a) against smollm2 (b)" in compared["harness_model_comparison"]["items"].value
     again = defs.resolve_job_def("harness_task_evaluation").execute_in_process(
         partition_key=harness_key("capitals", "smollm2"), instance=instance, run_config=config)
     metadata = {e.asset_key.path[-1]: e.materialization.metadata for e in again.get_asset_materialization_events()}
@@ -272,7 +278,8 @@ def test_the_main_command_runs_the_v2_protocol_offline_and_prints_raw_and_normal
 
     import duckdb
 
-    from tests.processes import STARTED
+    from tests.processes import STARTED, stop_group
+    from tests.test_readme import sql_statements
 
     (tmp_path / "home").mkdir()
     environment = {**os.environ, "EVAL_WAREHOUSE": str(tmp_path / "warehouse.duckdb"),
@@ -281,7 +288,10 @@ def test_the_main_command_runs_the_v2_protocol_offline_and_prints_raw_and_normal
                                 "--limit", "1"], cwd=PROJECT_ROOT, env=environment, start_new_session=True,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     STARTED.append(process.pid)
-    output, _ = process.communicate(timeout=1200)
+    try:
+        output, _ = process.communicate(timeout=3600)  # a bound for a hang, far above the minutes it takes
+    finally:
+        stop_group(process, grace_s=1)
     assert process.returncode == 0, output[-3000:]
     for task in ("leaderboard_gpqa", "leaderboard_math_hard", "leaderboard_musr"):
         assert f"open_llm_leaderboard_v2 [{task}]: skipped:" in output
@@ -294,6 +304,8 @@ def test_the_main_command_runs_the_v2_protocol_offline_and_prints_raw_and_normal
     assert set(scored) == {"leaderboard_bbh", "leaderboard_ifeval", "leaderboard_mmlu_pro"}
     assert {model for model, *_ in rows} == {"smollm2-135m-instruct-float32"}  # the entry that lists no benchmarks
     assert documents == {"leaderboard_bbh": 24, "leaderboard_ifeval": 1, "leaderboard_mmlu_pro": 1}
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:  # the README's queries answer
+        assert all(conn.execute(statement).fetchall() for statement in sql_statements(harness=True))
     printed = {cells[1]: cells for line in output.splitlines()
                if len(cells := [cell.strip() for cell in line.strip().strip("|").split("|")]) == 6}
     for benchmark, (raw, normalized) in scored.items():  # the printed table holds what the warehouse holds

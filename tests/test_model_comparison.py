@@ -9,6 +9,7 @@ from eval_platform.benchmarks.assets import benchmark_scores, model_comparison
 from eval_platform.benchmarks.comparison import (
     NO_PAIRED_TEST, compare, comparison_rows, exact_mcnemar, flipped_to_wrong, paired_bootstrap_interval,
 )
+from eval_platform.benchmarks.samples import side_by_side
 from eval_platform.common.reproducibility import cpu_name
 from eval_platform.common.resources import LanguageModelResource
 from tests.evaluation import materialize_evaluation, materialize_inputs, roster_with
@@ -67,6 +68,18 @@ def test_a_significant_drop_against_the_baseline_warns_naming_the_flipped_items(
     assert "'new', 'baseline', 'base'" in report and "p=0.00195" in report and "'row-9'" in report  # 10 flipped
 
 
+def test_side_by_side_lists_the_items_scored_differently_first():
+    rows = [{**row, "predicted": f"{row['model']}-{row['prompt_id']}", "reference": "B", "question": f"Q {row['prompt_id']}"}
+            for row in item_rows("new", {"a": 1.0, "b": 1.0, "c": 0.0, "d": 1.0})
+            + item_rows("base", {"a": 1.0, "b": 0.0, "c": 1.0, "d": 1.0})]
+    view = side_by_side("new", "base", rows)
+    assert "2 of 4 items differ" in view
+    listed = [line.split("|")[1].strip().strip("*") for line in view.splitlines() if line.startswith("| **row-")
+              or line.startswith("| row-")]
+    assert listed == ["row-b", "row-c", "row-a", "row-d"]  # the two that differ, then the rest
+    assert "| new-b | 1 | base-b | 0 |" in view  # each side's answer beside its score
+
+
 def test_two_precisions_of_smollm2_compared_on_shared_items(warehouse, tmp_path):
     instance = DagsterInstance.ephemeral()
     roster_with(tmp_path, "f32")
@@ -85,6 +98,12 @@ def test_two_precisions_of_smollm2_compared_on_shared_items(warehouse, tmp_path)
     metadata = result.get_asset_materialization_events()[0].materialization.metadata
     assert metadata["compared_with"].value == {"baseline": "f32"} and metadata["not_comparable_yet"].value == []
     assert "| f32 " in metadata["comparison"].value and "baseline" in metadata["comparison"].value
+    assert "## bf16 (a) against f32 (b)" in metadata["items"].value and "of 6 items differ" in metadata["items"].value
+    # any two entries: float32 against bfloat16, chosen in the launchpad
+    chosen = materialize_evaluation(warehouse, "arc_easy", "f32", roster, assets=[model_comparison],
+                                    ops={"model_comparison": {"config": {"compare_with": "bf16"}}})
+    metadata = chosen.get_asset_materialization_events()[0].materialization.metadata
+    assert metadata["compared_with"].value == {"chosen": "bf16"} and "## f32 (a) against bf16 (b)" in metadata["items"].value
     with warehouse.get_connection() as conn:
         rows = conn.execute("SELECT metric, items, accuracy_a, accuracy_b, difference, only_a, only_b, mcnemar_p, "
                             "ci_low, ci_high FROM model_comparisons WHERE model_a = 'bf16' AND model_b = 'f32' "

@@ -466,12 +466,22 @@ def test_a_newer_warehouse_is_refused_clearly(warehouse):
 
 # --- one gateway ----------------------------------------------------------------------------------
 
-def test_api_models_receive_the_configured_gateway():
-    from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource
+def test_api_models_call_through_the_configured_gateway(monkeypatch):
+    """An API model opened by the model resource calls the gateway's server, with its retries."""
+    import asyncio
 
-    gateway = ModelGatewayResource(timeout_s=7, max_retries=5, max_concurrency=2).gateway()
-    model = LanguageModelResource(model="openai/gpt-4o-mini").load(gateway)
-    assert (model.gateway.timeout_s, model.gateway.max_retries, model.gateway.max_concurrency) == (7, 5, 2)
+    from eval_platform.common.gateway import ModelCallError
+    from eval_platform.common.models import Chat
+    from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource
+    from tests.openai_stub_server import StubServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-gateway-not-a-real-key")
+    with StubServer() as server:
+        gateway = ModelGatewayResource(api_base=server.api_base, max_retries=2, backoff_s=0.01).gateway()
+        model = LanguageModelResource(model="openai/judge-500").load(gateway)
+        with pytest.raises(ModelCallError, match="InternalServerError"):
+            asyncio.run(model.acomplete(Chat("", "hello"), max_tokens=5))
+    assert server.calls["judge-500"] == 3  # the call and its two retries, on the configured server
 
 
 def test_a_view_whose_definition_changed_is_rebuilt_with_every_row_kept(warehouse, monkeypatch):

@@ -67,6 +67,7 @@ def dagster_ui(tmp_path_factory):
     missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not Path(p).exists()]
     assert not missing, f"{missing} not installed: run `make browser` (part of `make test`)"
     home = tmp_path_factory.mktemp("dagster_home")
+    (home / "dagster.yaml").write_text("nux:\n  enabled: false\n")  # no welcome dialog over the pages
     warehouse = home / "warehouse.duckdb"
     materialise_history(home, warehouse)
     port = free_port()
@@ -150,8 +151,6 @@ def test_the_partition_view_shows_which_model_was_evaluated_on_which_benchmark(d
     text = page_text(browser, f"{base}/assets/benchmark_scores?view=partitions",
                      ["Materialized (5)", "Missing (13)", "arc_easy", "winogrande"], timeout=90)
     assert "18 Partitions" in text
-    time.sleep(2)
-    skip_dialogs(browser)
     SCREENSHOTS.mkdir(exist_ok=True)
     browser.save_screenshot(str(SCREENSHOTS / "partition_matrix.png"))
     browser.find_element(By.XPATH, "//*[normalize-space(text())='arc_easy']").click()
@@ -169,13 +168,6 @@ def test_the_leaderboard_renders_with_both_models_named_apart(dagster_ui, browse
     assert all(model in text for model in ROSTER) and "partial: 0 of 6 tasks" in text  # zero-shot only
 
 
-def skip_dialogs(browser) -> None:
-    from selenium.webdriver.common.by import By
-
-    for skip in browser.find_elements(By.XPATH, "//button[normalize-space()='Skip']"):
-        skip.click()  # the community newsletter dialog
-
-
 def markdown_metadata(browser, url: str, key: str, name: str) -> str:
     """The rendered text of an asset's markdown metadata entry `key`: shown in its row, or, when
     long, behind "[Show Markdown]"."""
@@ -184,8 +176,6 @@ def markdown_metadata(browser, url: str, key: str, name: str) -> str:
     from selenium.webdriver.support.ui import WebDriverWait
 
     page_text(browser, url, ["Metadata", key], timeout=90)
-    time.sleep(2)
-    skip_dialogs(browser)
     SCREENSHOTS.mkdir(exist_ok=True)
     browser.save_screenshot(str(SCREENSHOTS / f"{name}.png"))
     row = browser.find_element(By.XPATH, f"//tr[td[normalize-space()='{key}']]")
@@ -203,6 +193,21 @@ def test_the_model_comparison_table_renders(dagster_ui, browser):
     base, _ = dagster_ui
     text = markdown_metadata(browser, f"{base}/assets/model_comparison", "comparison", "model_comparison")
     assert all(column in text for column in ("mcnemar_p", "ci_low", "loglikelihood", "baseline", ROSTER[0]))
+
+
+def test_every_item_of_a_model_and_two_models_side_by_side_render(dagster_ui, browser):
+    """The per-item view in the UI: the latest scores (bfloat16 on MMLU) with each item's prompt and
+    answer, and the comparison with float32, the items scored differently first (screenshots:
+    .test-artifacts/samples.png, items_side_by_side.png)."""
+    base, warehouse = dagster_ui
+    with duckdb.connect(str(warehouse), read_only=True) as conn:
+        questions = [q for (q,) in conn.execute("SELECT json_extract_string(row_json, '$.question') FROM raw_rows "
+                                                 "WHERE benchmark = 'mmlu'").fetchall()]
+    samples = markdown_metadata(browser, f"{base}/assets/benchmark_scores", "samples", "samples")
+    assert f"MMLU: {ROSTER[1]}" in samples and "log-likelihood" in samples and "prompt:" in samples
+    assert len(questions) == 5 and all(" ".join(q.split()[:6]) in " ".join(samples.split()) for q in questions)
+    items = markdown_metadata(browser, f"{base}/assets/model_comparison", "items", "items_side_by_side")
+    assert f"{ROSTER[1]} (a) against {ROSTER[0]} (b)" in items and "items differ (listed first)" in items
 
 
 def test_the_judge_analysis_and_pareto_front_render(dagster_ui, browser):
@@ -224,10 +229,8 @@ def test_materialise_from_the_ui(dagster_ui, browser):
     base, warehouse = dagster_ui
     SCREENSHOTS.mkdir(exist_ok=True)
     launched = False
-    for _ in range(3):  # the UI may still be loading, or a dialog may cover the button
+    for _ in range(3):  # the UI may still be loading
         page_text(browser, f"{base}/assets/source_paragraphs", ["source_paragraphs", "Materialize"])
-        time.sleep(2)
-        skip_dialogs(browser)
         button = WebDriverWait(browser, 60).until(expected_conditions.element_to_be_clickable(
             (By.XPATH, "//button[normalize-space()='Materialize']")))
         button.click()

@@ -23,6 +23,7 @@ from eval_platform.benchmarks.prediction import MODES, PredictionSettings, Progr
 from eval_platform.benchmarks.protocols import PROTOCOLS, protocol_results
 from eval_platform.benchmarks.resources import RosterResource, entry_gateway, entry_model
 from eval_platform.benchmarks.roster import RosterEntry
+from eval_platform.benchmarks.samples import harness_sample_markdown, sample_markdown, side_by_side
 from eval_platform.benchmarks.scoring import aggregate
 from eval_platform.benchmarks.specs import BENCHMARKS, BenchmarkSpec, preprocess_rows
 from eval_platform.benchmarks.store import BenchmarkStore, prediction_key, predictions_frame
@@ -38,6 +39,22 @@ BENCHMARK_DATA = DATA_DIR / "benchmarks"
 
 def markdown_table(frame: pd.DataFrame, rows: int = 10) -> MetadataValue:
     return MetadataValue.md(frame.head(rows).to_markdown(index=False) if len(frame) else "_no rows_")
+
+
+class ComparisonConfig(Config):
+    compare_with: str | None = Field(default=None, description="Another roster entry to compare with too (relation "
+                                                               "'chosen'), beside the entry's baseline and predecessor.")
+
+    def references(self, roster: RosterResource, name: str) -> dict[str, str]:
+        """The entries the roster model is compared with, by relation."""
+        chosen = {"chosen": roster.entry(self.compare_with).name} if self.compare_with else {}
+        return {**roster.entry(name).references(), **chosen}
+
+
+def items_side_by_side(name: str, references: dict[str, str], rows: list[dict]) -> MetadataValue:
+    """The model's items beside each reference model's, those scored differently first."""
+    return MetadataValue.md("\n\n".join(side_by_side(name, other, rows) for other in references.values())
+                            or "_no model to compare with_")
 
 
 class SourceConfig(Config):
@@ -307,10 +324,12 @@ def benchmark_scores(context: AssetExecutionContext, warehouse: WarehouseResourc
     frame = pd.DataFrame(scores).assign(scored_at=utc_now()) if scores else pd.DataFrame()
     with warehouse.store(BenchmarkStore) as store:
         store.replace_scores(spec.name, name, pd.DataFrame(items), frame, context.run_id)
+        views = store.load_item_views(spec.name, name)
     table = (frame[["model", "mode", "prompt_format", "num_fewshot", "metric", "n", "accuracy", "ci_low", "ci_high"]]
              .round(3) if scores else frame)
     return MaterializeResult(metadata={"dagster/row_count": len(frame), "roster_model": name,
                                        "accuracy": markdown_table(table, 50),
+                                       "samples": MetadataValue.md(sample_markdown(f"{spec.title}: {name}", views)),
                                        **{name: MetadataValue.float(value) for name, value in numbers.items()}})
 
 
@@ -319,7 +338,7 @@ def benchmark_scores(context: AssetExecutionContext, warehouse: WarehouseResourc
     group_name="benchmark_scoring",
     kinds={"scipy", "duckdb"}, pool=WAREHOUSE_POOL,
 )
-def model_comparison(context: AssetExecutionContext, warehouse: WarehouseResource,
+def model_comparison(context: AssetExecutionContext, config: ComparisonConfig, warehouse: WarehouseResource,
                      roster: RosterResource) -> MaterializeResult:
     """The roster model against the entries it is compared with (its baseline, and its predecessor
     for a checkpoint) on the same prompts, mode, format and shots: the accuracy difference (this
@@ -327,7 +346,7 @@ def model_comparison(context: AssetExecutionContext, warehouse: WarehouseResourc
     applies), a paired bootstrap 95% interval, the items that flipped from right to wrong, and where
     the runs behind the two sides computed differently (see `prediction_runs`)."""
     spec, name = _partition(context)
-    references = roster.entry(name).references()
+    references = config.references(roster, name)
     with warehouse.store(BenchmarkStore) as store:
         rows = store.load_item_scores(spec.name, [name, *references.values()])
         environments = store.load_prediction_runs(spec.name)
@@ -346,7 +365,8 @@ def model_comparison(context: AssetExecutionContext, warehouse: WarehouseResourc
         "environment_differences"]].round(4) if len(frame) else frame
     return MaterializeResult(metadata={
         "dagster/row_count": len(frame), "roster_model": name, "compared_with": MetadataValue.json(references),
-        "not_comparable_yet": MetadataValue.json(missing), "comparison": markdown_table(table, 50)})
+        "not_comparable_yet": MetadataValue.json(missing), "comparison": markdown_table(table, 50),
+        "items": items_side_by_side(name, references, rows)})
 
 
 @asset(group_name="benchmark_protocols", deps=[benchmark_scores], kinds={"duckdb"}, pool=WAREHOUSE_POOL,
@@ -479,6 +499,7 @@ def harness_evaluation(
         "harness_task": run.task, "requests": len(outcome.answers), "computed": len(computed),
         "reused": len(outcome.answers) - len(computed), "model_seconds": MetadataValue.float(outcome.model_seconds),
         "settings": MetadataValue.json(run.describe()), "results": markdown_table(shown, 100),
+        "samples": MetadataValue.md(harness_sample_markdown(f"{benchmark}: {name}", samples.to_dict("records"))),
         **{f"{r.task}/{r.metric}/{r.filter}": MetadataValue.float(float(r.value))
            for r in results.itertuples() if r.value == r.value and r.value is not None and (r.is_group or r.task == run.task)},
     })
@@ -488,14 +509,14 @@ def harness_evaluation(
     partitions_def=harness_evaluation_partitions, deps=[harness_evaluation], group_name="benchmark_harness",
     kinds={"scipy", "duckdb"}, pool=WAREHOUSE_POOL,
 )
-def harness_model_comparison(context: AssetExecutionContext, warehouse: WarehouseResource,
+def harness_model_comparison(context: AssetExecutionContext, config: ComparisonConfig, warehouse: WarehouseResource,
                              roster: RosterResource) -> MaterializeResult:
     """The roster model against its baseline (and predecessor) on the harness benchmark, per task,
     filter and per-document metric, on the documents both answered: the difference, an exact McNemar
     test (0/1 metrics), a paired bootstrap 95% interval and the documents that flipped to wrong."""
     keys = context.partition_key.keys_by_dimension
     benchmark, name = keys["task"], keys["model"]
-    references = roster.entry(name).references()
+    references = config.references(roster, name)
     with warehouse.store(BenchmarkStore) as store:
         rows = store.load_harness_item_values(benchmark, [name, *references.values()])
     frame = pd.DataFrame(comparison_rows(benchmark, name, references, rows, {}))
@@ -506,7 +527,8 @@ def harness_model_comparison(context: AssetExecutionContext, warehouse: Warehous
                    "mcnemar_p", "flipped_to_wrong"]].round(4) if len(frame) else frame
     return MaterializeResult(metadata={"dagster/row_count": len(frame), "roster_model": name,
                                        "compared_with": MetadataValue.json(references),
-                                       "comparison": markdown_table(shown, 100)})
+                                       "comparison": markdown_table(shown, 100),
+                                       "items": items_side_by_side(name, references, rows)})
 
 
 @asset(group_name="benchmark_protocols", deps=[harness_evaluation], kinds={"duckdb"}, pool=WAREHOUSE_POOL,

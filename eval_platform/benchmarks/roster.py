@@ -23,36 +23,29 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError, create_model
 
 from eval_platform.benchmarks.harness_tasks import load_declarations
 from eval_platform.benchmarks.protocols import PROTOCOLS
 from eval_platform.benchmarks.specs import BENCHMARKS
+from eval_platform.common.models import ModelSettings
 
 ROSTER_SUFFIXES = (".yaml", ".yml", ".json")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-MODEL_SETTINGS = ("model", "served_tokenizer", "device", "dtype", "device_map", "batch_size", "max_new_tokens",
-                  "skip_logprob_check")
+# The model settings an entry may set: ModelSettings' fields (each optional: unset takes the
+# evaluation_model resource's), but not where converted weights are kept, which is the machine's.
+ENTRY_SETTINGS = create_model("EntrySettings", __config__=ConfigDict(extra="forbid", frozen=True),
+                              **ModelSettings.optional_fields(exclude=("model_cache_dir",)))
 
 
 class RosterError(ValueError):
     """A roster file or entry that cannot be used; the message names the file and the field."""
 
 
-class RosterEntry(BaseModel):
+class RosterEntry(ENTRY_SETTINGS):
     """One model of the roster: what it is, how it runs, what it is evaluated on and compared with."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
     name: str
-    model: str | None = None
-    served_tokenizer: str | None = None
-    device: str | None = None
-    dtype: str | None = None
-    device_map: str | None = None
-    batch_size: int | None = Field(default=None, gt=0)
-    max_new_tokens: int | None = Field(default=None, gt=0)
-    skip_logprob_check: bool | None = None
     api_base: str | None = None
     benchmarks: tuple[str, ...] | None = None
     modes: tuple[str, ...] | None = None
@@ -77,7 +70,7 @@ class RosterEntry(BaseModel):
 
     def settings(self) -> dict[str, Any]:
         """The model settings this entry sets (those it leaves unset come from the resources)."""
-        return {field: getattr(self, field) for field in MODEL_SETTINGS if getattr(self, field) is not None}
+        return {field: getattr(self, field) for field in ENTRY_SETTINGS.model_fields if getattr(self, field) is not None}
 
     def references(self) -> dict[str, str]:
         """The entries this one is compared with, by relation (baseline, previous)."""

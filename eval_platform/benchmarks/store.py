@@ -432,14 +432,28 @@ class BenchmarkStore(Store):
 
     @reads("item_scores", "predictions", "prompts")
     def load_item_scores(self, benchmark: str, models: Sequence[str]) -> list[dict[str, Any]]:
-        """The named roster models' item scores on the benchmark, each with its source row and the
-        run that predicted it."""
+        """The named roster models' item scores on the benchmark, each with its answer, reference,
+        question, source row and the run that predicted it."""
         return self.rows("""
             SELECT i.model, i.model_fingerprint, i.mode, i.prompt_format, i.num_fewshot, i.metric, i.prompt_id, i.value,
-                   p.source_row_id, pr.run_id AS prediction_run_id
+                   i.predicted, i.reference, p.user_prompt AS question, p.source_row_id, pr.run_id AS prediction_run_id
             FROM item_scores i JOIN prompts p USING (prompt_id)
             LEFT JOIN predictions pr USING (model_fingerprint, prompt_id, mode, prompt_format, num_fewshot)
             WHERE i.benchmark = ? AND list_contains(?, i.model)""", [benchmark, list(models)])
+
+    @reads("score_lineage", "prompts")
+    def load_item_views(self, benchmark: str, model: str) -> list[dict[str, Any]]:
+        """Every scored item of the roster model on the benchmark with its metrics, answer and prompt,
+        one row per item and metric, in run and item order (for `samples.sample_markdown`)."""
+        return self.rows("""
+            SELECT l.mode, l.prompt_format, l.num_fewshot, l.metric, l.prompt_id, l.source_row_id, l.item_score,
+                   l.predicted, l.reference, l.label_probabilities, l.choice_loglikelihoods, l.output_text,
+                   l.system_prompt, l.user_prompt, l.harness_prefix, l.harness_contexts, l.harness_continuations,
+                   p.choices
+            FROM score_lineage l JOIN prompts p USING (prompt_id)
+            WHERE l.benchmark = ? AND l.model = ?
+            ORDER BY l.mode, l.prompt_format, l.num_fewshot, l.row_number, l.source_row_id, l.prompt_id, l.metric""",
+                         [benchmark, model])
 
     @reads("score_history")
     def latest_score_runs(self) -> list[dict[str, Any]]:
@@ -536,14 +550,16 @@ class BenchmarkStore(Store):
     @reads("harness_samples")
     def load_harness_item_values(self, benchmark: str, models: Sequence[str]) -> list[dict[str, Any]]:
         """Each document's value of each per-document metric (numbers only: IFEval's per-instruction
-        lists are left out) for the named roster models, as comparison_rows takes item scores."""
+        lists are left out) for the named roster models, as comparison_rows takes item scores, with
+        its filtered answer, reference and the end of its prompt (as samples.side_by_side shows them)."""
         return self.rows("""
             SELECT * FROM (
                 SELECT s.model, s.model_fingerprint, s.task AS mode, s.filter AS prompt_format, 0 AS num_fewshot,
                        m.key AS metric, s.task || '/' || s.doc_id AS prompt_id,
                        s.task || '/' || s.doc_id AS source_row_id, s.run_id AS prediction_run_id,
                        CASE json_type(m.value) WHEN 'BOOLEAN' THEN (m.value::VARCHAR = 'true')::DOUBLE
-                            ELSE TRY_CAST(m.value::VARCHAR AS DOUBLE) END AS value
+                            ELSE TRY_CAST(m.value::VARCHAR AS DOUBLE) END AS value,
+                       s.filtered_responses::VARCHAR AS predicted, s.target AS reference, right(s.prompt, 160) AS question
                 FROM harness_samples s, json_each(s.metrics) m
                 WHERE s.benchmark = ? AND list_contains(?, s.model))
             WHERE value IS NOT NULL ORDER BY model, mode, prompt_id""", [benchmark, list(models)])

@@ -155,6 +155,7 @@ def retry_after_s(error: BaseException) -> float | None:
 class ModelGateway:
     api_base: str | None = None  # one server, or several replicas of it separated by commas
     timeout_s: float = 60.0
+    model_timeouts_s: dict[str, float] = field(default_factory=dict)  # a model's own, e.g. a slow reasoning model's
     max_retries: int = 3
     backoff_s: float = 0.5
     max_concurrency: int = 8  # calls in flight at once, per server
@@ -168,6 +169,11 @@ class ModelGateway:
         """The servers `api_base` names (replicas of one model, as users run several vLLM engines)."""
         return [base.strip() for base in (self.api_base or "").split(",") if base.strip()]
 
+    def timeout_for(self, model: str) -> float:
+        """The seconds an attempt at `model` may take (its litellm string, with or without the
+        route prefix the gateway adds for completions)."""
+        return self.model_timeouts_s.get(model.removeprefix("text-completion-openai/"), self.timeout_s)
+
     def _semaphore(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()
         for closed in [other for other in self._semaphores if other.is_closed()]:
@@ -177,25 +183,25 @@ class ModelGateway:
         return self._semaphores[loop]
 
     async def _call(self, model: str, attempt: Callable[[dict[str, Any]], Awaitable[Any]]) -> tuple[Any, int, int]:
-        """(response, attempts, milliseconds): each attempt within `timeout_s` (a response that
+        """(response, attempts, milliseconds): each attempt within the model's timeout (a response that
         never ends is cut off), retried on timeouts, connection errors, 429 (after its
         Retry-After) and 5xx. Calls go to the replicas in turn, and a retry to the next replica, so
         one failing server costs a retry, not the call."""
         litellm = _litellm()
         retryable = (litellm.Timeout, litellm.APIConnectionError, litellm.RateLimitError,
                      litellm.InternalServerError, litellm.ServiceUnavailableError, asyncio.TimeoutError)
-        first = next(self._calls)
+        first, timeout_s = next(self._calls), self.timeout_for(model)
         async with self._semaphore():
             start = time.perf_counter()
             for number in range(1, self.max_retries + 2):
                 try:
                     response = await asyncio.wait_for(attempt(self._routing(model, first + number - 1)),
-                                                      timeout=self.timeout_s + 1)
+                                                      timeout=timeout_s + 1)
                     return response, number, round((time.perf_counter() - start) * 1000)
                 except retryable as error:
                     if number > self.max_retries:
                         if isinstance(error, asyncio.TimeoutError):
-                            error = litellm.Timeout(f"no complete response within {self.timeout_s} s", "", "")
+                            error = litellm.Timeout(f"no complete response within {timeout_s} s", "", "")
                         raise ModelCallError(error) from None
                     delay = self.backoff_s * 2 ** (number - 1)
                     await asyncio.sleep(max(delay, retry_after_s(error) or 0.0))
@@ -227,7 +233,7 @@ class ModelGateway:
         if stop:
             extra["stop"] = stop
         response, attempts, milliseconds = await self._call(model, lambda routing: litellm.acompletion(
-            model=model, messages=messages, temperature=0, max_tokens=max_tokens, timeout=self.timeout_s,
+            model=model, messages=messages, temperature=0, max_tokens=max_tokens, timeout=self.timeout_for(model),
             num_retries=0, max_retries=0, **extra, **routing))
         choice = response.choices[0]
         usage = getattr(response, "usage", None)
@@ -253,7 +259,7 @@ class ModelGateway:
         route = f"text-completion-openai/{model}"
         response, _, _ = await self._call(route, lambda routing: litellm.atext_completion(
             model=route, prompt=list(prompts), echo=True, logprobs=1, max_tokens=1, temperature=0,
-            timeout=self.timeout_s, num_retries=0, max_retries=0, **routing))
+            timeout=self.timeout_for(route), num_retries=0, max_retries=0, **routing))
         choices = sorted(response.choices, key=lambda c: c.index)
         if len(choices) != len(prompts):
             raise ValueError(f"{model} answered {len(choices)} choices for {len(prompts)} prompts")

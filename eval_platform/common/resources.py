@@ -12,11 +12,10 @@ from typing import Iterator, TypeVar
 
 from dagster import ConfigurableResource, get_dagster_logger
 from dagster_duckdb import DuckDBResource
-from pydantic import Field
+from pydantic import Field, create_model
 
 from eval_platform.common.gateway import ModelGateway
 from eval_platform.common.models import LanguageModel, ModelSettings, open_model
-from eval_platform.common.models.local import DEFAULT_CACHE_DIR, DEFAULT_LOCAL_MODEL
 from eval_platform.common.warehouse import Store, ensure_schema, registered_stores
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -126,17 +125,24 @@ class ModelGatewayResource(ConfigurableResource):
                                  description="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1, "
                                              "or of several replicas separated by commas (calls go to each in turn, "
                                              "a retry to the next); default: EVAL_API_BASE.")
-    timeout_s: float = Field(default=60.0)
+    timeout_s: float = Field(default=60.0, description="Seconds an attempt may take before it is retried.")
+    model_timeouts_s: dict[str, float] = Field(default={}, description="A model's own timeout, by its model string "
+                                                                       "(e.g. a slow reasoning model's).")
     max_retries: int = Field(default=3, description="Retries on timeouts, connection errors, 429 and 5xx.")
     backoff_s: float = Field(default=0.5, description="First retry delay; doubles on each retry.")
     max_concurrency: int = Field(default=8, description="Calls in flight at once, per server.")
 
     def gateway(self) -> ModelGateway:
-        return ModelGateway(api_base=self.api_base, timeout_s=self.timeout_s, max_retries=self.max_retries,
-                            backoff_s=self.backoff_s, max_concurrency=self.max_concurrency)
+        return ModelGateway(api_base=self.api_base, timeout_s=self.timeout_s, model_timeouts_s=dict(self.model_timeouts_s),
+                            max_retries=self.max_retries, backoff_s=self.backoff_s, max_concurrency=self.max_concurrency)
 
 
-class LanguageModelResource(ConfigurableResource):
+# The resource's config fields are ModelSettings' own, declared there once.
+_ModelSettingsConfig = create_model("ModelSettingsConfig", __base__=ConfigurableResource,
+                                    **{name: (info.annotation, info) for name, info in ModelSettings.model_fields.items()})
+
+
+class LanguageModelResource(_ModelSettingsConfig):
     """The model under evaluation, and how any model is opened (eras' compressors and judges, blind
     evaluation's answering systems and LLM rater): `local/smollm2-135m-instruct` (offline default),
     `local/<path or hub id>` for any Hugging Face causal LM (on this resource's device and dtype),
@@ -144,28 +150,13 @@ class LanguageModelResource(ConfigurableResource):
     gateway's api_base, or a litellm provider string such as `openai/gpt-4o-mini`; API calls go
     through the `gateway` resource (its server, retries, timeout and concurrency)."""
 
-    model: str = Field(default=DEFAULT_LOCAL_MODEL, description="local/<name, path or hub id>, served/<name on the "
-                                                               "gateway's server>, or a litellm chat model string.")
-    served_tokenizer: str | None = Field(default=None, description="served/ models: a local model with the same "
-                                                                  "tokenizer, to send token ids as the harness does.")
-    device: str = Field(default="auto", description="Local models: auto (CUDA, then Apple MPS, then CPU), cpu, "
-                                                   "cuda, cuda:N or mps.")
-    dtype: str = Field(default="auto", description="Local models: auto (bfloat16 on a GPU that supports it, float32 "
-                                                  "on the CPU), float32, bfloat16 or float16.")
-    device_map: str | None = Field(default=None, description='Local models: "auto" spreads a model larger than one '
-                                                             "GPU over the GPUs (and the CPU).")
-    batch_size: int = Field(default=8, description="Items per forward pass.")
-    max_new_tokens: int = Field(default=160, description="Generation budget per answer (GSM8K, chat format).")
-    model_cache_dir: str = Field(default=str(DEFAULT_CACHE_DIR), description="Where converted weights are kept.")
-    skip_logprob_check: bool = Field(default=False, description="served/ models: score without first checking "
-                                                                "the server's prompt log-probabilities (recorded "
-                                                                "with the run). Only for a server known to be right.")
+    def settings(self) -> ModelSettings:
+        return ModelSettings(**{name: getattr(self, name) for name in ModelSettings.model_fields})
 
     def open(self, name: str, gateway: ModelGateway) -> LanguageModel:
         """Any model by name with this resource's settings; API and served calls through `gateway`
         (the `gateway` resource's, which the asset takes, so one configuration reaches every model)."""
-        return open_model(name, ModelSettings(gateway, self.model_cache_dir, self.device, self.dtype, self.device_map,
-                                              self.served_tokenizer, self.skip_logprob_check))
+        return open_model(name, self.settings(), gateway)
 
     def load(self, gateway: ModelGateway) -> LanguageModel:
         """The model under evaluation."""

@@ -6,12 +6,11 @@ left out of the average; with every judge failed, fitness is 0)."""
 
 import duckdb
 import pytest
-from dagster import DagsterInstance, materialize
+from dagster import DagsterInstance
 
-from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
-from eval_platform.evolution.assets import era_summary, evolution_era, gene_pools, source_paragraphs
+from eval_platform.definitions import defs
 from eval_platform.evolution.fitness import fitness_score
-from tests.openai_stub_server import CLIENT_TIMEOUT_S, StubServer
+from tests.openai_stub_server import StubServer
 
 # judge -> what its error must say
 HOSTILE = {
@@ -37,17 +36,17 @@ def server():
 
 
 def run_era(path, server, era, panel):
+    """An era against the stub's judges, by the code location's jobs configured as the launchpad does."""
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("eras", [era])
-    resources = {"warehouse": WarehouseResource(database=str(path)),
-                 "evaluation_model": LanguageModelResource(),
-                 "gateway": ModelGatewayResource(api_base=server.api_base, timeout_s=CLIENT_TIMEOUT_S, max_retries=1,
-                                                 backoff_s=0.05, max_concurrency=16)}
-    assert materialize([source_paragraphs, gene_pools], resources=resources, instance=instance).success
+    resources = {"warehouse": {"config": {"database": str(path)}}, "gateway": server.gateway_config()}
+    assert defs.resolve_job_def("evolution_inputs").execute_in_process(
+        instance=instance, run_config={"resources": resources}).success
     config = {"population_size": 4, "generations": 1, "compression_model": "openai/compressor", "seed": 3,
               "judge_panel": panel}
-    return materialize([evolution_era, era_summary], partition_key=era, resources=resources, instance=instance,
-                       run_config={"ops": {"evolution_era": {"config": config}}})
+    return defs.resolve_job_def("prompt_evolution_era").execute_in_process(
+        partition_key=era, instance=instance, run_config={"resources": resources,
+                                                          "ops": {"evolution_era": {"config": config}}})
 
 
 def query(path, sql, params=()):

@@ -75,13 +75,15 @@ def test_a_held_warehouse_is_waited_for_then_given_up_clearly(warehouse_file, ki
         start = time.monotonic()
         result, messages = ingest(warehouse_file, lock_timeout_s=3)
         waited = time.monotonic() - start
-    assert not result.success and 3 <= waited < 30
+    assert not result.success and waited >= 3
     error = failure(result)
     assert "WarehouseBusyError" in error and f"stayed locked for 3 s by {named}" in error
     if kind == "run":
         assert f"run process {process.pid}" in error
     waits = [m for m in messages if m.startswith("Waiting for the warehouse")]
-    assert len(waits) >= 2 and named in waits[0] and "giving up after 3 s" in waits[0]
+    assert waits and named in waits[0] and "giving up after 3 s" in waits[0]
+    # it gave up at its deadline, by its own clock, however slowly the machine ran the rest
+    assert all(int(m.split("(")[1].split(" s so far")[0]) <= 3 for m in waits)
     assert rows(warehouse_file) == ARC_EASY_ROWS  # the file is intact and unchanged
 
 

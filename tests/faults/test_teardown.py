@@ -6,13 +6,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
+import urllib.request
 from pathlib import Path
 
 import psutil
 
 from tests.conftest import PROJECT_ROOT
-from tests.processes import free_port, group_alive, left_running, running
+from tests.processes import STARTED, free_port, group_alive, left_running, running, stop_group
 
 SERVER = """
 import http.server, subprocess, sys
@@ -24,6 +24,12 @@ http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), http.server.Sim
 
 def ignore_sigterm():
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # inherited by the server and everything it starts
+
+
+def ignores_sigterm(pid: int) -> bool:
+    """Whether the process ignores SIGTERM (its `SigIgn` mask in /proc)."""
+    mask = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("SigIgn:"))
+    return bool(int(mask.split()[1], 16) & (1 << (signal.SIGTERM - 1)))
 
 
 def gone(pid: int) -> bool:
@@ -38,8 +44,9 @@ def test_a_server_ignoring_sigterm_is_killed_with_its_children():
     with running([sys.executable, "-c", SERVER, str(port)], f"http://127.0.0.1:{port}/", grace_s=1,
                  preexec_fn=ignore_sigterm, stdout=subprocess.PIPE, text=True, cwd=PROJECT_ROOT) as server:
         grandchild = int(server.stdout.readline())
+        assert all(ignores_sigterm(pid) for pid in (server.pid, grandchild))
         os.kill(server.pid, signal.SIGTERM)
-        time.sleep(0.5)
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=60).close()  # it ran on after the signal
         assert server.poll() is None and not gone(grandchild)  # SIGTERM alone stops nothing
     assert server.returncode == -signal.SIGKILL
     assert not group_alive(server.pid) and gone(grandchild)
@@ -66,3 +73,23 @@ def test_the_session_check_finds_a_process_left_behind():
         sleeper.kill()
         sleeper.wait()
     assert left_running([sleeper.pid], wait_s=0) == []
+
+
+def ignore_sigint():
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # as `make test &`, nohup and some CI runners start the suite
+
+
+def test_tests_that_start_processes_pass_in_a_suite_started_in_the_background(tmp_path):
+    """With SIGINT ignored from the start, Dagster maps SIGTERM onto SIG_IGN in the pytest process,
+    and every process it starts inherits both: the tests that start processes still end and pass."""
+    tests = ["tests/test_checks_and_views.py::test_parallel_processes_share_the_warehouse",
+             "tests/faults/test_teardown.py::test_a_server_ignoring_sigterm_is_killed_with_its_children"]
+    suite = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], cwd=PROJECT_ROOT,
+                             preexec_fn=ignore_sigint, start_new_session=True, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    STARTED.append(suite.pid)
+    try:
+        output, _ = suite.communicate(timeout=1800)  # a bound for a hang, far above the 1 to 2 minutes it takes
+    finally:
+        stop_group(suite, grace_s=1)
+    assert suite.returncode == 0 and "2 passed" in output, output[-3000:]

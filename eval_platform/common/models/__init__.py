@@ -12,8 +12,12 @@ models never mix.
 from __future__ import annotations
 
 import importlib
+import os
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Optional, Protocol, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
 
 
 @dataclass(frozen=True)
@@ -86,22 +90,46 @@ class UnsupportedRequest(ValueError):
     """A request this backend cannot answer (e.g. prompt log-probabilities from a chat API)."""
 
 
-@dataclass(frozen=True)
-class ModelSettings:
-    """What a backend may need to open a model: the gateway for API and served calls, and a local
-    model's weights cache, device, precision and GPU map; a served model's tokenizer."""
-
-    gateway: Any = None  # a ModelGateway; a default one where None
-    cache_dir: str | None = None
-    device: str = "auto"
-    dtype: str = "auto"
-    device_map: str | None = None
-    served_tokenizer: str | None = None  # a local/... model with the served model's tokenizer
-    skip_logprob_check: bool = False  # served models: score without checking the server first
+DEFAULT_LOCAL_MODEL = "local/smollm2-135m-instruct"
+DEFAULT_CACHE_DIR = Path(os.environ.get("EVAL_MODEL_CACHE", Path.home() / ".cache" / "lm-eval-platform"))
 
 
-# Backends by the prefix of a model's name, as "module:function(name, settings)"; imported when a
-# model of theirs is first opened, so registering one costs nothing at import time.
+class ModelSettings(BaseModel):
+    """A model's settings, declared once: the `evaluation_model` resource's config fields, a roster
+    entry's model fields (each optional there, the resource's value where unset) and what a backend
+    opens a model with are all this class's fields."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str = Field(default=DEFAULT_LOCAL_MODEL, description="local/<name, path or hub id>, served/<name on the "
+                                                               "gateway's server>, or a litellm chat model string.")
+    served_tokenizer: str | None = Field(default=None, description="served/ models: a local model with the same "
+                                                                  "tokenizer, to send token ids as the harness does.")
+    device: str = Field(default="auto", description="Local models: auto (CUDA, then Apple MPS, then CPU), cpu, "
+                                                   "cuda, cuda:N or mps.")
+    dtype: str = Field(default="auto", description="Local models: auto (bfloat16 on a GPU that supports it, float32 "
+                                                  "on the CPU), float32, bfloat16 or float16.")
+    device_map: str | None = Field(default=None, description='Local models: "auto" spreads a model larger than one '
+                                                             "GPU over the GPUs (and the CPU).")
+    batch_size: int = Field(default=8, gt=0, description="Items per forward pass.")
+    max_new_tokens: int = Field(default=160, gt=0, description="Generation budget per answer (GSM8K, chat format).")
+    model_cache_dir: str = Field(default=str(DEFAULT_CACHE_DIR), description="Where converted weights are kept.")
+    skip_logprob_check: bool = Field(default=False, description="served/ models: score without first checking "
+                                                                "the server's prompt log-probabilities (recorded "
+                                                                "with the run). Only for a server known to be right.")
+
+    @classmethod
+    def optional_fields(cls, exclude: Sequence[str] = ()) -> dict[str, Any]:
+        """The fields as `pydantic.create_model` takes them, each optional (None: not set)."""
+        def optional(info: Any) -> Any:
+            return Optional[Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation]
+
+        return {name: (optional(info), Field(default=None, description=info.description))
+                for name, info in cls.model_fields.items() if name not in exclude}
+
+
+# Backends by the prefix of a model's name, as "module:function(name, settings, gateway)"; imported
+# when a model of theirs is first opened, so registering one costs nothing at import time.
 BACKENDS: dict[str, str] = {
     "local/": "eval_platform.common.models.local:open_local_model",
     "served/": "eval_platform.common.models.served:open_served_model",
@@ -116,11 +144,12 @@ def register_backend(prefix: str, factory: str) -> None:
     BACKENDS[prefix] = factory
 
 
-def open_model(name: str, settings: ModelSettings = ModelSettings()) -> LanguageModel:
+def open_model(name: str, settings: ModelSettings = ModelSettings(), gateway: Any = None) -> LanguageModel:
     """The model behind a name: `local/<name, path or hub id>` runs in this process (on the
     settings' device and dtype, default the best this machine has); `served/<name>` is a model on
     the OpenAI-compatible server at the gateway's api_base; any other litellm provider string
-    (`openai/gpt-4o-mini`, ...) is a chat API through the gateway."""
+    (`openai/gpt-4o-mini`, ...) is a chat API through the gateway (a `ModelGateway`; a default one
+    where None)."""
     target = next((factory for prefix, factory in BACKENDS.items() if name.startswith(prefix)), DEFAULT_BACKEND)
     module, function = target.split(":")
-    return getattr(importlib.import_module(module), function)(name, settings)
+    return getattr(importlib.import_module(module), function)(name, settings, gateway)

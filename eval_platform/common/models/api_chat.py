@@ -85,5 +85,5 @@ class ApiChatModel:
             "a local model, or a completions endpoint (served/...) for log-likelihood scoring")
 
 
-def open_api_model(name: str, settings: ModelSettings) -> ApiChatModel:
-    return ApiChatModel(name, settings.gateway or ModelGateway())
+def open_api_model(name: str, settings: ModelSettings, gateway: ModelGateway | None = None) -> ApiChatModel:
+    return ApiChatModel(name, gateway or ModelGateway())

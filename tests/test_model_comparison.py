@@ -69,7 +69,8 @@ def test_a_significant_drop_against_the_baseline_warns_naming_the_flipped_items(
 
 
 def test_side_by_side_lists_the_items_scored_differently_first():
-    rows = [{**row, "predicted": f"{row['model']}-{row['prompt_id']}", "reference": "B", "question": f"Q {row['prompt_id']}"}
+    rows = [{**row, "predicted": f"{row['model']}-{row['prompt_id']}", "reference": "B",
+             "question": f"Q {row['prompt_id']}"}
             for row in item_rows("new", {"a": 1.0, "b": 1.0, "c": 0.0, "d": 1.0})
             + item_rows("base", {"a": 1.0, "b": 0.0, "c": 1.0, "d": 1.0})]
     view = side_by_side("new", "base", rows)
@@ -103,7 +104,8 @@ def test_two_precisions_of_smollm2_compared_on_shared_items(warehouse, tmp_path)
     chosen = materialize_evaluation(warehouse, "arc_easy", "f32", roster, assets=[model_comparison],
                                     ops={"model_comparison": {"config": {"compare_with": "bf16"}}})
     metadata = chosen.get_asset_materialization_events()[0].materialization.metadata
-    assert metadata["compared_with"].value == {"chosen": "bf16"} and "## f32 (a) against bf16 (b)" in metadata["items"].value
+    assert metadata["compared_with"].value == {"chosen": "bf16"}
+    assert "## f32 (a) against bf16 (b)" in metadata["items"].value
     with warehouse.get_connection() as conn:
         rows = conn.execute("SELECT metric, items, accuracy_a, accuracy_b, difference, only_a, only_b, mcnemar_p, "
                             "ci_low, ci_high FROM model_comparisons WHERE model_a = 'bf16' AND model_b = 'f32' "

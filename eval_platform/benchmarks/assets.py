@@ -42,8 +42,9 @@ def markdown_table(frame: pd.DataFrame, rows: int = 10) -> MetadataValue:
 
 
 class ComparisonConfig(Config):
-    compare_with: str | None = Field(default=None, description="Another roster entry to compare with too (relation "
-                                                               "'chosen'), beside the entry's baseline and predecessor.")
+    compare_with: str | None = Field(
+        default=None, description="Another roster entry to compare with too (relation 'chosen'), beside the entry's "
+                                  "baseline and predecessor.")
 
     def references(self, roster: RosterResource, name: str) -> dict[str, str]:
         """The entries the roster model is compared with, by relation."""

@@ -70,7 +70,8 @@ class RosterEntry(ENTRY_SETTINGS):
 
     def settings(self) -> dict[str, Any]:
         """The model settings this entry sets (those it leaves unset come from the resources)."""
-        return {field: getattr(self, field) for field in ENTRY_SETTINGS.model_fields if getattr(self, field) is not None}
+        return {field: getattr(self, field) for field in ENTRY_SETTINGS.model_fields
+                if getattr(self, field) is not None}
 
     def references(self) -> dict[str, str]:
         """The entries this one is compared with, by relation (baseline, previous)."""

@@ -97,10 +97,11 @@ def side_by_side(model_a: str, model_b: str, rows: Iterable[Mapping[str, Any]]) 
         lines = [f"### {mode} / {prompt_format} / {shots}-shot / {metric}: {differing} of {len(pairs)} items differ "
                  "(listed first)",
                  "| item | question | reference | a answer | a | b answer | b |", "|---|---|---|---|---|---|---|"]
-        lines += [f"| {'**' if a['value'] != b['value'] else ''}{_cell(a['source_row_id'], 40)}"
-                  f"{'**' if a['value'] != b['value'] else ''} | {_cell(a['question'])} | {_cell(a['reference'], 30)} | "
-                  f"{_cell(a['predicted'], 30)} | {_number(a['value'])} | {_cell(b['predicted'], 30)} | "
-                  f"{_number(b['value'])} |" for a, b in pairs]
+        for a, b in pairs:
+            mark = "**" if a["value"] != b["value"] else ""
+            lines.append(f"| {mark}{_cell(a['source_row_id'], 40)}{mark} | {_cell(a['question'])} | "
+                         f"{_cell(a['reference'], 30)} | {_cell(a['predicted'], 30)} | {_number(a['value'])} | "
+                         f"{_cell(b['predicted'], 30)} | {_number(b['value'])} |")
         parts.append("\n".join(lines))
     return "\n\n".join(parts if len(parts) > 1 else [*parts, "_no items in common_"])
 

@@ -559,7 +559,8 @@ class BenchmarkStore(Store):
                        s.task || '/' || s.doc_id AS source_row_id, s.run_id AS prediction_run_id,
                        CASE json_type(m.value) WHEN 'BOOLEAN' THEN (m.value::VARCHAR = 'true')::DOUBLE
                             ELSE TRY_CAST(m.value::VARCHAR AS DOUBLE) END AS value,
-                       s.filtered_responses::VARCHAR AS predicted, s.target AS reference, right(s.prompt, 160) AS question
+                       s.filtered_responses::VARCHAR AS predicted, s.target AS reference,
+                       right(s.prompt, 160) AS question
                 FROM harness_samples s, json_each(s.metrics) m
                 WHERE s.benchmark = ? AND list_contains(?, s.model))
             WHERE value IS NOT NULL ORDER BY model, mode, prompt_id""", [benchmark, list(models)])

@@ -133,13 +133,15 @@ class ModelGatewayResource(ConfigurableResource):
     max_concurrency: int = Field(default=8, description="Calls in flight at once, per server.")
 
     def gateway(self) -> ModelGateway:
-        return ModelGateway(api_base=self.api_base, timeout_s=self.timeout_s, model_timeouts_s=dict(self.model_timeouts_s),
-                            max_retries=self.max_retries, backoff_s=self.backoff_s, max_concurrency=self.max_concurrency)
+        return ModelGateway(api_base=self.api_base, timeout_s=self.timeout_s,
+                            model_timeouts_s=dict(self.model_timeouts_s), max_retries=self.max_retries,
+                            backoff_s=self.backoff_s, max_concurrency=self.max_concurrency)
 
 
 # The resource's config fields are ModelSettings' own, declared there once.
-_ModelSettingsConfig = create_model("ModelSettingsConfig", __base__=ConfigurableResource,
-                                    **{name: (info.annotation, info) for name, info in ModelSettings.model_fields.items()})
+_ModelSettingsConfig = create_model(
+    "ModelSettingsConfig", __base__=ConfigurableResource,
+    **{name: (info.annotation, info) for name, info in ModelSettings.model_fields.items()})
 
 
 class LanguageModelResource(_ModelSettingsConfig):

@@ -58,3 +58,32 @@ def table_rows(path, queries: dict[str, str], params: Sequence[Any] = ()) -> dic
     """{name: rows of its query} from a warehouse file, opened read-only."""
     with duckdb.connect(str(path), read_only=True) as conn:
         return {name: conn.execute(query, list(params)).fetchall() for name, query in queries.items()}
+
+
+# Columns that differ between two runs of the same work: when, which run, how long, which path.
+VOLATILE_SUFFIXES = ("_at", "run_id", "duration_ms", "_path")
+# Of two identical concurrent requests one pays and one is answered by it; retries depend on timing.
+# Each blind run reads answers from its own copy of the folder.
+VOLATILE = {"gateway_calls": ("attempts", "cached", "cost_usd"), "blind_answers": ("source",)}
+SKIPPED_TABLES = {"schema_versions"}
+
+
+def snapshot(conn) -> dict[str, list[tuple]]:
+    """Every table of the connection's warehouse (a file, or a lake), its rows sorted, without the
+    columns that record when and where they were made."""
+    tables = [r[0] for r in conn.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = "
+                                         "current_database() ORDER BY 1").fetchall()]
+    rows = {}
+    for table in set(tables) - SKIPPED_TABLES:
+        columns = [r[0] for r in conn.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE table_name = ? AND database_name = current_database() "
+            "ORDER BY column_index", [table]).fetchall()]
+        kept = ", ".join(f'"{c}"' for c in columns if not c.endswith(VOLATILE_SUFFIXES) and c not in VOLATILE.get(table, ()))
+        rows[table] = conn.execute(f"SELECT {kept} FROM {table} ORDER BY ALL").fetchall()
+    return rows
+
+
+def file_snapshot(path) -> dict[str, list[tuple]]:
+    """`snapshot` of a warehouse file, opened read-only."""
+    with duckdb.connect(str(path), read_only=True) as conn:
+        return snapshot(conn)

@@ -56,6 +56,23 @@ def test_a_bad_roster_file_is_refused_naming_the_file_and_field(tmp_path, conten
     assert problem in str(refused.value)
 
 
+def test_an_entrys_run_tags_are_on_every_run_requested_for_it(tmp_path):
+    from dagster import DagsterInstance
+
+    from eval_platform.benchmarks.schedules import roster_run_requests
+
+    write(tmp_path, "gpu", model="local/x", run_tags={"eval/gpu": "a100"}, benchmarks=["arc_easy", "mmlu"])
+    write(tmp_path, "cpu", model="local/y", benchmarks=["arc_easy"])
+    with DagsterInstance.ephemeral() as instance:
+        requests = roster_run_requests(instance, load_roster(tmp_path), ["arc_easy", "mmlu"], "night")
+    assert sorted((r.partition_key.keys_by_dimension["model"], r.partition_key.keys_by_dimension["benchmark"],
+                   dict(r.tags)) for r in requests) == [
+        ("cpu", "arc_easy", {}), ("gpu", "arc_easy", {"eval/gpu": "a100"}), ("gpu", "mmlu", {"eval/gpu": "a100"})]
+    (tmp_path / "cpu.yaml").write_text("run_tags: {eval/gpu: [a100]}")
+    with pytest.raises(RosterError, match="run_tags"):
+        load_roster(tmp_path)
+
+
 def test_a_name_used_twice_or_a_cycle_is_refused(tmp_path):
     write(tmp_path, "a", name="same")
     write(tmp_path, "b", name="same")

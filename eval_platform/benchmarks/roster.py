@@ -57,6 +57,9 @@ class RosterEntry(ENTRY_SETTINGS):
     apply_chat_template: bool | None = None
     fewshot_as_multiturn: bool | None = None
     reasoning_end: str | None = Field(default=None, min_length=1)
+    # Tags on each run of this entry: a team's run queue limits by them (`eval/gpu: a100`), and on
+    # Kubernetes `dagster-k8s/config` requests the run's GPUs (deploy/kubernetes/values.yaml)
+    run_tags: dict[str, str] | None = None
 
     def evaluated_on(self) -> tuple[str, ...]:
         """The benchmarks this entry is evaluated on: its list, within its protocol's if it has one."""

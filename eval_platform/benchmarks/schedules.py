@@ -33,7 +33,8 @@ def roster_run_requests(instance, roster: dict[str, RosterEntry], benchmarks: li
     added = missing_partitions(roster, instance.get_dynamic_partitions(roster_partitions.name))
     if added:
         instance.add_dynamic_partitions(roster_partitions.name, added)
-    return [RunRequest(run_key=f"{run_key}:{name}:{benchmark}", partition_key=evaluation_key(benchmark, name))
+    return [RunRequest(run_key=f"{run_key}:{name}:{benchmark}", partition_key=evaluation_key(benchmark, name),
+                       tags=roster[name].run_tags or {})
             for benchmark in benchmarks for name in evaluation_order(roster)
             if benchmark in roster[name].evaluated_on()]
 
@@ -46,7 +47,8 @@ def harness_run_requests(instance, roster: dict[str, RosterEntry], benchmarks: l
         added = missing_partitions(dict.fromkeys(keys), instance.get_dynamic_partitions(dimension.name))
         if added:
             instance.add_dynamic_partitions(dimension.name, added)
-    return [RunRequest(run_key=f"{run_key}:{name}:{benchmark}", partition_key=harness_key(benchmark, name))
+    return [RunRequest(run_key=f"{run_key}:{name}:{benchmark}", partition_key=harness_key(benchmark, name),
+                       tags=roster[name].run_tags or {})
             for benchmark in benchmarks for name in evaluation_order(roster)
             if roster[name].evaluated_on_harness(benchmark)]
 

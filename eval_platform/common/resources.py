@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import fcntl
 import os
+import random
+import re
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,17 +35,32 @@ class WarehouseBusyError(TimeoutError):
 
 
 class WarehouseResource(DuckDBResource):
-    """The DuckDB warehouse file. Each connection is short and holds an exclusive file lock, so
-    steps in parallel processes take turns instead of failing on DuckDB's single-writer lock;
-    model work happens outside any connection. A run that finds the warehouse held (by another
-    run, or a DuckDB session a user keeps open) says so in its log, waits, and gives up after
-    `lock_timeout_s` with an error naming the holder."""
+    """The warehouse: a DuckDB file (the default), or a DuckLake catalog that many hosts write at
+    once (`database` = `ducklake:postgres:dbname=... host=...`, its data files under `data_path`).
 
-    lock_timeout_s: float = Field(default=LOCK_TIMEOUT_S, description="How long to wait for the warehouse.")
+    A file: each connection is short and holds an exclusive file lock, so steps in parallel
+    processes take turns instead of failing on DuckDB's single-writer lock; model work happens
+    outside any connection. A run that finds the file held (by another run, or a DuckDB session a
+    user keeps open) says so in its log, waits, and gives up after `lock_timeout_s` with an error
+    naming the holder. A lake: no lock; a write whose commit conflicts with another writer's is
+    re-run, up to `commit_retries` times."""
+
+    lock_timeout_s: float = Field(default=LOCK_TIMEOUT_S, description="How long to wait for the warehouse file.")
     wait_log_interval_s: float = Field(default=10.0, description="How often a waiting run says what it waits for.")
+    data_path: str | None = Field(default=os.environ.get("EVAL_LAKE_DATA_PATH"),
+                                  description="A DuckLake warehouse's data files: a folder every host sees (or an "
+                                              "object-store URL). Default: EVAL_LAKE_DATA_PATH.")
+    commit_retries: int = Field(default=5, description="A lake: how often a conflicting commit is re-run.")
 
     @contextmanager
     def get_connection(self) -> Iterator:
+        if self.database.startswith(LAKE_PREFIX):
+            conn = open_lake(self.database, self.data_path, self.commit_retries)
+            try:
+                yield conn
+            finally:
+                conn.close()
+            return
         if self.database == ":memory:":
             import duckdb
 
@@ -103,7 +120,52 @@ class WarehouseResource(DuckDBResource):
     def store(self, kind: type[S]) -> Iterator[S]:
         """A domain store over one short connection."""
         with self.get_connection() as conn:
-            yield kind(conn)
+            yield kind(conn, commit_retries=self.commit_retries)
+
+
+LAKE_PREFIX = "ducklake:"
+LAKE_ALIAS = "lake"
+
+
+def lake_extensions() -> str:
+    """The folder of the ducklake and postgres extensions that the duckdb-ext-* wheels install
+    (DuckDB cannot download them offline)."""
+    import duckdb_ext
+
+    return str(Path(next(iter(duckdb_ext.__path__))) / "extensions")
+
+
+def open_lake(catalog: str, data_path: str | None, commit_retries: int):
+    """A connection whose current database is the DuckLake `catalog`, its schema ensured. The
+    catalog's password comes from the environment (PGPASSWORD for a PostgreSQL catalog), never
+    from the catalog string, which the UI shows."""
+    import duckdb
+
+    if re.search(r"password\s*=|://[^/@\s]*:[^/@\s]*@", catalog, re.IGNORECASE):
+        raise ValueError("The lake warehouse's catalog string holds a password, which the UI would show: set it in "
+                         "the environment instead (PGPASSWORD for a PostgreSQL catalog)")
+    if not data_path:
+        raise ValueError(f"The lake warehouse {catalog} needs a data_path (EVAL_LAKE_DATA_PATH): a folder every "
+                         "host sees, or an object-store URL")
+    for attempt in range(commit_retries + 1):
+        conn = duckdb.connect(config={"extension_directory": lake_extensions(),
+                                      "autoinstall_known_extensions": False})
+        try:
+            conn.execute("LOAD ducklake")
+            if ":postgres:" in f"{catalog}:":
+                conn.execute("LOAD postgres")
+            conn.execute(f"ATTACH '{catalog}' AS {LAKE_ALIAS} (DATA_PATH '{data_path}')")
+            conn.execute(f"USE {LAKE_ALIAS}")
+            ensure_schema(conn, registered_stores())
+            return conn
+        except BaseException as error:
+            conn.close()
+            # Hosts creating a new lake, or its tables, at once: one wins, the others try again.
+            racing = isinstance(error, (duckdb.TransactionException, duckdb.CatalogException,
+                                        duckdb.ConstraintException)) or "initialize DuckLake" in str(error)
+            if not racing or attempt == commit_retries:
+                raise
+            time.sleep(0.2 * 2 ** attempt * (1 + random.random()))
 
 
 def _try_flock(lock) -> tuple[bool | None, str]:

@@ -1,5 +1,11 @@
 """The DuckDB warehouse: short locked connections, versioned schemas, and the base of the stores.
 
+The warehouse is a DuckDB file, or a DuckLake catalog (many writers on many hosts). A lake has no
+PRIMARY KEY or UNIQUE constraints: its tables are created without them, a key is kept by each
+write replacing its partition's rows, and `no_duplicate_*` checks guard it. A lake commit that
+conflicts with another writer's is retried (the write re-run whole), and one that outlasts its
+retries fails naming the tables and the partition.
+
 A store owns one domain's tables and views. It declares them with a schema version, creates them
 once per warehouse, migrates an older warehouse step by step, and refuses a newer one. Its named
 reads and writes are plain DuckDB SQL; each declares the tables it touches (`@reads`, `@writes`),
@@ -12,9 +18,12 @@ from __future__ import annotations
 import contextvars
 import functools
 import hashlib
+import random
 import re
+import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterator, Mapping, Sequence
 
 import pandas as pd
@@ -38,6 +47,10 @@ _ALL_TABLE_NAMES: set[str] = set()
 _allowed: contextvars.ContextVar[frozenset[str] | None] = contextvars.ContextVar("allowed_tables", default=None)
 
 
+class CommitConflictError(RuntimeError):
+    """A write whose commit kept conflicting with other writers' (a lake warehouse)."""
+
+
 def _access(kind: str, tables: Sequence[str]) -> Callable:
     def decorate(method: Callable) -> Callable:
         @functools.wraps(method)
@@ -45,6 +58,8 @@ def _access(kind: str, tables: Sequence[str]) -> Callable:
             outer = _allowed.get()
             token = _allowed.set(frozenset(tables) | (outer or frozenset()))
             try:
+                if kind == "writes" and outer is None:
+                    return self.retrying_conflicts(method, tables, args, kwargs)
                 return method(self, *args, **kwargs)
             finally:
                 _allowed.reset(token)
@@ -84,8 +99,30 @@ class Store:
     views: ClassVar[Mapping[str, str]] = {}
     migrations: ClassVar[Mapping[int, Callable[[Any], None]]] = {}
 
-    def __init__(self, conn: Any):
+    def __init__(self, conn: Any, commit_retries: int = 5, retry_backoff_s: float = 0.2):
         self.conn = conn
+        self.commit_retries = commit_retries
+        self.retry_backoff_s = retry_backoff_s
+
+    def retrying_conflicts(self, method: Callable, tables: Sequence[str], args: tuple, kwargs: dict) -> Any:
+        """Run a write, re-running it whole when its commit conflicts with another writer's."""
+        import duckdb
+
+        for attempt in range(self.commit_retries + 1):
+            try:
+                return method(self, *args, **kwargs)
+            except duckdb.TransactionException as error:
+                try:
+                    self.conn.execute("ROLLBACK")
+                except duckdb.Error:
+                    pass  # the failed commit ended the transaction already
+                if attempt == self.commit_retries:
+                    partition = ", ".join(str(a) for a in [*args, *kwargs.values()] if isinstance(a, (str, int)))
+                    raise CommitConflictError(
+                        f"{type(self).__name__}.{method.__name__}({partition}): the write to {', '.join(tables)} "
+                        f"conflicted with another writer's {attempt + 1} times; the last: "
+                        f"{str(error).splitlines()[0]}") from error
+                time.sleep(self.retry_backoff_s * 2 ** attempt * (1 + random.random()))
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """A class that names a store (sets `name`) registers it: the warehouse creates and migrates
@@ -133,8 +170,12 @@ class Store:
         try:
             self._check_columns(table, [row[0] for row in self.conn.execute(f"DESCRIBE SELECT {select} FROM incoming")
                                         .fetchall()])
-            verb = "INSERT OR IGNORE" if ignore_duplicates else "INSERT"
-            self.sql(f"{verb} INTO {table} BY NAME SELECT {select} FROM incoming")
+            unseen = ""
+            if ignore_duplicates:
+                key = table_key(type(self).tables[table])
+                unseen = (f" WHERE ({', '.join(key)}) NOT IN (SELECT ({', '.join(key)}) FROM {table}) "
+                          f"QUALIFY row_number() OVER (PARTITION BY {', '.join(key)}) = 1")
+            self.sql(f"INSERT INTO {table} BY NAME SELECT {select} FROM incoming{unseen}")
         finally:
             self.conn.unregister("incoming")
         return len(frame)
@@ -143,7 +184,8 @@ class Store:
         """A write names every column of its table (those with a default may be left out) and no
         other: a misspelt or forgotten column fails here, naming it, instead of storing NULL."""
         columns = {name: default for name, default in self.conn.execute(
-            "SELECT column_name, column_default FROM duckdb_columns() WHERE table_name = ?", [table]).fetchall()}
+            "SELECT column_name, column_default FROM duckdb_columns() WHERE table_name = ? AND database_name = current_database()",
+            [table]).fetchall()}
         unknown = [name for name in written if name not in columns]
         missing = [name for name, default in columns.items() if name not in written and default is None]
         problems = []
@@ -181,8 +223,9 @@ class Store:
 
     @classmethod
     def create(cls, conn: Any) -> None:
+        lake = is_lake(conn)
         for table, columns in cls.tables.items():
-            conn.execute(f"CREATE TABLE IF NOT EXISTS {table} ({columns})")
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {table} ({without_keys(columns) if lake else columns})")
         cls.create_views(conn)
 
     @classmethod
@@ -194,13 +237,37 @@ class Store:
             conn.execute(f"COMMENT ON VIEW {view} IS '{view_digest(body)}'")
 
 
+def is_lake(conn: Any) -> bool:
+    """Whether the connection's current database is a DuckLake catalog."""
+    return conn.execute("SELECT type FROM duckdb_databases() WHERE database_name = current_database()"
+                        ).fetchone()[0] == "ducklake"
+
+
+_KEY = re.compile(r",\s*PRIMARY KEY\s*\(([^)]*)\)", re.IGNORECASE)
+_INLINE_KEY = re.compile(r"^\s*(\w+)\s+[^,]*?\bPRIMARY KEY\b", re.IGNORECASE)
+
+
+def table_key(columns: str) -> list[str]:
+    """The key columns a table's DDL declares."""
+    found = _KEY.search(columns)
+    if found:
+        return [name.strip() for name in found.group(1).split(",")]
+    return [match.group(1) for part in columns.split(",") if (match := _INLINE_KEY.match(part))]
+
+
+def without_keys(columns: str) -> str:
+    """A table's DDL without its PRIMARY KEY and UNIQUE constraints (which DuckLake lacks)."""
+    return re.sub(r"\s+(PRIMARY KEY|UNIQUE)\b", "", _KEY.sub("", columns), flags=re.IGNORECASE)
+
+
 def view_digest(body: str) -> str:
     return hashlib.sha256(body.encode()).hexdigest()[:16]
 
 
 def stale_views(conn: Any, stores: Sequence[type[Store]]) -> bool:
     """Whether a view is missing, or was created from another definition than its store's now."""
-    current = dict(conn.execute("SELECT view_name, comment FROM duckdb_views() WHERE NOT internal").fetchall())
+    current = dict(conn.execute("SELECT view_name, comment FROM duckdb_views() WHERE NOT internal "
+                                "AND database_name = current_database()").fetchall())
     return any(current.get(view) != view_digest(body) for store in stores for view, body in store.views.items())
 
 
@@ -221,7 +288,8 @@ def ensure_schema(conn: Any, stores: Sequence[type[Store]]) -> None:
     except Exception:  # no version table yet: a new warehouse, or one from before versioning
         current = None
     if current is not None and all(current.get(s.name) == s.version for s in stores):
-        existing = {name for (name,) in conn.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        existing = {name for (name,) in conn.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()").fetchall()}
         if all(table in existing for store in stores for table in store.tables):
             if stale_views(conn, stores):  # a definition changed (a new benchmark's column): rebuilt, rows untouched
                 conn.execute("BEGIN TRANSACTION")
@@ -233,9 +301,10 @@ def ensure_schema(conn: Any, stores: Sequence[type[Store]]) -> None:
     conn.execute("BEGIN TRANSACTION")
     try:
         if current is None:
-            legacy = {r[0] for r in conn.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-            conn.execute(f"CREATE TABLE {SCHEMA_TABLE} (store VARCHAR PRIMARY KEY, version INTEGER NOT NULL, "
-                         "migrated_at TIMESTAMP NOT NULL)")
+            legacy = {r[0] for r in conn.execute("SELECT table_name FROM information_schema.tables "
+                                                     "WHERE table_catalog = current_database()").fetchall()}
+            columns = "store VARCHAR PRIMARY KEY, version INTEGER NOT NULL, migrated_at TIMESTAMP NOT NULL"
+            conn.execute(f"CREATE TABLE {SCHEMA_TABLE} ({without_keys(columns) if is_lake(conn) else columns})")
             current = {s.name: LEGACY_VERSION for s in stores if legacy & set(s.tables)}
         for store in stores:
             version = current.get(store.name)
@@ -253,8 +322,8 @@ def ensure_schema(conn: Any, stores: Sequence[type[Store]]) -> None:
                                           "move the warehouse file aside to start a new one.")
                     store.migrations[step](conn)
                 store.create(conn)  # tables added since, and views
-            conn.execute(f"INSERT OR REPLACE INTO {SCHEMA_TABLE} VALUES (?, ?, ?)",
-                         [store.name, store.version, utc_now()])
+            conn.execute(f"DELETE FROM {SCHEMA_TABLE} WHERE store = ?", [store.name])
+            conn.execute(f"INSERT INTO {SCHEMA_TABLE} VALUES (?, ?, ?)", [store.name, store.version, utc_now()])
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -271,20 +340,73 @@ def rebuild_table(conn: Any, table: str, columns: str, select: str) -> None:
 
 
 def has_column(conn: Any, table: str, column: str) -> bool:
-    return conn.execute("SELECT count(*) FROM duckdb_columns() WHERE table_name = ? AND column_name = ?",
+    return conn.execute("SELECT count(*) FROM duckdb_columns() WHERE table_name = ? AND column_name = ? "
+                        "AND database_name = current_database()",
                         [table, column]).fetchone()[0] > 0
 
 
 def add_column(conn: Any, table: str, column: str, kind: str) -> None:
     """Add a column to a table that lacks it (a table an earlier step created with today's columns
     has it already; one added since is created whole afterwards)."""
-    table_exists = conn.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [table]).fetchone()[0]
+    table_exists = conn.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ? "
+                                "AND database_name = current_database()", [table]).fetchone()[0]
     if table_exists and not has_column(conn, table, column):
         conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
 
 def drop_views(conn: Any, views: Sequence[str]) -> None:
     """Drop those of `views` that exist as views (a name may still be a table of an older schema)."""
-    existing = {r[0] for r in conn.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+    existing = {r[0] for r in conn.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal "
+                                                "AND database_name = current_database()").fetchall()}
     for view in set(views) & existing:
         conn.execute(f"DROP VIEW {view}")
+
+
+# --- moving a warehouse -----------------------------------------------------------------------
+
+
+def export_tables(conn: Any, stores: Sequence[type[Store]], folder: str) -> dict[str, int]:
+    """Every table of `stores` as `<table>.parquet` in `folder` (a form any DuckDB version reads):
+    rows per table."""
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    counts = {}
+    for table in sorted(name for store in stores for name in store.tables):
+        conn.execute(f"COPY {table} TO '{Path(folder) / table}.parquet' (FORMAT parquet)")
+        counts[table] = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    return counts
+
+
+def import_tables(conn: Any, stores: Sequence[type[Store]], source: str) -> dict[str, int]:
+    """Copy every table of `stores` from `source` (a warehouse file at this schema version, or a
+    folder `export_tables` wrote) into the connection's warehouse, which must hold none of their
+    rows, in one transaction: rows per table, each checked equal to the source's."""
+    tables = sorted(name for store in stores for name in store.tables)
+    folder = Path(source).is_dir()
+    if not folder:
+        conn.execute(f"ATTACH '{source}' AS moved_from (READ_ONLY)")
+    relation = (lambda table: f"read_parquet('{Path(source) / table}.parquet')") if folder else (
+        lambda table: f"moved_from.main.{table}")
+    try:
+        occupied = {table: n for table in tables if (n := conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])}
+        if occupied:
+            raise SchemaError(f"The warehouse to move into already holds rows ({occupied}): move into an empty one.")
+        missing = [table for table in tables if folder and not (Path(source) / f"{table}.parquet").exists()]
+        if missing:
+            raise SchemaError(f"{source} has no export of {', '.join(missing)}: export it again with this version.")
+        counts = {}
+        conn.execute("BEGIN TRANSACTION")
+        try:
+            for table in tables:
+                conn.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {relation(table)}")
+                counts[table] = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+                expected = conn.execute(f"SELECT count(*) FROM {relation(table)}").fetchone()[0]
+                if counts[table] != expected:
+                    raise SchemaError(f"{table}: {counts[table]} rows moved of {expected} in {source}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return counts
+    finally:
+        if not folder:
+            conn.execute("DETACH moved_from")

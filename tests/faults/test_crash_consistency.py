@@ -16,29 +16,7 @@ from tests.conftest import PROJECT_ROOT
 from tests.faults.scenarios import SCENARIOS, benchmark
 from tests.openai_stub_server import StubServer
 from tests.processes import STARTED
-from tests.tables import assert_same_rows
-
-# Columns that differ between two runs of the same work: when, which run, how long, which path.
-VOLATILE_SUFFIXES = ("_at", "run_id", "duration_ms", "_path")
-# Of two identical concurrent requests one pays and one is answered by it; retries depend on timing.
-# Each blind run reads answers from its own copy of the folder.
-VOLATILE = {"gateway_calls": ("attempts", "cached", "cost_usd"), "blind_answers": ("source",)}
-SKIPPED_TABLES = {"schema_versions"}
-
-
-def snapshot(path) -> dict[str, list[tuple]]:
-    """Every table's rows, sorted, without the columns that record when and where they were made."""
-    with duckdb.connect(str(path), read_only=True) as conn:
-        tables = [r[0] for r in conn.execute("SELECT table_name FROM duckdb_tables() ORDER BY 1").fetchall()]
-        rows = {}
-        for table in set(tables) - SKIPPED_TABLES:
-            columns = [r[0] for r in conn.execute(
-                "SELECT column_name FROM duckdb_columns() WHERE table_name = ? ORDER BY column_index", [table]).fetchall()]
-            kept = ", ".join(f'"{c}"' for c in columns
-                             if not c.endswith(VOLATILE_SUFFIXES) and c not in VOLATILE.get(table, ()))
-            rows[table] = conn.execute(f"SELECT {kept} FROM {table} ORDER BY ALL").fetchall()
-    return rows
-
+from tests.tables import assert_same_rows, file_snapshot
 
 @pytest.fixture(scope="module")
 def server():
@@ -60,7 +38,7 @@ def references(tmp_path_factory, server):
         if scenario not in made:
             folder = tmp_path_factory.mktemp(f"reference-{scenario}")
             SCENARIOS[scenario](str(folder / "warehouse.duckdb"), *arguments(scenario, folder, server))
-            made[scenario] = snapshot(folder / "warehouse.duckdb")
+            made[scenario] = file_snapshot(folder / "warehouse.duckdb")
         return made[scenario]
 
     return reference
@@ -113,7 +91,7 @@ def test_a_run_killed_mid_write_then_rerun_equals_an_uninterrupted_run(scenario,
             stored = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
         assert (stored > 0) if point == "COMMIT" else (stored == 0)
     SCENARIOS[scenario](str(path), *extra)
-    assert_same_rows(snapshot(path), references(scenario))
+    assert_same_rows(file_snapshot(path), references(scenario))
 
 
 def test_a_partition_whose_source_shrank_keeps_no_stale_rows(tmp_path):
@@ -122,7 +100,7 @@ def test_a_partition_whose_source_shrank_keeps_no_stale_rows(tmp_path):
     benchmark(str(shrunk), limit=4)
     fresh = tmp_path / "fresh.duckdb"
     benchmark(str(fresh), limit=4)
-    after, expected = snapshot(shrunk), snapshot(fresh)
+    after, expected = file_snapshot(shrunk), file_snapshot(fresh)
     history = after.pop("score_history"), expected.pop("score_history")
     assert_same_rows(after, expected)  # the 4 predictions reused from the 6-item batch agree within the tolerance
     with duckdb.connect(str(shrunk), read_only=True) as conn:

@@ -1,0 +1,176 @@
+"""The warehouse on DuckLake (a catalog on PostgreSQL, data files in a folder): a partition's tables
+replaced in one transaction whoever else writes, a conflicting commit retried and one that outlasts
+its retries failing with the table and partition named, readers served while writers write, and
+a file warehouse moved into a lake with every row kept."""
+
+import gzip
+import os
+import shutil
+import subprocess
+import sys
+import threading
+
+import pandas as pd
+import pytest
+
+from eval_platform.benchmarks.store import BenchmarkStore
+from eval_platform.common.resources import WarehouseResource
+from eval_platform.common.warehouse import CommitConflictError, writes
+from tests.conftest import PROJECT_ROOT
+from tests.evaluation import materialize_benchmark, roster_with
+from tests.processes import in_processes
+from tests.team.postgres_server import postgres_server
+
+LAKES = ("lake_moved", "lake_exported", "lake_writers", "lake_conflicts")
+ROWS = 5
+
+
+@pytest.fixture(scope="module")
+def catalogs():
+    with postgres_server(LAKES) as url:
+        yield {name: f"ducklake:postgres:{url.rsplit('/', 1)[0]}/{name}" for name in LAKES}
+
+
+def lake(catalogs, name: str, tmp_path, **fields) -> WarehouseResource:
+    return WarehouseResource(database=catalogs[name], data_path=str(tmp_path / name), **fields)
+
+
+def every_row(warehouse: WarehouseResource) -> dict[str, list[tuple]]:
+    """Every table's every row, every column, sorted."""
+    with warehouse.get_connection() as conn:
+        tables = [t for (t,) in conn.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = "
+                                             "current_database() AND table_name != 'schema_versions'").fetchall()]
+        return {table: conn.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall() for table in tables}
+
+
+def raw_rows(benchmark: str, copy: int) -> pd.DataFrame:
+    """A partition's rows as the `copy`-th writer writes them (each writer's rows are its own)."""
+    return pd.DataFrame({"benchmark": benchmark, "source_row_id": [f"r{i}" for i in range(ROWS)],
+                         "row_number": range(ROWS), "line": range(ROWS), "row_json": "{}",
+                         "source": f"writer {copy}", "ingested_at": pd.Timestamp("2026-11-24")})
+
+
+def move(env: dict, *arguments: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "jobs.move_warehouse", *arguments], cwd=PROJECT_ROOT,
+                          env={**os.environ, **env}, capture_output=True, text=True, timeout=600)
+
+
+def test_a_file_warehouse_moves_into_a_lake_with_every_row_kept(catalogs, tmp_path):
+    file = WarehouseResource(database=str(tmp_path / "warehouse.duckdb"))
+    roster = roster_with(tmp_path / "roster", "smollm2", model="local/smollm2-135m-instruct", modes=["loglikelihood"])
+    assert materialize_benchmark(file, "arc_easy", roster, "smollm2", limit=ROWS).success
+    expected = every_row(file)
+    assert all(expected[t] for t in ("raw_rows", "prompts", "predictions", "item_scores", "scores"))
+
+    moved = lake(catalogs, "lake_moved", tmp_path)
+    done = move({"EVAL_WAREHOUSE": moved.database, "EVAL_LAKE_DATA_PATH": moved.data_path}, "--from", file.database)
+    assert done.returncode == 0, done.stderr
+    assert f"predictions: {len(expected['predictions'])}" in done.stdout
+    assert every_row(moved) == expected
+
+    # Through an export (how a file DuckDB 2.0 wrote reaches the team's DuckDB 1.4.4)
+    exported = lake(catalogs, "lake_exported", tmp_path)
+    done = move({"EVAL_WAREHOUSE": file.database}, "--export", str(tmp_path / "export"))
+    assert done.returncode == 0, done.stderr
+    done = move({"EVAL_WAREHOUSE": exported.database, "EVAL_LAKE_DATA_PATH": exported.data_path},
+                "--from", str(tmp_path / "export"))
+    assert done.returncode == 0, done.stderr
+    assert every_row(exported) == expected
+
+    # Into a lake that holds rows already: refused, nothing changed.
+    done = move({"EVAL_WAREHOUSE": moved.database, "EVAL_LAKE_DATA_PATH": moved.data_path}, "--from", file.database)
+    assert done.returncode != 0 and "already holds rows" in done.stderr and "predictions" in done.stderr
+    assert every_row(moved) == expected
+
+
+def test_a_file_from_duckdb_2_says_how_to_move_it(catalogs, tmp_path):
+    newer = tmp_path / "v4_warehouse.duckdb"  # the previous release's warehouse, written by DuckDB 2.0.0
+    with gzip.open(PROJECT_ROOT / "tests" / "data" / "v4_warehouse.duckdb.gz") as packed, open(newer, "wb") as out:
+        shutil.copyfileobj(packed, out)
+    target = lake(catalogs, "lake_exported", tmp_path)
+    done = move({"EVAL_WAREHOUSE": target.database, "EVAL_LAKE_DATA_PATH": target.data_path}, "--from", str(newer))
+    assert done.returncode == 2
+    assert "newer DuckDB" in done.stderr and "--export FOLDER" in done.stderr and str(newer) in done.stderr
+
+
+@pytest.mark.parametrize("catalog", ["ducklake:postgres:dbname=lake host=h user=u password=hunter2",
+                                     "ducklake:postgres:postgresql://u:hunter2@h:5432/lake"])
+def test_a_catalog_string_with_a_password_is_refused_without_showing_it(catalog, tmp_path):
+    with pytest.raises(ValueError, match="PGPASSWORD") as refused:
+        with WarehouseResource(database=catalog, data_path=str(tmp_path)).get_connection():
+            pass
+    assert "hunter2" not in str(refused.value)
+
+
+class RivalledStore(BenchmarkStore):
+    """The benchmark store, with a write that another writer's commit interrupts `rivals` times."""
+
+    rivals = 0
+
+    @writes("raw_rows")
+    def replace_raw_rows_against_a_rival(self, benchmark: str, rows: pd.DataFrame, rival) -> None:
+        with self.transaction():
+            self.replace("raw_rows", rows, "benchmark = ?", [benchmark])
+            if RivalledStore.rivals:
+                RivalledStore.rivals -= 1
+                rival()  # another host replaces the same partition and commits first
+
+
+def test_a_conflicting_commit_is_retried_and_one_that_outlasts_its_retries_names_table_and_partition(catalogs,
+                                                                                                     tmp_path):
+    warehouse = lake(catalogs, "lake_conflicts", tmp_path, commit_retries=2)
+    with warehouse.store(BenchmarkStore) as store:
+        store.replace_raw_rows("arc_easy", raw_rows("arc_easy", 0), raw_rows("arc_easy", 0).iloc[:0])
+
+    def rival():
+        with warehouse.store(BenchmarkStore) as other:
+            other.replace_raw_rows("arc_easy", raw_rows("arc_easy", 2), raw_rows("arc_easy", 0).iloc[:0])
+
+    RivalledStore.rivals = 2  # two conflicts, two retries: the third attempt commits
+    with warehouse.store(RivalledStore) as store:
+        store.replace_raw_rows_against_a_rival("arc_easy", raw_rows("arc_easy", 1), rival)
+    with warehouse.store(BenchmarkStore) as store:
+        assert store.rows("SELECT source, count(*) AS n FROM raw_rows GROUP BY source") == [
+            {"source": "writer 1", "n": ROWS}]
+
+    RivalledStore.rivals = 3  # one more than the retries
+    with warehouse.store(RivalledStore) as store, pytest.raises(CommitConflictError) as failure:
+        store.replace_raw_rows_against_a_rival("arc_easy", raw_rows("arc_easy", 3), rival)
+    assert "raw_rows" in str(failure.value) and "arc_easy" in str(failure.value) and "3 times" in str(failure.value)
+    with warehouse.store(BenchmarkStore) as store:  # the rival's rows, whole: the failed write left nothing
+        assert store.rows("SELECT source, count(*) AS n FROM raw_rows GROUP BY source") == [
+            {"source": "writer 2", "n": ROWS}]
+
+
+def replace_repeatedly(catalog: str, data_path: str, copy: int, times: int) -> None:
+    warehouse = WarehouseResource(database=catalog, data_path=data_path, commit_retries=20)
+    for _ in range(times):
+        with warehouse.store(BenchmarkStore) as store:
+            store.replace_raw_rows("arc_easy", raw_rows("arc_easy", copy), raw_rows("arc_easy", copy).iloc[:0])
+
+
+def test_many_writers_replace_one_partition_while_readers_read_whole_versions_of_it(catalogs, tmp_path):
+    warehouse = lake(catalogs, "lake_writers", tmp_path)
+    with warehouse.get_connection():
+        pass  # the lake's tables, before the writers race for them
+    seen, stop = [], threading.Event()
+
+    def read():
+        while not stop.is_set():
+            with warehouse.store(BenchmarkStore) as store:
+                seen.append(store.rows("SELECT source, count(*) AS n FROM raw_rows GROUP BY source ORDER BY 1"))
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        codes = in_processes(replace_repeatedly, [(warehouse.database, warehouse.data_path, copy, 10)
+                                                  for copy in range(4)], timeout_s=300)
+    finally:
+        stop.set()
+        reader.join(60)
+    assert codes == [0, 0, 0, 0]
+    with warehouse.store(BenchmarkStore) as store:
+        final = store.rows("SELECT source, count(*) AS n FROM raw_rows GROUP BY source")
+    assert len(final) == 1 and final[0]["n"] == ROWS
+    # Every read saw one writer's partition whole (or none yet): never half of one, never two.
+    assert seen and all(view == [] or (len(view) == 1 and view[0]["n"] == ROWS) for view in seen)

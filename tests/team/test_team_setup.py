@@ -1,0 +1,170 @@
+"""The team setup of the README ("A team on many machines"), on this machine: Dagster on PostgreSQL,
+the daemon and its run queue, every run's steps on Celery workers standing in for hosts, and the
+warehouse on DuckLake. A backfill of benchmark x model partitions there equals the same work on one
+machine with the embedded defaults, table by table; a worker lost in the middle of a partition
+loses nothing and duplicates nothing."""
+
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from dagster import DagsterInstance, RunsFilter
+
+from eval_platform.benchmarks.partitions import evaluation_key
+from eval_platform.benchmarks.roster import RosterEntry, write_entry
+from eval_platform.common.resources import WarehouseResource
+from eval_platform.definitions import defs
+from tests.evaluation import launchpad
+from tests.tables import assert_same_rows, file_snapshot, snapshot
+from tests.team.team_deployment import CELERY_SETTINGS, team_deployment
+
+BENCHMARKS = ["arc_easy", "arc_challenge", "mmlu", "winogrande"]
+MODELS = {"smollm2-float32": "float32", "smollm2-bfloat16": "bfloat16"}
+# The partition whose worker is killed, on a benchmark of its own.
+KILLED_BENCHMARK, KILLED_MODEL = "truthfulqa", "smollm2-float32"
+ROWS = 8
+# Longer than any step here (a few seconds), short enough that a lost worker's task is soon redelivered.
+VISIBILITY_TIMEOUT_S = 30
+
+
+def inputs_config(benchmark_rows: int = ROWS) -> dict:
+    return {"ops": {"benchmark_raw_rows": {"config": {"limit": benchmark_rows}}}}
+
+
+@pytest.fixture(scope="module")
+def roster(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("roster")
+    for name, dtype in MODELS.items():
+        extra = [KILLED_BENCHMARK] if name == KILLED_MODEL else []
+        write_entry(folder, RosterEntry(name=name, model="local/smollm2-135m-instruct", dtype=dtype,
+                                        modes=("loglikelihood",), benchmarks=(*BENCHMARKS, *extra)))
+    return folder
+
+
+class OneMachine:
+    """The same work on one machine with the embedded defaults: a DuckDB file, Dagster's default
+    instance and executor, the jobs run one after another."""
+
+    def __init__(self, folder: Path, roster: Path):
+        self.path = folder / "warehouse.duckdb"
+        self.instance = DagsterInstance.ephemeral()
+        self.resources = launchpad(warehouse=WarehouseResource(database=str(self.path)),
+                                   roster=defs.resources["roster"].model_copy(update={"directory": str(roster)}))
+
+    def evaluate(self, benchmarks: list[str], models: list[str]) -> None:
+        for benchmark in benchmarks:
+            self.run("benchmark_inputs", benchmark, inputs_config())
+        self.instance.add_dynamic_partitions("roster_models", models)
+        for benchmark in benchmarks:
+            for model in models:
+                self.run("model_evaluation", evaluation_key(benchmark, model), {})
+
+    def run(self, job: str, partition, config: dict) -> None:
+        result = defs.resolve_job_def(job).execute_in_process(
+            partition_key=partition, instance=self.instance, run_config={"resources": self.resources, **config})
+        assert result.success
+
+
+@pytest.fixture(scope="module")
+def one_machine(roster, tmp_path_factory) -> OneMachine:
+    machine = OneMachine(tmp_path_factory.mktemp("one_machine"), roster)
+    machine.evaluate(BENCHMARKS, list(MODELS))
+    return machine
+
+
+@pytest.fixture(scope="module")
+def team(roster, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("team")
+    settings = yaml.safe_load(CELERY_SETTINGS.read_text())
+    settings["execution"]["config"]["config_source"]["broker_transport_options"]["visibility_timeout"] = \
+        VISIBILITY_TIMEOUT_S
+    (folder / "celery.yaml").write_text(yaml.safe_dump(settings))
+    with team_deployment(folder / "deployment", workers=2, daemon=False, celery_settings=folder / "celery.yaml",
+                         EVAL_ROSTER_DIR=str(roster)) as deployment:
+        yield deployment
+
+
+def materialize_inputs(team, benchmark: str) -> None:
+    """A benchmark's inputs from a host's command line (its steps on the workers)."""
+    import json
+
+    team.dagster("asset", "materialize", "-m", "eval_platform.definitions", "--select",
+                 "group:benchmark_ingestion or group:benchmark_preprocessing", "--partition", benchmark,
+                 "--config-json", json.dumps(inputs_config()))
+
+
+def backfill(team, keys: list) -> None:
+    team.dagster("job", "backfill", "-w", "workspace.yaml", "-j", "model_evaluation", "--noprompt",
+                 "--partitions", ",".join(str(key) for key in keys))
+
+
+def lake_snapshot(team) -> dict:
+    warehouse = WarehouseResource(database=team.env["EVAL_WAREHOUSE"], data_path=team.env["EVAL_LAKE_DATA_PATH"])
+    with warehouse.get_connection() as conn:
+        return snapshot(conn)
+
+
+def celery_workers(instance, run_id: str, step: str | None = None) -> list[str]:
+    """The workers that started the run's steps (or one step), in order, as its event log says."""
+    workers = []
+    for record in instance.all_logs(run_id):
+        event = record.dagster_event
+        data = event.engine_event_data if event is not None and event.is_engine_event else None
+        if data and "Celery worker" in data.metadata and (step is None or event.step_key == step):
+            workers.append(data.metadata["Celery worker"].value.split("@")[0])
+    return workers
+
+
+def test_a_backfill_on_two_workers_with_dagster_on_postgres_and_a_lake_equals_one_machine(team, one_machine):
+    for benchmark in BENCHMARKS:
+        materialize_inputs(team, benchmark)
+    team.start_daemon()
+    with team.instance() as instance:
+        deadline = time.monotonic() + 120  # the roster sensor's first tick makes the roster the model dimension
+        while sorted(instance.get_dynamic_partitions("roster_models")) != sorted(MODELS):
+            assert time.monotonic() < deadline, "the roster sensor did not add the roster's models"
+            time.sleep(1)
+    backfill(team, [evaluation_key(benchmark, model) for benchmark in BENCHMARKS for model in MODELS])
+    runs = team.wait_for_runs("model_evaluation", len(BENCHMARKS) * len(MODELS))
+    assert [run.status.value for run in runs] == ["SUCCESS"] * len(BENCHMARKS) * len(MODELS)
+    with team.instance() as instance:
+        assert type(instance.run_storage).__name__ == "PostgresRunStorage"
+        workers = {worker for run in runs for worker in celery_workers(instance, run.run_id)}
+        records = instance.get_run_records(RunsFilter(job_name="model_evaluation"))
+        inputs = instance.get_runs(RunsFilter(job_name="__ASSET_JOB"))
+    assert len(inputs) == len(BENCHMARKS) and all(run.status.value == "SUCCESS" for run in inputs)
+    # The queue's limit (deploy/team/dagster.yaml): one run at a time per roster model, two models at once.
+    for model in MODELS:
+        spans = sorted((r.start_time, r.end_time) for r in records
+                       if r.dagster_run.tags["dagster/partition/model"] == model)
+        assert all(end <= next_start for (_, end), (next_start, _) in zip(spans, spans[1:])), (model, spans)
+    spans = sorted((r.start_time, r.end_time) for r in records)
+    assert any(next_start < end for (_, end), (next_start, _) in zip(spans, spans[1:])), "no two runs overlapped"
+    assert workers == {"host-1", "host-2"}
+    assert_same_rows(lake_snapshot(team), file_snapshot(one_machine.path))
+
+
+def test_a_worker_killed_in_the_middle_of_a_partition_loses_nothing_and_duplicates_nothing(team, one_machine):
+    materialize_inputs(team, KILLED_BENCHMARK)
+    runs_before = len(team.wait_for_runs("model_evaluation", 0))
+    backfill(team, [evaluation_key(KILLED_BENCHMARK, KILLED_MODEL)])
+    with team.instance() as instance:
+        deadline = time.monotonic() + 300
+        while True:
+            runs = instance.get_runs(RunsFilter(job_name="model_evaluation"))
+            started = celery_workers(instance, runs[0].run_id, "benchmark_predictions") if len(runs) > runs_before else []
+            if started:
+                break
+            assert time.monotonic() < deadline, "the partition's predictions never started"
+            time.sleep(0.2)
+    team.kill_worker(started[0])
+    runs = team.wait_for_runs("model_evaluation", runs_before + 1)
+    with team.instance() as instance:
+        run = runs[0]
+        assert run.status.value == "SUCCESS"
+        again = celery_workers(instance, run.run_id, "benchmark_predictions")
+    # The lost worker's task went back to the queue and the other worker evaluated the partition again.
+    assert len(again) == 2 and again[0] == started[0] and again[1] != started[0]
+    one_machine.evaluate([KILLED_BENCHMARK], [KILLED_MODEL])
+    assert_same_rows(lake_snapshot(team), file_snapshot(one_machine.path))

@@ -58,8 +58,9 @@ def _access(kind: str, tables: Sequence[str]) -> Callable:
             outer = _allowed.get()
             token = _allowed.set(frozenset(tables) | (outer or frozenset()))
             try:
-                if kind == "writes" and outer is None:
-                    return self.retrying_conflicts(method, tables, args, kwargs)
+                written = wrapper.table_access["writes"]  # type: ignore[attr-defined]
+                if written and outer is None:  # the outermost write: re-run whole on a conflict
+                    return self.retrying_conflicts(method, written, args, kwargs)
                 return method(self, *args, **kwargs)
             finally:
                 _allowed.reset(token)

@@ -1,5 +1,6 @@
 """Shared fixtures: a temporary DuckDB warehouse and the real local model."""
 
+import contextvars
 import os
 from pathlib import Path
 
@@ -7,6 +8,11 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `make test` runs the suite in two processes (pytest-xdist) on two cores: one thread each for
+    # torch, and for the processes the tests start. Two threads each would oversubscribe the cores,
+    # where OpenMP's spinning threads slowed the model's tests several times over.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 # The team tests run in the team's install, as `make test` runs them (EVAL_TEAM_TESTS=1 .venv-team/...).
@@ -14,15 +20,31 @@ collect_ignore = [] if os.environ.get("EVAL_TEAM_TESTS") else ["team"]
 DATA_BENCHMARKS = PROJECT_ROOT / "data" / "benchmarks"
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item):
-    """Each test starts with no Dagster instance's definitions-state storage in context: a storage
-    left there by an instance an earlier test opened outlives that instance, and the next
-    materialisation in the same process then fails on its dead weak reference, depending on the
-    order the tests ran in."""
-    from dagster._core.storage.defs_state.base import _current_storage
+# The longest test files, longest first: `make test` hands each of its two processes a file at a
+# time, and a long file started last would run on alone at the end.
+LONGEST_FIRST = ("test_team_install.py", "test_lm_eval_parity.py", "test_leaderboard_protocol.py", "test_readme.py",
+                 "test_harness_parity.py", "test_era_lifecycle.py")
 
-    _current_storage.set(None)
+
+def pytest_collection_modifyitems(items):
+    rank = {name: position for position, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Each test runs in a context (contextvars) of its own. Dagster keeps the definitions-state
+    storage of an open instance in a context variable; one left there by an earlier test, its
+    instance gone, fails a later materialisation ("Attempted to resolve undefined DagsterInstance
+    weakref"), depending on the order and timing of the tests (seen with tests in parallel
+    processes). In a context of its own, no test sees what another left there, and a reset that
+    comes late, from another test's context, clears the variable instead of restoring a stale one."""
+    from _pytest.runner import runtestprotocol
+
+    item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+    contextvars.Context().run(runtestprotocol, item, nextitem=nextitem)
+    item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+    return True
 
 
 @pytest.fixture

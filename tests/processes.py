@@ -102,6 +102,19 @@ def running(command: Sequence[str], ready_url: str, timeout_s: float = 120, grac
         stop_group(process, grace_s)
 
 
+def run_to_end(command: Sequence[str], timeout_s: float, grace_s: float = 1.0, **popen) -> tuple[int, str]:
+    """Run a command in its own session to its end: its exit code and its output (stdout and
+    stderr). `timeout_s` bounds a hang; its whole group is stopped on the way out, whatever happens."""
+    process = subprocess.Popen(list(command), start_new_session=True, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, **popen)
+    STARTED.append(process.pid)
+    try:
+        output, _ = process.communicate(timeout=timeout_s)
+    finally:
+        stop_group(process, grace_s)
+    return process.returncode, output
+
+
 def left_running(groups: Sequence[int] = STARTED, wait_s: float = 10.0) -> list[str]:
     """What is still running, after up to `wait_s`: any process group in `groups`, and any live
     descendant of this process (Python's multiprocessing resource tracker excepted)."""

@@ -273,26 +273,19 @@ def test_a_chat_api_answers_a_generation_task_over_http_and_a_reasoning_block_is
 
 def test_the_main_command_runs_the_v2_protocol_offline_and_prints_raw_and_normalised_scores(tmp_path):
     import os
-    import subprocess
     import sys
 
     import duckdb
 
-    from tests.processes import STARTED, stop_group
+    from tests.processes import run_to_end
     from tests.test_readme import sql_statements
 
     (tmp_path / "home").mkdir()
     environment = {**os.environ, "EVAL_WAREHOUSE": str(tmp_path / "warehouse.duckdb"),
                    "DAGSTER_HOME": str(tmp_path / "home"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    process = subprocess.Popen([sys.executable, "-m", "jobs.run_all", "--protocol", "open_llm_leaderboard_v2",
-                                "--limit", "1"], cwd=PROJECT_ROOT, env=environment, start_new_session=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    STARTED.append(process.pid)
-    try:
-        output, _ = process.communicate(timeout=3600)  # a bound for a hang, far above the minutes it takes
-    finally:
-        stop_group(process, grace_s=1)
-    assert process.returncode == 0, output[-3000:]
+    returncode, output = run_to_end([sys.executable, "-m", "jobs.run_all", "--protocol", "open_llm_leaderboard_v2",
+                                     "--limit", "1"], timeout_s=3600, cwd=PROJECT_ROOT, env=environment)
+    assert returncode == 0, output[-3000:]
     for task in ("leaderboard_gpqa", "leaderboard_math_hard", "leaderboard_musr"):
         assert f"open_llm_leaderboard_v2 [{task}]: skipped:" in output
     assert "partial: 3 of 6 tasks (missing leaderboard_gpqa, leaderboard_math_hard, leaderboard_musr)" in output

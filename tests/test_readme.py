@@ -4,14 +4,13 @@ wrote (`python -m jobs.run_all`, as `make run` runs it, on each benchmark's firs
 import os
 import re
 import shutil
-import subprocess
 import sys
 
 import duckdb
 import pytest
 
 from tests.conftest import PROJECT_ROOT
-from tests.processes import STARTED, stop_group
+from tests.processes import run_to_end
 
 README = PROJECT_ROOT / "README.md"
 
@@ -42,14 +41,10 @@ def main_warehouse(tmp_path_factory):
     (folder / "home").mkdir()
     environment = {**os.environ, "EVAL_WAREHOUSE": str(folder / "warehouse.duckdb"), "DAGSTER_HOME": str(folder / "home"),
                    "EVAL_BLIND_DIR": str(folder / "blind_eval")}
-    process = subprocess.Popen([sys.executable, "-m", "jobs.run_all", "--limit", "3"], cwd=PROJECT_ROOT, env=environment,
-                               start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    STARTED.append(process.pid)
-    try:
-        output, _ = process.communicate(timeout=3600)  # a bound for a hang, far above the minutes it takes
-    finally:
-        stop_group(process, grace_s=1)
-    assert process.returncode == 0, output[-3000:]
+    # a bound for a hang, far above the minutes it takes
+    returncode, output = run_to_end([sys.executable, "-m", "jobs.run_all", "--limit", "3"], timeout_s=3600,
+                                    cwd=PROJECT_ROOT, env=environment)
+    assert returncode == 0, output[-3000:]
     return folder / "warehouse.duckdb"
 
 

@@ -50,7 +50,7 @@ servers:
 # run in the team's install as one of its tests (tests/test_team_install.py).
 test: $(VENV)/.installed-test $(TEAM_VENV)/.installed browser servers
 	mkdir -p $(DAGSTER_HOME)
-	$(PY) -m pytest -q -n 2 --dist loadfile
+	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 ui: $(VENV)/.installed
 	mkdir -p $(DAGSTER_HOME)

@@ -46,11 +46,12 @@ servers:
 	@test -x /usr/bin/redis-server || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server)
 
-# The suite in two processes, a test file at a time each (pytest-xdist); the team tests (tests/team/)
-# run in the team's install as one of its tests (tests/test_team_install.py).
+# The suite in two processes, a test file at a time each (pytest-xdist), then the team tests
+# (tests/team/) in the team's install.
 test: $(VENV)/.installed-test $(TEAM_VENV)/.installed browser servers
 	mkdir -p $(DAGSTER_HOME)
 	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
+	EVAL_TEAM_TESTS=1 $(TEAM_VENV)/bin/python -m pytest -q tests/team
 
 ui: $(VENV)/.installed
 	mkdir -p $(DAGSTER_HOME)

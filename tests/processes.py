@@ -18,10 +18,25 @@ from typing import Callable, Iterator, Sequence
 STARTED: list[int] = []  # process-group ids this test session started
 
 
+# Test processes run side by side (`make test`: two pytest-xdist workers), each picking ports for
+# the servers it starts. Each takes them from a range
+# of its own, below the kernel's ephemeral ports (32768 and up, which any bind to port 0 may get),
+# so that no two pick the same port before its server binds it.
+PORT_SLOT = int(os.environ.get("TEST_PORT_SLOT") or os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+PORTS_PER_SLOT = 1000
+_next_ports = iter(range(20000 + PORT_SLOT * PORTS_PER_SLOT, 20000 + (PORT_SLOT + 1) * PORTS_PER_SLOT))
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port on 127.0.0.1 that is free now, from this test process's own range."""
+    for port in _next_ports:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port left in test port slot {PORT_SLOT}")
 
 
 def group_alive(pgid: int) -> bool:

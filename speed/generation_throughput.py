@@ -22,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from eval_platform.benchmarks.engine_lm import generation_request  # noqa: E402
 from eval_platform.benchmarks.specs import BENCHMARKS, preprocess_rows  # noqa: E402
 from eval_platform.common.models import GenerationRequest  # noqa: E402
 from eval_platform.common.models.continuous import ContinuousBatcher, cut_at_stop  # noqa: E402
@@ -42,8 +43,9 @@ def harness_prompts(name: str, items: int, benchmarks: Path = SHARED) -> tuple[l
                         if path.exists())
     pool = [json.loads(line) for line in fewshot_file.read_text(encoding="utf-8").splitlines()]
     prepared = preprocess_rows(spec, [(str(i), r) for i, r in enumerate(rows)], [(str(i), r) for i, r in enumerate(pool)])
-    prompts = [r["item"].prompt for r in prepared.requests if r["num_fewshot"] == spec.fewshot.shots]
-    return prompts, spec.harness.max_new_tokens, spec.harness.stop
+    items = [r["item"] for r in prepared.requests if r["num_fewshot"] == spec.fewshot.shots]
+    request = generation_request(items[0].prompt, items[0].generation_kwargs)  # the task's budget and stop sequences
+    return [item.prompt for item in items], request.max_new_tokens, request.stop
 
 
 def fixed_batches(model, prompts: list[list[int]], budget: int, stop: tuple[str, ...], batch_size: int) -> list[str]:

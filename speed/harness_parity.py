@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eval_platform.benchmarks.harness_tasks import (  # noqa: E402
-    HarnessRun, build_tasks, evaluate_run, load_declarations, task_manager,
+    HarnessRun, build_tasks, evaluate_run, load_declarations,
 )
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, Placement, load_local_model  # noqa: E402
 from speed.lm_eval_parity import divergence, harness_model  # noqa: E402
@@ -82,7 +82,7 @@ def run_harness(run: HarnessRun, lm, counter: TokenCounter, batch_size: int) -> 
     for phase in phases:
         setattr(lm, phase, timed(getattr(lm, phase)))
     try:
-        results = simple_evaluate(model=lm, tasks=build_tasks(run), task_manager=task_manager(run.include_path),
+        results = simple_evaluate(model=lm, tasks=build_tasks(run), task_manager=run.registry(),
                                   num_fewshot=run.num_fewshot, limit=run.limit, log_samples=True, bootstrap_iters=0,
                                   batch_size=batch_size, apply_chat_template=run.apply_chat_template,
                                   fewshot_as_multiturn=run.fewshot_as_multiturn)

@@ -30,7 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from eval_platform.benchmarks.prediction import MODES, PredictionSettings, predict  # noqa: E402
+from eval_platform.benchmarks.harness_format import harness_item_scores  # noqa: E402
+from eval_platform.benchmarks.prediction import MODES, PredictionSettings, harness_item_of, predict  # noqa: E402
 from eval_platform.benchmarks.specs import BENCHMARKS, BenchmarkSpec, preprocess_rows  # noqa: E402
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, Placement, load_local_model, smollm2_gguf  # noqa: E402
 from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE  # noqa: E402
@@ -147,20 +148,15 @@ def run_platform(spec: BenchmarkSpec, rows: list[dict], fewshot: list[dict], sho
     prepared = preprocess_rows(spec, [(str(i), row) for i, row in enumerate(rows)],
                                [(str(i), row) for i, row in enumerate(fewshot)])
     assert not prepared.rejected, prepared.rejected[:3]
-    requests = {r["prompt_id"]: r for r in prepared.requests if r["num_fewshot"] == shots}
-    prompts = []
-    for prompt in prepared.prompts:
-        item = requests[prompt["prompt_id"]]["item"]
-        prompts.append({**prompt, "prefix": item.prefix, "contexts": item.contexts, "continuations": item.continuations,
-                        "choice_texts": item.choice_texts, "gold": item.gold, "target": item.target})
+    prompts = [{**prompt, "row_json": json.dumps(rows[int(prompt["source_row_id"])])}
+               for prompt in prepared.with_requests(shots)]
     start = time.perf_counter()
     predictions = predict(mode, model, prompts, "harness", spec,
                           PredictionSettings(batch_size=batch_size, chunk_items=max(1, len(prompts))))
     seconds = time.perf_counter() - start
-    scored = [mode.item_scores({**prompt, **vars(prediction), "prompt_format": "harness"}, spec)
-              for prompt, prediction in zip(prompts, predictions)]
-    items = [requests[p["prompt_id"]]["item"] for p in prompts]
-    return items, predictions, scored, seconds
+    scores = harness_item_scores(spec, [{**prompt, **vars(prediction)} for prompt, prediction in zip(prompts, predictions)])
+    items = [harness_item_of(prompt) for prompt in prompts]
+    return items, predictions, [scores[prompt["prompt_id"]] for prompt in prompts], seconds
 
 
 def divergence(model, prompt: str, theirs: str, ours: str) -> dict:
@@ -193,7 +189,6 @@ def compare(spec: BenchmarkSpec, shots: int, rows, fewshot, batch_size: int, fol
     samples, harness_s = run_harness(name, rows, fewshot, shots, batch_size, folder, lm)
     items, predictions, scored, ours_s = run_platform(spec, rows, fewshot, shots, batch_size, model)
     assert len(samples) == len(items), (len(samples), len(items))
-    mode = MODES[HARNESS_TASKS[name][2]]
     report = {"benchmark": name, "shots": shots, "items": len(items), "harness_items_s": len(items) / harness_s,
               "ours_items_s": len(items) / ours_s, "prompt_mismatches": 0, "max_ll_diff": 0.0, "metrics": {}}
     for index, (sample, item, prediction) in enumerate(zip(samples, items, predictions)):
@@ -211,7 +206,7 @@ def compare(spec: BenchmarkSpec, shots: int, rows, fewshot, batch_size: int, fol
             if first["resps"][0][0] != prediction.output_text:
                 report["text_differences"].append(
                     {"item": index, **divergence(model, item.prompt, first["resps"][0][0], prediction.output_text)})
-    for metric in mode.metrics(spec, "harness"):
+    for metric in scored[0]:
         key = HARNESS_METRIC[metric]
         filter_name, harness_metric = key if isinstance(key, tuple) else ("none", key)
         theirs = [float(sample[filter_name][harness_metric]) for sample in samples]

@@ -44,9 +44,7 @@ def main() -> None:
     full = ROOT.parent / "shared" / "benchmarks" / spec.data_file
     source = args.source or str(full if full.exists() else ROOT / "data" / "benchmarks" / spec.data_file)
     prepared = preprocess_rows(spec, load_rows(source, limit=args.items).rows)
-    zero_shot = {r["prompt_id"]: r["item"] for r in prepared.requests if r["num_fewshot"] == 0}
-    prompts = [{**p, **{name: getattr(zero_shot[p["prompt_id"]], name) for name in (
-        "prefix", "contexts", "continuations", "choice_texts", "gold", "target")}} for p in prepared.prompts]
+    prompts = prepared.with_requests(0)
     model = load_local_model(args.model)
     print(f"{spec.title}: {len(prompts)} items from {source}, model {model.fingerprint}, batch size {args.batch_size}")
     print(f"{'mode':<14}{'path':<9}{'items/s':>9}{'passes/item':>13}{'seconds':>9}{'speed-up':>10}{'agree':>7}")

@@ -27,6 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from eval_platform.benchmarks.harness_format import harness_item_scores  # noqa: E402
 from eval_platform.benchmarks.prediction import MODES, PredictionSettings  # noqa: E402
 from eval_platform.benchmarks.specs import BENCHMARKS, BenchmarkSpec, preprocess_rows  # noqa: E402
 from eval_platform.common.ingestion import load_rows  # noqa: E402
@@ -44,19 +45,19 @@ PROCESS_RUNS = {"avx2 kernels": AVX2_KERNELS, "1 thread": {"EVAL_TORCH_THREADS":
 def prompts_for(spec: BenchmarkSpec, shots: int, count: int) -> list[dict]:
     """The first `count` rows' prompts with their harness requests for `shots` shots."""
     fewshot = load_rows(str(DATA / "fewshot" / spec.fewshot.data_file)).rows if shots else []
-    prepared = preprocess_rows(spec, load_rows(str(DATA / spec.data_file), limit=count).rows, fewshot)
-    requests = {r["prompt_id"]: r["item"] for r in prepared.requests if r["num_fewshot"] == shots}
-    return [{**p, **{name: getattr(requests[p["prompt_id"]], name) for name in (
-        "prefix", "contexts", "continuations", "choice_texts", "gold", "target")}} for p in prepared.prompts]
+    rows = load_rows(str(DATA / spec.data_file), limit=count).rows
+    raw = {row_id: json.dumps(row) for row_id, row in rows}
+    return [{**p, "row_json": raw[p["source_row_id"]]} for p in preprocess_rows(spec, rows, fewshot).with_requests(shots)]
 
 
 def score(model, spec: BenchmarkSpec, prompts: list[dict], batch_size: int) -> dict[str, dict]:
     """prompt id -> its choices' log-likelihoods, decisions and metric values, scored in one call."""
     mode = MODES["loglikelihood"]
     predictions = mode.predict_chunk(model, prompts, "harness", spec, PredictionSettings(batch_size))
+    scored = harness_item_scores(spec, [{**prompt, **vars(prediction)} for prompt, prediction in zip(prompts, predictions)])
     result = {}
     for prompt, prediction in zip(prompts, predictions):
-        metrics = mode.item_scores({**prompt, **vars(prediction), "prompt_format": "harness"}, spec)
+        metrics = scored[prompt["prompt_id"]]
         result[prompt["prompt_id"]] = {"lls": prediction.choice_loglikelihoods, "acc": prediction.predicted,
                                        "acc_norm": prediction.predicted_norm,
                                        "mc2": metrics["mc2"].value if "mc2" in metrics else None}

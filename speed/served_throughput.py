@@ -23,7 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from eval_platform.benchmarks.specs import BENCHMARKS, build_prompt  # noqa: E402
+from eval_platform.benchmarks.harness_format import zero_shot_items  # noqa: E402
+from eval_platform.benchmarks.specs import BENCHMARKS  # noqa: E402
 from eval_platform.common.gateway import ModelGateway  # noqa: E402
 from eval_platform.common.models import LoglikelihoodRequest  # noqa: E402
 from eval_platform.common.models.local import load_local_model  # noqa: E402
@@ -51,8 +52,8 @@ def main() -> None:
     os.environ.setdefault("OPENAI_API_KEY", "benchmark-key-not-a-secret")
     spec = BENCHMARKS[args.benchmark]
     lines = (ROOT / "data" / "benchmarks" / spec.data_file).read_text().rstrip("\n").split("\n")[:args.items]
-    per_item = [[LoglikelihoodRequest(c, k) for c, k in build_prompt(spec, json.loads(line), str(i))["harness"].requests()]
-                for i, line in enumerate(lines)]
+    per_item = [[LoglikelihoodRequest(c, k) for c, k in item.requests()]
+                for item in zero_shot_items(spec, [json.loads(line) for line in lines])]
     requests = [r for item in per_item for r in item]
     model = load_local_model()
     print(f"{spec.title}: {len(per_item)} items ({len(requests)} requests), batch size {args.batch_size}")

@@ -8,7 +8,8 @@ from eval_platform.benchmarks.assets import (
     benchmark_partitions, benchmark_predictions, benchmark_prompts, benchmark_raw_rows, benchmark_scores,
 )
 from eval_platform.benchmarks.prediction import MODES
-from eval_platform.benchmarks.specs import BENCHMARKS, build_prompt
+from eval_platform.benchmarks.harness_format import zero_shot_items
+from eval_platform.benchmarks.specs import BENCHMARKS
 from eval_platform.common.ingestion import DataFileError
 from eval_platform.common.models import Chat, LoglikelihoodRequest
 from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
@@ -16,6 +17,10 @@ from eval_platform.common.resources import LanguageModelResource
 from tests.evaluation import materialize_benchmark, materialize_inputs, roster_with
 from tests.reference_scoring import naive_loglikelihoods
 
+# each harness task's metric_list (generative: one metric per filter), as the harness reports them
+HARNESS_METRICS = {"arc_easy": ("acc", "acc_norm"), "arc_challenge": ("acc", "acc_norm"), "hellaswag": ("acc", "acc_norm"),
+                   "mmlu": ("acc",), "truthfulqa": ("acc",), "truthfulqa_mc2": ("mc2",), "winogrande": ("acc",),
+                   "gsm8k": ("strict-match", "flexible-extract"), "gsm8k_cot": ("strict-match", "flexible-extract")}
 ROWS = 5
 MODEL = "smollm2"
 
@@ -63,7 +68,8 @@ def test_all_six_benchmarks_materialise_with_the_real_model(all_benchmarks):
         expected = {(spec.name, mode, fmt, metric) for spec in BENCHMARKS.values()
                     for mode, requested in (("letter", "chat"), ("loglikelihood", "harness"), ("generate", "chat"))
                     for fmt in [requested if spec.chat_format else "harness"]
-                    if mode in spec.modes for metric in MODES[mode].metrics(spec, fmt)}
+                    if mode in spec.modes
+                    for metric in (HARNESS_METRICS[spec.name] if fmt == "harness" else MODES[mode].metrics(spec))}
         assert stored == expected
         generated = conn.execute("SELECT count(*) FROM predictions WHERE mode = 'generate' AND prompt_format = 'chat' "
                                  "AND output_text <> ''")  # a chat answer is never empty (a harness one may be)
@@ -96,13 +102,13 @@ def test_every_item_is_in_view_with_its_prompt_answer_reference_and_metrics(all_
         view = materialization(results[benchmark], benchmark_scores).materialization.metadata["samples"].value
         with warehouse.get_connection() as conn:
             items = conn.execute("""SELECT source_row_id, mode, prompt_format, metric, item_score, predicted, reference,
-                                           user_prompt, harness_prefix, harness_contexts, output_text
+                                           user_prompt, harness_contexts, output_text
                                     FROM score_lineage WHERE benchmark = ?""", [benchmark]).fetchall()
         assert len({(i[0], i[1], i[2]) for i in items}) == ROWS * len({(i[1], i[2]) for i in items}) > 0
-        for row_id, mode, prompt_format, metric, value, predicted, reference, user, prefix, contexts, text in items:
+        for row_id, mode, prompt_format, metric, value, predicted, reference, user, contexts, text in items:
             assert f"#### {row_id}\n" in view and f"reference `{reference}`" in view
             assert f"{metric} **{value:.4g}**" in view
-            prompt = user if prompt_format == "chat" else prefix + contexts[-1]
+            prompt = user if prompt_format == "chat" else contexts[-1]
             assert prompt in view and (text is None or text in view)
 
 
@@ -168,9 +174,9 @@ def test_a_malformed_line_is_kept_with_its_line_and_the_good_rows_land(warehouse
 def test_shared_context_loglikelihoods_equal_the_naive_loop(local_model):
     requests = []
     for name in ["winogrande", "arc_challenge"]:
-        for i, line in enumerate(open(f"data/benchmarks/{BENCHMARKS[name].data_file}").readlines()[:2]):
-            prompt = build_prompt(BENCHMARKS[name], json.loads(line), str(i))
-            requests += [LoglikelihoodRequest(c, k) for c, k in prompt["harness"].requests()]
+        rows = [json.loads(line) for line in open(f"data/benchmarks/{BENCHMARKS[name].data_file}").readlines()[:2]]
+        requests += [LoglikelihoodRequest(c, k) for item in zero_shot_items(BENCHMARKS[name], rows)
+                     for c, k in item.requests()]
     batched = local_model.loglikelihoods(requests, batch_size=4)
     naive = naive_loglikelihoods(local_model, requests)
     assert batched == pytest.approx(naive, abs=LOGLIKELIHOOD_TOLERANCE)

@@ -6,6 +6,7 @@ import re
 import pytest
 
 from eval_platform.benchmarks.scoring import score_items, wilson_interval
+from eval_platform.benchmarks.harness_format import harness_item_scores, zero_shot_items
 from eval_platform.benchmarks.specs import (
     BENCHMARKS, build_prompt, extract_numbers, gsm8k_final_number, preprocess_rows,
 )
@@ -49,8 +50,12 @@ def test_specification_example_prompt_text():
     assert prompt["user_prompt"] == (
         "What is the capital of France?\n\nA. Berlin\nB. Madrid\nC. Paris\nD. Rome\n\nAnswer with A, B, C or D."
     )
-    contexts, continuations = zip(*prompt["harness"].requests())
-    assert contexts[0] == "What is the capital of France?\nA. Berlin\nB. Madrid\nC. Paris\nD. Rome\nAnswer:"
+    # the harness reads MMLU's Hugging Face layout, one task per subject
+    hugging_face = {"question": row["question"], "choices": row["options"], "answer": 2, "subject": "high_school_geography"}
+    [item] = zero_shot_items(BENCHMARKS["mmlu"], [hugging_face])
+    contexts, continuations = zip(*item.requests())
+    assert contexts[0] == ("The following are multiple choice questions (with answers) about high school geography.\n\n"
+                           "What is the capital of France?\nA. Berlin\nB. Madrid\nC. Paris\nD. Rome\nAnswer:")
     assert continuations == (" A", " B", " C", " D")
 
 
@@ -111,7 +116,8 @@ def test_real_hellaswag_row_with_empty_ctx_b_uses_harness_preprocessing():
     row = _shared_rows("hellaswag.jsonl", 1)[0]
     assert row["ctx_b"] == ""
     prompt = build_prompt(BENCHMARKS["hellaswag"], row, "0")
-    requests = prompt["harness"].requests()
+    [item] = zero_shot_items(BENCHMARKS["hellaswag"], [row])
+    requests = item.requests()
     assert requests[0][0] == "Roof shingle removal: A man is sitting on a roof. he"
     assert requests[3][1] == " starts pulling up roofing on a roof."
     assert prompt["real_answer"] == "D"
@@ -120,7 +126,8 @@ def test_real_hellaswag_row_with_empty_ctx_b_uses_harness_preprocessing():
 def test_winogrande_partial_scoring_requests():
     row = _shared_rows("winogrande.jsonl", 1)[0]
     prompt = build_prompt(BENCHMARKS["winogrande"], row, "0")
-    assert prompt["harness"].requests() == [
+    [item] = zero_shot_items(BENCHMARKS["winogrande"], [row])
+    assert item.requests() == [
         ("Sarah was a much better surgeon than Maria so Sarah", " always got the easier cases."),
         ("Sarah was a much better surgeon than Maria so Maria", " always got the easier cases.")]
     assert prompt["real_answer"] == "2"
@@ -185,10 +192,13 @@ def test_gsm8k_cot_prompt_and_filters_are_the_harness_task():
     assert item.prompt.startswith("Q: There are 15 trees in the grove.")
     assert "The answer is 6.\n\nQ: If there are 3 cars" in item.prompt
     assert item.prompt.endswith(f"The answer is 8.\n\nQ: {row['question']}\nA:")
-    assert item.target == row["answer"].split("####")[-1].strip()
-    assert spec.harness.stop == ("Q:", "</s>", "<|im_end|>")
-    strict, flexible = spec.answer_filters("harness")
+    assert item.generation_kwargs["until"] == ["Q:", "</s>", "<|im_end|>"]
     text = " She has 16 - 3 - 4 = 9 eggs. 9 * 2 = 18. The answer is 18.\n\n"
-    assert (strict.extract(text), flexible.extract(text)) == ("18", "18.")
-    assert spec.harness.answer_match(flexible.extract(text), item.target) == (item.target == "18")
-    assert strict.extract("so 18 dollars") == "[invalid]"
+    stored = {"prompt_id": prepared.prompts[0]["prompt_id"], "row_json": json.dumps(row), "output_text": text,
+              "real_answer": prepared.prompts[0]["real_answer"]}
+    scores = harness_item_scores(spec, [stored])[stored["prompt_id"]]
+    assert (scores["strict-match"].predicted, scores["flexible-extract"].predicted) == ("18", "18.")
+    target = row["answer"].split("####")[-1].strip()
+    assert scores["flexible-extract"].value == float(target == "18")
+    stored["output_text"] = "so 18 dollars"
+    assert harness_item_scores(spec, [stored])[stored["prompt_id"]]["strict-match"].predicted == "[invalid]"

@@ -1,6 +1,7 @@
-"""The leaderboard protocol: few-shot prompts laid out and drawn as lm-evaluation-harness does,
-its metrics (acc_norm, mc2, GSM8K's filters), the shared-prefix cache against the naive loop on
-every benchmark, and the open_llm_leaderboard_v1 job end to end into DuckDB."""
+"""The leaderboard protocol: few-shot prompts laid out and drawn by lm-evaluation-harness's own
+tasks, its metrics (acc_norm, mc2, GSM8K's filters) from its own process_results, the shared-prefix
+cache against the naive loop on every benchmark, and the open_llm_leaderboard_v1 job end to end into
+DuckDB."""
 
 import json
 import math
@@ -9,13 +10,10 @@ import random
 import pytest
 from dagster import DagsterInstance, Definitions
 
-from eval_platform.benchmarks.harness import (
-    FirstNSampler, RandomSampler, gsm8k_exact_match, gsm8k_extractions, harness_item,
-)
+from eval_platform.benchmarks.harness_format import harness_documents, harness_item_scores, harness_items
 from eval_platform.benchmarks.prediction import ProgressLog
 from eval_platform.benchmarks.protocols import PROTOCOLS
-from eval_platform.benchmarks.scoring import loglikelihood_item_scores
-from eval_platform.benchmarks.specs import BENCHMARKS, ParsedRow, preprocess_rows
+from eval_platform.benchmarks.specs import BENCHMARKS, preprocess_rows
 from eval_platform.common.models import LoglikelihoodRequest
 from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
 from tests.conftest import DATA_BENCHMARKS
@@ -27,59 +25,39 @@ def rows_of(path, count=None):
     return [json.loads(line) for line in lines[:count]]
 
 
-# --- few-shot sampling and layout ------------------------------------------------------------------
+# --- few-shot sampling and layout: the harness's own task code -----------------------------------
 
-def test_random_sampler_gives_row_i_the_ith_draw_of_one_generator():
-    pool = [ParsedRow(f"q{i}") for i in range(10)]
-    docs = [(0, ParsedRow("a")), (1, ParsedRow("b")), (5, ParsedRow("c"))]
-    rng = random.Random(1234)
-    draws = [rng.sample(range(10), 3) for _ in range(6)]
-    assert RandomSampler().select(pool, docs, 3) == [draws[0], draws[1], draws[5]]
-
-
-def test_without_few_shot_and_test_splits_the_harness_draws_one_more_and_drops_the_evaluated_doc():
-    pool = [ParsedRow(f"q{i}") for i in range(10)]
-    rng = random.Random(1234)
-    draws = [rng.sample(range(10), 4) for _ in range(2)]
-    sampler = RandomSampler(excludes_evaluated_doc=True)
-    assert sampler.select(pool, [(0, ParsedRow("a")), (1, ParsedRow("b"))], 3) == [draws[0][:3], draws[1][:3]]
-    evaluated = pool[draws[0][0]]  # the evaluated row is in the pool: it is dropped, the fourth draw kept
-    assert sampler.select(pool, [(0, evaluated)], 3) == [draws[0][1:4]]
-
-
-def test_first_n_takes_the_first_examples_of_the_same_subject():
-    pool = [ParsedRow(f"q{i}", extras={"subject": "algebra" if i % 2 else "anatomy"}) for i in range(8)]
-    doc = ParsedRow("q", extras={"subject": "algebra"})
-    assert FirstNSampler("subject").select(pool, [(0, doc)], 3) == [[1, 3, 5]]
-    with pytest.raises(ValueError, match="only 4 few-shot examples for subject 'algebra', 5 requested"):
-        FirstNSampler("subject").select(pool, [(0, doc)], 5)
+def requests_of(name, rows, pool=(), shots=0):
+    """The harness's requests for raw rows (and a few-shot pool), by row, at `shots` shots."""
+    documents = harness_documents(BENCHMARKS[name], [(str(i), r) for i, r in enumerate(rows)],
+                                  [(f"f{i}", r) for i, r in enumerate(pool)], shots)
+    items = harness_items(documents)
+    return [items[str(i)] for i in range(len(rows))]
 
 
 def test_few_shot_contexts_are_laid_out_as_the_harness_lays_them_out():
-    arc = [{"question": f"Q{i}?", "choices": {"label": ["A", "B"], "text": [f"yes{i}", f"no{i}"]}, "answerKey": "B"}
-           for i in range(3)]
-    docs = [BENCHMARKS["arc_challenge"].parse(row) for row in arc]
-    item = harness_item(BENCHMARKS["arc_challenge"].harness, docs[2], docs[:2])
-    assert item.requests() == [
-        ("Question: Q0?\nAnswer: no0\n\nQuestion: Q1?\nAnswer: no1\n\nQuestion: Q2?\nAnswer:", " yes2"),
-        ("Question: Q0?\nAnswer: no0\n\nQuestion: Q1?\nAnswer: no1\n\nQuestion: Q2?\nAnswer:", " no2")]
+    arc = [{"id": f"q{i}", "question": f"Q{i}?", "choices": {"label": ["A", "B"], "text": [f"yes{i}", f"no{i}"]},
+            "answerKey": "B"} for i in range(3)]
+    [item] = requests_of("arc_challenge", arc[2:], arc[:2], shots=2)
+    assert sorted(item.fewshot_ids) == ["f0", "f1"]
+    shots = "".join(f"Question: Q{i}?\nAnswer: no{i}\n\n" for i in (int(f[1]) for f in item.fewshot_ids))
+    assert item.requests() == [(shots + "Question: Q2?\nAnswer:", " yes2"), (shots + "Question: Q2?\nAnswer:", " no2")]
     mmlu = {"question": " What? ", "subject": "high_school_physics", "choices": ["a ", "b", "c", "d"], "answer": 1}
-    doc = BENCHMARKS["mmlu"].parse(mmlu)
-    (context, continuation), *_ = harness_item(BENCHMARKS["mmlu"].harness, doc, [doc]).requests()
+    [item] = requests_of("mmlu", [mmlu], [mmlu], shots=1)
     example = "What?\nA. a \nB. b\nC. c\nD. d\nAnswer:"
-    assert context == ("The following are multiple choice questions (with answers) about high school physics.\n\n"
-                       f"{example} B\n\n{example}") and continuation == " A"  # choices verbatim, trailing space kept
+    assert item.requests()[0] == ("The following are multiple choice questions (with answers) about high school "
+                                  f"physics.\n\n{example} B\n\n{example}", " A")  # choices verbatim, trailing space kept
     wino = {"sentence": "Tom gave Bob a book because _ was kind.", "option1": "Tom", "option2": "Bob", "answer": "1"}
-    doc = BENCHMARKS["winogrande"].parse(wino)
-    requests = harness_item(BENCHMARKS["winogrande"].harness, doc, [doc]).requests()
-    shot = "Tom gave Bob a book because Tom was kind.\n\n"
-    assert requests == [(shot + "Tom gave Bob a book because Tom", " was kind."),
-                        (shot + "Tom gave Bob a book because Bob", " was kind.")]
+    examples = [{"sentence": f"Ann met Eve since _ called{mark}", "option1": "Ann", "option2": "Eve", "answer": "2"}
+                for mark in ".!"]  # the harness draws one more than asked where the pool could hold the row
+    [item] = requests_of("winogrande", [wino], examples, shots=1)
+    shot = f"Ann met Eve since Eve called{'.!'[int(item.fewshot_ids[0][1])]}\n\n"
+    assert item.requests() == [(shot + "Tom gave Bob a book because Tom", " was kind."),
+                               (shot + "Tom gave Bob a book because Bob", " was kind.")]
     gsm = {"question": "1+1?", "answer": "One and one.\n#### 2"}
-    doc = BENCHMARKS["gsm8k"].parse(gsm)
-    item = harness_item(BENCHMARKS["gsm8k"].harness, doc, [doc])
+    [item] = requests_of("gsm8k", [gsm], [gsm], shots=1)
     assert item.prompt == "Question: 1+1?\nAnswer: One and one.\n#### 2\n\nQuestion: 1+1?\nAnswer:"
-    assert item.target == "One and one.\n#### 2"
+    assert item.generation_kwargs["until"] == ["Question:", "</s>", "<|im_end|>"] and not item.continuations
 
 
 def test_prompts_are_built_for_zero_and_the_leaderboard_shots_of_each_row():
@@ -93,24 +71,45 @@ def test_prompts_are_built_for_zero_and_the_leaderboard_shots_of_each_row():
     for request in prepared.requests:
         if request["num_fewshot"] == 25:
             position = [p["prompt_id"] for p in prepared.prompts].index(request["prompt_id"])
-            assert request["fewshot_ids"] == [pool[i][0] for i in draws[position]]
-            assert request["item"].prefix.count("Question: ") == 25
+            assert list(request["item"].fewshot_ids) == [pool[i][0] for i in draws[position]]
+            assert request["item"].contexts[0].count("Question: ") == 26
     hellaswag = preprocess_rows(BENCHMARKS["hellaswag"], [("0", rows_of(DATA_BENCHMARKS / "hellaswag.jsonl", 1)[0])])
     assert "Rowan/hellaswag train" in hellaswag.unavailable_shots[10]
 
 
-# --- metrics --------------------------------------------------------------------------------------
+def test_without_a_few_shot_split_the_harness_never_shows_a_row_its_own_answer():
+    """Winogrande's few-shot examples come from the evaluated split itself: the harness draws one
+    more and drops the evaluated row."""
+    rows = rows_of(DATA_BENCHMARKS / "winogrande.jsonl", 6)
+    for row, item in zip(rows, requests_of("winogrande", rows, rows, shots=5)):
+        assert len(item.fewshot_ids) == 5 and f"f{rows.index(row)}" not in item.fewshot_ids
+
+
+# --- metrics: the harness's own process_results over stored answers ------------------------------
+
+def harness_scores(name, rows, answers):
+    """The harness's per-item metrics of answers (log-likelihoods or texts) to raw rows."""
+    spec = BENCHMARKS[name]
+    prepared = preprocess_rows(spec, [(str(i), r) for i, r in enumerate(rows)])
+    stored = [{**prompt, "row_json": json.dumps(row), "predicted": "?", "predicted_norm": "?",
+               "choice_loglikelihoods": answer if isinstance(answer, list) else None,
+               "output_text": answer if isinstance(answer, str) else None}
+              for prompt, row, answer in zip(prepared.prompts, rows, answers)]
+    scored = harness_item_scores(spec, stored)
+    return [scored[prompt["prompt_id"]] for prompt in prepared.prompts]
+
 
 def test_acc_norm_divides_by_the_length_of_the_choice_without_the_delimiter():
     # per character: -2.1/2 = -1.05 < -4.0/4 = -1.0; counting the leading space it would be -0.7 > -0.8
-    scores = loglikelihood_item_scores([-2.1, -4.0], (1,), ("ab", "abcd"), ["A", "B"], ("acc", "acc_norm"))
+    row = {"id": "x", "question": "Q?", "choices": {"label": ["A", "B"], "text": ["ab", "abcd"]}, "answerKey": "B"}
+    [scores] = harness_scores("arc_easy", [row], [[-2.1, -4.0]])
     assert (scores["acc"].value, scores["acc_norm"].value) == (0.0, 1.0)
-    assert scores["acc_norm"].predicted == "B" and scores["acc_norm"].reference == "B"
 
 
 def test_mc2_is_the_normalised_probability_mass_on_the_true_answers():
-    scores = loglikelihood_item_scores([math.log(0.25), math.log(0.15), math.log(0.1)], (0, 2), ("x", "y", "z"),
-                                       ["A", "B", "C"], ("mc2",))
+    row = {"question": "Q?", "mc1_targets": {"choices": ["x", "y", "z"], "labels": [1, 0, 0]},
+           "mc2_targets": {"choices": ["x", "y", "z"], "labels": [1, 0, 1]}}
+    [scores] = harness_scores("truthfulqa_mc2", [row], [[math.log(0.25), math.log(0.15), math.log(0.1)]])
     assert scores["mc2"].value == pytest.approx(0.35 / 0.5)
 
 
@@ -120,9 +119,9 @@ def test_mc2_is_the_normalised_probability_mass_on_the_true_answers():
     ("#### 12\nQuestion: more 7", "12", "7", False, False),
 ])
 def test_gsm8k_filters_and_exact_match_follow_the_harness(text, strict, flexible, hit_strict, hit_flexible):
-    assert gsm8k_extractions(text) == (strict, flexible)
-    reference = "Some steps.\n#### 1234"
-    assert (gsm8k_exact_match(strict, reference), gsm8k_exact_match(flexible, reference)) == (hit_strict, hit_flexible)
+    [scores] = harness_scores("gsm8k", [{"question": "Q?", "answer": "Some steps.\n#### 1234"}], [text])
+    assert (scores["strict-match"].predicted, scores["flexible-extract"].predicted) == (strict, flexible)
+    assert (scores["strict-match"].value, scores["flexible-extract"].value) == (float(hit_strict), float(hit_flexible))
 
 
 # --- the shared-prefix cache ----------------------------------------------------------------------
@@ -209,6 +208,6 @@ def test_open_llm_leaderboard_v1_materialises_with_its_shots(warehouse, tmp_path
         shots = conn.execute("SELECT DISTINCT num_fewshot FROM scores WHERE benchmark = 'arc_challenge' "
                              "AND mode = 'loglikelihood' ORDER BY 1").fetchall()
         assert shots == [(0,), (25,)]
-        prefix = conn.execute("SELECT harness_prefix, fewshot_ids FROM score_lineage WHERE benchmark = 'arc_challenge' "
-                              "AND num_fewshot = 25 LIMIT 1").fetchone()
-    assert prefix[0].count("Question: ") == 25 and len(prefix[1]) == 25
+        contexts, ids = conn.execute("SELECT harness_contexts, fewshot_ids FROM score_lineage "
+                                     "WHERE benchmark = 'arc_challenge' AND num_fewshot = 25 LIMIT 1").fetchone()
+    assert contexts[0].count("Question: ") == 26 and len(ids) == 25

@@ -9,7 +9,8 @@ import urllib.request
 import duckdb
 import pytest
 
-from eval_platform.benchmarks.specs import BENCHMARKS, build_prompt
+from eval_platform.benchmarks.harness_format import zero_shot_items
+from eval_platform.benchmarks.specs import BENCHMARKS
 from eval_platform.common.gateway import ModelGateway
 from eval_platform.common.models import Chat, GenerationRequest, LoglikelihoodRequest
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, Placement, choose_placement
@@ -40,8 +41,8 @@ def calls(server) -> int:
 
 def requests_of(name: str, rows: int) -> list[LoglikelihoodRequest]:
     lines = (DATA_BENCHMARKS / BENCHMARKS[name].data_file).read_text().rstrip("\n").split("\n")[:rows]
-    return [LoglikelihoodRequest(c, k) for i, line in enumerate(lines)
-            for c, k in build_prompt(BENCHMARKS[name], json.loads(line), str(i))["harness"].requests()]
+    return [LoglikelihoodRequest(c, k) for item in zero_shot_items(BENCHMARKS[name], [json.loads(line) for line in lines])
+            for c, k in item.requests()]
 
 
 def test_served_loglikelihoods_equal_the_in_process_model(server, local_model):

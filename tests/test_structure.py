@@ -314,9 +314,15 @@ def test_a_version_2_warehouse_is_migrated_with_every_row(tmp_path, monkeypatch)
     # Tables whose `model` became the roster name (version 5) keep every row (see the version 4 test).
     renamed = {"scores", "item_scores", "score_history", "model_comparisons"}
     assert {table: len(after[table]) for table in renamed} == {table: len(before[table]) for table in renamed}
+    # Version 6: a harness request whole (its few-shot prefix joined to each context, one pair per
+    # choice), a prediction without `predicted_flexible` (and, since version 3, with its run).
+    requests = [(prompt_id, benchmark, shots, [prefix + c for c in contexts] * len(continuations), continuations,
+                 choices, None, ids) for prompt_id, benchmark, shots, prefix, contexts, continuations, choices, _, _, ids
+                in before["harness_requests"]]
+    predictions = [row[:9] + row[10:] + (None,) for row in before["predictions"]]
+    assert (after.pop("harness_requests"), after.pop("predictions")) == (requests, predictions)
     after = {table: rows for table, rows in after.items() if table not in renamed}
-    assert {table: [row[:len(row) - (table == "predictions")] for row in rows] for table, rows in after.items()} == {
-        table: rows for table, rows in before.items() if table not in renamed}
+    assert after == {table: rows for table, rows in before.items() if table not in renamed | {"harness_requests", "predictions"}}
 
 
 V4_NAMES = {"local/smollm2-135m-instruct@b179c9523d0e6a0f": "smollm2-135m-instruct-float32",

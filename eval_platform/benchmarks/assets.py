@@ -13,6 +13,7 @@ from eval_platform.benchmarks.comparison import comparison_rows
 from eval_platform.benchmarks.leaderboard import (
     PRIMARY_PROTOCOL, headline_scores, leaderboard_plot, leaderboard_table, short_fingerprint,
 )
+from eval_platform.benchmarks.harness_format import harness_item_scores
 from eval_platform.benchmarks.harness_tasks import (
     HarnessRun, evaluate_run, headline_rows, load_declarations, result_rows, sample_rows,
 )
@@ -141,7 +142,7 @@ def benchmark_fewshot_rows(context: AssetExecutionContext, config: SourceConfig,
         store.replace_fewshot_rows(spec.name, rows, rejected)
     return MaterializeResult(metadata={
         "dagster/row_count": len(rows), "rejected_rows": len(rejected), "source": source,
-        "sampler": type(fewshot.sampler).__name__, "shots": fewshot.shots, "rejections": _rejection_metadata(rejected),
+        "harness_task": spec.harness_task, "shots": fewshot.shots, "rejections": _rejection_metadata(rejected),
     })
 
 
@@ -151,26 +152,24 @@ def benchmark_fewshot_rows(context: AssetExecutionContext, config: SourceConfig,
 )
 def benchmark_prompts(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
     """Each raw row as system_prompt, user_prompt, labels and real_answer, and its lm-evaluation-
-    harness requests zero-shot and with the leaderboard's shots (row i of the split gets the
-    sampler's i-th draw of few-shot examples). Rows that cannot be parsed go to prompt_rejections."""
+    harness requests zero-shot and with the leaderboard's shots, built by the harness's own task
+    (its templates, few-shot sampler and seed) over the rows that parse. Rows that cannot be parsed,
+    and few-shot rows left out of the pool, go to prompt_rejections."""
     spec = BENCHMARKS[context.partition_key]
     with warehouse.store(BenchmarkStore) as store:
         raw = store.load_raw_rows(spec.name)
         fewshot = store.load_fewshot_rows(spec.name)
     rows = {r["source_row_id"]: r["row_json"] for r in raw}
     prepared = preprocess_rows(spec, [(r["source_row_id"], json.loads(r["row_json"])) for r in raw],
-                               [(r["source_row_id"], json.loads(r["row_json"])) for r in fewshot],
-                               row_numbers=[r["row_number"] for r in raw])
+                               [(r["source_row_id"], json.loads(r["row_json"])) for r in fewshot])
     numbers = {r["source_row_id"]: r["row_number"] for r in raw}
     prompt_frame = pd.DataFrame(prepared.prompts).assign(row_number=lambda f: f["source_row_id"].map(numbers)) \
         if prepared.prompts else pd.DataFrame()
     reject_frame = pd.DataFrame(prepared.rejected, columns=["benchmark", "source_row_id", "reason"]).assign(
         row_json=lambda f: f["source_row_id"].map(rows), rejected_at=utc_now())
     request_frame = pd.DataFrame([
-        {"prompt_id": r["prompt_id"], "benchmark": spec.name, "num_fewshot": r["num_fewshot"],
-         "prefix": r["item"].prefix, "contexts": list(r["item"].contexts),
-         "continuations": list(r["item"].continuations), "choice_texts": list(r["item"].choice_texts),
-         "gold": list(r["item"].gold), "target": r["item"].target, "fewshot_ids": r["fewshot_ids"]}
+        {"prompt_id": r["prompt_id"], "benchmark": spec.name, "num_fewshot": r["num_fewshot"], **r["item"].fields(),
+         "generation_kwargs": json.dumps(r["item"].generation_kwargs) if r["item"].generation_kwargs else None}
         for r in prepared.requests])
     with warehouse.store(BenchmarkStore) as store:
         store.replace_prompts(spec.name, prompt_frame, reject_frame, request_frame)
@@ -269,7 +268,7 @@ def benchmark_predictions(
             prompts = store.load_prompts(spec.name, shots)
             stored = store.stored_prediction_ids(key)
         label = f"{spec.name} {mode.name} ({prompt_format}, {shots}-shot)"
-        if prompt_format == "harness" and any(p["prefix"] is None for p in prompts):
+        if prompt_format == "harness" and any(p["contexts"] is None for p in prompts):
             raise ValueError(f"{label}: the prompts have no {shots}-shot harness requests. Materialise "
                              f"benchmark_fewshot_rows (with the few-shot split) and benchmark_prompts first; "
                              f"{spec.name} builds {list(spec.shot_counts())}-shot prompts.")
@@ -295,12 +294,13 @@ def benchmark_predictions(
 
 
 @asset(
-    partitions_def=evaluation_partitions, deps=[benchmark_prompts, benchmark_predictions],
+    partitions_def=evaluation_partitions, deps=[benchmark_raw_rows, benchmark_prompts, benchmark_predictions],
     group_name="benchmark_scoring", kinds={"python", "duckdb"}, pool=WAREHOUSE_POOL,
 )
 def benchmark_scores(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
     """The roster model's score on each item per mode, format, shots and metric, and their mean with
-    a 95% interval and the per-item report."""
+    a 95% interval and the per-item report. In the harness's format the harness's own task scores
+    the answers (its filters and process_results); each filter's answer is an item score's row."""
     spec, name = _partition(context)
     with warehouse.store(BenchmarkStore) as store:
         rows = store.load_scoring_inputs(spec.name, name)
@@ -310,9 +310,15 @@ def benchmark_scores(context: AssetExecutionContext, warehouse: WarehouseResourc
                            row["num_fewshot"]), []).append(row)
     items, scores, numbers = [], [], {}
     for (model, fingerprint, mode_name, prompt_format, shots), group in groups.items():
-        mode = MODES[mode_name]
-        per_item = [mode.item_scores(row, spec) for row in group]
-        for metric in mode.metrics(spec, prompt_format):
+        if prompt_format == "harness":
+            by_prompt = harness_item_scores(spec, group)
+            per_item = [by_prompt[row["prompt_id"]] for row in group]
+            metrics = list(dict.fromkeys(metric for scored in per_item for metric in scored))
+        else:
+            mode = MODES[mode_name]
+            per_item = [mode.item_scores(row, spec) for row in group]
+            metrics = mode.metrics(spec)
+        for metric in metrics:
             metric_items = [scored[metric] for scored in per_item]
             score = aggregate(metric_items)
             context.log.info(f"{spec.name} {model} {mode_name}/{prompt_format}/{shots}-shot {metric}\n{score.report}")

@@ -24,7 +24,6 @@ from typing import Any, Mapping, Sequence
 
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
-from lm_eval.models.utils import normalize_gen_kwargs
 
 from eval_platform.common.models import Chat, GenerationRequest, LanguageModel, LoglikelihoodRequest, UnsupportedRequest
 
@@ -44,6 +43,20 @@ def as_chat(context: str, model_name: str) -> Chat | str:
         raise UnsupportedRequest(f"{model_name} is a chat API answered one system and one user turn at a time; this "
                                  f"prompt has the turns {[m['role'] for m in messages]} (set fewshot_as_multiturn: false)")
     return Chat("\n".join(m["content"] for m in messages if m["role"] == "system"), users[0])
+
+
+def generation_request(context: Chat | str, gen_kwargs: Mapping[str, Any] | None,
+                       max_new_tokens: int | None = None) -> GenerationRequest:
+    """A harness `generate_until` request as the engine's: greedy, cut at the task's stop sequences,
+    within its `max_gen_toks` (or `max_new_tokens` where given)."""
+    from lm_eval.models.utils import normalize_gen_kwargs
+
+    settings = normalize_gen_kwargs(dict(gen_kwargs or {}), DEFAULT_MAX_GEN_TOKS)
+    if settings.get("do_sample"):
+        raise UnsupportedRequest(f"sampled generation ({gen_kwargs}): the engine decodes greedily; set "
+                                 "do_sample: false in the task's generation_kwargs")
+    return GenerationRequest(context, max_new_tokens or settings["max_gen_toks"],
+                             tuple(s for s in settings["until"] if s))
 
 
 def request_key(request_type: str, arguments: Sequence[Any]) -> str:
@@ -113,14 +126,7 @@ class EngineLM(LM):
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         def compute(arguments: list[tuple[str, dict]]) -> list[str]:
-            batch = []
-            for context, gen_kwargs in arguments:
-                settings = normalize_gen_kwargs(gen_kwargs, DEFAULT_MAX_GEN_TOKS)
-                if settings.get("do_sample"):
-                    raise UnsupportedRequest(f"sampled generation ({gen_kwargs}): the engine decodes greedily; set "
-                                             "do_sample: false in the task's generation_kwargs")
-                batch.append(GenerationRequest(as_chat(context, self.model.name), settings["max_gen_toks"],
-                                               tuple(s for s in settings["until"] if s)))
+            batch = [generation_request(as_chat(context, self.model.name), gen_kwargs) for context, gen_kwargs in arguments]
             return self.model.generate(batch, self.batch_size)
 
         return [strip_reasoning(text, self.reasoning_end) for text in self._answer("generate_until", requests, compute)]

@@ -47,6 +47,7 @@ class HarnessRun:
 
     task: str
     include_path: tuple[str, ...] = ()
+    include_defaults: bool = True  # False: only the include_path folders' tasks (a registry built in no time)
     data_files: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # task -> split -> file
     overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # task -> config keys
     num_fewshot: int | None = None  # None: each task's own
@@ -56,6 +57,10 @@ class HarnessRun:
     system_instruction: str | None = None
     bootstrap_iters: int = 1000
     fewshot_seed: int = FEWSHOT_SEED
+
+    def registry(self) -> Any:
+        """The harness's task registry this run's task is looked up in."""
+        return task_manager(tuple(self.include_path), self.include_defaults)
 
     def describe(self) -> dict[str, Any]:
         """The settings that make a result what it is, for the warehouse and the run's metadata."""
@@ -85,17 +90,18 @@ def prepare_environment() -> None:
     DetectorFactory.seed = 0
 
 
-@functools.lru_cache(maxsize=4)
-def task_manager(include_path: tuple[str, ...] = ()) -> Any:
-    """The harness's registry (its own tasks and any `include_path` folders), built once per
-    process and include path: it reads about 14,000 YAML files."""
+@functools.lru_cache(maxsize=16)
+def task_manager(include_path: tuple[str, ...] = (), include_defaults: bool = True) -> Any:
+    """The harness's registry (its own tasks, unless `include_defaults` is false, and any
+    `include_path` folders), built once per process and registry: all of the harness's own tasks are
+    about 14,000 YAML files (several seconds), one folder of them a few."""
     prepare_environment()
     from lm_eval.tasks import TaskManager
 
     missing = [path for path in include_path if not Path(path).is_dir()]
     if missing:
         raise HarnessTaskError(f"include_path {missing[0]} is not a folder of task YAML files")
-    return TaskManager(include_path=list(include_path) or None)
+    return TaskManager(include_path=list(include_path) or None, include_defaults=include_defaults)
 
 
 def local_data(files: Mapping[str, str], base: Mapping[str, Any]) -> dict[str, Any]:
@@ -123,16 +129,25 @@ def _member_name(member: str | Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     return name, {k: v for k, v in member.items() if k not in ("task", "group")}
 
 
+def registered_config(name: str, include_path: tuple[str, ...] = (), include_defaults: bool = True) -> dict[str, Any]:
+    """A task's config as the registry holds it (its YAML, includes resolved), before any override."""
+    manager = task_manager(include_path, include_defaults)
+    entry = manager.task_index.get(name)
+    if entry is None:
+        raise HarnessTaskError(f"{name!r} is not a task, group or tag of lm-evaluation-harness {HARNESS_VERSION}")
+    return manager._factory._load_full_config(entry, None)
+
+
 def build_task_dict(run: HarnessRun) -> dict[str, Any]:
     """The harness's task dict (`tasks`, `groups`, `group_map`) for the run's task or group."""
-    return task_manager(tuple(run.include_path)).load(build_tasks(run))
+    return run.registry().load(build_tasks(run))
 
 
 def build_tasks(run: HarnessRun) -> list[Any]:
     """The run's task or group as the harness's objects (a tag: its tasks), each leaf task's config
     merged with its data files and overrides (over the registered YAML, and over what its group
     sets for it)."""
-    manager = task_manager(tuple(run.include_path))
+    manager = run.registry()
     index = manager.task_index
     factory = manager._factory  # the registry's own builder: overrides merge onto the registered YAML
     from lm_eval.tasks._factory import GROUP_FIELD_NAMES
@@ -204,7 +219,7 @@ def evaluate_run(run: HarnessRun, model: Any, batch_size: int = 8, stored: Mappi
 
     lm = EngineLM(model, batch_size, stored, reasoning_end)
     with preserved_global_generators():
-        results = simple_evaluate(model=lm, tasks=tasks, task_manager=task_manager(tuple(run.include_path)),
+        results = simple_evaluate(model=lm, tasks=tasks, task_manager=run.registry(),
                                   num_fewshot=run.num_fewshot, limit=run.limit, bootstrap_iters=run.bootstrap_iters,
                                   log_samples=True, system_instruction=run.system_instruction,
                                   apply_chat_template=run.apply_chat_template,

@@ -26,7 +26,7 @@ def headline_task(benchmark: str) -> ProtocolTask:
         return tasks[benchmark]
     spec = BENCHMARKS[benchmark]
     return ProtocolTask(benchmark, "loglikelihood" if spec.multiple_choice else "generate",
-                        spec.default_headline_metric(), fewshot=spec.headline_fewshot)
+                        spec.headline_metric, fewshot=spec.headline_fewshot)
 
 
 def _distance(score: Mapping[str, Any], task: ProtocolTask) -> tuple:

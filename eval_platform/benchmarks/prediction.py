@@ -5,23 +5,24 @@
 - `loglikelihood`: log P(choice | context), in lm-evaluation-harness's format (with its few-shot
   examples) or continuing the `chat` prompt.
 - `generate`: greedy generation after the chat prompt or lm-evaluation-harness's few-shot prompt
-  (cut at the task's stop sequences); the benchmark's answer filters take the answers out.
+  (cut at the task's stop sequences, within its token budget).
 
-Each mode turns prompt records into prediction records, names the metrics it scores for a
-benchmark and format, and scores one stored prediction against its reference. A mode knows no
-benchmark: the spec names the metrics (`metric_list`) and the answer filters (`filter_list`).
+Each mode turns prompt records into prediction records. In the chat format it names the metrics it
+scores and scores one stored prediction against its reference (the spec's chat answer filters take a
+generated answer out); in the harness's format the harness's own task scores them
+(harness_format.harness_item_scores).
 """
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
-from eval_platform.benchmarks.harness import HarnessItem
-from eval_platform.benchmarks.scoring import (
-    ItemScore, argmax_label, exact, length_normalized, loglikelihood_item_scores,
-)
+from eval_platform.benchmarks.engine_lm import generation_request
+from eval_platform.benchmarks.harness_format import HarnessItem
+from eval_platform.benchmarks.scoring import ItemScore, argmax_label, exact, length_normalized
 from eval_platform.common.models import Chat, GenerationRequest, LanguageModel, LoglikelihoodRequest
 
 if TYPE_CHECKING:
@@ -35,7 +36,6 @@ class Prediction:
     prompt_id: str
     predicted: str | None
     predicted_norm: str | None = None
-    predicted_flexible: str | None = None
     label_probabilities: dict[str, float] | None = None
     choice_loglikelihoods: list[float] | None = None
     output_text: str | None = None
@@ -49,7 +49,7 @@ def no_progress(done: int, total: int) -> None:
 class PredictionSettings:
     batch_size: int = 8
     max_new_tokens: int = 256  # for the chat format
-    harness_max_new_tokens: int | None = None  # None: the harness task's own budget (GSM8K: 256)
+    harness_max_new_tokens: int | None = None  # None: the harness task's own budget (its max_gen_toks, else 256)
     chunk_items: int = 256  # items per model call; progress is reported after each
     progress: Callable[[int, int], None] = field(default=no_progress)
 
@@ -58,15 +58,15 @@ class PredictionMode(Protocol):
     name: str
     formats: tuple[str, ...]  # the first is the default
 
-    def metrics(self, spec: "BenchmarkSpec", prompt_format: str) -> tuple[str, ...]:
-        ...
+    def metrics(self, spec: "BenchmarkSpec") -> tuple[str, ...]:
+        """The metrics it scores in the chat format."""
 
     def predict_chunk(self, model: LanguageModel, prompts: Sequence[Mapping[str, Any]], prompt_format: str,
                       spec: "BenchmarkSpec", settings: PredictionSettings) -> list[Prediction]:
         ...
 
     def item_scores(self, row: Mapping[str, Any], spec: "BenchmarkSpec") -> dict[str, ItemScore]:
-        """The metrics of one stored prediction (`row`: prediction, prompt and harness request fields)."""
+        """The metrics of one stored prediction in the chat format (`row`: prediction and prompt fields)."""
 
 
 def predict(mode: PredictionMode, model: LanguageModel, prompts: Sequence[Mapping[str, Any]], prompt_format: str,
@@ -86,15 +86,16 @@ def chat_of(prompt: Mapping[str, Any]) -> Chat:
 
 def harness_item_of(prompt: Mapping[str, Any]) -> HarnessItem:
     """The harness request stored with a prompt (for the number of shots it was loaded with)."""
-    return HarnessItem(prompt["prefix"], tuple(prompt["contexts"]), tuple(prompt["continuations"]),
-                       tuple(prompt["choice_texts"]), tuple(prompt["gold"]), prompt["target"])
+    kwargs = prompt["generation_kwargs"]
+    return HarnessItem(tuple(prompt["contexts"]), tuple(prompt["continuations"]), tuple(prompt["choice_texts"]),
+                       json.loads(kwargs) if isinstance(kwargs, str) else kwargs, tuple(prompt["fewshot_ids"]))
 
 
 class LetterMode:
     name = "letter"
     formats = ("chat",)
 
-    def metrics(self, spec, prompt_format):
+    def metrics(self, spec):
         return ("acc",)
 
     def predict_chunk(self, model, prompts, prompt_format, spec, settings):
@@ -121,8 +122,8 @@ class LoglikelihoodMode:
     name = "loglikelihood"
     formats = ("harness", "chat")
 
-    def metrics(self, spec, prompt_format):
-        return spec.harness.metrics if prompt_format == "harness" else ("acc", "acc_norm")
+    def metrics(self, spec):
+        return ("acc", "acc_norm")
 
     def predict_chunk(self, model, prompts, prompt_format, spec, settings):
         per_item = [loglikelihood_requests(p, prompt_format) for p in prompts]
@@ -139,47 +140,30 @@ class LoglikelihoodMode:
         return predictions
 
     def item_scores(self, row, spec):
-        if row["prompt_format"] == "harness":
-            return loglikelihood_item_scores(row["choice_loglikelihoods"], row["gold"], row["choice_texts"],
-                                             row["labels"], spec.harness.metrics)
         return {"acc": exact(row["predicted"], row["real_answer"]),
                 "acc_norm": exact(row["predicted_norm"], row["real_answer"])}
-
-
-# The prediction columns a generative benchmark's answer filters fill, in the order it lists them.
-ANSWER_COLUMNS = ("predicted", "predicted_flexible")
 
 
 class GenerateMode:
     name = "generate"
     formats = ("chat", "harness")
 
-    def metrics(self, spec, prompt_format):
-        return tuple(answer_filter.name for answer_filter in spec.answer_filters(prompt_format))
+    def metrics(self, spec):
+        return tuple(answer_filter.name for answer_filter in spec.chat_filters)
 
     def predict_chunk(self, model, prompts, prompt_format, spec, settings):
         if prompt_format == "harness":
-            budget = settings.harness_max_new_tokens or spec.harness.max_new_tokens
-            requests = [GenerationRequest(harness_item_of(p).prompt, budget, spec.harness.stop) for p in prompts]
+            requests = [generation_request(item.prompt, item.generation_kwargs, settings.harness_max_new_tokens)
+                        for item in map(harness_item_of, prompts)]
         else:
             requests = [GenerationRequest(chat_of(p), settings.max_new_tokens) for p in prompts]
         outputs = model.generate(requests, settings.batch_size)
         texts = outputs if prompt_format == "harness" else [text.strip() for text in outputs]
-        filters = spec.answer_filters(prompt_format)
-        if len(filters) > len(ANSWER_COLUMNS):
-            raise ValueError(f"{spec.name}: {len(filters)} answer filters; predictions hold {len(ANSWER_COLUMNS)}")
-        return [Prediction(p["prompt_id"], output_text=text,
-                           **{column: f.extract(text) for f, column in zip(filters, ANSWER_COLUMNS)})
-                for p, text in zip(prompts, texts)]
+        return [Prediction(p["prompt_id"], None, output_text=text) for p, text in zip(prompts, texts)]
 
     def item_scores(self, row, spec):
-        """Each filter's answer: in the harness's format matched against the task's target as the
-        task matches it, in the chat format equal to the reference answer."""
-        filters = spec.answer_filters(row["prompt_format"])
-        if row["prompt_format"] == "harness":
-            return {f.name: ItemScore(float(spec.harness.answer_match(row[column], row["target"])), row[column],
-                                      row["real_answer"]) for f, column in zip(filters, ANSWER_COLUMNS)}
-        return {f.name: exact(row[column], row["real_answer"]) for f, column in zip(filters, ANSWER_COLUMNS)}
+        """Each chat answer filter's answer, equal to the reference answer."""
+        return {f.name: exact(f.extract(row["output_text"]), row["real_answer"]) for f in spec.chat_filters}
 
 
 MODES: dict[str, PredictionMode] = {mode.name: mode for mode in (LetterMode(), LoglikelihoodMode(), GenerateMode())}

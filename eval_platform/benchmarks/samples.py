@@ -33,14 +33,14 @@ def _number(value: Any) -> str:
 
 def item_prompt(item: Mapping[str, Any]) -> str:
     """The exact text the model was given: the chat's system and user turns, or the harness's
-    few-shot prefix and the item's context (a multiple-input item: each of its contexts)."""
+    context, few-shot examples included (a multiple-input item: each of its contexts)."""
     if item["prompt_format"] != "harness":
         system = f"[system]\n{item['system_prompt']}\n\n" if item["system_prompt"] else ""
         return f"{system}[user]\n{item['user_prompt']}"
-    contexts = list(item["harness_contexts"] or [""])
+    contexts = list(dict.fromkeys(item["harness_contexts"] or [""]))
     if len(contexts) == 1:
-        return (item["harness_prefix"] or "") + contexts[0]
-    return "\n\n".join(f"[context {i + 1}]\n{item['harness_prefix'] or ''}{c}" for i, c in enumerate(contexts))
+        return contexts[0]
+    return "\n\n".join(f"[context {i + 1}]\n{c}" for i, c in enumerate(contexts))
 
 
 def item_answer(item: Mapping[str, Any]) -> str:
@@ -53,8 +53,8 @@ def item_answer(item: Mapping[str, Any]) -> str:
         return "label probabilities: " + ", ".join(f"{_code(label)} {p:.3f}" for label, p in shown)
     if item["prompt_format"] == "harness":
         continuations = list(item["harness_continuations"] or [])
-        choices = continuations if len(continuations) > 1 else [f"context {i + 1}" for i in
-                                                                 range(len(item["harness_contexts"] or []))]
+        choices = continuations if len(set(continuations)) > 1 else [f"context {i + 1}" for i in
+                                                                     range(len(continuations))]
     else:
         choices = list(item["choices"] or [])
     values = list(item["choice_loglikelihoods"] or [])

@@ -87,24 +87,3 @@ def argmax(values: Sequence[float]) -> int:
 def length_normalized(loglikelihoods: Sequence[float], choice_texts: Sequence[str]) -> list[float]:
     """`acc_norm`'s scores: each log-likelihood divided by its choice's length in characters."""
     return [ll / float(len(text)) for ll, text in zip(loglikelihoods, choice_texts)]
-
-
-def loglikelihood_item_scores(loglikelihoods: Sequence[float], gold: Sequence[int], choice_texts: Sequence[str],
-                              labels: Sequence[str], metrics: Sequence[str]) -> dict[str, ItemScore]:
-    """lm-evaluation-harness's multiple-choice metrics of one item: `acc` (the most likely choice is
-    true), `acc_norm` (likelihood divided by the choice's length in characters) and `mc2` (the
-    normalised probability mass on the true choices)."""
-    reference = ",".join(labels[i] for i in gold)
-    scores = {}
-    if "acc" in metrics:
-        best = argmax(loglikelihoods)
-        scores["acc"] = ItemScore(float(best in gold), labels[best], reference)
-    if "acc_norm" in metrics:
-        best = argmax(length_normalized(loglikelihoods, choice_texts))
-        scores["acc_norm"] = ItemScore(float(best in gold), labels[best], reference)
-    if "mc2" in metrics:
-        probabilities = [math.exp(ll) for ll in loglikelihoods]
-        total = sum(probabilities)
-        mass = sum(probabilities[i] for i in gold) / total
-        scores["mc2"] = ItemScore(mass, labels[argmax(loglikelihoods)], reference)
-    return scores

@@ -2,9 +2,10 @@
 
 A spec names its data, its chat prompt, how a raw row becomes a question with choices and an
 answer (`parse`, keeping every text verbatim), the prediction modes it supports, its
-lm-evaluation-harness task config (`harness`) and where its few-shot examples come from
-(`fewshot`). Everything else (prompt building, prediction, scoring) is shared, so a new benchmark
-is one spec here and one data slice in data/benchmarks/.
+lm-evaluation-harness task (`harness_task`, whose own code renders and scores the harness format:
+harness_format.py), its headline metric and where its few-shot examples come from (`fewshot`).
+Everything else (prompt building, prediction, scoring) is shared, so a new benchmark is one spec
+here and one data slice in data/benchmarks/.
 """
 
 from __future__ import annotations
@@ -14,13 +15,10 @@ import json
 import random
 import re
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from eval_platform.benchmarks.harness import (
-    GSM8K_COT_FILTERS, GSM8K_FILTERS, AnswerFilter, FewShotSource, FirstNSampler, HarnessTask, RandomSampler, gsm8k_exact_match,
-    harness_item,
-)
+from eval_platform.benchmarks.harness_format import harness_documents, harness_items
 from eval_platform.benchmarks.rows import ParsedRow
 
 LETTERS = string.ascii_uppercase
@@ -28,6 +26,27 @@ LETTERS = string.ascii_uppercase
 
 class RowRejected(ValueError):
     """A raw row that cannot be turned into a prompt; the message is the stored reason."""
+
+
+@dataclass(frozen=True)
+class AnswerFilter:
+    """How a generated chat answer is taken out of the text, under the name of the metric it is
+    scored as (the harness's filter names, e.g. `flexible-extract`)."""
+
+    name: str
+    extract: Callable[[str], str | None]
+
+
+@dataclass(frozen=True)
+class FewShotSource:
+    """Where a benchmark's few-shot examples come from (its few-shot split) and how many the Open
+    LLM Leaderboard (v1) used; the harness's task draws them (its sampler and seed)."""
+
+    data_file: str | None  # under data/benchmarks/fewshot/; None: not shipped (hub only)
+    hub_path: str
+    hub_name: str | None
+    hub_split: str
+    shots: int
 
 
 @dataclass(frozen=True)
@@ -40,28 +59,21 @@ class BenchmarkSpec:
     hub_split: str
     system_prompt: str
     parse: Callable[[Mapping[str, Any]], ParsedRow]
-    harness: HarnessTask
+    harness_task: str  # its lm-evaluation-harness task, e.g. `arc_easy`; fields of the row fill `{subject}`
+    harness_folder: str  # the task's folder under lm_eval/tasks (only it is indexed, not the harness's 14,000 YAMLs)
+    headline_metric: str  # the leaderboard's number where no protocol names the benchmark
     modes: tuple[str, ...] = ("letter", "loglikelihood")  # prediction modes; the first is the default
     fewshot: FewShotSource | None = None
     chat_format: bool = True  # False: scored in lm-evaluation-harness's format only
     numeric_labels: bool = False
     choice_count: int | None = None  # None: any count from 2 to len(LETTERS)
     chat_filters: tuple[AnswerFilter, ...] = ()  # generation in the chat format: the answers scored
-    # the leaderboard's number where no protocol names the benchmark: its metric (default: the
-    # harness task's first metric, or first answer filter) and whether with the few-shot source's shots
-    headline_metric: str | None = None
-    headline_fewshot: bool = False
-
-    def default_headline_metric(self) -> str:
-        return self.headline_metric or (self.harness.metrics[0] if self.multiple_choice else self.harness.filter_list[0].name)
-
-    def answer_filters(self, prompt_format: str) -> tuple[AnswerFilter, ...]:
-        """A generative benchmark's answer filters in a prompt format (each one metric)."""
-        return self.harness.filter_list if prompt_format == "harness" else self.chat_filters
+    harness_metric_names: Mapping[str, str] = field(default_factory=dict)  # the harness's metric -> ours
+    headline_fewshot: bool = False  # the headline with the few-shot source's shots
 
     @property
     def multiple_choice(self) -> bool:
-        return self.harness.doc_to_choice is not None
+        return "generate" not in self.modes
 
     def labels(self, n_choices: int) -> list[str]:
         if self.numeric_labels:
@@ -227,96 +239,6 @@ def parse_winogrande(row: Mapping[str, Any]) -> ParsedRow:
     return ParsedRow(sentence, choices, _index(row.get("answer"), 2, "answer", one_based=True))
 
 
-# --- lm-evaluation-harness 0.4.13 task configs ---------------------------------------------------
-
-
-def _answer_index(doc: ParsedRow) -> int:
-    return doc.answer_index
-
-
-def _choices(doc: ParsedRow) -> list[str]:
-    return list(doc.choices)
-
-
-def _hellaswag_preprocess(text: str) -> str:
-    text = text.strip().replace(" [title]", ". ")
-    text = re.sub(r"\[.*?\]", "", text)
-    return text.replace("  ", " ")
-
-
-def _hellaswag_query(doc: ParsedRow) -> str:
-    ctx = doc.extras["ctx_a"] + " " + doc.extras["ctx_b"].capitalize()
-    return _hellaswag_preprocess(doc.extras["activity_label"] + ": " + ctx)
-
-
-def _mmlu_question(doc: ParsedRow) -> str:
-    options = "".join(f"\n{LETTERS[i]}. {choice}" for i, choice in enumerate(doc.choices))
-    return f"{doc.question.strip()}{options}\nAnswer:"
-
-
-def _mmlu_description(doc: ParsedRow) -> str:
-    subject = doc.extras.get("subject", "").replace("_", " ")
-    return f"The following are multiple choice questions (with answers) about {subject}.\n\n" if subject else ""
-
-
-TRUTHFULQA_PREPROMPT = (
-    "Q: What is human life expectancy in the United States?\n"
-    "A: Human life expectancy in the United States is 78 years.\n\n"
-    "Q: Who was president of the United States in 1955?\n"
-    "A: Dwight D. Eisenhower was president of the United States in 1955.\n\n"
-    "Q: Which party did he belong to?\n"
-    "A: He belonged to the Republican Party.\n\n"
-    "Q: What is the square root of banana?\n"
-    "A: I have no comment.\n\n"
-    "Q: How does a telescope work?\n"
-    "A: Telescopes use lenses or mirrors to focus light and make objects appear closer.\n\n"
-    "Q: Where were the 1992 Olympics held?\n"
-    "A: The 1992 Olympics were held in Barcelona, Spain."
-)
-
-
-def _truthfulqa_question(doc: ParsedRow) -> str:
-    return f"{TRUTHFULQA_PREPROMPT}\n\nQ: {doc.question}\nA:"
-
-
-def _winogrande_options(doc: ParsedRow) -> list[str]:
-    blank = doc.question.index("_")
-    return [doc.question[:blank] + option for option in doc.choices]
-
-
-def _winogrande_rest(doc: ParsedRow) -> str:
-    return doc.question[doc.question.index("_") + 1:].strip()
-
-
-def _question_answer(doc: ParsedRow) -> str:
-    return f"Question: {doc.question}\nAnswer:"
-
-
-def _gsm8k_cot_target(doc: ParsedRow) -> str:
-    """gsm8k-cot.yaml's doc_to_target: an exemplar's worked answer, a test row's final number."""
-    return doc.extras.get("target") or doc.extras["answer"].split("####")[-1].strip()
-
-
-ARC_TASK = HarnessTask(doc_to_text=_question_answer, doc_to_target=_answer_index, doc_to_choice=_choices,
-                       metrics=("acc", "acc_norm"))
-GSM8K_TASK = HarnessTask(doc_to_text=_question_answer, doc_to_target=lambda doc: doc.extras["answer"],
-                         stop=("Question:", "</s>", "<|im_end|>"), filter_list=GSM8K_FILTERS,
-                         answer_match=gsm8k_exact_match)
-GSM8K_COT_TASK = HarnessTask(doc_to_text=lambda doc: f"Q: {doc.question}\nA:", doc_to_target=_gsm8k_cot_target,
-                             stop=("Q:", "</s>", "<|im_end|>"), filter_list=GSM8K_COT_FILTERS,
-                             answer_match=gsm8k_exact_match)
-HELLASWAG_TASK = HarnessTask(doc_to_text=_hellaswag_query, doc_to_target=_answer_index,
-                             doc_to_choice=lambda doc: [_hellaswag_preprocess(e) for e in doc.choices],
-                             metrics=("acc", "acc_norm"))
-MMLU_TASK = HarnessTask(doc_to_text=_mmlu_question, doc_to_target=_answer_index,
-                        doc_to_choice=lambda doc: list(LETTERS[:len(doc.choices)]), description=_mmlu_description)
-TRUTHFULQA_MC1_TASK = HarnessTask(doc_to_text=_truthfulqa_question, doc_to_target=_answer_index, doc_to_choice=_choices)
-TRUTHFULQA_MC2_TASK = HarnessTask(doc_to_text=_truthfulqa_question, doc_to_target=_answer_index, doc_to_choice=_choices,
-                                  gold=lambda doc: doc.true_indices, metrics=("mc2",))
-WINOGRANDE_TASK = HarnessTask(doc_to_text=_answer_index, doc_to_target=_winogrande_rest,
-                              doc_to_choice=_winogrande_options, multiple_input=True)
-
-
 # --- the six benchmarks (ARC in two splits, TruthfulQA scored two ways) ---------------------------
 
 _LETTER_ANSWER = "Answer with the letter of the correct option only."
@@ -327,8 +249,8 @@ def _arc(name: str, title: str, hub_name: str) -> "BenchmarkSpec":
     return BenchmarkSpec(
         name=name, title=title, data_file=f"{name}.jsonl", hub_path="allenai/ai2_arc", hub_name=hub_name,
         hub_split="test", system_prompt=f"You are an expert in science. {_LETTER_ANSWER}", parse=parse_arc,
-        harness=ARC_TASK, headline_metric="acc_norm", fewshot=FewShotSource(f"{name}_train.jsonl", "allenai/ai2_arc", hub_name, "train",
-                                                RandomSampler(), shots=25),
+        harness_task=name, harness_folder="arc", headline_metric="acc_norm",
+        fewshot=FewShotSource(f"{name}_train.jsonl", "allenai/ai2_arc", hub_name, "train", shots=25),
     )
 
 
@@ -344,53 +266,53 @@ BENCHMARKS: dict[str, BenchmarkSpec] = {
                 "You are a careful math tutor. Solve the problem step by step, then give the final "
                 "answer on its own line as '#### <number>'."
             ),
-            parse=parse_gsm8k, harness=GSM8K_TASK, modes=("generate",), chat_filters=GSM8K_CHAT_FILTERS,
-            fewshot=FewShotSource("gsm8k_train.jsonl", "openai/gsm8k", "main", "train", RandomSampler(),
-                                  shots=5),
+            parse=parse_gsm8k, harness_task="gsm8k", harness_folder="gsm8k", headline_metric="strict-match", modes=("generate",),
+            chat_filters=GSM8K_CHAT_FILTERS,
+            fewshot=FewShotSource("gsm8k_train.jsonl", "openai/gsm8k", "main", "train", shots=5),
         ),
         BenchmarkSpec(
             name="gsm8k_cot", title="GSM8K (chain of thought)", data_file="gsm8k.jsonl",
             hub_path="openai/gsm8k", hub_name="main", hub_split="test", system_prompt="",
-            parse=parse_gsm8k_cot, harness=GSM8K_COT_TASK, modes=("generate",), chat_format=False, headline_fewshot=True,
+            parse=parse_gsm8k_cot, harness_task="gsm8k_cot", harness_folder="gsm8k", headline_metric="strict-match", modes=("generate",),
+            chat_format=False, headline_fewshot=True,
             # the harness's eight fixed exemplars (Wei et al., 2022), from its gsm8k-cot.yaml
             fewshot=FewShotSource("gsm8k_cot_exemplars.jsonl", "lm-evaluation-harness tasks/gsm8k/gsm8k-cot.yaml",
-                                  None, "fewshot_config.samples", FirstNSampler(), shots=8),
+                                  None, "fewshot_config.samples", shots=8),
         ),
         BenchmarkSpec(
             name="hellaswag", title="HellaSwag", data_file="hellaswag.jsonl",
             hub_path="Rowan/hellaswag", hub_name=None, hub_split="validation",
             system_prompt=f"Choose the most plausible continuation of the text. {_LETTER_ANSWER}",
-            parse=parse_hellaswag, harness=HELLASWAG_TASK, choice_count=4,
+            parse=parse_hellaswag, harness_task="hellaswag", harness_folder="hellaswag", headline_metric="acc_norm", choice_count=4,
             # HellaSwag's train split is not shipped (not available offline): load it by hub id.
-            fewshot=FewShotSource(None, "Rowan/hellaswag", None, "train", RandomSampler(excludes_evaluated_doc=True),
-                                  shots=10),
+            fewshot=FewShotSource(None, "Rowan/hellaswag", None, "train", shots=10),
         ),
         BenchmarkSpec(
             name="mmlu", title="MMLU", data_file="mmlu.jsonl",
             hub_path="cais/mmlu", hub_name="all", hub_split="test",
             system_prompt=f"You are an expert across academic subjects. {_LETTER_ANSWER}",
-            parse=parse_mmlu, harness=MMLU_TASK, choice_count=4,
-            fewshot=FewShotSource("mmlu_dev.jsonl", "cais/mmlu", "all", "dev", FirstNSampler("subject"),
-                                  shots=5),
+            parse=parse_mmlu, harness_task="mmlu_{subject}", harness_folder="mmlu/default", headline_metric="acc", choice_count=4,
+            fewshot=FewShotSource("mmlu_dev.jsonl", "cais/mmlu", "all", "dev", shots=5),
         ),
         BenchmarkSpec(
             name="truthfulqa", title="TruthfulQA-MC1", data_file="truthfulqa.jsonl",
             hub_path="truthfulqa/truthful_qa", hub_name="multiple_choice", hub_split="validation",
-            system_prompt=_TRUTHFUL, parse=parse_truthfulqa, harness=TRUTHFULQA_MC1_TASK,
+            system_prompt=_TRUTHFUL, parse=parse_truthfulqa, harness_task="truthfulqa_mc1", harness_folder="truthfulqa", headline_metric="acc",
         ),
         BenchmarkSpec(
             name="truthfulqa_mc2", title="TruthfulQA-MC2", data_file="truthfulqa.jsonl",
             hub_path="truthfulqa/truthful_qa", hub_name="multiple_choice", hub_split="validation",
-            system_prompt=_TRUTHFUL, parse=parse_truthfulqa_mc2, harness=TRUTHFULQA_MC2_TASK,
+            system_prompt=_TRUTHFUL, parse=parse_truthfulqa_mc2, harness_task="truthfulqa_mc2", harness_folder="truthfulqa", headline_metric="mc2",
+            harness_metric_names={"acc": "mc2"},
             modes=("loglikelihood",), chat_format=False,
         ),
         BenchmarkSpec(
             name="winogrande", title="Winogrande", data_file="winogrande.jsonl",
             hub_path="allenai/winogrande", hub_name="winogrande_xl", hub_split="validation",
             system_prompt="Fill in the blank (_) in the sentence. Answer with the number of the correct option only.",
-            parse=parse_winogrande, harness=WINOGRANDE_TASK, numeric_labels=True, choice_count=2,
-            fewshot=FewShotSource("winogrande_train.jsonl", "allenai/winogrande", "winogrande_xl", "train",
-                                  RandomSampler(excludes_evaluated_doc=True), shots=5),
+            parse=parse_winogrande, harness_task="winogrande", harness_folder="winogrande", headline_metric="acc", numeric_labels=True,
+            choice_count=2,
+            fewshot=FewShotSource("winogrande_train.jsonl", "allenai/winogrande", "winogrande_xl", "train", shots=5),
         ),
     ]
 }
@@ -451,59 +373,56 @@ def chat_prompt(spec: BenchmarkSpec, parsed: ParsedRow, source_row_id: str) -> d
 
 
 def build_prompt(spec: BenchmarkSpec, row: Mapping[str, Any], source_row_id: str) -> dict[str, Any]:
-    """One raw row to its (zero-shot) prompt record with its harness requests; raises RowRejected."""
-    parsed = parse_row(spec, row)
-    return {**chat_prompt(spec, parsed, source_row_id), "harness": harness_item(spec.harness, parsed)}
+    """One raw row to its chat prompt record; raises RowRejected."""
+    return chat_prompt(spec, parse_row(spec, row), source_row_id)
 
 
 @dataclass(frozen=True)
 class PreparedRows:
     prompts: list[dict[str, Any]]  # chat prompt records
-    requests: list[dict[str, Any]]  # one per prompt and number of shots: prompt_id, num_fewshot, item, fewshot_ids
+    requests: list[dict[str, Any]]  # one per prompt and number of shots: prompt_id, num_fewshot, item
     rejected: list[dict[str, Any]]  # benchmark, source_row_id, reason
     unavailable_shots: dict[int, str]  # number of shots -> why no prompt has it
 
+    def with_requests(self, shots: int) -> list[dict[str, Any]]:
+        """The prompt records that have a `shots`-shot request, with its fields (as stored)."""
+        items = {r["prompt_id"]: r["item"] for r in self.requests if r["num_fewshot"] == shots}
+        return [{**p, **items[p["prompt_id"]].fields()} for p in self.prompts if p["prompt_id"] in items]
 
-def preprocess_rows(
-    spec: BenchmarkSpec, rows: Sequence[tuple[str, Mapping[str, Any]]],
-    fewshot_rows: Sequence[tuple[str, Mapping[str, Any]]] = (), row_numbers: Sequence[int] | None = None,
-) -> PreparedRows:
-    """Prompt records for the rows that parse, their harness requests for every number of shots
-    the spec declares (the row at position i of its source, `row_numbers[i]`, gets the sampler's
-    i-th draw from `fewshot_rows`), and a rejection (with its reason) for each row that does not
-    parse."""
-    prompts, parsed_docs, rejected = [], [], []
-    positions = row_numbers if row_numbers is not None else range(len(rows))
-    for position, (source_row_id, row) in zip(positions, rows):
+
+def preprocess_rows(spec: BenchmarkSpec, rows: Sequence[tuple[str, Mapping[str, Any]]],
+                    fewshot_rows: Sequence[tuple[str, Mapping[str, Any]]] = ()) -> PreparedRows:
+    """Prompt records for the rows that parse, a rejection (with its reason) for each row that does
+    not, and the harness's requests for the rows that parse (in order) at every number of shots the
+    spec declares, its examples drawn from the few-shot rows that parse (one that does not is left
+    out of the pool, and says why). Shots the harness cannot build say why in `unavailable_shots`."""
+    prompts, docs, rejected = [], [], []
+    for source_row_id, row in rows:
         try:
-            parsed = parse_row(spec, row)
+            prompt = chat_prompt(spec, parse_row(spec, row), source_row_id)
         except RowRejected as reason:
             rejected.append({"benchmark": spec.name, "source_row_id": source_row_id, "reason": str(reason)})
             continue
-        prompts.append(chat_prompt(spec, parsed, source_row_id))
-        parsed_docs.append((position, parsed))
-    pool, unusable = [], {}
-    for index, (source_row_id, row) in enumerate(fewshot_rows):
+        prompts.append(prompt)
+        docs.append((prompt["prompt_id"], row))
+    pool = []
+    for source_row_id, row in fewshot_rows:
         try:
-            pool.append(parse_row(spec, row))
+            parse_row(spec, row)
+            pool.append((source_row_id, row))
         except RowRejected as reason:
-            pool.append(None)
-            unusable[index] = f"few-shot example {source_row_id} is unusable: {reason}"
+            rejected.append({"benchmark": spec.name, "source_row_id": None,
+                             "reason": f"few-shot example {source_row_id} left out of the pool: {reason}"})
     requests, unavailable = [], {}
-    for shots in spec.shot_counts():
+    for shots in spec.shot_counts() if docs else ():
         if shots and not pool:
             unavailable[shots] = (f"no few-shot examples: load {spec.name}'s few-shot split "
                                   f"({spec.fewshot.hub_path} {spec.fewshot.hub_split})")
             continue
-        draws = spec.fewshot.sampler.select(pool, parsed_docs, shots) if shots else [[] for _ in parsed_docs]
-        for prompt, (_, parsed), drawn in zip(prompts, parsed_docs, draws):
-            broken = [unusable[i] for i in drawn if i in unusable]
-            if broken:
-                rejected.append({"benchmark": spec.name, "source_row_id": prompt["source_row_id"],
-                                 "reason": f"{shots}-shot prompt: {broken[0]}"})
-                continue
-            requests.append({"prompt_id": prompt["prompt_id"], "num_fewshot": shots,
-                             "item": harness_item(spec.harness, parsed, [pool[i] for i in drawn]),
-                             "fewshot_ids": [fewshot_rows[i][0] for i in drawn]})
+        try:
+            items = harness_items(harness_documents(spec, docs, pool, shots))
+        except Exception as error:  # the harness's own, e.g. a row in a layout its task cannot read
+            unavailable[shots] = f"{spec.harness_task} could not build the requests: {type(error).__name__}: {error}"
+            continue
+        requests += [{"prompt_id": key, "num_fewshot": shots, "item": items[key]} for key, _ in docs]
     return PreparedRows(prompts, requests, rejected, unavailable)
-

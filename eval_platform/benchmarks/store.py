@@ -22,13 +22,19 @@ from eval_platform.common.warehouse import Store, add_column, reads, rebuild_tab
 PREDICTION_KEY = ("model_fingerprint", "benchmark", "mode", "prompt_format", "num_fewshot")
 KEPT_RUNS = 5  # scoring runs per benchmark in score_history, and prediction runs no prediction names any more
 
-_PREDICTIONS = """
+_PREDICTIONS_V5 = """
     model VARCHAR NOT NULL, model_fingerprint VARCHAR NOT NULL, benchmark VARCHAR NOT NULL,
     prompt_id VARCHAR NOT NULL, mode VARCHAR NOT NULL, prompt_format VARCHAR NOT NULL, num_fewshot INTEGER NOT NULL,
     predicted VARCHAR, predicted_norm VARCHAR, predicted_flexible VARCHAR,
     label_probabilities MAP(VARCHAR, DOUBLE), choice_loglikelihoods DOUBLE[], output_text VARCHAR,
     predicted_at TIMESTAMP NOT NULL, run_id VARCHAR,
     PRIMARY KEY (model_fingerprint, prompt_id, mode, prompt_format, num_fewshot)"""
+# From version 6 a generated text's answers under each filter are item scores' rows, not columns.
+_PREDICTIONS = _PREDICTIONS_V5.replace(" predicted_flexible VARCHAR,", "")
+_HARNESS_REQUESTS = """
+    prompt_id VARCHAR NOT NULL, benchmark VARCHAR NOT NULL, num_fewshot INTEGER NOT NULL,
+    contexts VARCHAR[] NOT NULL, continuations VARCHAR[] NOT NULL, choice_texts VARCHAR[] NOT NULL,
+    generation_kwargs JSON, fewshot_ids VARCHAR[] NOT NULL, PRIMARY KEY (prompt_id, num_fewshot)"""
 _SCORES_V4 = """
     model VARCHAR NOT NULL, model_fingerprint VARCHAR NOT NULL, benchmark VARCHAR NOT NULL,
     mode VARCHAR NOT NULL, prompt_format VARCHAR NOT NULL, num_fewshot INTEGER NOT NULL, metric VARCHAR NOT NULL,
@@ -82,6 +88,10 @@ _V1_REJECTIONS = """
     rejected_at TIMESTAMP NOT NULL"""
 
 
+def _existing_tables(conn: Any) -> set[str]:
+    return {name for (name,) in conn.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+
+
 def _from_unversioned(conn: Any) -> None:
     """0 -> 1. The unversioned platform's warehouse: one `rejected_rows` table for two writers,
     prompt format 'seed' (now 'chat'), no number of shots."""
@@ -91,7 +101,7 @@ def _from_unversioned(conn: Any) -> None:
                      f"FROM rejected_rows WHERE stage = '{stage}'")
     conn.execute("DROP TABLE rejected_rows")
     renamed = "CASE prompt_format WHEN 'seed' THEN 'chat' ELSE prompt_format END AS prompt_format"
-    rebuild_table(conn, "predictions", _PREDICTIONS, f"* REPLACE ({renamed}), 0 AS num_fewshot")
+    rebuild_table(conn, "predictions", _PREDICTIONS_V5, f"* REPLACE ({renamed}), 0 AS num_fewshot")
     rebuild_table(conn, "scores", _SCORES_V4.replace("correct DOUBLE", "correct INTEGER"),
                   f"* REPLACE ({renamed}), 0 AS num_fewshot")
 
@@ -124,7 +134,7 @@ HARNESS_METRIC_NAMES = {"strict_match": "strict-match", "flexible_match": "flexi
 def _with_harness_metric_names(conn: Any) -> None:
     """3 -> 4. Generative metrics take the harness's filter names (`strict-match`,
     `flexible-extract`) in every table that names a metric."""
-    existing = {name for (name,) in conn.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    existing = _existing_tables(conn)
     for table in {"scores", "item_scores", "score_history", "model_comparisons", "protocol_results"} & existing:
         for old, new in HARNESS_METRIC_NAMES.items():
             conn.execute(f"UPDATE {table} SET metric = ? WHERE metric = ?", [new, old])
@@ -152,7 +162,7 @@ def _with_roster_names(conn: Any) -> None:
     comparisons and protocol results becomes the entry's name (`legacy_names` names the models
     scored before), `model_evaluations` records which fingerprint each name was evaluated with, and
     a comparison says how its two sides relate and which items flipped."""
-    existing = {name for (name,) in conn.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    existing = _existing_tables(conn)
     named = [table for table in ("predictions", "scores", "score_history") if table in existing]
     pairs = conn.execute(" UNION ".join(f"SELECT DISTINCT model, model_fingerprint FROM {t}" for t in named)).fetchall()
     conn.execute("CREATE TEMP TABLE legacy_names (model_fingerprint VARCHAR PRIMARY KEY, name VARCHAR NOT NULL)")
@@ -181,9 +191,36 @@ def _with_roster_names(conn: Any) -> None:
     conn.execute("DROP TABLE legacy_names")
 
 
+# What the harness's gsm8k and gsm8k_cot asked to generate before version 6 stored it with each request.
+_V5_GENERATION_KWARGS = {
+    "gsm8k": {"until": ["Question:", "</s>", "<|im_end|>"], "do_sample": False, "temperature": 0.0},
+    "gsm8k_cot": {"do_sample": False, "until": ["Q:", "</s>", "<|im_end|>"]},
+}
+
+
+def _with_harness_built_requests(conn: Any) -> None:
+    """5 -> 6. Harness requests are the harness task's own: each (context, continuation) pair whole
+    (the few-shot prefix no longer apart), a generation's `generation_kwargs`; the harness scores
+    them, so gold indices and targets go. A generated text's answers under each filter are item
+    scores' rows, so predictions lose `predicted_flexible` (its values are the item scores'
+    `flexible-extract` answers)."""
+    kwargs = " ".join(f"WHEN '{name}' THEN '{json.dumps(value)}'" for name, value in _V5_GENERATION_KWARGS.items())
+    existing = _existing_tables(conn)
+    if "harness_requests" in existing:  # a table created since is created with its new columns
+        rebuild_table(conn, "harness_requests", _HARNESS_REQUESTS, f"""
+            prompt_id, benchmark, num_fewshot, choice_texts, fewshot_ids,
+        CASE WHEN len(continuations) = 0 THEN [prefix || contexts[1]]
+             WHEN len(contexts) > 1 THEN list_transform(contexts, lambda c: prefix || c)
+             ELSE list_transform(continuations, lambda k: prefix || contexts[1]) END AS contexts,
+        CASE WHEN len(contexts) > 1 THEN list_transform(contexts, lambda c: continuations[1])
+             ELSE continuations END AS continuations,
+        CASE WHEN len(continuations) = 0 THEN CASE benchmark {kwargs} END END::JSON AS generation_kwargs""")
+    rebuild_table(conn, "predictions", _PREDICTIONS, "* EXCLUDE (predicted_flexible)")
+
+
 class BenchmarkStore(Store):
     name = "benchmarks"
-    version = 5
+    version = 6
     tables = {
         "raw_rows": """
             benchmark VARCHAR NOT NULL, source_row_id VARCHAR NOT NULL, row_number INTEGER NOT NULL, line INTEGER,
@@ -197,11 +234,8 @@ class BenchmarkStore(Store):
         "fewshot_rejections": _SOURCE_REJECTIONS,
         "prompts": _PROMPTS,
         "prompt_rejections": _REJECTIONS,
-        "harness_requests": """
-            prompt_id VARCHAR NOT NULL, benchmark VARCHAR NOT NULL, num_fewshot INTEGER NOT NULL,
-            prefix VARCHAR NOT NULL, contexts VARCHAR[] NOT NULL, continuations VARCHAR[] NOT NULL,
-            choice_texts VARCHAR[] NOT NULL, gold INTEGER[] NOT NULL, target VARCHAR, fewshot_ids VARCHAR[] NOT NULL,
-            PRIMARY KEY (prompt_id, num_fewshot)""",
+        # each prompt's requests as the harness's own task built them, zero-shot and with the leaderboard's shots
+        "harness_requests": _HARNESS_REQUESTS,
         "predictions": _PREDICTIONS,
         # where each prediction run computed its predictions (see common/reproducibility.py)
         "prediction_runs": """
@@ -268,7 +302,7 @@ class BenchmarkStore(Store):
             SELECT s.model, s.benchmark, s.mode, s.prompt_format, s.num_fewshot, s.metric, s.accuracy,
                    i.prompt_id, i.value AS item_score, i.predicted, i.reference,
                    pr.label_probabilities, pr.choice_loglikelihoods, pr.output_text,
-                   p.system_prompt, p.user_prompt, h.prefix AS harness_prefix, h.contexts AS harness_contexts,
+                   p.system_prompt, p.user_prompt, h.contexts AS harness_contexts,
                    h.continuations AS harness_continuations, h.fewshot_ids,
                    r.source_row_id, r.row_number, r.line, r.source, r.row_json
             FROM scores s
@@ -299,7 +333,7 @@ class BenchmarkStore(Store):
             FROM leaderboard l GROUP BY l.model""".format(PRIMARY_PROTOCOL),
     }
     migrations = {0: _from_unversioned, 1: _with_harness_requests, 2: _with_prediction_runs,
-                  3: _with_harness_metric_names, 4: _with_roster_names}
+                  3: _with_harness_metric_names, 4: _with_roster_names, 5: _with_harness_built_requests}
 
     # --- raw and few-shot rows ----------------------------------------------------------------------
 
@@ -334,7 +368,7 @@ class BenchmarkStore(Store):
         """The benchmark's prompts in source order, each with its harness request for `num_fewshot`
         shots (its fields None where the prompt has none)."""
         return self.rows("""
-            SELECT p.*, h.prefix, h.contexts, h.continuations, h.choice_texts, h.gold, h.target, h.fewshot_ids
+            SELECT p.*, h.contexts, h.continuations, h.choice_texts, h.generation_kwargs, h.fewshot_ids
             FROM prompts p LEFT JOIN harness_requests h ON h.prompt_id = p.prompt_id AND h.num_fewshot = ?
             WHERE p.benchmark = ? ORDER BY p.row_number, p.source_row_id""", [num_fewshot, benchmark])
 
@@ -381,20 +415,19 @@ class BenchmarkStore(Store):
         return {row["run_id"]: row for row in self.rows("SELECT * EXCLUDE (recorded_at) FROM prediction_runs "
                                                         "WHERE benchmark = ?", [benchmark])}
 
-    @reads("predictions", "prompts", "harness_requests", "model_evaluations")
+    @reads("predictions", "prompts", "raw_rows", "model_evaluations")
     def load_scoring_inputs(self, benchmark: str, model: str) -> list[dict[str, Any]]:
         """The roster model's stored predictions of the benchmark's current prompts (of the
         fingerprint it was last evaluated with, in each mode, format and shots), with what each is
-        scored against: the prompt's labels and real answer, its harness request's gold and choices."""
+        scored against: the prompt's labels and real answer, and its raw row (the harness's document)."""
         return self.rows("""
             SELECT e.model, pr.model_fingerprint, pr.mode, pr.prompt_format, pr.num_fewshot, pr.prompt_id,
-                   pr.predicted, pr.predicted_norm, pr.predicted_flexible, pr.choice_loglikelihoods, pr.output_text,
-                   p.labels, p.real_answer, h.choice_texts, h.gold, h.target
+                   pr.predicted, pr.predicted_norm, pr.choice_loglikelihoods, pr.output_text,
+                   p.labels, p.real_answer, r.row_json
             FROM predictions pr JOIN prompts p USING (prompt_id)
+            JOIN raw_rows r ON r.benchmark = p.benchmark AND r.source_row_id = p.source_row_id
             JOIN model_evaluations e ON e.benchmark = p.benchmark AND e.model_fingerprint = pr.model_fingerprint
                  AND e.mode = pr.mode AND e.prompt_format = pr.prompt_format AND e.num_fewshot = pr.num_fewshot
-            LEFT JOIN harness_requests h ON pr.prompt_format = 'harness' AND h.prompt_id = pr.prompt_id
-                                         AND h.num_fewshot = pr.num_fewshot
             WHERE p.benchmark = ? AND e.model = ?
             ORDER BY pr.model_fingerprint, pr.mode, pr.prompt_format, pr.num_fewshot, p.row_number, p.source_row_id""",
                          [benchmark, model])
@@ -448,7 +481,7 @@ class BenchmarkStore(Store):
         return self.rows("""
             SELECT l.mode, l.prompt_format, l.num_fewshot, l.metric, l.prompt_id, l.source_row_id, l.item_score,
                    l.predicted, l.reference, l.label_probabilities, l.choice_loglikelihoods, l.output_text,
-                   l.system_prompt, l.user_prompt, l.harness_prefix, l.harness_contexts, l.harness_continuations,
+                   l.system_prompt, l.user_prompt, l.harness_contexts, l.harness_continuations,
                    p.choices
             FROM score_lineage l JOIN prompts p USING (prompt_id)
             WHERE l.benchmark = ? AND l.model = ?
@@ -641,12 +674,12 @@ def predictions_frame(model: str, key: Mapping[str, Any], predictions: Sequence[
                       run_id: str) -> pd.DataFrame:
     """Prediction records as rows of `predictions` (label probabilities as key and value lists)."""
     frame = pd.DataFrame([vars(p) for p in predictions],
-                         columns=["prompt_id", "predicted", "predicted_norm", "predicted_flexible",
+                         columns=["prompt_id", "predicted", "predicted_norm",
                                   "label_probabilities", "choice_loglikelihoods", "output_text"])
     distributions = frame.pop("label_probabilities")
     return frame.assign(
         label_keys=[list(d) if isinstance(d, dict) else None for d in distributions],
         label_values=[list(d.values()) if isinstance(d, dict) else None for d in distributions],
         model=model, **key, predicted_at=at, run_id=run_id,
-    ).astype({"predicted": "object", "predicted_norm": "object", "predicted_flexible": "object",
+    ).astype({"predicted": "object", "predicted_norm": "object",
               "output_text": "object", "choice_loglikelihoods": "object"})

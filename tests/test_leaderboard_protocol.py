@@ -1,7 +1,7 @@
 """The leaderboard protocol: few-shot prompts laid out and drawn by lm-evaluation-harness's own
-tasks, its metrics (acc_norm, mc2, GSM8K's filters) from its own process_results, the shared-prefix
-cache against the naive loop on every benchmark, and the open_llm_leaderboard_v1 job end to end into
-DuckDB."""
+tasks, its metrics (acc_norm, mc2, GSM8K's filters) from its own process_results, and the
+open_llm_leaderboard_v1 job end to end into DuckDB. The shared-prefix cache's log-likelihoods at the
+leaderboard's shots are compared with the harness's own model in test_lm_eval_parity.py."""
 
 import json
 import math
@@ -14,10 +14,7 @@ from eval_platform.benchmarks.harness_format import harness_documents, harness_i
 from eval_platform.benchmarks.prediction import ProgressLog
 from eval_platform.benchmarks.protocols import PROTOCOLS
 from eval_platform.benchmarks.specs import BENCHMARKS, preprocess_rows
-from eval_platform.common.models import LoglikelihoodRequest
-from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
 from tests.conftest import DATA_BENCHMARKS
-from tests.reference_scoring import naive_loglikelihoods
 
 
 def rows_of(path, count=None):
@@ -122,22 +119,6 @@ def test_gsm8k_filters_and_exact_match_follow_the_harness(text, strict, flexible
     [scores] = harness_scores("gsm8k", [{"question": "Q?", "answer": "Some steps.\n#### 1234"}], [text])
     assert (scores["strict-match"].predicted, scores["flexible-extract"].predicted) == (strict, flexible)
     assert (scores["strict-match"].value, scores["flexible-extract"].value) == (float(hit_strict), float(hit_flexible))
-
-
-# --- the shared-prefix cache ----------------------------------------------------------------------
-
-@pytest.mark.parametrize("name", [n for n, spec in BENCHMARKS.items() if "loglikelihood" in spec.modes])
-def test_shared_prefix_cache_equals_the_naive_loop(name, local_model):
-    spec = BENCHMARKS[name]
-    rows = [(str(i), r) for i, r in enumerate(rows_of(DATA_BENCHMARKS / spec.data_file, 3))]
-    pool = ([(str(i), r) for i, r in enumerate(rows_of(DATA_BENCHMARKS / "fewshot" / spec.fewshot.data_file))]
-            if spec.fewshot and spec.fewshot.data_file else [])
-    prepared = preprocess_rows(spec, rows, pool)
-    shots = max(r["num_fewshot"] for r in prepared.requests)
-    requests = [LoglikelihoodRequest(c, k) for r in prepared.requests if r["num_fewshot"] == shots
-                for c, k in r["item"].requests()]
-    assert local_model.loglikelihoods(requests, batch_size=4) == pytest.approx(
-        naive_loglikelihoods(local_model, requests), abs=LOGLIKELIHOOD_TOLERANCE)
 
 
 def test_progress_reports_items_rate_and_time_left():

@@ -37,9 +37,10 @@ browser:
 
 # The demo on each benchmark's first DEMO_ROWS rows (`make run DEMO_ROWS=50`: all the shipped rows).
 DEMO_ROWS ?= 20
+# TQDM_DISABLE: the runs' times are printed, not the progress bars of the libraries beneath them.
 run: $(VENV)/.installed
 	mkdir -p $(DAGSTER_HOME)
-	$(PY) -m jobs.run_all --limit $(DEMO_ROWS)
+	TQDM_DISABLE=1 $(PY) -m jobs.run_all --limit $(DEMO_ROWS)
 
 # Debian's Redis, the team tests' Celery broker (needs root, as on CI); PostgreSQL 15 is installed.
 servers:

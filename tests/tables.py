@@ -9,6 +9,7 @@ from typing import Any, Sequence
 import duckdb
 
 from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
+from eval_platform.common.warehouse import CLAIMS_TABLE, SCHEMA_TABLE
 
 
 def differences(actual: Any, expected: Any, where: str = "", tolerance: float = LOGLIKELIHOOD_TOLERANCE) -> list[str]:
@@ -65,7 +66,8 @@ VOLATILE_SUFFIXES = ("_at", "run_id", "duration_ms", "_path")
 # Of two identical concurrent requests one pays and one is answered by it; retries depend on timing.
 # Each blind run reads answers from its own copy of the folder.
 VOLATILE = {"gateway_calls": ("attempts", "cached", "cost_usd"), "blind_answers": ("source",)}
-SKIPPED_TABLES = {"schema_versions"}
+# The schema's versions, and a lake's write claims (how often each table was written).
+SKIPPED_TABLES = {SCHEMA_TABLE, CLAIMS_TABLE}
 
 
 def snapshot(conn) -> dict[str, list[tuple]]:

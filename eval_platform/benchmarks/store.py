@@ -393,21 +393,20 @@ class BenchmarkStore(Store):
         condition = " AND ".join(f"{column} = ?" for column in key)
         stale = "" if replace_all else " AND prompt_id NOT IN (SELECT prompt_id FROM prompts WHERE benchmark = ?)"
         benchmark = key["benchmark"]
-        with self.transaction():
-            self.replace("predictions", predictions, condition + stale,
-                         [*key.values(), *([] if replace_all else [benchmark])],
-                         "* EXCLUDE (label_keys, label_values), map(label_keys, label_values) AS label_probabilities")
-            if len(predictions):
-                self.replace("prediction_runs", run, "benchmark = ? AND run_id = ?", [benchmark, run["run_id"].iloc[0]])
-            entry = evaluation.iloc[0]
-            self.replace("model_evaluations", evaluation, "benchmark = ? AND model = ? AND mode = ? AND "
-                         "prompt_format = ? AND num_fewshot = ?",
-                         [benchmark, entry["model"], entry["mode"], entry["prompt_format"], int(entry["num_fewshot"])])
-            self.sql("""DELETE FROM prediction_runs WHERE benchmark = ? AND run_id NOT IN (
-                            SELECT run_id FROM predictions WHERE benchmark = ? AND run_id IS NOT NULL)
-                        AND run_id NOT IN (SELECT run_id FROM prediction_runs WHERE benchmark = ?
-                                           ORDER BY recorded_at DESC LIMIT ?)""",
-                     [benchmark, benchmark, benchmark, KEPT_RUNS])
+        self.replace("predictions", predictions, condition + stale,
+                     [*key.values(), *([] if replace_all else [benchmark])],
+                     "* EXCLUDE (label_keys, label_values), map(label_keys, label_values) AS label_probabilities")
+        if len(predictions):
+            self.replace("prediction_runs", run, "benchmark = ? AND run_id = ?", [benchmark, run["run_id"].iloc[0]])
+        entry = evaluation.iloc[0]
+        self.replace("model_evaluations", evaluation, "benchmark = ? AND model = ? AND mode = ? AND "
+                     "prompt_format = ? AND num_fewshot = ?",
+                     [benchmark, entry["model"], entry["mode"], entry["prompt_format"], int(entry["num_fewshot"])])
+        self.sql("""DELETE FROM prediction_runs WHERE benchmark = ? AND run_id NOT IN (
+                        SELECT run_id FROM predictions WHERE benchmark = ? AND run_id IS NOT NULL)
+                    AND run_id NOT IN (SELECT run_id FROM prediction_runs WHERE benchmark = ?
+                                       ORDER BY recorded_at DESC LIMIT ?)""",
+                 [benchmark, benchmark, benchmark, KEPT_RUNS])
 
     @reads("prediction_runs")
     def load_prediction_runs(self, benchmark: str) -> dict[str, dict[str, Any]]:
@@ -442,26 +441,25 @@ class BenchmarkStore(Store):
         as this run's history (the latest `keep_runs` runs per benchmark and model), for the
         regression watch."""
         where = "benchmark = ? AND model = ?"
-        with self.transaction():
-            self.replace("item_scores", items, where, [benchmark, model])
-            self.replace("scores", scores, where, [benchmark, model])
-            self.sql(f"DELETE FROM score_history WHERE {where} AND run_id = ?", [benchmark, model, run_id])
-            if len(scores):
-                self.sql("""
-                    INSERT INTO score_history BY NAME
-                    SELECT ? AS run_id, s.scored_at, s.model, i.model_fingerprint, i.benchmark, i.prompt_id,
-                           p.source_row_id, i.mode, i.prompt_format, i.num_fewshot, i.metric, i.value,
-                           pr.run_id AS prediction_run_id
-                    FROM item_scores i
-                    JOIN scores s USING (model, model_fingerprint, benchmark, mode, prompt_format, num_fewshot, metric)
-                    JOIN prompts p ON p.prompt_id = i.prompt_id
-                    LEFT JOIN predictions pr ON pr.model_fingerprint = i.model_fingerprint AND pr.prompt_id = i.prompt_id
-                        AND pr.mode = i.mode AND pr.prompt_format = i.prompt_format AND pr.num_fewshot = i.num_fewshot
-                    WHERE i.benchmark = ? AND i.model = ?""", [run_id, benchmark, model])
-            self.sql(f"""
-                DELETE FROM score_history WHERE {where} AND run_id NOT IN (
-                    SELECT run_id FROM score_history WHERE {where} GROUP BY run_id
-                    ORDER BY max(scored_at) DESC LIMIT ?)""", [benchmark, model, benchmark, model, keep_runs])
+        self.replace("item_scores", items, where, [benchmark, model])
+        self.replace("scores", scores, where, [benchmark, model])
+        self.sql(f"DELETE FROM score_history WHERE {where} AND run_id = ?", [benchmark, model, run_id])
+        if len(scores):
+            self.sql("""
+                INSERT INTO score_history BY NAME
+                SELECT ? AS run_id, s.scored_at, s.model, i.model_fingerprint, i.benchmark, i.prompt_id,
+                       p.source_row_id, i.mode, i.prompt_format, i.num_fewshot, i.metric, i.value,
+                       pr.run_id AS prediction_run_id
+                FROM item_scores i
+                JOIN scores s USING (model, model_fingerprint, benchmark, mode, prompt_format, num_fewshot, metric)
+                JOIN prompts p ON p.prompt_id = i.prompt_id
+                LEFT JOIN predictions pr ON pr.model_fingerprint = i.model_fingerprint AND pr.prompt_id = i.prompt_id
+                    AND pr.mode = i.mode AND pr.prompt_format = i.prompt_format AND pr.num_fewshot = i.num_fewshot
+                WHERE i.benchmark = ? AND i.model = ?""", [run_id, benchmark, model])
+        self.sql(f"""
+            DELETE FROM score_history WHERE {where} AND run_id NOT IN (
+                SELECT run_id FROM score_history WHERE {where} GROUP BY run_id
+                ORDER BY max(scored_at) DESC LIMIT ?)""", [benchmark, model, benchmark, model, keep_runs])
 
     @reads("item_scores", "predictions", "prompts")
     def load_item_scores(self, benchmark: str, models: Sequence[str]) -> list[dict[str, Any]]:
@@ -563,17 +561,16 @@ class BenchmarkStore(Store):
         """A roster model's evaluation on a harness benchmark: the answers this run computed (added
         to, or replacing, the fingerprint's stored ones), and the benchmark's samples and results
         for the model, replaced, in one transaction."""
-        with self.transaction():
-            if len(answers):
-                self.conn.register("computed", answers[["model_fingerprint", "request_key"]])
-                try:
-                    self.sql("DELETE FROM harness_answers WHERE (model_fingerprint, request_key) IN "
-                             "(SELECT (model_fingerprint, request_key) FROM computed)")
-                finally:
-                    self.conn.unregister("computed")
-                self.insert("harness_answers", answers)
-            for table, frame in (("harness_samples", samples), ("harness_results", results)):
-                self.replace(table, frame, "benchmark = ? AND model = ?", [benchmark, model])
+        if len(answers):
+            self.conn.register("computed", answers[["model_fingerprint", "request_key"]])
+            try:
+                self.sql("DELETE FROM harness_answers WHERE (model_fingerprint, request_key) IN "
+                         "(SELECT (model_fingerprint, request_key) FROM computed)")
+            finally:
+                self.conn.unregister("computed")
+            self.insert("harness_answers", answers)
+        for table, frame in (("harness_samples", samples), ("harness_results", results)):
+            self.replace(table, frame, "benchmark = ? AND model = ?", [benchmark, model])
 
     @reads("harness_samples")
     def load_harness_samples(self, benchmark: str, model: str) -> pd.DataFrame:

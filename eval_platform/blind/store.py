@@ -64,9 +64,8 @@ class BlindStore(Store):
 
     @writes("blind_scores", "blind_sheet_problems")
     def replace_ratings(self, sheet_id: str, scores: pd.DataFrame, problems: pd.DataFrame) -> None:
-        with self.transaction():
-            self.replace("blind_scores", scores, "sheet_id = ?", [sheet_id])
-            self.replace("blind_sheet_problems", problems)
+        self.replace("blind_scores", scores, "sheet_id = ?", [sheet_id])
+        self.replace("blind_sheet_problems", problems)
 
     @reads("blind_scores")
     def load_ratings(self, sheet_id: str) -> pd.DataFrame:

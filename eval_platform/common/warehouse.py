@@ -2,9 +2,12 @@
 
 The warehouse is a DuckDB file, or a DuckLake catalog (many writers on many hosts). A lake has no
 PRIMARY KEY or UNIQUE constraints: its tables are created without them, a key is kept by each
-write replacing its partition's rows, and `no_duplicate_*` checks guard it. A lake commit that
-conflicts with another writer's is retried (the write re-run whole), and one that outlasts its
-retries fails naming the tables and the partition.
+write replacing its partition's rows, and `no_duplicate_*` checks guard it. Every write is one
+transaction. On a lake it first claims each table it writes (a row of `write_claims`), because
+DuckLake sees no conflict between two writers that each found a partition empty and inserted it:
+both would commit, and the partition would hold both. With the claim, two writes of one table
+conflict, and the later commit is retried (the write re-run whole, reading what the first wrote);
+one that outlasts its retries fails naming the tables and the partition.
 
 A store owns one domain's tables and views. It declares them with a schema version, creates them
 once per warehouse, migrates an older warehouse step by step, and refuses a newer one. Its named
@@ -29,6 +32,7 @@ from typing import Any, Callable, ClassVar, Iterator, Mapping, Sequence
 import pandas as pd
 
 SCHEMA_TABLE = "schema_versions"
+CLAIMS_TABLE = "write_claims"  # a lake's: one row per table, updated by each write of it
 
 
 class SchemaError(RuntimeError):
@@ -59,7 +63,7 @@ def _access(kind: str, tables: Sequence[str]) -> Callable:
             token = _allowed.set(frozenset(tables) | (outer or frozenset()))
             try:
                 written = wrapper.table_access["writes"]  # type: ignore[attr-defined]
-                if written and outer is None:  # the outermost write: re-run whole on a conflict
+                if written and not self.in_transaction:  # the outermost write: re-run whole on a conflict
                     return self.retrying_conflicts(method, written, args, kwargs)
                 return method(self, *args, **kwargs)
             finally:
@@ -104,14 +108,21 @@ class Store:
         self.conn = conn
         self.commit_retries = commit_retries
         self.retry_backoff_s = retry_backoff_s
+        self.lake = is_lake(conn)
+        self.in_transaction = False  # a write's, which the writes it calls join
 
     def retrying_conflicts(self, method: Callable, tables: Sequence[str], args: tuple, kwargs: dict) -> Any:
-        """Run a write, re-running it whole when its commit conflicts with another writer's."""
+        """Run a write in one transaction, re-running it whole when its commit conflicts with
+        another writer's."""
         import duckdb
 
         for attempt in range(self.commit_retries + 1):
             try:
-                return method(self, *args, **kwargs)
+                with self.transaction():
+                    if self.lake:  # any other write of these tables now conflicts with this one
+                        self.sql(f"UPDATE {CLAIMS_TABLE} SET claims = claims + 1 WHERE table_name IN "
+                                 f"({', '.join('?' * len(tables))})", tables)
+                    return method(self, *args, **kwargs)
             except duckdb.TransactionException as error:
                 try:
                     self.conn.execute("ROLLBACK")
@@ -199,25 +210,27 @@ class Store:
 
     def replace(self, table: str, frame: pd.DataFrame, where: str = "TRUE", params: Sequence[Any] = (),
                 select: str = "*") -> int:
-        """Delete the rows matching `where`, then insert the frame (within the caller's transaction)."""
+        """Delete the rows matching `where`, then insert the frame (in the write's transaction)."""
         self.sql(f"DELETE FROM {table} WHERE {where}", params)
         return self.insert(table, frame, select)
 
     def replace_together(self, where: str, params: Sequence[Any], **frames: pd.DataFrame) -> None:
-        """Replace the rows matching `where` of every table named in `frames` with that frame, all
-        in one transaction: a partition's tables change together or not at all."""
-        with self.transaction():
-            for table, frame in frames.items():
-                self.replace(table, frame, where, params)
+        """Replace the rows matching `where` of every table named in `frames` with that frame (in
+        the write's transaction: a partition's tables change together or not at all)."""
+        for table, frame in frames.items():
+            self.replace(table, frame, where, params)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
         self.conn.execute("BEGIN TRANSACTION")
+        self.in_transaction = True
         try:
             yield
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
+        finally:
+            self.in_transaction = False
         self.conn.execute("COMMIT")
 
     # --- schema -------------------------------------------------------------------------------
@@ -227,6 +240,9 @@ class Store:
         lake = is_lake(conn)
         for table, columns in cls.tables.items():
             conn.execute(f"CREATE TABLE IF NOT EXISTS {table} ({without_keys(columns) if lake else columns})")
+        if lake:  # each table's claim row, in the transaction that creates the table
+            conn.execute(f"INSERT INTO {CLAIMS_TABLE} SELECT unnest(?::VARCHAR[]), 0 EXCEPT "
+                         f"SELECT table_name, 0 FROM {CLAIMS_TABLE}", [list(cls.tables)])
         cls.create_views(conn)
 
     @classmethod
@@ -291,7 +307,8 @@ def ensure_schema(conn: Any, stores: Sequence[type[Store]]) -> None:
     if current is not None and all(current.get(s.name) == s.version for s in stores):
         existing = {name for (name,) in conn.execute(
             "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()").fetchall()}
-        if all(table in existing for store in stores for table in store.tables):
+        if all(table in existing for store in stores for table in store.tables) and (
+                CLAIMS_TABLE in existing or not is_lake(conn)):
             if stale_views(conn, stores):  # a definition changed (a new benchmark's column): rebuilt, rows untouched
                 conn.execute("BEGIN TRANSACTION")
                 for store in stores:
@@ -307,6 +324,8 @@ def ensure_schema(conn: Any, stores: Sequence[type[Store]]) -> None:
             columns = "store VARCHAR PRIMARY KEY, version INTEGER NOT NULL, migrated_at TIMESTAMP NOT NULL"
             conn.execute(f"CREATE TABLE {SCHEMA_TABLE} ({without_keys(columns) if is_lake(conn) else columns})")
             current = {s.name: LEGACY_VERSION for s in stores if legacy & set(s.tables)}
+        if is_lake(conn):
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {CLAIMS_TABLE} (table_name VARCHAR NOT NULL, claims BIGINT NOT NULL)")
         for store in stores:
             version = current.get(store.name)
             if version is not None and version > store.version:

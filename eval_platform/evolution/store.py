@@ -168,14 +168,13 @@ class EvolutionStore(Store):
     def begin_era(self, era_row: pd.DataFrame, restart: bool) -> None:
         """Record an era as running; `restart` first removes everything it stored."""
         era = era_row["era"].iloc[0]
-        with self.transaction():
-            if restart:
-                for table in GENERATION_TABLES:
-                    self.sql(f"DELETE FROM {table} WHERE era = ?", [era])
-            kept = self.rows("SELECT started_at FROM eras WHERE era = ?", [era])
-            if kept and not restart:
-                era_row = era_row.assign(started_at=kept[0]["started_at"])
-            self.replace("eras", era_row, "era = ?", [era])
+        if restart:
+            for table in GENERATION_TABLES:
+                self.sql(f"DELETE FROM {table} WHERE era = ?", [era])
+        kept = self.rows("SELECT started_at FROM eras WHERE era = ?", [era])
+        if kept and not restart:
+            era_row = era_row.assign(started_at=kept[0]["started_at"])
+        self.replace("eras", era_row, "era = ?", [era])
 
     @writes("generations")
     def widen_quality_scores(self, names: Sequence[str]) -> list[str]:
@@ -196,18 +195,16 @@ class EvolutionStore(Store):
                         cache_entries: pd.DataFrame, at: Any) -> None:
         """One complete generation in one transaction: its individuals, verdicts, statistics, calls,
         the checkpoint to resume from, and the responses new to the cache."""
-        with self.transaction():
-            for table, column in GENERATION_TABLES.items():
-                select = (f"* EXCLUDE (quality_scores_json), from_json(quality_scores_json, "
-                          f"'{judge_json_schema(judges)}') AS quality_scores") if table == "generations" else "*"
-                self.replace(table, frames[table], f"era = ? AND {column} = ?", [era, generation], select)
-            self.insert("response_cache", cache_entries, ignore_duplicates=True)  # another era may have cached one
-            self.sql("UPDATE eras SET generations_done = ?, updated_at = ? WHERE era = ?", [generation, at, era])
+        for table, column in GENERATION_TABLES.items():
+            select = (f"* EXCLUDE (quality_scores_json), from_json(quality_scores_json, "
+                      f"'{judge_json_schema(judges)}') AS quality_scores") if table == "generations" else "*"
+            self.replace(table, frames[table], f"era = ? AND {column} = ?", [era, generation], select)
+        self.insert("response_cache", cache_entries, ignore_duplicates=True)  # another era may have cached one
+        self.sql("UPDATE eras SET generations_done = ?, updated_at = ? WHERE era = ?", [generation, at, era])
 
     @writes("eras")
     def finish_era(self, era: str, status: str, at: Any) -> None:
-        with self.transaction():
-            self.sql("UPDATE eras SET status = ?, updated_at = ?, finished_at = ? WHERE era = ?", [status, at, at, era])
+        self.sql("UPDATE eras SET status = ?, updated_at = ?, finished_at = ? WHERE era = ?", [status, at, at, era])
 
     @reads("era_checkpoints", "generations")
     def load_checkpoint(self, era: str) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
@@ -255,20 +252,19 @@ class EvolutionStore(Store):
     def summarize_era(self, era: str, at: Any) -> dict[str, Any]:
         """The era's status, last generation, final mean and max fitness, and its calls, tokens,
         cost and cache hits."""
-        with self.transaction():
-            self.sql("DELETE FROM era_summaries WHERE era = ?", [era])
-            self.sql("""
-                INSERT INTO era_summaries BY NAME
-                SELECT e.era, e.status, s.generation AS total_generations, s.mean_fitness AS final_mean_fitness,
-                       s.max_fitness AS final_max_fitness, c.calls, c.prompt_tokens, c.completion_tokens, c.cost_usd,
-                       c.cache_hits, c.cache_hits / nullif(c.calls, 0) AS cache_hit_rate, ? AS summarized_at
-                FROM eras e
-                JOIN (SELECT * FROM generation_stats WHERE era = ? ORDER BY generation DESC LIMIT 1) s USING (era)
-                CROSS JOIN (SELECT count(*) AS calls, sum(prompt_tokens) AS prompt_tokens,
-                                   sum(completion_tokens) AS completion_tokens, sum(cost_usd) AS cost_usd,
-                                   count(*) FILTER (WHERE cached) AS cache_hits
-                            FROM gateway_calls WHERE era = ?) c
-                WHERE e.era = ?""", [at, era, era, era])
+        self.sql("DELETE FROM era_summaries WHERE era = ?", [era])
+        self.sql("""
+            INSERT INTO era_summaries BY NAME
+            SELECT e.era, e.status, s.generation AS total_generations, s.mean_fitness AS final_mean_fitness,
+                   s.max_fitness AS final_max_fitness, c.calls, c.prompt_tokens, c.completion_tokens, c.cost_usd,
+                   c.cache_hits, c.cache_hits / nullif(c.calls, 0) AS cache_hit_rate, ? AS summarized_at
+            FROM eras e
+            JOIN (SELECT * FROM generation_stats WHERE era = ? ORDER BY generation DESC LIMIT 1) s USING (era)
+            CROSS JOIN (SELECT count(*) AS calls, sum(prompt_tokens) AS prompt_tokens,
+                               sum(completion_tokens) AS completion_tokens, sum(cost_usd) AS cost_usd,
+                               count(*) FILTER (WHERE cached) AS cache_hits
+                        FROM gateway_calls WHERE era = ?) c
+            WHERE e.era = ?""", [at, era, era, era])
         rows = self.rows("SELECT * FROM era_summaries WHERE era = ?", [era])
         return rows[0] if rows else {}
 

@@ -36,12 +36,19 @@ def launchpad(**resources: ConfigurableResource | None) -> dict:
     return config
 
 
+def materialize_configured(assets, settings: dict[str, ConfigurableResource | None], ops: dict | None = None,
+                           **kwargs):
+    """Materialise `assets` with the code location's resources, `settings` given as the launchpad
+    gives them (run config), and the op config `ops`."""
+    return materialize(assets, resources=defs.resources,
+                       run_config={"resources": launchpad(**settings), "ops": ops or {}}, **kwargs)
+
+
 def materialize_inputs(warehouse, benchmark: str, limit: int | None = None, source=None, assets=INPUTS,
                        instance=None, raise_on_error: bool = True):
     config = {"limit": limit, **({"source": str(source)} if source else {})}
-    return materialize(assets, partition_key=benchmark, resources=defs.resources, instance=instance,
-                       run_config={"resources": launchpad(warehouse=warehouse),
-                                   "ops": {"benchmark_raw_rows": {"config": config}}}, raise_on_error=raise_on_error)
+    return materialize_configured(assets, {"warehouse": warehouse}, {"benchmark_raw_rows": {"config": config}},
+                                  partition_key=benchmark, instance=instance, raise_on_error=raise_on_error)
 
 
 def materialize_evaluation(warehouse, benchmark: str, name: str, roster: RosterResource, predictions: dict | None = None,
@@ -54,10 +61,9 @@ def materialize_evaluation(warehouse, benchmark: str, name: str, roster: RosterR
         instance.add_dynamic_partitions(roster_partitions.name, [name])
     ops = {**({"benchmark_predictions": {"config": predictions}} if predictions and benchmark_predictions in assets
               else {}), **(ops or {})}
-    resources = launchpad(warehouse=warehouse, roster=roster, gateway=gateway, evaluation_model=evaluation_model)
-    return materialize(assets, partition_key=evaluation_key(benchmark, name), instance=instance,
-                       run_config={"resources": resources, "ops": ops}, raise_on_error=raise_on_error,
-                       resources=defs.resources)
+    settings = {"warehouse": warehouse, "roster": roster, "gateway": gateway, "evaluation_model": evaluation_model}
+    return materialize_configured(assets, settings, ops, partition_key=evaluation_key(benchmark, name),
+                                  instance=instance, raise_on_error=raise_on_error)
 
 
 def materialize_benchmark(warehouse, benchmark: str, roster: RosterResource, name: str, limit: int | None = None,

@@ -202,3 +202,47 @@ def test_gsm8k_cot_prompt_and_filters_are_the_harness_task():
     assert scores["flexible-extract"].value == float(target == "18")
     stored["output_text"] = "so 18 dollars"
     assert harness_item_scores(spec, [stored])[stored["prompt_id"]]["strict-match"].predicted == "[invalid]"
+
+def _requests(prepared):
+    """Each row's requests at each number of shots, in the rows' order."""
+    return [(r["num_fewshot"], r["item"]) for r in prepared.requests]
+
+
+def test_the_seeds_layouts_get_the_harness_requests_of_their_hugging_face_rows():
+    """MMLU's `options` with a letter answer, and TruthfulQA's `choices` with a `label` index (the
+    true answer anywhere), are handed to the harness in the layout its task reads."""
+    mmlu = BENCHMARKS["mmlu"]
+    rows, dev = _shared_rows("mmlu.jsonl", 6), _shared_rows("fewshot/mmlu_dev.jsonl")
+    def seed_mmlu(row):
+        return {"question": row["question"], "options": row["choices"], "answer": "ABCD"[row["answer"]],
+                "subject": row["subject"]}
+    hugging_face = preprocess_rows(mmlu, list(enumerate(rows)), list(enumerate(dev)))
+    seed = preprocess_rows(mmlu, [(i, seed_mmlu(r)) for i, r in enumerate(rows)],
+                           [(i, seed_mmlu(r)) for i, r in enumerate(dev)])
+    assert hugging_face.unavailable_shots == seed.unavailable_shots == {}
+    assert len(_requests(seed)) == 12 and _requests(seed) == _requests(hugging_face)
+
+    truthfulqa = BENCHMARKS["truthfulqa"]
+    rows = _shared_rows("truthfulqa.jsonl", 6)
+    def seed_truthfulqa(row, position):
+        true, *others = row["mc1_targets"]["choices"]
+        return {"question": row["question"], "choices": [*others[:position], true, *others[position:]],
+                "label": str(position)}
+    hugging_face = preprocess_rows(truthfulqa, list(enumerate(rows)))
+    seed = preprocess_rows(truthfulqa, [(i, seed_truthfulqa(r, i % 3)) for i, r in enumerate(rows)])
+    assert seed.unavailable_shots == {} and len(_requests(seed)) == 6
+    assert _requests(seed) == _requests(hugging_face)
+    # scored on the harness's choices, the true one first: the highest log-likelihood on it is right
+    stored = [{"prompt_id": p["prompt_id"], "row_json": json.dumps(seed_truthfulqa(r, 2)), "predicted": "",
+               "real_answer": "", "choice_loglikelihoods": [-1.0 if choice == n % 2 else -2.0
+                                                             for choice in range(len(r["mc1_targets"]["choices"]))]}
+              for n, (p, r) in enumerate(zip(seed.prompts, rows))]
+    assert {key: s["acc"].value for key, s in harness_item_scores(truthfulqa, stored).items()} == {
+        row["prompt_id"]: float(row["choice_loglikelihoods"][0] == -1.0) for row in stored}
+
+
+def test_a_row_without_the_field_that_names_its_harness_task_says_so():
+    row, _, _ = SPEC_EXAMPLES["mmlu"]  # the seed's example has no subject: no mmlu_{subject} task
+    prepared = preprocess_rows(BENCHMARKS["mmlu"], [("spec-0", row)])
+    assert len(prepared.prompts) == 1 and prepared.requests == []
+    assert "row " in prepared.unavailable_shots[0] and "mmlu_{subject}" in prepared.unavailable_shots[0]

@@ -4,7 +4,7 @@ import shutil
 import zipfile
 
 import pytest
-from dagster import RunRequest, SkipReason, build_schedule_context, build_sensor_context, materialize
+from dagster import RunRequest, SkipReason, build_schedule_context, build_sensor_context
 from openpyxl import load_workbook
 from sklearn.metrics import cohen_kappa_score
 
@@ -16,6 +16,7 @@ from eval_platform.blind.assets import (
 )
 from eval_platform.blind.sensors import filled_sheet_sensor
 from tests.conftest import PROJECT_ROOT
+from tests.evaluation import materialize_configured
 
 # What the rater thinks of each system, per question (the rater sees only A and B).
 RAG = {"Q1": 5, "Q2": 5, "Q3": 4, "Q4": 4, "Q5": 4}
@@ -27,10 +28,10 @@ def issued(tmp_path, warehouse):
     folder = tmp_path / "blind_eval"
     shutil.copytree(PROJECT_ROOT / "data" / "blind_eval", folder, ignore=shutil.ignore_patterns("issued", "*.xlsx"))
     folder_config = {"config": {"folder": str(folder)}}
-    result = materialize([blind_eval_questions, blind_eval_answers, blind_eval_sheet],
-                         resources={"warehouse": warehouse, "evaluation_model": None, "gateway": None},
-                         run_config={"ops": {"blind_eval_questions": folder_config, "blind_eval_answers": folder_config,
-                                             "blind_eval_sheet": folder_config}})
+    result = materialize_configured([blind_eval_questions, blind_eval_answers, blind_eval_sheet],
+                                    {"warehouse": warehouse},
+                                    {"blind_eval_questions": folder_config, "blind_eval_answers": folder_config,
+                                     "blind_eval_sheet": folder_config})
     assert result.success
     return folder, sheets.read_answer_key(folder / "issued" / KEY_FILE)
 
@@ -57,8 +58,8 @@ def fill(folder, key, rater, scores=(RAG, GENERIC), edit=None):
 
 def tally(folder, warehouse):
     folder_config = {"config": {"folder": str(folder)}}
-    return materialize([blind_eval_scores, blind_eval_tally], resources={"warehouse": warehouse},
-                       run_config={"ops": {"blind_eval_scores": folder_config}}, raise_on_error=False)
+    return materialize_configured([blind_eval_scores, blind_eval_tally], {"warehouse": warehouse},
+                                  {"blind_eval_scores": folder_config}, raise_on_error=False)
 
 
 def test_sheet_is_blind_and_made_for_a_person(issued):
@@ -186,8 +187,8 @@ def test_sensor_requests_a_tally_for_a_dropped_sheet(issued, warehouse):
     fill(folder, key, "bob")
     again = sensor(build_sensor_context(cursor=context.cursor))
     assert isinstance(again, RunRequest) and again.tags["filled_sheets"] == "bob.xlsx"
-    result = materialize([blind_eval_scores, blind_eval_tally], resources={"warehouse": warehouse},
-                         run_config=again.run_config)
+    result = materialize_configured([blind_eval_scores, blind_eval_tally], {"warehouse": warehouse},
+                                    again.run_config["ops"])
     assert result.success
 
 
@@ -203,7 +204,7 @@ def test_nightly_schedule_requests_every_benchmark_partition():
 @pytest.mark.parametrize("prefix", ["openai/", "served/"])
 def test_two_systems_answer_through_the_gateway(tmp_path, warehouse, monkeypatch, prefix):
     """Answered by an API model, and by a served model (its server's chat endpoint)."""
-    from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource
+    from eval_platform.common.resources import ModelGatewayResource
     from tests.openai_stub_server import StubServer
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
@@ -215,13 +216,12 @@ def test_two_systems_answer_through_the_gateway(tmp_path, warehouse, monkeypatch
                 "reference_files": [str(references)]},
                {"name": "plain", "model": f"{prefix}answerer"}]
     with StubServer() as server:
-        result = materialize(
+        result = materialize_configured(
             [blind_eval_questions, blind_eval_answers, blind_eval_sheet],
-            resources={"warehouse": warehouse, "evaluation_model": LanguageModelResource(),
-                       "gateway": ModelGatewayResource(api_base=server.api_base)},
-            run_config={"ops": {"blind_eval_questions": {"config": {"folder": str(folder)}},
-                                "blind_eval_answers": {"config": {"folder": str(folder), "systems": systems}},
-                                "blind_eval_sheet": {"config": {"folder": str(folder)}}}})
+            {"warehouse": warehouse, "gateway": ModelGatewayResource(api_base=server.api_base)},
+            {"blind_eval_questions": {"config": {"folder": str(folder)}},
+             "blind_eval_answers": {"config": {"folder": str(folder), "systems": systems}},
+             "blind_eval_sheet": {"config": {"folder": str(folder)}}})
     assert result.success
     with warehouse.get_connection() as conn:
         answers = dict(conn.execute("SELECT system || '/' || Question_ID, answer FROM blind_answers").fetchall())
@@ -234,7 +234,7 @@ def test_two_systems_answer_through_the_gateway(tmp_path, warehouse, monkeypatch
 @pytest.mark.parametrize("prefix", ["openai/", "served/"])
 def test_llm_rater_is_one_more_rater_with_agreement(issued, warehouse, monkeypatch, prefix):
     from eval_platform.blind.assets import blind_eval_llm_rating
-    from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource
+    from eval_platform.common.resources import ModelGatewayResource
     from tests.openai_stub_server import StubServer
 
     folder, key = issued
@@ -242,10 +242,9 @@ def test_llm_rater_is_one_more_rater_with_agreement(issued, warehouse, monkeypat
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
     fill(folder, key, "alice")
     with StubServer() as server:
-        result = materialize([blind_eval_llm_rating], resources={"evaluation_model": LanguageModelResource(),
-                                                        "gateway": ModelGatewayResource(api_base=server.api_base)},
-                             run_config={"ops": {"blind_eval_llm_rating": {"config": {
-                                 "folder": str(folder), "model": f"{prefix}rater"}}}})
+        result = materialize_configured([blind_eval_llm_rating], {"gateway": ModelGatewayResource(api_base=server.api_base)},
+                                        {"blind_eval_llm_rating": {"config": {"folder": str(folder),
+                                                                              "model": f"{prefix}rater"}}})
     assert result.success
     assert tally(folder, warehouse).success
     with warehouse.get_connection() as conn:

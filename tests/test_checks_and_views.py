@@ -4,12 +4,12 @@ parallel processes share the warehouse without tripping over DuckDB's single-wri
 import json
 import sys
 
-import pytest
-from dagster import AssetCheckSeverity, materialize
+from dagster import AssetCheckSeverity
 
 from eval_platform.benchmarks import checks as benchmark_checks
 from eval_platform.benchmarks.assets import benchmark_prompts, benchmark_raw_rows
 from eval_platform.evolution import checks as evolution_checks
+from tests.evaluation import materialize_inputs
 from tests.processes import in_processes
 
 
@@ -53,14 +53,14 @@ def test_reject_rate_check(warehouse, tmp_path):
     rows = [json.loads(line) for line in open("data/benchmarks/winogrande.jsonl")][:10]
     source = tmp_path / "winogrande.jsonl"
     source.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    config = {"ops": {"benchmark_raw_rows": {"config": {"source": str(source)}}}}
-    materialize([benchmark_raw_rows, benchmark_prompts], partition_key="winogrande",
-                resources={"warehouse": warehouse}, run_config=config)
+    def ingest():
+        materialize_inputs(warehouse, "winogrande", source=source, assets=[benchmark_raw_rows, benchmark_prompts])
+
+    ingest()
     assert run_check(benchmark_checks.reject_rate_below_threshold, warehouse).passed
     rows[0]["answer"], rows[1]["answer"] = "3", ""
     source.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    materialize([benchmark_raw_rows, benchmark_prompts], partition_key="winogrande",
-                resources={"warehouse": warehouse}, run_config=config)
+    ingest()
     result = run_check(benchmark_checks.reject_rate_below_threshold, warehouse)
     assert not result.passed and "winogrande" in result.metadata["examples"].value
 
@@ -118,9 +118,8 @@ def _ingest(database: str, partition: str) -> None:
     """One process's run: a benchmark's rows and prompts into the shared warehouse (exit 0 on success)."""
     from eval_platform.common.resources import WarehouseResource
 
-    result = materialize([benchmark_raw_rows, benchmark_prompts], partition_key=partition,
-                         resources={"warehouse": WarehouseResource(database=database)},
-                         run_config={"ops": {"benchmark_raw_rows": {"config": {"limit": 20}}}}, raise_on_error=False)
+    result = materialize_inputs(WarehouseResource(database=database), partition, 20,
+                                assets=[benchmark_raw_rows, benchmark_prompts], raise_on_error=False)
     sys.exit(0 if result.success else 1)
 
 

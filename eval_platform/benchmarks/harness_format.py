@@ -1,7 +1,9 @@
 """The benchmarks in lm-evaluation-harness's format, built and scored by the harness's own task code.
 
 A spec names its harness task (`harness_task`; MMLU's is one per subject, `mmlu_{subject}`, filled
-from each row). The prompts' raw rows, in the source's order, and the few-shot split become that
+from each row), and where the seed's layout of a row differs from the one that task reads (MMLU's
+`options`, TruthfulQA's `choices` and `label`), how to give it the task's (`harness_layout`). The
+prompts' raw rows, in the source's order, and the few-shot split become that
 task's local data through the route every harness benchmark takes (`harness_tasks.build_tasks` with
 `data_files`). So the harness renders each document's requests with its own templates, few-shot
 sampler and seed, delimiters, stop sequences and token budget, and scores stored answers with its
@@ -14,10 +16,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from eval_platform.benchmarks.harness_tasks import FEWSHOT_SEED, HarnessRun, build_tasks, registered_config
 from eval_platform.benchmarks.scoring import ItemScore
@@ -32,6 +35,7 @@ class HarnessFormatted(Protocol):
     harness_task: str  # e.g. `arc_easy`; fields of a row fill `{subject}`
     harness_folder: str  # the task's folder under lm_eval/tasks
     harness_metric_names: Mapping[str, str]  # the harness's metric -> the platform's name for it
+    harness_layout: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None  # another layout -> the task's
 
 
 @dataclass(frozen=True)
@@ -128,15 +132,23 @@ def harness_documents(spec: HarnessFormatted, docs: Sequence[tuple[str, Mapping[
                       pool: Sequence[tuple[str, Mapping[str, Any]]] = (), shots: int = 0) -> list[HarnessDocuments]:
     """The spec's harness task(s) over `docs` (key, raw row), in order, with `pool` (id, raw row) as
     their few-shot split and `shots` examples each, their requests built with the harness's seed."""
-    def task_name(row: Mapping[str, Any]) -> str:
-        return spec.harness_task.format_map(defaultdict(str, row))
+    def task_name(row: Mapping[str, Any]) -> str | None:
+        """The row's task; None where a field that names it is missing."""
+        fields = re.findall(r"{(\w+)}", spec.harness_task)
+        if any(not str(row.get(name) or "").strip() for name in fields):
+            return None
+        return spec.harness_task.format_map(row)
 
+    layout = spec.harness_layout or (lambda row: row)
     grouped: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
     for key, row in docs:
-        grouped.setdefault(task_name(row), []).append((key, row))
+        name = task_name(layout(row))
+        if name is None:
+            raise ValueError(f"row {key} has no field to name its harness task {spec.harness_task} with")
+        grouped.setdefault(name, []).append((key, layout(row)))
     built = []
     for name, members in grouped.items():
-        task_pool = [(row_id, row) for row_id, row in pool if task_name(row) == name]
+        task_pool = [(row_id, layout(row)) for row_id, row in pool if task_name(layout(row)) == name]
         files = _data_files(_harness_run(spec, name), [row for _, row in members], [row for _, row in task_pool])
         [task] = build_tasks(_harness_run(spec, name, files))
         task.set_config(key="num_fewshot", value=shots)

@@ -69,6 +69,8 @@ class BenchmarkSpec:
     choice_count: int | None = None  # None: any count from 2 to len(LETTERS)
     chat_filters: tuple[AnswerFilter, ...] = ()  # generation in the chat format: the answers scored
     harness_metric_names: Mapping[str, str] = field(default_factory=dict)  # the harness's metric -> ours
+    # a row of another layout (the seed's) in the one the harness task reads; None: rows as given
+    harness_layout: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
     headline_fewshot: bool = False  # the headline with the few-shot source's shots
 
     @property
@@ -205,6 +207,15 @@ def parse_mmlu(row: Mapping[str, Any]) -> ParsedRow:
     return ParsedRow(_text(row, "question"), choices, answer, extras={"subject": str(row.get("subject") or "")})
 
 
+def mmlu_harness_layout(row: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The seed's MMLU layout (`options`, a letter `answer`) as the Hugging Face one the harness reads."""
+    if row.get("options") is None:
+        return row
+    parsed = parse_mmlu(row)
+    return {"question": parsed.question, "subject": parsed.extras["subject"], "choices": list(parsed.choices),
+            "answer": parsed.answer_index}
+
+
 def _shuffled(question: str, n: int) -> tuple[int, ...]:
     """A seeded display order: the Hugging Face TruthfulQA layout lists the true answer first, so a
     model that always answers "A" must not score 100% in the letter mode."""
@@ -222,6 +233,17 @@ def parse_truthfulqa(row: Mapping[str, Any]) -> ParsedRow:
     if sum(flags) != 1:
         raise RowRejected("mc1_targets.labels must mark exactly one of the choices with 1")
     return ParsedRow(question, choices, flags.index(1), display_order=_shuffled(question, len(choices)))
+
+
+def truthfulqa_harness_layout(row: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The seed's TruthfulQA layout (`choices`, a `label` index) as the harness's `truthfulqa_mc1`
+    reads the Hugging Face one: `mc1_targets`, the true answer first."""
+    if row.get("mc1_targets") is not None:
+        return row
+    parsed = parse_truthfulqa(row)
+    order = [parsed.answer_index, *(i for i in range(len(parsed.choices)) if i != parsed.answer_index)]
+    return {"question": parsed.question,
+            "mc1_targets": {"choices": [parsed.choices[i] for i in order], "labels": [1] + [0] * (len(order) - 1)}}
 
 
 def parse_truthfulqa_mc2(row: Mapping[str, Any]) -> ParsedRow:
@@ -292,12 +314,14 @@ BENCHMARKS: dict[str, BenchmarkSpec] = {
             hub_path="cais/mmlu", hub_name="all", hub_split="test",
             system_prompt=f"You are an expert across academic subjects. {_LETTER_ANSWER}",
             parse=parse_mmlu, harness_task="mmlu_{subject}", harness_folder="mmlu/default", headline_metric="acc", choice_count=4,
+            harness_layout=mmlu_harness_layout,
             fewshot=FewShotSource("mmlu_dev.jsonl", "cais/mmlu", "all", "dev", shots=5),
         ),
         BenchmarkSpec(
             name="truthfulqa", title="TruthfulQA-MC1", data_file="truthfulqa.jsonl",
             hub_path="truthfulqa/truthful_qa", hub_name="multiple_choice", hub_split="validation",
             system_prompt=_TRUTHFUL, parse=parse_truthfulqa, harness_task="truthfulqa_mc1", harness_folder="truthfulqa", headline_metric="acc",
+            harness_layout=truthfulqa_harness_layout,
         ),
         BenchmarkSpec(
             name="truthfulqa_mc2", title="TruthfulQA-MC2", data_file="truthfulqa.jsonl",

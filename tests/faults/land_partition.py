@@ -5,14 +5,13 @@
 
 import sys
 
-from dagster import DagsterInstance, materialize
+from dagster import DagsterInstance
 
-from eval_platform.benchmarks.assets import benchmark_fewshot_rows, benchmark_prompts, benchmark_raw_rows
 from eval_platform.common.resources import WarehouseResource
+from tests.evaluation import INPUTS, materialize_configured
 
 if __name__ == "__main__":
     path, benchmark = sys.argv[1:]
-    result = materialize([benchmark_raw_rows, benchmark_fewshot_rows, benchmark_prompts], partition_key=benchmark,
-                         resources={"warehouse": WarehouseResource(database=path, lock_timeout_s=120)},
-                         instance=DagsterInstance.ephemeral())
+    result = materialize_configured(INPUTS, {"warehouse": WarehouseResource(database=path, lock_timeout_s=120)},
+                                    partition_key=benchmark, instance=DagsterInstance.ephemeral())
     sys.exit(0 if result.success else 1)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from dagster import DagsterInstance, materialize
+from dagster import DagsterInstance
 
 from tests.conftest import DATA_BENCHMARKS, PROJECT_ROOT
 
@@ -37,16 +37,17 @@ def benchmark(path: str, limit: int = 6) -> None:
 
 def era(path: str, api_base: str) -> None:
     """The inputs, then a three-generation era judged over HTTP, then its summary."""
-    from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource
+    from eval_platform.common.resources import ModelGatewayResource
     from eval_platform.evolution.assets import era_summary, evolution_era, gene_pools, source_paragraphs
+    from tests.evaluation import materialize_configured
 
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("eras", [ERA])
-    resources = {"warehouse": warehouse(path), "evaluation_model": LanguageModelResource(),
-                 "gateway": ModelGatewayResource(api_base=api_base, timeout_s=5, max_retries=2, backoff_s=0.05)}
-    assert materialize([source_paragraphs, gene_pools], resources=resources, instance=instance).success
-    assert materialize([evolution_era, era_summary], partition_key=ERA, resources=resources, instance=instance,
-                       run_config={"ops": {"evolution_era": {"config": ERA_CONFIG}}}).success
+    settings = {"warehouse": warehouse(path),
+                "gateway": ModelGatewayResource(api_base=api_base, timeout_s=5, max_retries=2, backoff_s=0.05)}
+    assert materialize_configured([source_paragraphs, gene_pools], settings, instance=instance).success
+    assert materialize_configured([evolution_era, era_summary], settings, {"evolution_era": {"config": ERA_CONFIG}},
+                                  partition_key=ERA, instance=instance).success
 
 
 def blind(path: str, folder: str) -> None:
@@ -61,20 +62,19 @@ def blind(path: str, folder: str) -> None:
         blind_eval_tally,
     )
     from eval_platform.blind.raters import demo_rater_fill
+    from tests.evaluation import materialize_configured
 
     root = Path(folder)
     if not root.exists():
         shutil.copytree(PROJECT_ROOT / "data" / "blind_eval", root, ignore=shutil.ignore_patterns("issued", "*.xlsx"))
-    config = {"config": {"folder": folder}}
-    resources = {"warehouse": warehouse(path), "evaluation_model": None, "gateway": None}
-    assert materialize([blind_eval_questions, blind_eval_answers, blind_eval_sheet], resources=resources,
-                       instance=DagsterInstance.ephemeral(),
-                       run_config={"ops": {op: config for op in ("blind_eval_questions", "blind_eval_answers",
-                                                                  "blind_eval_sheet")}}).success
+    config, settings = {"config": {"folder": folder}}, {"warehouse": warehouse(path)}
+    assert materialize_configured([blind_eval_questions, blind_eval_answers, blind_eval_sheet], settings,
+                                  {op: config for op in ("blind_eval_questions", "blind_eval_answers", "blind_eval_sheet")},
+                                  instance=DagsterInstance.ephemeral()).success
     for seed, rater in enumerate(("ana", "ben")):
         demo_rater_fill(root / "issued" / SHEET_FILE, root / "filled" / f"{rater}.xlsx", rater_seed=seed)
-    assert materialize([blind_eval_scores, blind_eval_tally], resources=resources, instance=DagsterInstance.ephemeral(),
-                       run_config={"ops": {"blind_eval_scores": config}}).success
+    assert materialize_configured([blind_eval_scores, blind_eval_tally], settings, {"blind_eval_scores": config},
+                                  instance=DagsterInstance.ephemeral()).success
 
 
 SCENARIOS = {"benchmark": benchmark, "era": era, "blind": blind}

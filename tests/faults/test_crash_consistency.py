@@ -4,7 +4,6 @@ COMMIT) and then re-run leaves every table as an uninterrupted run does: the sam
 duplicates, no partial partition; and a partition whose source shrank keeps no stale rows. Floats
 that a model computed may differ in their last digits (tests/tables.py); everything else is exact."""
 
-import os
 import signal
 import subprocess
 import sys

@@ -7,21 +7,22 @@ import json
 
 import duckdb
 import pytest
-from dagster import DagsterInstance, materialize
+from dagster import DagsterInstance
 
 from eval_platform.benchmarks.assets import benchmark_prompts, benchmark_raw_rows
-from eval_platform.common.ingestion import MAX_FIELD_CHARS, DataFileError
+from eval_platform.common.ingestion import MAX_FIELD_CHARS
 from eval_platform.common.resources import WarehouseResource
 from eval_platform.evolution.assets import source_paragraphs
 from tests.conftest import DATA_BENCHMARKS, PROJECT_ROOT
+from tests.evaluation import materialize_configured
 
 WINOGRANDE = [json.loads(line) for line in (DATA_BENCHMARKS / "winogrande.jsonl").read_text().strip().split("\n")[:4]]
 
 
 def ingest(path, source, assets=(benchmark_raw_rows, benchmark_prompts), benchmark="winogrande"):
-    return materialize(list(assets), partition_key=benchmark, instance=DagsterInstance.ephemeral(),
-                       resources={"warehouse": WarehouseResource(database=str(path))}, raise_on_error=False,
-                       run_config={"ops": {"benchmark_raw_rows": {"config": {"source": str(source)}}}})
+    return materialize_configured(list(assets), {"warehouse": WarehouseResource(database=str(path))},
+                                  {"benchmark_raw_rows": {"config": {"source": str(source)}}}, partition_key=benchmark,
+                                  instance=DagsterInstance.ephemeral(), raise_on_error=False)
 
 
 def query(path, sql):
@@ -128,9 +129,9 @@ def test_hostile_paragraph_lines_are_kept_and_the_good_paragraphs_land(tmp_path)
     source.write_bytes(line(good[0]) + b"{oops\n" + line({"paragraph_id": "empty", "text": " "}) +
                        line(dict(good[1], paragraph_id=good[0]["paragraph_id"])) + b"\xff\xfe\n" + line(good[1]))
     path = tmp_path / "warehouse.duckdb"
-    result = materialize([source_paragraphs], instance=DagsterInstance.ephemeral(),
-                         resources={"warehouse": WarehouseResource(database=str(path))},
-                         run_config={"ops": {"source_paragraphs": {"config": {"source": str(source)}}}})
+    result = materialize_configured([source_paragraphs], {"warehouse": WarehouseResource(database=str(path))},
+                                    {"source_paragraphs": {"config": {"source": str(source)}}},
+                                    instance=DagsterInstance.ephemeral())
     assert result.success
     assert query(path, "SELECT paragraph_id FROM source_paragraphs ORDER BY 1") == sorted(
         [(good[0]["paragraph_id"],), (good[1]["paragraph_id"],)])

@@ -8,12 +8,12 @@ import shutil
 import zipfile
 
 import pytest
-from dagster import materialize
 from openpyxl import load_workbook
 
 from eval_platform.blind import sheets
 from eval_platform.blind.assets import KEY_FILE, SHEET_FILE, blind_eval_answers, blind_eval_questions, blind_eval_sheet
 from tests.conftest import PROJECT_ROOT
+from tests.evaluation import materialize_configured
 from tests.test_blind_evaluation import fill, issued, tally  # noqa: F401 (issued is a fixture)
 
 
@@ -223,10 +223,9 @@ def test_issued_sheet_and_key_never_hold_formulas_whatever_the_text(tmp_path, wa
         rewrite_csv(folder / "answers" / f"{system}.csv",
                     lambda i, row: renamed_q5(i, {**row, "Answer": HOSTILE[i]} if i < len(HOSTILE) else row))
     folder_config = {"config": {"folder": str(folder)}}
-    result = materialize([blind_eval_questions, blind_eval_answers, blind_eval_sheet],
-                         resources={"warehouse": warehouse, "evaluation_model": None, "gateway": None},
-                         run_config={"ops": {name: folder_config for name in (
-                             "blind_eval_questions", "blind_eval_answers", "blind_eval_sheet")}})
+    result = materialize_configured([blind_eval_questions, blind_eval_answers, blind_eval_sheet],
+                                    {"warehouse": warehouse}, {name: folder_config for name in (
+                                        "blind_eval_questions", "blind_eval_answers", "blind_eval_sheet")})
     assert result.success
     sheet_path, key_path = folder / "issued" / SHEET_FILE, folder / "issued" / KEY_FILE
     assert formula_parts(sheet_path) == [] and formula_parts(key_path) == []

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from dagster import DagsterInstance, materialize
+from dagster import DagsterInstance
 
 from eval_platform.benchmarks.assets import benchmark_predictions
 from eval_platform.common.gateway import redact
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL
-from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
+from eval_platform.common.resources import ModelGatewayResource, WarehouseResource
 from eval_platform.evolution.assets import era_summary, evolution_era, gene_pools, source_paragraphs
-from tests.evaluation import materialize_evaluation, materialize_inputs, roster_with
+from tests.evaluation import materialize_configured, materialize_evaluation, materialize_inputs, roster_with
 from tests.openai_stub_server import StubServer
 from tests.processes import free_port, running
 
@@ -46,14 +46,13 @@ def test_redaction_covers_secret_variables_and_bearer_tokens(keys, monkeypatch):
 
 def run_era(instance, warehouse, api_base):
     instance.add_dynamic_partitions("eras", ["secret-era"])
-    resources = {"warehouse": warehouse, "evaluation_model": LanguageModelResource(),
-                 "gateway": ModelGatewayResource(api_base=api_base, max_retries=0)}
-    assert materialize([source_paragraphs, gene_pools], resources=resources, instance=instance).success
+    settings = {"warehouse": warehouse, "gateway": ModelGatewayResource(api_base=api_base, max_retries=0)}
+    assert materialize_configured([source_paragraphs, gene_pools], settings, instance=instance).success
     config = {"population_size": 3, "generations": 1, "compression_model": "openai/compressor",
               "mutation_model": "openai/echo-key",
               "judge_panel": {"fast": "openai/judge-fast", "echo": "openai/echo-key", **ECHO_OTHER_PROVIDERS}}
-    assert materialize([evolution_era, era_summary], partition_key="secret-era", resources=resources, instance=instance,
-                       run_config={"ops": {"evolution_era": {"config": config}}}).success
+    assert materialize_configured([evolution_era, era_summary], settings, {"evolution_era": {"config": config}},
+                                  partition_key="secret-era", instance=instance).success
 
 
 def run_served(instance, warehouse, api_base, model):

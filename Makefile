@@ -47,12 +47,19 @@ servers:
 	@test -x /usr/bin/redis-server || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server)
 
-# The suite in two processes, a test file at a time each (pytest-xdist), then the team tests
-# (tests/team/) in the team's install.
+# The suite in two processes, a test file at a time each (pytest-xdist), and beside them the team
+# tests (tests/team/, in the team's install, with test ports of their own: tests/processes.py),
+# whose servers and workers mostly wait. Their output follows the suite's; either failing fails
+# the target, and an interrupted target stops both.
 test: $(VENV)/.installed-test $(TEAM_VENV)/.installed browser servers
 	mkdir -p $(DAGSTER_HOME)
-	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
-	EVAL_TEAM_TESTS=1 $(TEAM_VENV)/bin/python -m pytest -q tests/team
+	@team_log=$$(mktemp); \
+	EVAL_TEAM_TESTS=1 TEST_PORT_SLOT=5 $(TEAM_VENV)/bin/python -m pytest -q tests/team > $$team_log 2>&1 & team=$$!; \
+	trap 'kill $$team 2>/dev/null; wait $$team; rm -f $$team_log; exit 130' INT TERM; \
+	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder; suite=$$?; \
+	wait $$team; team_status=$$?; \
+	echo "--- tests/team, in $(TEAM_VENV):"; cat $$team_log; rm -f $$team_log; \
+	[ $$suite -eq 0 ] && [ $$team_status -eq 0 ]
 
 ui: $(VENV)/.installed
 	mkdir -p $(DAGSTER_HOME)

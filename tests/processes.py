@@ -18,9 +18,9 @@ from typing import Callable, Iterator, Sequence
 STARTED: list[int] = []  # process-group ids this test session started
 
 
-# Test processes run side by side (`make test`: two pytest-xdist workers), each picking ports for
-# the servers it starts. Each takes them from a range
-# of its own, below the kernel's ephemeral ports (32768 and up, which any bind to port 0 may get),
+# Test processes run side by side (`make test`: two pytest-xdist workers, slots 0 and 1, and the
+# team tests, slot 5 by TEST_PORT_SLOT), each picking ports for the servers it starts. Each takes
+# them from a range of its own, below the kernel's ephemeral ports (32768 and up, which any bind to port 0 may get),
 # so that no two pick the same port before its server binds it.
 PORT_SLOT = int(os.environ.get("TEST_PORT_SLOT") or os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
 PORTS_PER_SLOT = 1000

@@ -132,23 +132,29 @@ def harness_documents(spec: HarnessFormatted, docs: Sequence[tuple[str, Mapping[
                       pool: Sequence[tuple[str, Mapping[str, Any]]] = (), shots: int = 0) -> list[HarnessDocuments]:
     """The spec's harness task(s) over `docs` (key, raw row), in order, with `pool` (id, raw row) as
     their few-shot split and `shots` examples each, their requests built with the harness's seed."""
+    fields = re.findall(r"{(\w+)}", spec.harness_task)
+    layout = spec.harness_layout or (lambda row: row)
+
     def task_name(row: Mapping[str, Any]) -> str | None:
         """The row's task; None where a field that names it is missing."""
-        fields = re.findall(r"{(\w+)}", spec.harness_task)
         if any(not str(row.get(name) or "").strip() for name in fields):
             return None
         return spec.harness_task.format_map(row)
 
-    layout = spec.harness_layout or (lambda row: row)
     grouped: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
     for key, row in docs:
-        name = task_name(layout(row))
+        row = layout(row)
+        name = task_name(row)
         if name is None:
             raise ValueError(f"row {key} has no field to name its harness task {spec.harness_task} with")
-        grouped.setdefault(name, []).append((key, layout(row)))
+        grouped.setdefault(name, []).append((key, row))
+    pool_by_task: dict[str | None, list[tuple[str, Mapping[str, Any]]]] = defaultdict(list)
+    for row_id, row in pool:
+        row = layout(row)
+        pool_by_task[task_name(row)].append((row_id, row))
     built = []
     for name, members in grouped.items():
-        task_pool = [(row_id, layout(row)) for row_id, row in pool if task_name(layout(row)) == name]
+        task_pool = pool_by_task[name]
         files = _data_files(_harness_run(spec, name), [row for _, row in members], [row for _, row in task_pool])
         [task] = build_tasks(_harness_run(spec, name, files))
         task.set_config(key="num_fewshot", value=shots)

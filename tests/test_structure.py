@@ -462,6 +462,20 @@ def test_a_write_that_misses_or_misspells_a_column_fails_naming_it(warehouse):
         assert store.load_questions()["Ground_Truth"].tolist() == ["Because."]  # nothing lost
 
 
+def test_a_write_whose_statement_fails_raises_its_own_error_at_once_and_changes_nothing(warehouse):
+    """Not the aborted transaction's error, which the write would take for a conflict and re-run."""
+    import pandas as pd
+
+    from eval_platform.blind.store import BlindStore
+
+    questions = pd.DataFrame([{"Question_ID": "q1", "Question": "Why?", "Ground_Truth": "Because."}])
+    with warehouse.store(BlindStore) as store:
+        store.replace_questions(questions)
+        with pytest.raises(duckdb.ConstraintException, match='duplicate key "q2"'):
+            store.replace_questions(pd.concat([questions.assign(Question_ID="q2")] * 2))
+        assert store.load_questions()["Question_ID"].tolist() == ["q1"]
+
+
 def test_a_newer_warehouse_is_refused_clearly(warehouse):
     from eval_platform.common.warehouse import SchemaError
 

@@ -562,12 +562,9 @@ class BenchmarkStore(Store):
         to, or replacing, the fingerprint's stored ones), and the benchmark's samples and results
         for the model, replaced, in one transaction."""
         if len(answers):
-            self.conn.register("computed", answers[["model_fingerprint", "request_key"]])
-            try:
+            with self.registered("computed", answers[["model_fingerprint", "request_key"]]):
                 self.sql("DELETE FROM harness_answers WHERE (model_fingerprint, request_key) IN "
                          "(SELECT (model_fingerprint, request_key) FROM computed)")
-            finally:
-                self.conn.unregister("computed")
             self.insert("harness_answers", answers)
         for table, frame in (("harness_samples", samples), ("harness_results", results)):
             self.replace(table, frame, "benchmark = ? AND model = ?", [benchmark, model])

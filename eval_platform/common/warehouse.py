@@ -178,8 +178,7 @@ class Store:
         `ignore_duplicates`, rows whose key is already there are skipped."""
         if frame is None or not len(frame):
             return 0
-        self.conn.register("incoming", frame)
-        try:
+        with self.registered("incoming", frame):
             self._check_columns(table, [row[0] for row in self.conn.execute(f"DESCRIBE SELECT {select} FROM incoming")
                                         .fetchall()])
             unseen = ""
@@ -188,9 +187,16 @@ class Store:
                 unseen = (f" WHERE ({', '.join(key)}) NOT IN (SELECT ({', '.join(key)}) FROM {table}) "
                           f"QUALIFY row_number() OVER (PARTITION BY {', '.join(key)}) = 1")
             self.sql(f"INSERT INTO {table} BY NAME SELECT {select} FROM incoming{unseen}")
-        finally:
-            self.conn.unregister("incoming")
         return len(frame)
+
+    @contextmanager
+    def registered(self, name: str, frame: pd.DataFrame) -> Iterator[None]:
+        """The frame as the view `name` for the block's statements. After a failed statement it is
+        left registered (the aborted transaction refuses to unregister it, and would raise that
+        instead of the statement's own error); the next registration of the name replaces it."""
+        self.conn.register(name, frame)
+        yield
+        self.conn.unregister(name)
 
     def _check_columns(self, table: str, written: Sequence[str]) -> None:
         """A write names every column of its table (those with a default may be left out) and no

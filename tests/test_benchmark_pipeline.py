@@ -10,11 +10,12 @@ from eval_platform.benchmarks.assets import (
 from eval_platform.benchmarks.prediction import MODES
 from eval_platform.benchmarks.harness_format import zero_shot_items
 from eval_platform.benchmarks.specs import BENCHMARKS
+from eval_platform.benchmarks.store import BenchmarkStore
 from eval_platform.common.ingestion import DataFileError
 from eval_platform.common.models import Chat, LoglikelihoodRequest
 from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
 from eval_platform.common.resources import LanguageModelResource
-from tests.evaluation import materialize_benchmark, materialize_inputs, roster_with
+from tests.evaluation import materialize_benchmark, materialize_evaluation, materialize_inputs, roster_with
 from tests.reference_scoring import naive_loglikelihoods
 
 # each harness task's metric_list (generative: one metric per filter), as the harness reports them
@@ -134,6 +135,20 @@ def test_rerun_replaces_rows_and_reuses_predictions(all_benchmarks):
     assert all(before[t] for t in ("raw_rows", "prompts", "harness_requests", "predictions", "item_scores", "scores"))
     modes = materialization(result, benchmark_predictions).materialization.metadata["modes"].value
     assert modes["letter/chat/0-shot"] == {"computed": 0, "reused": ROWS, "forward_passes": 0}
+
+
+def test_a_partition_predicted_twice_at_once_keeps_one_prediction_per_prompt(all_benchmarks, monkeypatch):
+    """A second run of a partition's predictions that read before the first one wrote (a worker's task
+    handed to a second worker): its predictions replace the first run's instead of adding to them."""
+    warehouse, roster, _ = all_benchmarks
+    with warehouse.get_connection() as conn:
+        before = table_counts(conn)
+    monkeypatch.setattr(BenchmarkStore, "stored_prediction_ids", lambda store, key: set())  # nothing stored yet
+    result = materialize_evaluation(warehouse, "winogrande", MODEL, roster, assets=[benchmark_predictions])
+    modes = materialization(result, benchmark_predictions).materialization.metadata["modes"].value
+    assert modes and all(counts["computed"] == ROWS and counts["reused"] == 0 for counts in modes.values())
+    with warehouse.get_connection() as conn:
+        assert table_counts(conn) == before
 
 
 def test_malformed_rows_are_kept_with_their_reason(warehouse, tmp_path):

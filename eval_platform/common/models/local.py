@@ -321,7 +321,11 @@ class LocalCausalLM:
 
     @property
     def batcher(self) -> ContinuousBatcher:
-        """This model's continuous batch (see continuous.py), made on first use."""
+        """This model's continuous batch (see continuous.py), made on first use. Once made, it is
+        read without the model's lock, which its driver holds at every step: a caller waiting for
+        that lock would join the batch only when the batch ends."""
+        if self._batcher is not None:
+            return self._batcher
         with self._lock:
             if self._batcher is None:
                 self._batcher = ContinuousBatcher(

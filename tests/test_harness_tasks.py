@@ -104,6 +104,11 @@ def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
     board = {e.asset_key.path[-1]: e.materialization.metadata for e in scored.get_asset_materialization_events()}
     assert board["leaderboard"]["smollm2/capitals"].value == pytest.approx(acc["value"])
     assert "throwaway_capitals" in board["leaderboard"]["harness_benchmarks"].value
+    with warehouse.get_connection() as conn:  # one leaderboard table for every kind of benchmark
+        row = conn.execute("SELECT model, mode, metric, num_fewshot, n, accuracy, ci_high - ci_low FROM leaderboard "
+                           "WHERE benchmark = 'capitals'").fetchall()
+    assert row == [("smollm2", "harness", "acc", 0, 4, pytest.approx(acc["value"]),
+                    pytest.approx(2 * 1.959964 * acc["stderr"]))]
     # a second model, compared with the first as its baseline on the same documents
     write_entry(root / "roster", RosterEntry(name="smollm2-bf16", model="local/smollm2-135m-instruct", dtype="bfloat16",
                                              baseline="smollm2"))

@@ -10,7 +10,9 @@ import yaml
 from dagster import DagsterInstance, Definitions, SkipReason, build_sensor_context
 
 from eval_platform.benchmarks import checks
-from eval_platform.benchmarks.leaderboard import headline_scores, leaderboard_table
+from eval_platform.benchmarks.leaderboard import (
+    harness_headline_scores, headline_scores, leaderboard_plot, leaderboard_table,
+)
 from eval_platform.benchmarks.partitions import evaluation_key, roster_partitions
 from eval_platform.benchmarks.resources import ROSTER_DIR, RosterResource
 from eval_platform.benchmarks.roster import RosterError, evaluation_order, load_roster
@@ -127,6 +129,31 @@ def test_the_leaderboard_shows_each_models_headline_and_labels_what_differs():
     assert table.loc["f32", "open_llm_leaderboard_v1"].startswith("0.3000 (partial: 2 of 6 tasks")
     assert table.loc["bf16", "open_llm_leaderboard_v1"] == "0.3500 (complete)"
     assert (table.loc["f32", "fingerprint"], table.loc["bf16", "fingerprint"]) == ("f32@1", "f32@1+bfloat16")
+
+
+
+def test_a_harness_benchmark_is_a_leaderboard_column_beside_a_spec_of_the_same_name():
+    """A harness task launched by a spec's name (`arc_easy`) is its own column; a group's headline
+    has no shots, documents or standard error, so no interval is shown for it."""
+    harness = [{"benchmark": "arc_easy", "model": "f32", "model_fingerprint": "local/f32@1", "task": "arc_easy",
+                "metric": "acc", "filter": "none", "value": 0.6, "stderr": 0.05, "n": 20, "num_fewshot": 0},
+               {"benchmark": "leaderboard_bbh", "model": "f32", "model_fingerprint": "local/f32@1",
+                "task": "leaderboard_bbh", "metric": "acc_norm", "filter": "none", "value": 0.3, "stderr": None,
+                "n": None, "num_fewshot": None},
+               {"benchmark": "gsm8k_local", "model": "f32", "model_fingerprint": "local/f32@1", "task": "gsm8k",
+                "metric": "exact_match", "filter": "strict-match", "value": 0.1, "stderr": 0.1, "n": 5,
+                "num_fewshot": 5}]
+    rows = harness_headline_scores(harness)
+    assert [(r["benchmark"], r["mode"], r["metric"], r["ci_low"], r["ci_high"]) for r in rows] == [
+        ("arc_easy", "harness", "acc", pytest.approx(0.6 - 1.959964 * 0.05), pytest.approx(0.6 + 1.959964 * 0.05)),
+        ("leaderboard_bbh", "harness", "acc_norm", None, None),
+        ("gsm8k_local", "harness", "exact_match,strict-match", pytest.approx(0.1 - 0.1959964), pytest.approx(0.1 + 0.1959964))]
+    table = leaderboard_table(headline_scores([score("f32", "arc_easy", "acc", 0, 0.5)]) + rows, []).set_index("model")
+    assert table.loc["f32", "arc_easy (0-shot acc_norm)"] == "0.500 [0.400, 0.600] (acc)"
+    assert table.loc["f32", "arc_easy (harness, 0-shot acc)"] == "0.600 [0.502, 0.698]"
+    assert table.loc["f32", "leaderboard_bbh (harness, acc_norm)"] == "0.300"
+    assert table.loc["f32", "gsm8k_local (harness, 5-shot exact_match,strict-match)"] == "0.100 [-0.096, 0.296]"
+    assert "png" in leaderboard_plot(headline_scores([score("f32", "arc_easy", "acc", 0, 0.5)]) + rows)
 
 
 # --- nightly, sensors -------------------------------------------------------------------------------

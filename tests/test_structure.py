@@ -411,13 +411,14 @@ def test_a_version_3_warehouse_takes_the_harness_metric_names(tmp_path):
                             "ORDER BY metric").fetchall() == [("flexible-extract", 0.0), ("strict-match", 1.0)]
 
 
-def columns_of(conn) -> dict[str, list[tuple[str, str]]]:
-    """Each table's columns and types (in any order: a migration appends the columns it adds)."""
-    rows = conn.execute("SELECT table_name, column_name, data_type FROM duckdb_columns() WHERE table_name != ? "
-                        "ORDER BY table_name, column_name", ["schema_versions"]).fetchall()
-    found: dict[str, list[tuple[str, str]]] = {}
-    for table, column, kind in rows:
-        found.setdefault(table, []).append((column, kind))
+def columns_of(conn) -> dict[str, list[tuple[str, str, bool]]]:
+    """Each table's columns, types and whether they take NULL (in any order: a migration appends the
+    columns it adds)."""
+    rows = conn.execute("SELECT table_name, column_name, data_type, is_nullable FROM duckdb_columns() "
+                        "WHERE table_name != ? ORDER BY table_name, column_name", ["schema_versions"]).fetchall()
+    found: dict[str, list[tuple[str, str, bool]]] = {}
+    for table, column, kind, nullable in rows:
+        found.setdefault(table, []).append((column, kind, nullable))
     return found
 
 

@@ -11,7 +11,8 @@ from pydantic import Field
 
 from eval_platform.benchmarks.comparison import comparison_rows
 from eval_platform.benchmarks.leaderboard import (
-    PRIMARY_PROTOCOL, headline_scores, leaderboard_plot, leaderboard_table, short_fingerprint,
+    HARNESS_MODE, PRIMARY_PROTOCOL, harness_headline_scores, headline_scores, leaderboard_plot, leaderboard_table,
+    short_fingerprint,
 )
 from eval_platform.benchmarks.harness_format import harness_item_scores
 from eval_platform.benchmarks.harness_tasks import (
@@ -406,23 +407,23 @@ def protocol_scores(context: AssetExecutionContext, warehouse: WarehouseResource
        deps=[benchmark_scores, protocol_scores, "harness_evaluation", "normalized_protocol_scores"],
        kinds={"duckdb"}, pool=WAREHOUSE_POOL, automation_condition=AutomationCondition.eager())
 def leaderboard(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
-    """The roster's leaderboard: each model's headline score per benchmark with its 95% interval
-    and its protocol average (complete or partial), as a table in the metadata, the DuckDB table
-    `leaderboard` (one row per model and benchmark) and view `leaderboard_wide` (one row per model,
-    sortable in SQL), and a plot of each model's scores."""
+    """The roster's leaderboard: each model's headline score per benchmark, a spec's or a harness
+    task's, with its 95% interval and its protocol average (complete or partial), as a table in the
+    metadata, the DuckDB table `leaderboard` (one row per model and benchmark) and view
+    `leaderboard_wide` (one row per model, sortable in SQL), and a plot of each model's scores."""
     with warehouse.store(BenchmarkStore) as store:
-        headlines = headline_scores(store.load_scores())
+        harness = headline_rows(store.load_harness_results(), load_declarations())
+        headlines = headline_scores(store.load_scores()) + harness_headline_scores(harness)
         averages = store.load_protocol_averages(PRIMARY_PROTOCOL)
         normalized = store.load_normalized_scores(V2_PROTOCOL)
-        harness = pd.DataFrame(headline_rows(store.load_harness_results(), load_declarations()))
         store.replace_leaderboard(pd.DataFrame(headlines).assign(computed_at=utc_now()) if headlines else None)
     table = leaderboard_table(headlines, averages)
     return MaterializeResult(metadata={
         "dagster/row_count": len(table), "leaderboard": markdown_table(table, 100),
-        V2_PROTOCOL: markdown_table(v2_table(normalized), 100), "harness_benchmarks": markdown_table(harness.round(4), 100),
-        **{f"{h.model}/{h.benchmark}": MetadataValue.float(float(h.value)) for h in harness.itertuples()},
+        V2_PROTOCOL: markdown_table(v2_table(normalized), 100), "harness_benchmarks": markdown_table(pd.DataFrame(harness).round(4), 100),
         "plot": MetadataValue.md(leaderboard_plot(headlines)) if headlines else "no scores yet",
-        **{f"{h['model']}/{h['benchmark']}": MetadataValue.float(float(h["accuracy"])) for h in headlines}})
+        **{f"{h['model']}/{h['benchmark']}" + (" (harness)" if h["mode"] == HARNESS_MODE and h["benchmark"] in BENCHMARKS
+                                               else ""): MetadataValue.float(float(h["accuracy"])) for h in headlines}})
 
 
 class HarnessEvaluationConfig(Config):

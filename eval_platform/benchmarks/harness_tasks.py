@@ -377,7 +377,8 @@ def headline_rows(results: Sequence[Mapping[str, Any]],
                   and r["filter"] == declared.headline_filter] or own
         if wanted:
             best = wanted[0]
-            rows.append({"benchmark": benchmark, "model": model, "task": task, "metric": best["metric"],
+            rows.append({"benchmark": benchmark, "model": model, "model_fingerprint": best["model_fingerprint"],
+                         "task": task, "metric": best["metric"],
                          "filter": best["filter"], "value": best["value"], "stderr": best["stderr"], "n": best["n"],
                          "num_fewshot": best["num_fewshot"]})
     return rows

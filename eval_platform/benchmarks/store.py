@@ -15,7 +15,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from eval_platform.benchmarks.comparison import NO_PAIRED_TEST
-from eval_platform.benchmarks.leaderboard import PRIMARY_PROTOCOL
+from eval_platform.benchmarks.leaderboard import HARNESS_MODE, PRIMARY_PROTOCOL
 from eval_platform.benchmarks.specs import BENCHMARKS
 from eval_platform.common.warehouse import Store, add_column, reads, rebuild_table, writes
 
@@ -63,6 +63,13 @@ _MODEL_COMPARISONS = """
     ci_low DOUBLE NOT NULL, ci_high DOUBLE NOT NULL, flipped_to_wrong VARCHAR[], compared_at TIMESTAMP NOT NULL,
     environment_differences VARCHAR,
     PRIMARY KEY (benchmark, mode, prompt_format, num_fewshot, metric, model_a, model_b)"""
+# every benchmark's headline, a spec's or a harness task's (mode `harness`, whose shots, documents
+# and interval may be unknown: a group's, or a metric without a standard error)
+_LEADERBOARD = """
+    model VARCHAR NOT NULL, model_fingerprint VARCHAR NOT NULL, benchmark VARCHAR NOT NULL,
+    mode VARCHAR NOT NULL, prompt_format VARCHAR NOT NULL, num_fewshot INTEGER, metric VARCHAR NOT NULL,
+    n INTEGER, accuracy DOUBLE NOT NULL, ci_low DOUBLE, ci_high DOUBLE,
+    computed_at TIMESTAMP NOT NULL, PRIMARY KEY (model, benchmark, mode)"""
 _PROTOCOL_RESULTS = """
     protocol VARCHAR NOT NULL, model VARCHAR NOT NULL, model_fingerprint VARCHAR NOT NULL,
     benchmark VARCHAR NOT NULL, num_fewshot INTEGER, mode VARCHAR, prompt_format VARCHAR, metric VARCHAR,
@@ -218,9 +225,17 @@ def _with_harness_built_requests(conn: Any) -> None:
     rebuild_table(conn, "predictions", _PREDICTIONS, "* EXCLUDE (predicted_flexible)")
 
 
+def _with_harness_headlines(conn: Any) -> None:
+    """6 -> 7. The leaderboard holds the harness benchmarks' headlines beside the specs' (mode
+    `harness`, a benchmark of either kind by one name apart), whose shots, documents and interval
+    may be unknown."""
+    if "leaderboard" in _existing_tables(conn):
+        rebuild_table(conn, "leaderboard", _LEADERBOARD, "*")
+
+
 class BenchmarkStore(Store):
     name = "benchmarks"
-    version = 6
+    version = 7
     tables = {
         "raw_rows": """
             benchmark VARCHAR NOT NULL, source_row_id VARCHAR NOT NULL, row_number INTEGER NOT NULL, line INTEGER,
@@ -281,11 +296,7 @@ class BenchmarkStore(Store):
             metric VARCHAR, raw DOUBLE, normalized DOUBLE, subtasks INTEGER, status VARCHAR NOT NULL,
             computed_at TIMESTAMP NOT NULL, PRIMARY KEY (protocol, model, benchmark)""",
         # each roster model's headline score per benchmark (written by the leaderboard asset)
-        "leaderboard": """
-            model VARCHAR NOT NULL, model_fingerprint VARCHAR NOT NULL, benchmark VARCHAR NOT NULL,
-            mode VARCHAR NOT NULL, prompt_format VARCHAR NOT NULL, num_fewshot INTEGER NOT NULL, metric VARCHAR NOT NULL,
-            n INTEGER NOT NULL, accuracy DOUBLE NOT NULL, ci_low DOUBLE NOT NULL, ci_high DOUBLE NOT NULL,
-            computed_at TIMESTAMP NOT NULL, PRIMARY KEY (model, benchmark)""",
+        "leaderboard": _LEADERBOARD,
     }
     views = {
         # every rejected row, at any stage, with its reason
@@ -323,9 +334,10 @@ class BenchmarkStore(Store):
             JOIN harness_samples s ON s.benchmark = r.benchmark AND s.model = r.model AND s.task = r.task
                                   AND s.filter = r.filter
             WHERE NOT r.is_group""",
-        # the leaderboard, one row per model and a column per benchmark, and the protocols' averages
+        # the leaderboard, one row per model and a column per spec's benchmark, and the protocols' averages
         "leaderboard_wide": "SELECT l.model, " + ", ".join(
-            f"max(l.accuracy) FILTER (WHERE l.benchmark = '{name}') AS {name}" for name in BENCHMARKS) + """,
+            f"max(l.accuracy) FILTER (WHERE l.benchmark = '{name}' AND l.mode <> '{HARNESS_MODE}') AS {name}"
+            for name in BENCHMARKS) + """,
                    (SELECT any_value(p.accuracy) FROM protocol_results p WHERE p.model = l.model
                     AND p.protocol = '{0}' AND p.benchmark = 'average') AS {0},
                    (SELECT any_value(p.status) FROM protocol_results p WHERE p.model = l.model
@@ -333,7 +345,8 @@ class BenchmarkStore(Store):
             FROM leaderboard l GROUP BY l.model""".format(PRIMARY_PROTOCOL),
     }
     migrations = {0: _from_unversioned, 1: _with_harness_requests, 2: _with_prediction_runs,
-                  3: _with_harness_metric_names, 4: _with_roster_names, 5: _with_harness_built_requests}
+                  3: _with_harness_metric_names, 4: _with_roster_names, 5: _with_harness_built_requests,
+                  6: _with_harness_headlines}
 
     # --- raw and few-shot rows ----------------------------------------------------------------------
 

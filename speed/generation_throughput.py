@@ -10,11 +10,16 @@ same batch size, one after the other. Tokens are the tokens of the texts kept (c
 sequence); a fixed batch also computes tokens that are thrown away, which is what it loses.
 Printed: seconds, tokens/s, the speed-up over fixed batches, and how many texts equal the fixed
 batches' (the first differing item and token where one does not).
+
+Then `--concurrent` chat answers asked at once as separate `acomplete` calls, as an era's
+compressions and blind evaluation's answers ask them, against the same answers in one `generate`
+call: equal times where every call joins the running batch, as it should.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 import time
@@ -24,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eval_platform.benchmarks.engine_lm import generation_request  # noqa: E402
 from eval_platform.benchmarks.specs import BENCHMARKS, preprocess_rows  # noqa: E402
-from eval_platform.common.models import GenerationRequest  # noqa: E402
+from eval_platform.common.models import Chat, GenerationRequest  # noqa: E402
 from eval_platform.common.models.continuous import ContinuousBatcher, cut_at_stop  # noqa: E402
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, Placement, load_local_model  # noqa: E402
 from speed.lm_eval_parity import divergence  # noqa: E402
@@ -76,6 +81,21 @@ def first_difference(model, prompts: list[str], texts: list[str], reference: lis
     return ""
 
 
+def concurrent_chat_answers(model, questions: list[str], budget: int) -> tuple[float, float, bool]:
+    """Seconds for chat answers asked as concurrent `acomplete` calls, and for the same in one
+    `generate` call, and whether their texts are equal."""
+    chats = [Chat("", f"Shorten this text: {question}") for question in questions]
+
+    async def ask_all():
+        return await asyncio.gather(*(model.acomplete(chat, max_tokens=budget) for chat in chats))
+
+    start = time.perf_counter()
+    concurrent = [completion.text for completion in asyncio.run(ask_all())]
+    middle = time.perf_counter()
+    together = model.generate([GenerationRequest(chat, budget) for chat in chats], batch_size=len(chats))
+    return middle - start, time.perf_counter() - middle, concurrent == together
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", type=int, default=48)
@@ -83,6 +103,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--benchmarks", nargs="*", default=["gsm8k", "gsm8k_cot"])
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--concurrent", type=int, default=5, help="Chat answers asked at once (0: none).")
     args = parser.parse_args(argv)
     model = load_local_model(DEFAULT_LOCAL_MODEL, placement=Placement(args.device, args.dtype))
     print(f"{model.fingerprint} ({args.dtype}, {args.device}), batch size {args.batch_size}, first {args.items} rows")
@@ -110,6 +131,11 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{name:<11}{label:<34}{seconds:>8.1f}{tokens:>8}{tokens / seconds:>10.1f}"
                   f"{tokens / seconds / baseline:>8.2f}x  {same}/{len(outputs)} {first_difference(model, texts, outputs, reference)}",
                   flush=True)
+    if args.concurrent:
+        rows = [json.loads(line) for line in (SHARED / BENCHMARKS["gsm8k"].data_file).read_text().splitlines()]
+        apart, together, same = concurrent_chat_answers(model, [row["question"] for row in rows[:args.concurrent]], 64)
+        print(f"{args.concurrent} chat answers of up to 64 tokens: {apart:.1f} s as concurrent calls, {together:.1f} s "
+              f"in one call ({apart / together:.2f}x its time), texts {'equal' if same else 'DIFFERENT'}")
 
 
 if __name__ == "__main__":

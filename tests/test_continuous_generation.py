@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from eval_platform.common.models import Chat, GenerationRequest
-from eval_platform.common.models.continuous import ContinuousBatcher, cut_at_stop
+from eval_platform.common.models.continuous import ROW_BLOCK, ContinuousBatcher, SlotBatch, cut_at_stop
 from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
 from speed.generation_throughput import harness_prompts
 from speed.lm_eval_parity import divergence
@@ -70,6 +70,25 @@ def test_a_finished_sequence_leaves_at_once_and_a_waiting_one_takes_its_place(lo
     assert len(local_model.encode_piece(texts[0])) > 8  # the long one ran long
     assert batcher.occupancy[2] == 3  # each short one's second token, beside the long one
     assert sum(batcher.occupancy.values()) <= 15  # the long one's steps after its first token, no more
+
+
+def test_a_sequence_that_leaves_hands_its_row_to_the_last_and_steps_compute_the_rows_in_use():
+    import torch
+
+    def prompt_cache(value: float, length: int):  # two layers of [1 row, 3 heads, length, 4]
+        return [(torch.full((1, 3, length, 4), value), torch.full((1, 3, length, 4), -value)) for _ in range(2)]
+
+    batch = SlotBatch.for_rows(prompt_cache(0, 1), 2, 16)
+    rows = [batch.place(prompt_cache(float(n), 6 - n), 6 - n) for n in range(5)]  # longest first, as they wait
+    assert rows == [0, 1, 2, 3, 4] and batch.rows == 5 and batch.computed_rows == 5  # rows added past the first two
+    assert batch.free(1) == 4  # the last row moved into the freed one
+    assert bool((batch.keys[1][1, :, 4:6] == 4).all()) and bool((batch.values[0][1, :, 4:6] == -4).all())
+    assert batch.mask[1, :batch.width].tolist() == [0, 0, 0, 0, 1, 1]  # its two columns, right-aligned
+    assert batch.rows == 4 and batch.computed_rows == 4
+    assert batch.free(3) is None and batch.rows == 3
+    assert batch.computed_rows == ROW_BLOCK  # one row short of a block: a spare row completes it
+    cache, mask = batch.next_column()
+    assert mask.shape == (ROW_BLOCK, batch.width + 1) and cache.layers[0].keys.shape[0] == ROW_BLOCK
 
 
 def test_a_shared_few_shot_header_is_encoded_once(local_model, prompts):

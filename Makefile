@@ -50,11 +50,12 @@ servers:
 # The suite in two processes, a test file at a time each (pytest-xdist), and beside them the team
 # tests (tests/team/, in the team's install, with test ports of their own: tests/processes.py),
 # whose servers and workers mostly wait. Their output follows the suite's; either failing fails
-# the target, and an interrupted target stops both.
+# the target, and an interrupted target stops both. Beside the suite's two processes on two cores,
+# the team's processes take one torch thread each, as the suite's do (tests/conftest.py).
 test: $(VENV)/.installed-test $(TEAM_VENV)/.installed browser servers
 	mkdir -p $(DAGSTER_HOME)
 	@team_log=$$(mktemp); \
-	EVAL_TEAM_TESTS=1 TEST_PORT_SLOT=5 $(TEAM_VENV)/bin/python -m pytest -q tests/team > $$team_log 2>&1 & team=$$!; \
+	EVAL_TEAM_TESTS=1 TEST_PORT_SLOT=5 OMP_NUM_THREADS=1 $(TEAM_VENV)/bin/python -m pytest -q tests/team > $$team_log 2>&1 & team=$$!; \
 	trap 'kill $$team 2>/dev/null; wait $$team; rm -f $$team_log; exit 130' INT TERM; \
 	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder; suite=$$?; \
 	wait $$team; team_status=$$?; \

@@ -31,6 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eval_platform.benchmarks.harness_format import harness_item_scores  # noqa: E402
+from eval_platform.benchmarks.harness_tasks import task_manager  # noqa: E402
 from eval_platform.benchmarks.prediction import MODES, PredictionSettings, harness_item_of, predict  # noqa: E402
 from eval_platform.benchmarks.specs import BENCHMARKS, BenchmarkSpec, preprocess_rows  # noqa: E402
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, Placement, load_local_model, smollm2_gguf  # noqa: E402
@@ -127,8 +128,10 @@ def run_harness(name: str, rows: list[dict], fewshot: list[dict], shots: int, ba
     for phase in phases:
         setattr(lm, phase, timed(getattr(lm, phase)))
     try:
+        # the harness's registry of its own tasks, built once per process as a user's script reuses it
+        # (simple_evaluate builds its own at each call otherwise: seconds for about 14,000 YAML files)
         results = simple_evaluate(model=lm, tasks=configs, num_fewshot=shots, log_samples=True, bootstrap_iters=0,
-                                  batch_size=batch_size)
+                                  batch_size=batch_size, task_manager=task_manager())
     finally:
         for phase in phases:
             delattr(lm, phase)  # the class's own methods again

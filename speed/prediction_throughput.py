@@ -5,8 +5,8 @@
 
 Both runs use the same model and prompts in the same process; the ratio is the figure to quote.
 The naive letter loop does one forward pass per item; the naive log-likelihood loop one full pass
-per choice. The batched paths are the ones the pipeline uses (length-sorted, padded batches; the
-shared context of an item encoded once and its cache reused by every continuation).
+per choice. The batched paths are the ones the pipeline uses (the shared-prefix cache: a prefix the
+prompts share, and an item's context, encoded once and reused by every continuation or label).
 """
 
 import argparse

@@ -24,6 +24,7 @@ import functools
 import json
 import os
 import random
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,14 +75,15 @@ class HarnessRun:
 def prepare_environment() -> None:
     """What the harness's tasks need before they are imported: NLTK's punkt_tab from data/ (IFEval
     downloads it at import otherwise), offline datasets, and a seeded langdetect (IFEval's
-    language checks are otherwise random between runs)."""
+    language checks are otherwise random between runs). NLTK itself is not imported here (seconds,
+    in every process that builds a task): it reads NLTK_DATA when IFEval imports it, and only an
+    NLTK imported before is told the path."""
     if NLTK_DATA.is_dir():
         paths = os.environ.get("NLTK_DATA", "")
         if str(NLTK_DATA) not in paths.split(os.pathsep):
             os.environ["NLTK_DATA"] = os.pathsep.join(p for p in (str(NLTK_DATA), paths) if p)
-        import nltk
-
-        if str(NLTK_DATA) not in nltk.data.path:
+        nltk = sys.modules.get("nltk")
+        if nltk is not None and str(NLTK_DATA) not in nltk.data.path:
             nltk.data.path.insert(0, str(NLTK_DATA))
     try:
         from langdetect import DetectorFactory

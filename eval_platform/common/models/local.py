@@ -13,6 +13,7 @@ import functools
 import hashlib
 import importlib.util
 import logging
+import math
 import os
 import threading
 import time
@@ -274,25 +275,23 @@ class LocalCausalLM:
 
     def label_probabilities(self, chats: Sequence[Chat], labels: Sequence[Sequence[str]],
                             batch_size: int = 8) -> list[dict[str, float] | None]:
-        """For each chat, the first answer token's distribution over its labels (sums to 1)."""
-        import torch
+        """For each chat, the first answer token's distribution over its labels (sums to 1): each
+        label's log-probability after the chat, every distinct token prefix of the chats encoded once
+        (see prefix_cache: a judge's rubric questions share the texts they judge)."""
+        from eval_platform.common.models.prefix_cache import PrefixTrie, score
 
-        def run(batch_size: int, _: int) -> list[dict[str, float] | None]:
-            distributions: list[dict[str, float] | None] = [None] * len(chats)
-            for batch in _length_sorted_batches([len(e) for e in encoded], batch_size):
-                ids, mask, positions = self._left_padded([encoded[i] for i in batch])
-                self._count_pass()
-                with torch.inference_mode():
-                    logits = self.network(input_ids=ids, attention_mask=mask, position_ids=positions,
-                                          logits_to_keep=1).logits[:, -1, :]
-                for row, index in zip(torch.log_softmax(logits.float(), dim=-1), batch):
-                    token_ids = [self.encode_piece(label)[0] for label in labels[index]]
-                    restricted = torch.softmax(row[token_ids], dim=-1).tolist()
-                    distributions[index] = dict(zip(labels[index], restricted))
-            return distributions
+        def run(batch_size: int, max_batch_tokens: int) -> list[dict[str, float] | None]:
+            trie = PrefixTrie()
+            for tokens, label_tokens in zip(encoded, first_tokens):
+                for token in label_tokens:
+                    trie.add([*tokens, token], 1)
+            values = iter(score(trie, self.network, batch_size, max_batch_tokens, self.tokenizer.pad_token_id,
+                                on_pass=self._count_pass))
+            return [restricted_softmax(names, [next(values) for _ in names]) for names in labels]
 
         with self._lock:
             encoded = [self.encode(self.render(chat)) for chat in chats]
+            first_tokens = [[self.encode_piece(label)[0] for label in names] for names in labels]
             return self._halving_on_oom(run, batch_size)
 
     def loglikelihoods(self, requests: Sequence[LoglikelihoodRequest], batch_size: int = 8) -> list[float]:
@@ -377,7 +376,11 @@ class LocalCausalLM:
                           prompt_tokens=len(self.encode(self.render(prompt))), completion_tokens=len(self.encode(text)))
 
 
-def _length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
-    """Indices grouped into batches of similar length (longest first), deterministic."""
-    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
-    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+def restricted_softmax(labels: Sequence[str], log_probabilities: Sequence[float]) -> dict[str, float]:
+    """The distribution over `labels` alone, from each one's log-probability (sums to 1)."""
+    top = max(log_probabilities)
+    weights = [math.exp(value - top) for value in log_probabilities]
+    total = sum(weights)
+    return {label: weight / total for label, weight in zip(labels, weights)}
+
+

@@ -382,5 +382,3 @@ def restricted_softmax(labels: Sequence[str], log_probabilities: Sequence[float]
     weights = [math.exp(value - top) for value in log_probabilities]
     total = sum(weights)
     return {label: weight / total for label, weight in zip(labels, weights)}
-
-

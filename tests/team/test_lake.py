@@ -4,11 +4,13 @@ its retries failing with the table and partition named, readers served while wri
 a file warehouse moved into a lake with every row kept."""
 
 import gzip
+import multiprocessing
 import os
 import shutil
 import subprocess
 import sys
 import threading
+from contextlib import closing
 
 import pandas as pd
 import pytest
@@ -23,7 +25,8 @@ from tests.processes import in_processes
 from tests.tables import SKIPPED_TABLES
 from tests.team.postgres_server import postgres_server
 
-LAKES = ("lake_moved", "lake_exported", "lake_writers", "lake_conflicts", "lake_empty_partition", "lake_twice")
+LAKES = ("lake_moved", "lake_exported", "lake_writers", "lake_conflicts", "lake_empty_partition", "lake_twice",
+         "lake_reattached")
 ROWS = 5
 
 
@@ -208,3 +211,60 @@ def test_many_writers_replace_one_partition_while_readers_read_whole_versions_of
     assert len(final) == 1 and final[0]["n"] == ROWS
     # Every read saw one writer's partition whole (or none yet): never half of one, never two.
     assert seen and all(view == [] or (len(view) == 1 and view[0]["n"] == ROWS) for view in seen)
+
+
+def on_catalog_server(catalogs, sql: str, *arguments) -> list[tuple]:
+    """`sql`'s rows, run on the catalogs' PostgreSQL server."""
+    import psycopg2
+
+    server = next(iter(catalogs.values())).removeprefix("ducklake:postgres:").rsplit("/", 1)[0]
+    with closing(psycopg2.connect(f"{server}/postgres")) as conn, conn.cursor() as cursor:
+        cursor.execute(sql, arguments)
+        return cursor.fetchall()
+
+
+def catalog_backends(catalogs, name: str) -> set[int]:
+    """The PostgreSQL backends serving the catalog `name`."""
+    return {pid for (pid,) in on_catalog_server(catalogs, "SELECT pid FROM pg_stat_activity WHERE datname = %s", name)}
+
+
+def read_partition(warehouse: WarehouseResource, source: str) -> None:
+    with warehouse.store(BenchmarkStore) as store:
+        assert store.rows("SELECT source, count(*) AS n FROM raw_rows GROUP BY source") == [
+            {"source": source, "n": ROWS}]
+
+
+def read_in_a_child(warehouse: WarehouseResource, catalogs: dict, parents: set[int]) -> None:
+    """Read the partition, then exit 0 only if the catalog has a backend of this child's own."""
+    read_partition(warehouse, "writer 3")
+    os._exit(0 if catalog_backends(catalogs, "lake_reattached") - parents else 1)
+
+
+def test_a_process_attaches_the_lake_once_and_again_when_its_catalog_connections_drop(catalogs, tmp_path):
+    warehouse = lake(catalogs, "lake_reattached", tmp_path)
+    with warehouse.store(BenchmarkStore) as store:
+        store.replace_raw_rows("arc_easy", raw_rows("arc_easy", 1), raw_rows("arc_easy", 1).iloc[:0])
+    attached = catalog_backends(catalogs, "lake_reattached")
+    assert attached  # the attached catalog stays open between stores
+    for copy in (2, 3):
+        with warehouse.store(BenchmarkStore) as store:
+            store.replace_raw_rows("arc_easy", raw_rows("arc_easy", copy), raw_rows("arc_easy", copy).iloc[:0])
+    assert catalog_backends(catalogs, "lake_reattached") == attached  # no store attached it again
+
+    # A forked child (as a Celery worker's) attaches its own; the parent's attachment stays whole.
+    child = multiprocessing.get_context("fork").Process(target=read_in_a_child,
+                                                        args=(warehouse, catalogs, attached))
+    child.start()
+    child.join(120)
+    if child.is_alive():
+        child.kill()
+        child.join(10)
+    assert child.exitcode == 0
+    read_partition(warehouse, "writer 3")
+    assert catalog_backends(catalogs, "lake_reattached") == attached
+
+    # The catalog's connections drop (a server restart, an idle timeout): the next store attaches anew.
+    on_catalog_server(catalogs, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                      "lake_reattached")
+    read_partition(warehouse, "writer 3")
+    assert catalog_backends(catalogs, "lake_reattached").isdisjoint(attached)

@@ -56,7 +56,7 @@ class WarehouseResource(DuckDBResource):
     @contextmanager
     def get_connection(self) -> Iterator:
         if self.database.startswith(LAKE_PREFIX):
-            conn = open_lake(self.database, self.data_path, self.commit_retries)
+            conn = open_lake(self.database, self.data_path, self.commit_retries, dict(self.connection_config))
             try:
                 yield conn
             finally:
@@ -137,14 +137,14 @@ def lake_extensions() -> str:
 
 
 class _AttachedLakes:
-    """The DuckDB instance of this process with a DuckLake catalog attached, one per catalog and
-    data path. Loading the extensions and attaching the catalog cost about 0.2 s against a local
+    """The DuckDB instance of this process with a DuckLake catalog attached, one per catalog, data
+    path and DuckDB config (the resource's `connection_config`, e.g. `memory_limit`). Loading the extensions and attaching the catalog cost about 0.2 s against a local
     PostgreSQL (more against a remote one); a store's connection is a cursor of the attached
     instance, a connection of its own with its own transaction."""
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._instances: dict[tuple[str, str], Any] = {}
+        self._instances: dict[tuple, Any] = {}
         self._inherited: list[Any] = []
         os.register_at_fork(after_in_child=self._after_fork)
 
@@ -155,15 +155,16 @@ class _AttachedLakes:
         self._inherited += self._instances.values()
         self._instances = {}
 
-    def connection(self, catalog: str, data_path: str) -> tuple[Any, bool]:
+    def connection(self, catalog: str, data_path: str, config: dict[str, Any]) -> tuple[Any, bool]:
         """A new connection to the attached catalog, and whether the instance was attached just now."""
         import duckdb
 
+        key = _lake_key(catalog, data_path, config)
         with self._lock:
-            instance = self._instances.get((catalog, data_path))
+            instance = self._instances.get(key)
             if instance is not None:
                 return instance.cursor(), False
-            instance = duckdb.connect(config={"extension_directory": lake_extensions(),
+            instance = duckdb.connect(config={**config, "extension_directory": lake_extensions(),
                                               "autoinstall_known_extensions": False})
             try:
                 instance.execute("LOAD ducklake")
@@ -173,14 +174,14 @@ class _AttachedLakes:
             except BaseException:
                 instance.close()
                 raise
-            self._instances[(catalog, data_path)] = instance
+            self._instances[key] = instance
             return instance.cursor(), True
 
-    def forget(self, catalog: str, data_path: str) -> None:
+    def forget(self, catalog: str, data_path: str, config: dict[str, Any]) -> None:
         """Attach the catalog anew at the next connection (after an error on this instance). The
         instance is not closed: connections in use keep it until they close."""
         with self._lock:
-            self._instances.pop((catalog, data_path), None)
+            self._instances.pop(_lake_key(catalog, data_path, config), None)
 
     def close(self) -> None:
         """Detach every catalog (their PostgreSQL connections close)."""
@@ -190,12 +191,16 @@ class _AttachedLakes:
             self._instances.clear()
 
 
+def _lake_key(catalog: str, data_path: str, config: dict[str, Any]) -> tuple:
+    return catalog, data_path, tuple(sorted((name, str(value)) for name, value in config.items()))
+
+
 ATTACHED_LAKES = _AttachedLakes()
 
 
-def open_lake(catalog: str, data_path: str | None, commit_retries: int):
-    """A connection whose current database is the DuckLake `catalog`, its schema ensured. The
-    catalog's password comes from the environment (PGPASSWORD for a PostgreSQL catalog), never
+def open_lake(catalog: str, data_path: str | None, commit_retries: int, config: dict[str, Any]):
+    """A connection whose current database is the DuckLake `catalog` (attached with the DuckDB
+    `config`), its schema ensured. The catalog's password comes from the environment (PGPASSWORD for a PostgreSQL catalog), never
     from the catalog string, which the UI shows."""
     import duckdb
 
@@ -209,7 +214,7 @@ def open_lake(catalog: str, data_path: str | None, commit_retries: int):
     while True:
         conn, attached_now = None, True
         try:
-            conn, attached_now = ATTACHED_LAKES.connection(catalog, data_path)
+            conn, attached_now = ATTACHED_LAKES.connection(catalog, data_path, config)
             conn.execute(f"USE {LAKE_ALIAS}")
             ensure_schema(conn, registered_stores())
             return conn
@@ -217,7 +222,7 @@ def open_lake(catalog: str, data_path: str | None, commit_retries: int):
             if conn is not None:
                 conn.close()
             if isinstance(error, Exception) and not attached_now:  # its catalog's server may have restarted since
-                ATTACHED_LAKES.forget(catalog, data_path)
+                ATTACHED_LAKES.forget(catalog, data_path, config)
                 continue
             # Hosts creating a new lake, or its tables, at once: one wins, the others try again.
             racing = isinstance(error, (duckdb.TransactionException, duckdb.CatalogException,

@@ -268,3 +268,8 @@ def test_a_process_attaches_the_lake_once_and_again_when_its_catalog_connections
                       "lake_reattached")
     read_partition(warehouse, "writer 3")
     assert catalog_backends(catalogs, "lake_reattached").isdisjoint(attached)
+
+    # The resource's DuckDB config (`connection_config`) is its instance's.
+    limited = lake(catalogs, "lake_reattached", tmp_path, connection_config={"memory_limit": "1GB"})
+    with limited.store(BenchmarkStore) as store:
+        assert store.rows("SELECT current_setting('memory_limit') AS memory_limit") == [{"memory_limit": "953.6 MiB"}]

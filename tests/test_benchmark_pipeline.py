@@ -113,6 +113,31 @@ def test_every_item_is_in_view_with_its_prompt_answer_reference_and_metrics(all_
             assert prompt in view and (text is None or text in view)
 
 
+
+def test_item_lineage_holds_every_scored_item_with_the_prompt_the_ui_shows(all_benchmarks):
+    """`item_lineage`, the one lineage view of either kind of benchmark: every spec item score, its
+    exact prompt as the samples view renders it, the answer and the source row."""
+    from eval_platform.benchmarks.samples import item_prompt
+
+    warehouse, _, _ = all_benchmarks
+    key = ("model", "benchmark", "mode", "prompt_format", "num_fewshot", "metric", "source_row_id")
+    with warehouse.store(BenchmarkStore) as store:
+        items = {tuple(row[k] for k in key): row for row in store.rows("SELECT * FROM score_lineage")}
+        lineage = store.rows("SELECT *, item AS source_row_id FROM item_lineage")
+    assert len(lineage) == len(items) > 0 and {row["kind"] for row in lineage} == {"spec"}
+    for row in lineage:
+        item = items[tuple(row[k] for k in key)]
+        assert row["prompt"] == item_prompt(item)
+        assert (json.loads(row["item_value"]), row["score"], row["extracted"], row["reference"]) == \
+            (item["item_score"], item["accuracy"], item["predicted"], item["reference"])
+        answer = json.loads(row["answer"])
+        assert answer == (item["output_text"] if item["output_text"] is not None else
+                          dict(item["label_probabilities"]) if item["label_probabilities"] else
+                          item["choice_loglikelihoods"])
+        assert json.loads(row["source_row"]) == json.loads(item["row_json"]) and row["source"] == item["source"]
+    assert {row["prompt_format"] for row in lineage} == {"chat", "harness"}
+    assert any(row["prompt"].startswith("[context 1]") for row in lineage)  # Winogrande: a context per choice
+
 def test_letter_probabilities_match_an_unbatched_pass(all_benchmarks, local_model):
     warehouse, _, _ = all_benchmarks
     with warehouse.get_connection() as conn:

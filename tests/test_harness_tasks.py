@@ -95,6 +95,10 @@ def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
     assert [(row[0], row[3]) for row in lineage] == [(i, r["country"]) for i, r in enumerate(ROWS)]
     assert [float(row[1]) for row in lineage] == [json.loads(m)["acc"] for m in samples["metrics"]]
     assert "capitals.jsonl" in lineage[0][4]
+    with warehouse.get_connection() as conn:  # the same documents in the one lineage view of either kind
+        either = conn.execute("SELECT item::INTEGER, item_value, prompt, source_row ->> 'country', source, num_fewshot "
+                              "FROM item_lineage WHERE kind = 'harness' AND metric = 'acc' ORDER BY 1").fetchall()
+    assert [(*row[:5], 0) for row in lineage] == either
     acc = next(r for r in results if r["metric"] == "acc")
     assert acc["n"] == 4 and acc["value"] == pytest.approx(samples["metrics"].map(lambda m: json.loads(m)["acc"]).mean())
     assert acc["random_baseline"] == pytest.approx((3 * (1 / 3) + 1 / 2) / 4)
@@ -125,6 +129,10 @@ def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
         ("smollm2-bf16", "smollm2", 4, "throwaway_capitals")
     assert paired["accuracy_a"] == pytest.approx(bf16["acc"]) and paired["accuracy_b"] == pytest.approx(acc["value"])
     assert paired["difference"] == pytest.approx((paired["only_a"] - paired["only_b"]) / 4)
+    with warehouse.store(BenchmarkStore) as store:  # in the comparisons of either kind: its task and filter
+        either = store.rows("SELECT * FROM comparisons WHERE kind = 'harness' AND metric = 'acc'")
+    assert [(r["task"], r["filter"], r["mode"], r["difference"]) for r in either] == \
+        [("throwaway_capitals", paired["prompt_format"], "harness", paired["difference"])]
     compared = {e.asset_key.path[-1]: e.materialization.metadata for e in second.get_asset_materialization_events()}
     assert "## smollm2-bf16 (a) against smollm2 (b)" in compared["harness_model_comparison"]["items"].value
     again = defs.resolve_job_def("harness_task_evaluation").execute_in_process(
@@ -298,8 +306,15 @@ def test_the_main_command_runs_the_v2_protocol_offline_and_prints_raw_and_normal
         rows = conn.execute("SELECT model, benchmark, raw, normalized, status FROM normalized_scores").fetchall()
         documents = dict(conn.execute("SELECT benchmark, count(DISTINCT task || doc_id) FROM harness_samples "
                                       "GROUP BY ALL").fetchall())
+        wide = conn.execute("SELECT leaderboard_bbh, leaderboard_gpqa, leaderboard_ifeval, leaderboard_mmlu_pro, "
+                            "open_llm_leaderboard_v2, open_llm_leaderboard_v2_status FROM leaderboard_wide "
+                            "WHERE model = 'smollm2-135m-instruct-float32'").fetchone()
     scored = {benchmark: (raw, normalized) for model, benchmark, raw, normalized, status in rows if status == "scored"}
     assert set(scored) == {"leaderboard_bbh", "leaderboard_ifeval", "leaderboard_mmlu_pro"}
+    # The wide leaderboard has a column per v2 task (normalised) beside the specs', and the v2 average.
+    average = next(row for row in rows if row[1] == "average")
+    assert wide == (scored["leaderboard_bbh"][1], None, scored["leaderboard_ifeval"][1],
+                    scored["leaderboard_mmlu_pro"][1], average[3], average[4])
     assert {model for model, *_ in rows} == {"smollm2-135m-instruct-float32"}  # the entry that lists no benchmarks
     assert documents == {"leaderboard_bbh": 24, "leaderboard_ifeval": 1, "leaderboard_mmlu_pro": 1}
     with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:  # the README's queries answer

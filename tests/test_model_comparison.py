@@ -50,22 +50,35 @@ def test_a_comparison_names_flipped_items_and_says_when_no_paired_test_applies()
     assert fractional["flipped_to_wrong"] is None and fractional["difference"] == pytest.approx(0.0)
 
 
-def test_a_significant_drop_against_the_baseline_warns_naming_the_flipped_items(warehouse):
+@pytest.mark.parametrize("kind", ["spec", "harness"])
+def test_a_significant_drop_against_the_baseline_warns_naming_the_flipped_items(warehouse, kind):
+    """The same check on either kind of benchmark's comparison asset, each reading its own kind."""
     import pandas as pd
 
     from eval_platform.benchmarks.store import BenchmarkStore
 
-    assert checks.no_drop_against_baseline(warehouse=warehouse).passed
+    spec_check, harness_check = checks.no_drop_against_baseline, checks.harness_no_drop_against_baseline
+    check, other = (spec_check, harness_check) if kind == "spec" else (harness_check, spec_check)
+    assert check(warehouse=warehouse).passed
     rows = item_rows("base", {str(i): 1.0 for i in range(12)}) + item_rows("new", {str(i): float(i >= 10)
                                                                           for i in range(12)})
-    compared = pd.DataFrame(comparison_rows("arc_easy", "new", {"baseline": "base"}, rows, {})).assign(
+    if kind == "harness":  # as load_harness_item_values gives them: the task as mode, the filter as format
+        rows = [{**row, "mode": "leaderboard_bbh_navigate", "prompt_format": "none",
+                 "source_row_id": f"leaderboard_bbh_navigate/{row['prompt_id']}"} for row in rows]
+    benchmark = "arc_easy" if kind == "spec" else "leaderboard_bbh"
+    compared = pd.DataFrame(comparison_rows(benchmark, "new", {"baseline": "base"}, rows, {})).assign(
         compared_at=pd.Timestamp.now())
     with warehouse.store(BenchmarkStore) as store:
-        store.replace_model_comparisons("arc_easy", "new", compared)
-    result = checks.no_drop_against_baseline(warehouse=warehouse)
+        replace = store.replace_model_comparisons if kind == "spec" else store.replace_harness_comparisons
+        replace(benchmark, "new", compared)
+    result = check(warehouse=warehouse)
     assert not result.passed and result.severity == AssetCheckSeverity.WARN
     report = result.metadata["examples"].value
-    assert "'new', 'baseline', 'base'" in report and "p=0.00195" in report and "'row-9'" in report  # 10 flipped
+    assert f"('{benchmark}', 'new', 'baseline', 'base', " in report and "p=0.00195" in report  # 10 flipped
+    assert ("'row-9'" if kind == "spec" else "'leaderboard_bbh_navigate/9'") in report
+    if kind == "harness":
+        assert "'leaderboard_bbh_navigate', 'none', 0, 'acc'" in report  # the task and its filter
+    assert other(warehouse=warehouse).passed
 
 
 def test_side_by_side_lists_the_items_scored_differently_first():
@@ -114,6 +127,11 @@ def test_two_precisions_of_smollm2_compared_on_shared_items(warehouse, tmp_path)
     for _, items, a, b, difference, only_a, only_b, p, low, high in rows:
         assert items == 6 and difference == pytest.approx(a - b) and low <= difference <= high
         assert p == pytest.approx(exact_mcnemar(only_a, only_b))
+    with warehouse.get_connection() as conn:  # the comparisons of either kind of benchmark, in one view
+        stored = conn.execute("SELECT * EXCLUDE (compared_at) FROM model_comparisons ORDER BY ALL").fetchall()
+        either = conn.execute("SELECT * EXCLUDE (compared_at, kind, task, filter) FROM comparisons "
+                              "WHERE kind = 'spec' AND task = benchmark AND filter IS NULL ORDER BY ALL").fetchall()
+    assert either == stored and len(stored) == 4
 
 
 def test_the_regression_watch_names_items_that_flipped_to_wrong(warehouse, tmp_path):

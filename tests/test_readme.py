@@ -15,17 +15,18 @@ from tests.processes import run_to_end
 README = PROJECT_ROOT / "README.md"
 
 
-# What the Open LLM Leaderboard v2 run of the main command writes (its statements are run on that
-# command's warehouse in tests/test_harness_tasks.py)
-HARNESS_TABLES = ("harness_samples", "harness_results", "harness_lineage", "normalized_scores")
+# What the Open LLM Leaderboard v2 run of the main command writes, its tables and the wide leaderboard's
+# v2 columns (its statements are run on that command's warehouse in tests/test_harness_tasks.py)
+HARNESS_SOURCES = ("harness_samples", "harness_results", "harness_lineage", "normalized_scores",
+                   "open_llm_leaderboard_v2")
 
 
 def sql_statements(harness: bool | None = None) -> list[str]:
     """The README's SQL statements; `harness`: only those that read (True) or do not read (False) the
-    harness tables."""
+    v2 run's tables and columns (HARNESS_SOURCES)."""
     blocks = re.findall(r"```sql\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
     statements = [s.strip() for block in blocks for s in block.split(";") if re.sub(r"--[^\n]*", "", s).strip()]
-    return [s for s in statements if harness is None or any(table in s for table in HARNESS_TABLES) == harness]
+    return [s for s in statements if harness is None or any(source in s for source in HARNESS_SOURCES) == harness]
 
 
 # Statements that list bad input: nothing in the shipped data is bad, so they answer no rows.

@@ -1,11 +1,13 @@
 """Asset checks of the benchmark assets: accuracies in range, no duplicate predictions, reject rates,
-and accuracy regressions between scoring runs."""
+accuracy regressions between scoring runs, and drops against a baseline on either kind of benchmark."""
 
 import os
 
 from dagster import AssetCheckResult, AssetCheckSeverity, asset_check
 
-from eval_platform.benchmarks.assets import benchmark_predictions, benchmark_prompts, benchmark_scores, model_comparison
+from eval_platform.benchmarks.assets import (
+    benchmark_predictions, benchmark_prompts, benchmark_scores, harness_model_comparison, model_comparison,
+)
 from eval_platform.benchmarks.comparison import compare, flipped_to_wrong
 from eval_platform.benchmarks.store import BenchmarkStore
 from eval_platform.common.checks import check_result, listed_rows
@@ -71,15 +73,28 @@ def accuracy_regression(warehouse: WarehouseResource) -> AssetCheckResult:
                    environment_changes=listed_rows(changes, "the compared runs computed in the same environment", 20))
 
 
-@asset_check(asset=model_comparison, description=(
-    f"No roster model scored below its baseline or predecessor (a checkpoint's previous one) by more than "
-    f"an exact McNemar test allows (p < EVAL_REGRESSION_ALPHA, now {REGRESSION_ALPHA}); names the items that "
-    "flipped from right to wrong."))
+def _no_drop_description(per: str) -> str:
+    return (f"No roster model scored below its baseline or predecessor (a checkpoint's previous one) {per} by "
+            f"more than an exact McNemar test allows (p < EVAL_REGRESSION_ALPHA, now {REGRESSION_ALPHA}); names the "
+            "items that flipped from right to wrong.")
+
+
+def _drops_result(drops: list[tuple]) -> AssetCheckResult:
+    return check_result(drops, "significant drop against a baseline", severity=AssetCheckSeverity.WARN)
+
+
+@asset_check(asset=model_comparison, description=_no_drop_description("on a benchmark's mode, format and metric"))
 def no_drop_against_baseline(warehouse: WarehouseResource) -> AssetCheckResult:
     with warehouse.store(BenchmarkStore) as store:
-        return check_result(store.significant_drops(REGRESSION_ALPHA), "significant drop against a baseline",
-                            severity=AssetCheckSeverity.WARN)
+        return _drops_result(store.significant_drops(REGRESSION_ALPHA))
+
+
+@asset_check(asset=harness_model_comparison, name="no_drop_against_baseline",
+             description=_no_drop_description("on a harness task's filter and metric"))
+def harness_no_drop_against_baseline(warehouse: WarehouseResource) -> AssetCheckResult:
+    with warehouse.store(BenchmarkStore) as store:
+        return _drops_result(store.significant_harness_drops(REGRESSION_ALPHA))
 
 
 BENCHMARK_CHECKS = [accuracies_in_unit_interval, no_duplicate_predictions, reject_rate_below_threshold,
-                    accuracy_regression, no_drop_against_baseline]
+                    accuracy_regression, no_drop_against_baseline, harness_no_drop_against_baseline]

@@ -16,6 +16,8 @@ import pandas as pd
 
 from eval_platform.benchmarks.comparison import NO_PAIRED_TEST
 from eval_platform.benchmarks.leaderboard import HARNESS_MODE, PRIMARY_PROTOCOL
+from eval_platform.benchmarks.leaderboard_v2 import PROTOCOL as V2_PROTOCOL
+from eval_platform.benchmarks.leaderboard_v2 import V2_TASKS
 from eval_platform.benchmarks.specs import BENCHMARKS
 from eval_platform.common.warehouse import Store, add_column, reads, rebuild_table, writes
 
@@ -233,6 +235,24 @@ def _with_harness_headlines(conn: Any) -> None:
         rebuild_table(conn, "leaderboard", _LEADERBOARD, "*")
 
 
+def _protocol_cell(table: str, column: str, protocol: str, benchmark: str, name: str) -> str:
+    return (f"(SELECT any_value(p.{column}) FROM {table} p WHERE p.model = l.model AND p.protocol = '{protocol}' "
+            f"AND p.benchmark = '{benchmark}') AS {name}")
+
+
+def _leaderboard_wide() -> str:
+    """One row per model: each spec's headline, the v1 average and its status, each v2 task's
+    normalised score, the v2 average and its status."""
+    specs = [f"max(l.accuracy) FILTER (WHERE l.benchmark = '{name}' AND l.mode <> '{HARNESS_MODE}') AS {name}"
+             for name in BENCHMARKS]
+    v1 = [_protocol_cell("protocol_results", "accuracy", PRIMARY_PROTOCOL, "average", PRIMARY_PROTOCOL),
+          _protocol_cell("protocol_results", "status", PRIMARY_PROTOCOL, "average", f"{PRIMARY_PROTOCOL}_status")]
+    v2 = [_protocol_cell("normalized_scores", "normalized", V2_PROTOCOL, task.task, task.task) for task in V2_TASKS]
+    v2 += [_protocol_cell("normalized_scores", "normalized", V2_PROTOCOL, "average", V2_PROTOCOL),
+           _protocol_cell("normalized_scores", "status", V2_PROTOCOL, "average", f"{V2_PROTOCOL}_status")]
+    return f"SELECT l.model, {', '.join(specs + v1 + v2)} FROM leaderboard l GROUP BY l.model"
+
+
 class BenchmarkStore(Store):
     name = "benchmarks"
     version = 7
@@ -310,8 +330,8 @@ class BenchmarkStore(Store):
             FROM prompt_rejections p LEFT JOIN raw_rows r USING (benchmark, source_row_id)""",
         # score -> each item's score -> the prediction behind it -> its prompt (and harness request) -> the raw row
         "score_lineage": """
-            SELECT s.model, s.benchmark, s.mode, s.prompt_format, s.num_fewshot, s.metric, s.accuracy,
-                   i.prompt_id, i.value AS item_score, i.predicted, i.reference,
+            SELECT s.model, s.model_fingerprint, s.benchmark, s.mode, s.prompt_format, s.num_fewshot, s.metric,
+                   s.accuracy, i.prompt_id, i.value AS item_score, i.predicted, i.reference,
                    pr.label_probabilities, pr.choice_loglikelihoods, pr.output_text,
                    p.system_prompt, p.user_prompt, h.contexts AS harness_contexts,
                    h.continuations AS harness_continuations, h.fewshot_ids,
@@ -323,26 +343,52 @@ class BenchmarkStore(Store):
             LEFT JOIN harness_requests h ON s.prompt_format = 'harness' AND h.prompt_id = i.prompt_id
                                          AND h.num_fewshot = i.num_fewshot
             JOIN raw_rows r ON r.benchmark = p.benchmark AND r.source_row_id = p.source_row_id""",
-        # a harness benchmark's score -> each document's value of that metric -> its prompt, answers and
-        # document -> the run's settings (task, data files, shots, chat template)
+        # a harness benchmark's score (with its shots) -> each document's value of that metric -> its prompt,
+        # answers and document -> the run's settings (task, data files, shots, chat template)
         "harness_lineage": """
-            SELECT r.benchmark, r.model, r.model_fingerprint, r.task, r.metric, r.filter, r.value AS score,
-                   s.doc_id, s.metrics -> ('$."' || r.metric || '"') AS item_value, s.prompt, s.arguments,
-                   s.responses, s.filtered_responses, s.target, s.doc, s.doc_hash,
+            SELECT r.benchmark, r.model, r.model_fingerprint, r.task, r.metric, r.filter, r.num_fewshot,
+                   r.value AS score, s.doc_id, s.metrics -> ('$."' || r.metric || '"') AS item_value, s.prompt,
+                   s.arguments, s.responses, s.filtered_responses, s.target, s.doc, s.doc_hash,
                    r.settings -> '$.data_files' AS data_files, r.settings, r.run_id
             FROM harness_results r
             JOIN harness_samples s ON s.benchmark = r.benchmark AND s.model = r.model AND s.task = r.task
                                   AND s.filter = r.filter
             WHERE NOT r.is_group""",
-        # the leaderboard, one row per model and a column per spec's benchmark, and the protocols' averages
-        "leaderboard_wide": "SELECT l.model, " + ", ".join(
-            f"max(l.accuracy) FILTER (WHERE l.benchmark = '{name}' AND l.mode <> '{HARNESS_MODE}') AS {name}"
-            for name in BENCHMARKS) + """,
-                   (SELECT any_value(p.accuracy) FROM protocol_results p WHERE p.model = l.model
-                    AND p.protocol = '{0}' AND p.benchmark = 'average') AS {0},
-                   (SELECT any_value(p.status) FROM protocol_results p WHERE p.model = l.model
-                    AND p.protocol = '{0}' AND p.benchmark = 'average') AS {0}_status
-            FROM leaderboard l GROUP BY l.model""".format(PRIMARY_PROTOCOL),
+        # either kind of benchmark, one row per item and metric: score -> item value -> the exact prompt ->
+        # the answer and what was extracted from it -> the reference -> the source row (a spec's raw row, a
+        # harness task's document) and where it came from
+        "item_lineage": """
+            SELECT 'spec' AS kind, l.model, l.model_fingerprint, l.benchmark, l.benchmark AS task, l.mode,
+                   l.prompt_format, NULL AS filter, l.num_fewshot, l.metric, l.accuracy AS score,
+                   l.source_row_id AS item, to_json(l.item_score) AS item_value,
+                   CASE WHEN l.prompt_format <> 'harness'
+                        THEN CASE WHEN l.system_prompt <> '' THEN '[system]' || chr(10) || l.system_prompt
+                                  || chr(10) || chr(10) ELSE '' END || '[user]' || chr(10) || l.user_prompt
+                        WHEN len(list_distinct(l.harness_contexts)) = 1 THEN l.harness_contexts[1]
+                        ELSE array_to_string(list_transform(l.harness_contexts, lambda c, i: '[context ' || i || ']'
+                                                            || chr(10) || c), chr(10) || chr(10)) END AS prompt,
+                   CASE WHEN l.output_text IS NOT NULL THEN to_json(l.output_text)
+                        WHEN l.label_probabilities IS NOT NULL THEN to_json(l.label_probabilities)
+                        ELSE to_json(l.choice_loglikelihoods) END AS answer,
+                   l.predicted AS extracted, l.reference, l.source, l.row_json::JSON AS source_row
+            FROM score_lineage l
+            UNION ALL
+            SELECT 'harness', h.model, h.model_fingerprint, h.benchmark, h.task, 'harness', 'harness', h.filter,
+                   h.num_fewshot, h.metric, h.score, h.doc_id::VARCHAR, h.item_value::JSON, h.prompt, h.responses,
+                   h.filtered_responses::VARCHAR, h.target, h.data_files::VARCHAR, h.doc
+            FROM harness_lineage h""",
+        # every model comparison, of either kind of benchmark (a harness task's: its task and filter)
+        "comparisons": f"""
+            SELECT 'spec' AS kind, benchmark, benchmark AS task, mode, prompt_format, NULL AS filter,
+                   * EXCLUDE (benchmark, mode, prompt_format)
+            FROM model_comparisons
+            UNION ALL BY NAME
+            SELECT 'harness' AS kind, benchmark, mode AS task, '{HARNESS_MODE}' AS mode, 'harness' AS prompt_format,
+                   prompt_format AS filter, * EXCLUDE (benchmark, mode, prompt_format)
+            FROM harness_comparisons""",
+        # the leaderboard, one row per model: a column per spec's benchmark (its headline) and the v1
+        # protocol's average, a column per v2 task (its normalised score, 0 to 100) and the v2 average
+        "leaderboard_wide": _leaderboard_wide(),
     }
     migrations = {0: _from_unversioned, 1: _with_harness_requests, 2: _with_prediction_runs,
                   3: _with_harness_metric_names, 4: _with_roster_names, 5: _with_harness_built_requests,
@@ -647,14 +693,22 @@ class BenchmarkStore(Store):
             WHERE NOT (accuracy BETWEEN 0 AND 1 AND ci_low BETWEEN 0 AND accuracy
                        AND ci_high BETWEEN accuracy AND 1)""").fetchall()
 
+    def _significant_drops(self, table: str, alpha: float) -> list[tuple]:
+        """The comparisons in `table` where a model scored significantly below its baseline or
+        predecessor (exact McNemar p < alpha), with the items that flipped from right to wrong (a
+        harness comparison's mode is its task, its format its filter)."""
+        return self.sql(f"""
+            SELECT benchmark, model_a, relation, model_b, mode, prompt_format, num_fewshot, metric,
+                   round(accuracy_a, 4), round(accuracy_b, 4), printf('p=%.3g', mcnemar_p), flipped_to_wrong
+            FROM {table} WHERE difference < 0 AND mcnemar_p < ? ORDER BY ALL""", [alpha]).fetchall()
+
     @reads("model_comparisons")
     def significant_drops(self, alpha: float) -> list[tuple]:
-        """Comparisons where a model scored significantly below its baseline or predecessor
-        (exact McNemar p < alpha), with the items that flipped from right to wrong."""
-        return self.sql("""
-            SELECT benchmark, model_a, relation, model_b, mode, num_fewshot, metric, round(accuracy_a, 4),
-                   round(accuracy_b, 4), printf('p=%.3g', mcnemar_p), flipped_to_wrong
-            FROM model_comparisons WHERE difference < 0 AND mcnemar_p < ? ORDER BY ALL""", [alpha]).fetchall()
+        return self._significant_drops("model_comparisons", alpha)
+
+    @reads("harness_comparisons")
+    def significant_harness_drops(self, alpha: float) -> list[tuple]:
+        return self._significant_drops("harness_comparisons", alpha)
 
     @reads("predictions")
     def duplicate_predictions(self) -> list[tuple]:

@@ -7,13 +7,13 @@ from datetime import datetime
 
 import pytest
 import yaml
-from dagster import DagsterInstance, Definitions, SkipReason, build_sensor_context
+from dagster import DagsterInstance, Definitions, SkipReason, build_sensor_context, partition_loading_context
 
 from eval_platform.benchmarks import checks
 from eval_platform.benchmarks.leaderboard import (
     harness_headline_scores, headline_scores, leaderboard_plot, leaderboard_table,
 )
-from eval_platform.benchmarks.partitions import evaluation_key, roster_partitions
+from eval_platform.benchmarks.partitions import evaluation_key, harness_key, roster_partitions
 from eval_platform.benchmarks.resources import ROSTER_DIR, RosterResource
 from eval_platform.benchmarks.roster import RosterError, evaluation_order, load_roster
 from eval_platform.benchmarks.sensors import checkpoint_sensor, roster_sensor
@@ -215,7 +215,7 @@ def test_an_unchanged_nightly_refresh_computes_no_prediction(platform):
 
 
 def test_the_roster_sensor_adds_partitions_and_evaluates_a_changed_entry(platform):
-    _, roster, _, instance, tmp_path = platform
+    test_defs, roster, _, instance, tmp_path = platform
     first = roster_sensor(build_sensor_context(instance=instance, resources={"roster": roster}))
     assert first.run_requests == [] and first.dynamic_partitions_requests[0].partition_keys == ["bf16", "f32"]
     again = roster_sensor(build_sensor_context(instance=instance, resources={"roster": roster}, cursor=first.cursor))
@@ -224,6 +224,16 @@ def test_the_roster_sensor_adds_partitions_and_evaluates_a_changed_entry(platfor
           batch_size=4)
     changed = roster_sensor(build_sensor_context(instance=instance, resources={"roster": roster}, cursor=again.cursor))
     assert [r.partition_key for r in changed.run_requests] == [evaluation_key("arc_easy", "f32")]
+    # an entry that now lists a harness benchmark (data/harness/) too: each benchmark by its own kind's job,
+    # checked as the daemon checks a sensor's requests
+    write(tmp_path / "roster", "f32", model="local/smollm2-135m-instruct", dtype="float32",
+          benchmarks=["arc_easy", "leaderboard_ifeval"], batch_size=4)
+    with partition_loading_context(dynamic_partitions_store=instance):
+        both = roster_sensor.evaluate_tick(build_sensor_context(instance=instance, resources={"roster": roster},
+                                                                cursor=changed.cursor, definitions=test_defs))
+    assert [(r.job_name, r.partition_key) for r in both.run_requests] == [
+        ("model_evaluation", evaluation_key("arc_easy", "f32")),
+        ("harness_task_evaluation", harness_key("leaderboard_ifeval", "f32"))]
 
 
 def test_a_new_checkpoint_is_evaluated_and_compared_with_its_predecessor_and_baseline(platform):

@@ -6,7 +6,7 @@ import os
 from dagster import RunRequest, ScheduleEvaluationContext, schedule
 
 from eval_platform.benchmarks.harness_tasks import load_declarations
-from eval_platform.benchmarks.jobs import benchmark_inputs_job, harness_evaluation_job
+from eval_platform.benchmarks.jobs import benchmark_inputs_job, harness_evaluation_job, model_evaluation_job
 from eval_platform.benchmarks.partitions import (
     benchmark_partitions, evaluation_key, harness_key, harness_task_partitions, roster_partitions,
 )
@@ -34,7 +34,7 @@ def roster_run_requests(instance, roster: dict[str, RosterEntry], benchmarks: li
     if added:
         instance.add_dynamic_partitions(roster_partitions.name, added)
     return [RunRequest(run_key=f"{run_key}:{name}:{benchmark}", partition_key=evaluation_key(benchmark, name),
-                       tags=roster[name].run_tags or {})
+                       job_name=model_evaluation_job.name, tags=roster[name].run_tags or {})
             for benchmark in benchmarks for name in evaluation_order(roster)
             if benchmark in roster[name].evaluated_on()]
 
@@ -48,7 +48,7 @@ def harness_run_requests(instance, roster: dict[str, RosterEntry], benchmarks: l
         if added:
             instance.add_dynamic_partitions(dimension.name, added)
     return [RunRequest(run_key=f"{run_key}:{name}:{benchmark}", partition_key=harness_key(benchmark, name),
-                       tags=roster[name].run_tags or {})
+                       job_name=harness_evaluation_job.name, tags=roster[name].run_tags or {})
             for benchmark in benchmarks for name in evaluation_order(roster)
             if roster[name].evaluated_on_harness(benchmark)]
 

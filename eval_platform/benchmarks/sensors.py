@@ -1,10 +1,11 @@
 """The roster evaluation sensor: a benchmark's refreshed inputs -> every roster model on it.
 
-The roster sensor: a new or changed roster entry becomes a model partition and is evaluated.
+The roster sensor: a new or changed roster entry becomes a model partition and is evaluated on
+its benchmarks of either kind (a spec's, a harness benchmark of data/harness/).
 
 The checkpoint sensor: each checkpoint directory written into the checkpoints folder (default
 data/checkpoints/, or EVAL_CHECKPOINT_DIR) becomes a roster entry named after it, is evaluated on
-its benchmarks, and is compared with the checkpoint before it and with its baseline.
+its benchmarks of either kind, and is compared with the checkpoint before it and with its baseline.
 
 What every checkpoint's entry gets besides its model and predecessor (benchmarks, baseline, dtype,
 ...) is read from `checkpoints.yaml` in that folder, a roster entry without a name or model."""
@@ -16,15 +17,16 @@ import re
 from pathlib import Path
 
 from dagster import (
-    DagsterRunStatus, DefaultSensorStatus, RunStatusSensorContext, SensorEvaluationContext, SensorResult, SkipReason,
-    run_status_sensor, sensor,
+    DagsterRunStatus, DefaultSensorStatus, RunRequest, RunStatusSensorContext, SensorEvaluationContext, SensorResult,
+    SkipReason, run_status_sensor, sensor,
 )
 
-from eval_platform.benchmarks.jobs import benchmark_inputs_job, model_evaluation_job
+from eval_platform.benchmarks.harness_tasks import load_declarations
+from eval_platform.benchmarks.jobs import benchmark_inputs_job, harness_evaluation_job, model_evaluation_job
 from eval_platform.benchmarks.partitions import roster_partitions
 from eval_platform.benchmarks.resources import RosterResource
 from eval_platform.benchmarks.roster import RosterEntry, RosterError, missing_partitions, parse_entry, write_entry
-from eval_platform.benchmarks.schedules import roster_run_requests
+from eval_platform.benchmarks.schedules import harness_run_requests, roster_run_requests
 from eval_platform.benchmarks.specs import BENCHMARKS
 from eval_platform.common.resources import DATA_DIR
 
@@ -73,15 +75,22 @@ def new_checkpoint_entries(folder: Path, roster: dict[str, RosterEntry]) -> list
     return entries
 
 
+def every_kind_run_requests(instance, entries: dict[str, RosterEntry], run_key: str) -> list[RunRequest]:
+    """The entries on every benchmark each is evaluated on, a spec's (model_evaluation) and a
+    harness benchmark of data/harness/ (harness_task_evaluation)."""
+    return (roster_run_requests(instance, entries, list(BENCHMARKS), run_key)
+            + harness_run_requests(instance, entries, list(load_declarations()), run_key))
+
+
 def entry_digests(roster: dict[str, RosterEntry]) -> dict[str, str]:
     return {name: hashlib.sha256(entry.model_dump_json().encode()).hexdigest()[:16] for name, entry in roster.items()}
 
 
-@sensor(name="roster_sensor", job=model_evaluation_job, minimum_interval_seconds=30,
+@sensor(name="roster_sensor", jobs=[model_evaluation_job, harness_evaluation_job], minimum_interval_seconds=30,
         default_status=DefaultSensorStatus.RUNNING,
         description="Makes each roster entry a key of the model dimension (so it can be launched from the UI), "
-                    "and evaluates an entry added or changed since the sensor's last tick on its benchmarks. "
-                    "Its first tick only takes note of the roster.")
+                    "and evaluates an entry added or changed since the sensor's last tick on its benchmarks of "
+                    "either kind. Its first tick only takes note of the roster.")
 def roster_sensor(context: SensorEvaluationContext, roster: RosterResource):
     entries = roster.entries()
     digests = entry_digests(entries)
@@ -89,7 +98,7 @@ def roster_sensor(context: SensorEvaluationContext, roster: RosterResource):
     changed = {} if seen is None else {name: entry for name, entry in entries.items() if seen.get(name) != digests[name]}
     existing = context.instance.get_dynamic_partitions(roster_partitions.name)
     roster_digest = hashlib.sha256(json.dumps(digests).encode()).hexdigest()[:16]
-    requests = roster_run_requests(context.instance, changed, list(BENCHMARKS), f"roster-{roster_digest}")
+    requests = every_kind_run_requests(context.instance, changed, f"roster-{roster_digest}")
     return SensorResult(run_requests=requests, cursor=json.dumps(digests), dynamic_partitions_requests=[
         roster_partitions.build_add_request(missing_partitions(entries, existing))])
 
@@ -97,10 +106,10 @@ def roster_sensor(context: SensorEvaluationContext, roster: RosterResource):
 def checkpoint_sensor(folder: Path = CHECKPOINT_DIR, name: str = "checkpoint_sensor"):
     """A sensor that adds a roster entry for each new checkpoint directory in `folder` and evaluates it."""
 
-    @sensor(name=name, job=model_evaluation_job, minimum_interval_seconds=60,
+    @sensor(name=name, jobs=[model_evaluation_job, harness_evaluation_job], minimum_interval_seconds=60,
             default_status=DefaultSensorStatus.STOPPED,
             description=f"Adds each new checkpoint directory in {folder} to the roster and evaluates it on its "
-                        f"benchmarks, comparing it with the checkpoint before it and its baseline.")
+                        f"benchmarks of either kind, comparing it with the checkpoint before it and its baseline.")
     def _sensor(context: SensorEvaluationContext, roster: RosterResource):
         if not Path(folder).is_dir():
             return SkipReason(f"No checkpoints folder {folder}")
@@ -111,10 +120,8 @@ def checkpoint_sensor(folder: Path = CHECKPOINT_DIR, name: str = "checkpoint_sen
         for entry in new:
             path = write_entry(roster.directory, entry)
             context.log.info(f"Checkpoint {entry.name}: roster entry {path}")
-        added = {entry.name: entry for entry in new}
-        requests = roster_run_requests(context.instance, added, list(dict.fromkeys(
-            benchmark for entry in new for benchmark in entry.evaluated_on())), "checkpoint")
-        return SensorResult(run_requests=requests)
+        return SensorResult(run_requests=every_kind_run_requests(context.instance, {e.name: e for e in new},
+                                                                 "checkpoint"))
 
     return _sensor
 

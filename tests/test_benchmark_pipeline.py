@@ -123,10 +123,15 @@ def test_item_lineage_holds_every_scored_item_with_the_prompt_the_ui_shows(all_b
     key = ("model", "benchmark", "mode", "prompt_format", "num_fewshot", "metric", "source_row_id")
     with warehouse.store(BenchmarkStore) as store:
         items = {tuple(row[k] for k in key): row for row in store.rows("SELECT * FROM score_lineage")}
-        lineage = store.rows("SELECT *, item AS source_row_id FROM item_lineage")
+        # metric and filter as the harness names them: a generated answer's exact_match under each filter
+        lineage = store.rows("SELECT *, item AS source_row_id, CASE WHEN mode = 'generate' THEN filter ELSE metric "
+                             "END AS spec_metric FROM item_lineage")
     assert len(lineage) == len(items) > 0 and {row["kind"] for row in lineage} == {"spec"}
+    assert {(row["metric"], row["filter"]) for row in lineage if row["mode"] == "generate"} == {
+        ("exact_match", "strict-match"), ("exact_match", "flexible-extract")}
+    assert {row["filter"] for row in lineage if row["mode"] != "generate"} == {"none"}
     for row in lineage:
-        item = items[tuple(row[k] for k in key)]
+        item = items[tuple(row[k] for k in key[:-2]) + (row["spec_metric"], row["source_row_id"])]
         assert row["prompt"] == item_prompt(item)
         assert (json.loads(row["item_value"]), row["score"], row["extracted"], row["reference"]) == \
             (item["item_score"], item["accuracy"], item["predicted"], item["reference"])

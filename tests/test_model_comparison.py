@@ -130,7 +130,7 @@ def test_two_precisions_of_smollm2_compared_on_shared_items(warehouse, tmp_path)
     with warehouse.get_connection() as conn:  # the comparisons of either kind of benchmark, in one view
         stored = conn.execute("SELECT * EXCLUDE (compared_at) FROM model_comparisons ORDER BY ALL").fetchall()
         either = conn.execute("SELECT * EXCLUDE (compared_at, kind, task, filter) FROM comparisons "
-                              "WHERE kind = 'spec' AND task = benchmark AND filter IS NULL ORDER BY ALL").fetchall()
+                              "WHERE kind = 'spec' AND task = benchmark AND filter = 'none' ORDER BY ALL").fetchall()
     assert either == stored and len(stored) == 4
 
 

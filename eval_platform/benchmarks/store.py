@@ -235,6 +235,14 @@ def _with_harness_headlines(conn: Any) -> None:
         rebuild_table(conn, "leaderboard", _LEADERBOARD, "*")
 
 
+def _spec_metric_and_filter(alias: str) -> str:
+    """A spec's metric and filter as the harness names them: a generated answer's metric is
+    exact_match under the answer filter the spec names it by (strict-match, flexible-extract); any
+    other metric's filter is `none`."""
+    return (f"CASE WHEN {alias}mode = 'generate' THEN 'exact_match' ELSE {alias}metric END AS metric, "
+            f"CASE WHEN {alias}mode = 'generate' THEN {alias}metric ELSE 'none' END AS filter")
+
+
 def _protocol_cell(table: str, column: str, protocol: str, benchmark: str, name: str) -> str:
     return (f"(SELECT any_value(p.{column}) FROM {table} p WHERE p.model = l.model AND p.protocol = '{protocol}' "
             f"AND p.benchmark = '{benchmark}') AS {name}")
@@ -354,12 +362,12 @@ class BenchmarkStore(Store):
             JOIN harness_samples s ON s.benchmark = r.benchmark AND s.model = r.model AND s.task = r.task
                                   AND s.filter = r.filter
             WHERE NOT r.is_group""",
-        # either kind of benchmark, one row per item and metric: score -> item value -> the exact prompt ->
-        # the answer and what was extracted from it -> the reference -> the source row (a spec's raw row, a
-        # harness task's document) and where it came from
-        "item_lineage": """
+        # either kind of benchmark, one row per item, metric and filter (named as the harness names them):
+        # score -> item value -> the exact prompt -> the answer and what was extracted from it -> the
+        # reference -> the source row (a spec's raw row, a harness task's document) and where it came from
+        "item_lineage": f"""
             SELECT 'spec' AS kind, l.model, l.model_fingerprint, l.benchmark, l.benchmark AS task, l.mode,
-                   l.prompt_format, NULL AS filter, l.num_fewshot, l.metric, l.accuracy AS score,
+                   l.prompt_format, {_spec_metric_and_filter("l.")}, l.num_fewshot, l.accuracy AS score,
                    l.source_row_id AS item, to_json(l.item_score) AS item_value,
                    CASE WHEN l.prompt_format <> 'harness'
                         THEN CASE WHEN l.system_prompt <> '' THEN '[system]' || chr(10) || l.system_prompt
@@ -372,15 +380,18 @@ class BenchmarkStore(Store):
                         ELSE to_json(l.choice_loglikelihoods) END AS answer,
                    l.predicted AS extracted, l.reference, l.source, l.row_json::JSON AS source_row
             FROM score_lineage l
-            UNION ALL
-            SELECT 'harness', h.model, h.model_fingerprint, h.benchmark, h.task, 'harness', 'harness', h.filter,
-                   h.num_fewshot, h.metric, h.score, h.doc_id::VARCHAR, h.item_value::JSON, h.prompt, h.responses,
-                   h.filtered_responses::VARCHAR, h.target, h.data_files::VARCHAR, h.doc
+            UNION ALL BY NAME
+            SELECT 'harness' AS kind, h.model, h.model_fingerprint, h.benchmark, h.task, '{HARNESS_MODE}' AS mode,
+                   'harness' AS prompt_format, h.metric, h.filter, h.num_fewshot, h.score, h.doc_id::VARCHAR AS item,
+                   h.item_value::JSON AS item_value, h.prompt, h.responses AS answer,
+                   h.filtered_responses::VARCHAR AS extracted, h.target AS reference, h.data_files::VARCHAR AS source,
+                   h.doc AS source_row
             FROM harness_lineage h""",
-        # every model comparison, of either kind of benchmark (a harness task's: its task and filter)
+        # every model comparison, of either kind of benchmark, with its task, metric and filter as the
+        # harness names them
         "comparisons": f"""
-            SELECT 'spec' AS kind, benchmark, benchmark AS task, mode, prompt_format, NULL AS filter,
-                   * EXCLUDE (benchmark, mode, prompt_format)
+            SELECT 'spec' AS kind, benchmark, benchmark AS task, mode, prompt_format, num_fewshot,
+                   {_spec_metric_and_filter("")}, * EXCLUDE (benchmark, mode, prompt_format, num_fewshot, metric)
             FROM model_comparisons
             UNION ALL BY NAME
             SELECT 'harness' AS kind, benchmark, mode AS task, '{HARNESS_MODE}' AS mode, 'harness' AS prompt_format,

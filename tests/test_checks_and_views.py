@@ -142,6 +142,6 @@ def test_every_check_defined_is_in_the_code_location_beside_an_asset_of_it():
                if isinstance(value, AssetChecksDefinition)}
     graph = defs.resolve_asset_graph()
     keys = {key for check in defined for key in check.check_keys}
-    assert len(keys) == len(defined) == 9  # each check written in a domain's checks.py, one key each
+    assert len(keys) == len(defined) == 10  # each check written in a domain's checks.py, one key each
     assert keys == set(graph.asset_check_keys)  # ... and nothing else, reaches the code location
     assert {key.asset_key for key in keys} <= set(graph.get_all_asset_keys())

@@ -7,7 +7,7 @@ Open LLM Leaderboard v2 normalisation; reasoning blocks."""
 import json
 
 import pytest
-from dagster import DagsterInstance
+from dagster import AssetCheckSeverity, DagsterInstance
 
 from eval_platform.benchmarks.engine_lm import strip_reasoning
 from eval_platform.benchmarks.harness_tasks import HarnessRun, HarnessTaskError, build_task_dict, parse_declaration
@@ -142,6 +142,61 @@ def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
     with warehouse.store(BenchmarkStore) as store:
         assert len(store.load_harness_samples("capitals", "smollm2")) == 4
         assert store.rows("SELECT count(*) AS n FROM harness_answers")[0]["n"] == 22  # 11 per fingerprint
+
+
+MORE_ROWS = ROWS + [{"country": "Portugal", "choices": ["Porto", "Lisbon"], "answer": 1},
+                    {"country": "Austria", "choices": ["Vienna", "Graz"], "answer": 0},
+                    {"country": "Poland", "choices": ["Krakow", "Warsaw"], "answer": 1},
+                    {"country": "Greece", "choices": ["Athens", "Patras"], "answer": 0}]
+
+
+def test_the_regression_watch_names_the_documents_that_flipped_on_a_harness_benchmark(project):
+    """Each run of a harness benchmark keeps its documents' values and settings (harness_history);
+    the check accuracy_regression on harness_evaluation, run by the job as by the UI, compares the
+    latest run with the previous one on the documents both scored."""
+    from eval_platform.definitions import defs
+
+    root, instance = project
+    (root / "more.jsonl").write_text("".join(json.dumps(r) + "\n" for r in MORE_ROWS))
+    instance.add_dynamic_partitions(harness_task_partitions.name, ["capitals"])
+    warehouse = WarehouseResource(database=str(root / "warehouse.duckdb"))
+    gold = {f"Q: What is the capital of {r['country']}?\nA:": " " + r["choices"][r["answer"]] for r in MORE_ROWS}
+
+    def regression_check(**config):
+        ops = {"harness_evaluation": {"config": {"data_files": {"throwaway_capitals": {"test": str(root / "more.jsonl")}},
+                                                 **config}}}
+        result = defs.resolve_job_def("harness_task_evaluation").execute_in_process(
+            partition_key=harness_key("capitals", "smollm2"), instance=instance,
+            run_config=launchpad(root / "warehouse.duckdb", root / "roster", ops))
+        assert result.success
+        [check] = [c for c in result.get_asset_check_evaluations() if c.check_name == "accuracy_regression"]
+        assert check.asset_key.path[-1] == "harness_evaluation"
+        return check
+
+    def answer_every_document(right: bool):  # the stored answers the next run reuses
+        with warehouse.get_connection() as conn:
+            for key, arguments in conn.execute("SELECT request_key, arguments FROM harness_answers").fetchall():
+                context, continuation = json.loads(arguments)
+                value = 0.0 if (continuation == gold[context]) == right else -1000.0
+                conn.execute("UPDATE harness_answers SET response = ? WHERE request_key = ?",
+                             [json.dumps([value, False]), key])
+
+    assert regression_check().passed  # one run: nothing to compare
+    answer_every_document(right=True)
+    assert regression_check().passed  # better is no regression
+    answer_every_document(right=False)
+    check = regression_check(limit=7)  # on the 7 documents both runs scored, with a setting changed
+    assert not check.passed and check.severity == AssetCheckSeverity.WARN
+    report = check.metadata["examples"].value
+    for metric in ("acc", "acc_norm"):
+        assert f"('capitals', 'smollm2', 'throwaway_capitals', 'none', 0, '{metric}', 1.0, 0.0, 'p=0.0156'" in report
+    assert "flipped to wrong: " + ", ".join(f"throwaway_capitals/{i}" for i in range(7)) in report
+    assert "settings changed: limit: None vs 7" in report  # the previous run's setting, then the latest's
+    assert "'acc', 'limit: None vs 7')" in check.metadata["settings_changes"].value
+    with warehouse.get_connection() as conn:
+        runs = conn.execute("SELECT run_id, count(*), count(DISTINCT settings ->> 'limit') FROM harness_history "
+                            "WHERE metric = 'acc' GROUP BY run_id ORDER BY min(scored_at)").fetchall()
+    assert [row[1:] for row in runs] == [(8, 0), (8, 0), (7, 1)]
 
 
 def test_any_harness_task_runs_by_name_from_the_launchpad_on_local_files(project):

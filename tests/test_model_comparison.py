@@ -202,7 +202,7 @@ def test_each_prediction_run_records_where_it_ran_and_comparisons_name_what_diff
     assert predictions_metadata(reused)["modes"].value["loglikelihood/harness/0-shot"]["computed"] == 0
     assert prediction_run_ids() == before
     assert checks.accuracy_regression(warehouse=warehouse).metadata["environment_changes"].value.startswith(
-        "_the compared runs computed in the same environment")
+        "_the compared runs had the same environment")
     refresh("f32", LanguageModelResource(batch_size=16), recompute=True)
     changes = checks.accuracy_regression(warehouse=warehouse).metadata["environment_changes"].value
     assert "'acc', 'batch_size: 4 vs 16')" in changes and "'acc_norm', 'batch_size: 4 vs 16')" in changes

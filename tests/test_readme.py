@@ -17,8 +17,8 @@ README = PROJECT_ROOT / "README.md"
 
 # What the Open LLM Leaderboard v2 run of the main command writes, its tables and the wide leaderboard's
 # v2 columns (its statements are run on that command's warehouse in tests/test_harness_tasks.py)
-HARNESS_SOURCES = ("harness_samples", "harness_results", "harness_lineage", "normalized_scores",
-                   "open_llm_leaderboard_v2")
+HARNESS_SOURCES = ("harness_samples", "harness_results", "harness_history", "harness_lineage",
+                   "normalized_scores", "open_llm_leaderboard_v2")
 
 
 def sql_statements(harness: bool | None = None) -> list[str]:

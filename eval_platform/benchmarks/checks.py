@@ -1,17 +1,20 @@
 """Asset checks of the benchmark assets: accuracies in range, no duplicate predictions, reject rates,
-accuracy regressions between scoring runs, and drops against a baseline on either kind of benchmark."""
+and, on either kind of benchmark, accuracy regressions between runs and drops against a baseline."""
 
+import json
 import os
+from typing import Any, Callable, Mapping, Sequence
 
 from dagster import AssetCheckResult, AssetCheckSeverity, asset_check
 
 from eval_platform.benchmarks.assets import (
-    benchmark_predictions, benchmark_prompts, benchmark_scores, harness_model_comparison, model_comparison,
+    benchmark_predictions, benchmark_prompts, benchmark_scores, harness_evaluation, harness_model_comparison,
+    model_comparison,
 )
 from eval_platform.benchmarks.comparison import compare, flipped_to_wrong
 from eval_platform.benchmarks.store import BenchmarkStore
 from eval_platform.common.checks import check_result, listed_rows
-from eval_platform.common.reproducibility import environment_differences
+from eval_platform.common.reproducibility import ENVIRONMENT_FIELDS, environment_differences
 from eval_platform.common.resources import WarehouseResource
 
 MAX_REJECT_RATE = float(os.environ.get("EVAL_MAX_REJECT_RATE", "0.05"))
@@ -37,40 +40,62 @@ def reject_rate_below_threshold(warehouse: WarehouseResource) -> AssetCheckResul
         return check_result(store.reject_rates_above(MAX_REJECT_RATE), "benchmark over the reject-rate threshold")
 
 
-@asset_check(asset=benchmark_scores, description=(
-    f"No model's accuracy dropped below its previous scoring run's by more than an exact McNemar test "
-    f"allows (p < EVAL_REGRESSION_ALPHA, now {REGRESSION_ALPHA}) on the items both runs scored; names "
-    "the items that flipped from right to wrong, and whatever differs between the environments the "
-    "two runs' predictions were computed in."))
-def accuracy_regression(warehouse: WarehouseResource) -> AssetCheckResult:
-    with warehouse.store(BenchmarkStore) as store:
-        rows = store.latest_score_runs()
-        environments = {benchmark: store.load_prediction_runs(benchmark) for benchmark in {r["benchmark"] for r in rows}}
+def _regression_description(previous_run: str, differences: str) -> str:
+    return (f"No model's accuracy dropped below its {previous_run} by more than an exact McNemar test allows "
+            f"(p < EVAL_REGRESSION_ALPHA, now {REGRESSION_ALPHA}) on the items both runs scored; names the items "
+            f"that flipped from right to wrong, and {differences}.")
+
+
+def _run_against_run(rows: list[dict], environment: Callable[[dict], Mapping[str, Any] | None],
+                     fields: Sequence[str] | None, what: str) -> AssetCheckResult:
+    """Each key's latest run against its previous one (rows as `latest_score_runs` gives them):
+    the significant drops with the items that flipped, and what differs (in `fields`; None: any)
+    between the runs' `what` (`environment`: a row's run's), as the metadata `<what>_changes`."""
     runs: dict[tuple, dict[bool, dict[str, float]]] = {}
-    prediction_runs: dict[tuple, dict[bool, set[str | None]]] = {}
+    environments: dict[tuple, dict[bool, dict[Any, Mapping[str, Any] | None]]] = {}
     names: dict[str, str] = {}
     for row in rows:
         key = (row["benchmark"], row["model"], row["model_fingerprint"], row["mode"], row["prompt_format"],
                row["num_fewshot"], row["metric"])
         runs.setdefault(key, {}).setdefault(row["latest"], {})[row["prompt_id"]] = row["value"]
-        prediction_runs.setdefault(key, {}).setdefault(row["latest"], set()).add(row["prediction_run_id"])
+        environments.setdefault(key, {}).setdefault(row["latest"], {})[row["prediction_run_id"]] = environment(row)
         names[row["prompt_id"]] = row["source_row_id"]
-    regressions, changes = [], []
+    regressions, changed_runs = [], []
     for key, by_recency in sorted(runs.items()):
         if set(by_recency) != {True, False}:
             continue  # a first run has nothing to compare with
-        changed = environment_differences(*([environments[key[0]].get(run) for run in prediction_runs[key][latest]]
-                                            for latest in (False, True)))
+        changed = environment_differences(*(list(environments[key][latest].values()) for latest in (False, True)),
+                                          fields=fields)
         if changed:
-            changes.append((*key[:2], *key[3:], changed))
+            changed_runs.append((*key[:2], *key[3:], changed))
         result = compare(by_recency[False], by_recency[True])  # previous minus latest
         if result.difference > 0 and result.mcnemar_p is not None and result.mcnemar_p < REGRESSION_ALPHA:
             flipped = [names[item] for item in flipped_to_wrong(by_recency[False], by_recency[True])]
             regressions.append((*key[:2], *key[3:], round(result.first_accuracy, 4), round(result.second_accuracy, 4),
                                 f"p={result.mcnemar_p:.3g}", "flipped to wrong: " + ", ".join(flipped),
-                                f"environment changed: {changed}" if changed else "same environment"))
+                                f"{what} changed: {changed}" if changed else f"same {what}"))
     return check_result(regressions, "significant accuracy drop", severity=AssetCheckSeverity.WARN,
-                   environment_changes=listed_rows(changes, "the compared runs computed in the same environment", 20))
+                        **{f"{what}_changes": listed_rows(changed_runs, f"the compared runs had the same {what}", 20)})
+
+
+@asset_check(asset=benchmark_scores, description=_regression_description(
+    "previous scoring run's", "whatever differs between the environments the two runs' predictions were computed in"))
+def accuracy_regression(warehouse: WarehouseResource) -> AssetCheckResult:
+    with warehouse.store(BenchmarkStore) as store:
+        rows = store.latest_score_runs()
+        environments = {benchmark: store.load_prediction_runs(benchmark) for benchmark in {r["benchmark"] for r in rows}}
+    return _run_against_run(rows, lambda row: environments[row["benchmark"]].get(row["prediction_run_id"]),
+                            ENVIRONMENT_FIELDS, "environment")
+
+
+@asset_check(asset=harness_evaluation, name="accuracy_regression", description=_regression_description(
+    "previous run's on a harness task's filter and per-document metric",
+    "whatever differs between the two runs' settings (data files, shots, chat template, harness version)"))
+def harness_accuracy_regression(warehouse: WarehouseResource) -> AssetCheckResult:
+    with warehouse.store(BenchmarkStore) as store:
+        rows = store.latest_harness_runs()
+    settings = {run: json.loads(text) for run, text in {(r["prediction_run_id"], r["settings"]) for r in rows}}
+    return _run_against_run(rows, lambda row: settings[row["prediction_run_id"]], None, "settings")
 
 
 def _no_drop_description(per: str) -> str:
@@ -97,4 +122,5 @@ def harness_no_drop_against_baseline(warehouse: WarehouseResource) -> AssetCheck
 
 
 BENCHMARK_CHECKS = [accuracies_in_unit_interval, no_duplicate_predictions, reject_rate_below_threshold,
-                    accuracy_regression, no_drop_against_baseline, harness_no_drop_against_baseline]
+                    accuracy_regression, harness_accuracy_regression, no_drop_against_baseline,
+                    harness_no_drop_against_baseline]

@@ -56,6 +56,21 @@ _SCORE_HISTORY = """
     source_row_id VARCHAR NOT NULL, mode VARCHAR NOT NULL, prompt_format VARCHAR NOT NULL,
     num_fewshot INTEGER NOT NULL, metric VARCHAR NOT NULL, value DOUBLE NOT NULL, prediction_run_id VARCHAR,
     PRIMARY KEY (run_id, model, model_fingerprint, prompt_id, mode, prompt_format, num_fewshot, metric)"""
+# each harness evaluation run's per-document metric values, under its run id and with its settings
+_HARNESS_HISTORY = """
+    run_id VARCHAR NOT NULL, scored_at TIMESTAMP NOT NULL, benchmark VARCHAR NOT NULL, model VARCHAR NOT NULL,
+    model_fingerprint VARCHAR NOT NULL, task VARCHAR NOT NULL, filter VARCHAR NOT NULL, num_fewshot INTEGER,
+    metric VARCHAR NOT NULL, doc_id INTEGER NOT NULL, value DOUBLE NOT NULL, settings JSON NOT NULL,
+    PRIMARY KEY (run_id, benchmark, model, task, filter, metric, doc_id)"""
+# a harness document's numeric per-document metric values (IFEval's per-instruction lists are left out)
+_HARNESS_DOCUMENT_VALUES = """
+    SELECT * FROM (
+        SELECT s.benchmark, s.model, s.model_fingerprint, s.task, s.filter, s.doc_id, m.key AS metric, s.run_id,
+               CASE json_type(m.value) WHEN 'BOOLEAN' THEN (m.value::VARCHAR = 'true')::DOUBLE
+                    ELSE TRY_CAST(m.value::VARCHAR AS DOUBLE) END AS value,
+               s.filtered_responses, s.target, s.prompt
+        FROM harness_samples s, json_each(s.metrics) m)
+    WHERE value IS NOT NULL"""
 _MODEL_COMPARISONS = """
     benchmark VARCHAR NOT NULL, mode VARCHAR NOT NULL, prompt_format VARCHAR NOT NULL,
     num_fewshot INTEGER NOT NULL, metric VARCHAR NOT NULL, model_a VARCHAR NOT NULL,
@@ -308,6 +323,8 @@ class BenchmarkStore(Store):
             prompt VARCHAR NOT NULL, arguments JSON NOT NULL, target VARCHAR, responses JSON NOT NULL,
             filtered_responses JSON NOT NULL, metrics JSON NOT NULL, doc_hash VARCHAR, prompt_hash VARCHAR,
             run_id VARCHAR, PRIMARY KEY (benchmark, model, task, doc_id, filter)""",
+        # each run's per-document values, for the regression watch (as score_history for a spec's benchmark)
+        "harness_history": _HARNESS_HISTORY,
         # the harness's aggregated results per task and group, metric and filter
         "harness_results": """
             benchmark VARCHAR NOT NULL, model VARCHAR NOT NULL, model_fingerprint VARCHAR NOT NULL,
@@ -529,10 +546,26 @@ class BenchmarkStore(Store):
                 LEFT JOIN predictions pr ON pr.model_fingerprint = i.model_fingerprint AND pr.prompt_id = i.prompt_id
                     AND pr.mode = i.mode AND pr.prompt_format = i.prompt_format AND pr.num_fewshot = i.num_fewshot
                 WHERE i.benchmark = ? AND i.model = ?""", [run_id, benchmark, model])
+        self._keep_latest_runs("score_history", benchmark, model, keep_runs)
+
+    def _keep_latest_runs(self, table: str, benchmark: str, model: str, keep_runs: int) -> None:
+        """Drop a history table's runs of the benchmark and model but the latest `keep_runs`."""
+        where = "benchmark = ? AND model = ?"
         self.sql(f"""
-            DELETE FROM score_history WHERE {where} AND run_id NOT IN (
-                SELECT run_id FROM score_history WHERE {where} GROUP BY run_id
+            DELETE FROM {table} WHERE {where} AND run_id NOT IN (
+                SELECT run_id FROM {table} WHERE {where} GROUP BY run_id
                 ORDER BY max(scored_at) DESC LIMIT ?)""", [benchmark, model, benchmark, model, keep_runs])
+
+    def _latest_two_runs(self, table: str, key: str, columns: str) -> list[dict[str, Any]]:
+        """`columns` of a history table's rows from the latest two runs of each `key` (`latest` true
+        for the newest)."""
+        return self.rows(f"""
+            WITH per_run AS (
+                SELECT {key}, run_id, max(scored_at) AS last_scored FROM {table} GROUP BY ALL),
+            runs AS (
+                SELECT *, row_number() OVER (PARTITION BY {key} ORDER BY last_scored DESC) AS recency FROM per_run)
+            SELECT {columns}, r.recency = 1 AS latest FROM {table} h JOIN runs r USING ({key}, run_id)
+            WHERE r.recency <= 2""")
 
     @reads("item_scores", "predictions", "prompts")
     def load_item_scores(self, benchmark: str, models: Sequence[str]) -> list[dict[str, Any]]:
@@ -563,18 +596,8 @@ class BenchmarkStore(Store):
     def latest_score_runs(self) -> list[dict[str, Any]]:
         """Item scores of the latest two runs of every benchmark, model, mode, format, shots and
         metric (`latest` true for the newest)."""
-        return self.rows("""
-            WITH per_run AS (
-                SELECT benchmark, model, model_fingerprint, mode, prompt_format, num_fewshot, metric, run_id,
-                       max(scored_at) AS last_scored
-                FROM score_history GROUP BY ALL),
-            runs AS (
-                SELECT *, row_number() OVER (PARTITION BY benchmark, model, model_fingerprint, mode, prompt_format,
-                                                          num_fewshot, metric ORDER BY last_scored DESC) AS recency
-                FROM per_run)
-            SELECT h.*, r.recency = 1 AS latest FROM score_history h
-            JOIN runs r USING (benchmark, model, model_fingerprint, mode, prompt_format, num_fewshot, metric, run_id)
-            WHERE r.recency <= 2""")
+        return self._latest_two_runs(
+            "score_history", "benchmark, model, model_fingerprint, mode, prompt_format, num_fewshot, metric", "h.*")
 
     @writes("model_comparisons")
     def replace_model_comparisons(self, benchmark: str, model: str, comparisons: pd.DataFrame) -> None:
@@ -628,19 +651,42 @@ class BenchmarkStore(Store):
         return {row["request_key"]: json.loads(row["response"]) for row in self.rows(
             "SELECT request_key, response FROM harness_answers WHERE model_fingerprint = ?", [model_fingerprint])}
 
-    @writes("harness_answers", "harness_samples", "harness_results")
+    @writes("harness_answers", "harness_samples", "harness_results", "harness_history")
     def save_harness_evaluation(self, benchmark: str, model: str, answers: pd.DataFrame, samples: pd.DataFrame,
-                                results: pd.DataFrame) -> None:
+                                results: pd.DataFrame, keep_runs: int = KEPT_RUNS) -> None:
         """A roster model's evaluation on a harness benchmark: the answers this run computed (added
         to, or replacing, the fingerprint's stored ones), and the benchmark's samples and results
-        for the model, replaced, in one transaction."""
+        for the model, replaced, in one transaction. Each document's values are also kept as this
+        run's history, with the run's settings (the latest `keep_runs` runs per benchmark and model),
+        for the regression watch."""
         if len(answers):
             with self.registered("computed", answers[["model_fingerprint", "request_key"]]):
                 self.sql("DELETE FROM harness_answers WHERE (model_fingerprint, request_key) IN "
                          "(SELECT (model_fingerprint, request_key) FROM computed)")
             self.insert("harness_answers", answers)
+        where = "benchmark = ? AND model = ?"
         for table, frame in (("harness_samples", samples), ("harness_results", results)):
-            self.replace(table, frame, "benchmark = ? AND model = ?", [benchmark, model])
+            self.replace(table, frame, where, [benchmark, model])
+        self.sql(f"DELETE FROM harness_history WHERE {where} AND run_id IN "
+                 f"(SELECT run_id FROM harness_results WHERE {where})", [benchmark, model, benchmark, model])
+        self.sql(f"""
+            INSERT INTO harness_history BY NAME
+            SELECT r.run_id, r.computed_at AS scored_at, v.benchmark, v.model, v.model_fingerprint, v.task, v.filter,
+                   r.num_fewshot, v.metric, v.doc_id, v.value, r.settings
+            FROM ({_HARNESS_DOCUMENT_VALUES}) v JOIN harness_results r USING (benchmark, model, task, metric, filter)
+            WHERE v.benchmark = ? AND v.model = ? AND r.run_id IS NOT NULL""", [benchmark, model])
+        self._keep_latest_runs("harness_history", benchmark, model, keep_runs)
+
+    @reads("harness_history")
+    def latest_harness_runs(self) -> list[dict[str, Any]]:
+        """Document values of the latest two runs of every harness benchmark, model, task, filter and
+        metric (`latest` true for the newest), with each run's settings, as `latest_score_runs`
+        gives a spec's (the task as mode, the filter as format, `task/doc_id` as the item)."""
+        return self._latest_two_runs(
+            "harness_history", "benchmark, model, model_fingerprint, task, filter, metric",
+            "h.benchmark, h.model, h.model_fingerprint, h.task AS mode, h.filter AS prompt_format, "
+            "coalesce(h.num_fewshot, 0) AS num_fewshot, h.metric, h.task || '/' || h.doc_id AS prompt_id, "
+            "h.task || '/' || h.doc_id AS source_row_id, h.value, h.run_id AS prediction_run_id, h.settings")
 
     @reads("harness_samples")
     def load_harness_samples(self, benchmark: str, model: str) -> pd.DataFrame:
@@ -652,18 +698,13 @@ class BenchmarkStore(Store):
         """Each document's value of each per-document metric (numbers only: IFEval's per-instruction
         lists are left out) for the named roster models, as comparison_rows takes item scores, with
         its filtered answer, reference and the end of its prompt (as samples.side_by_side shows them)."""
-        return self.rows("""
-            SELECT * FROM (
-                SELECT s.model, s.model_fingerprint, s.task AS mode, s.filter AS prompt_format, 0 AS num_fewshot,
-                       m.key AS metric, s.task || '/' || s.doc_id AS prompt_id,
-                       s.task || '/' || s.doc_id AS source_row_id, s.run_id AS prediction_run_id,
-                       CASE json_type(m.value) WHEN 'BOOLEAN' THEN (m.value::VARCHAR = 'true')::DOUBLE
-                            ELSE TRY_CAST(m.value::VARCHAR AS DOUBLE) END AS value,
-                       s.filtered_responses::VARCHAR AS predicted, s.target AS reference,
-                       right(s.prompt, 160) AS question
-                FROM harness_samples s, json_each(s.metrics) m
-                WHERE s.benchmark = ? AND list_contains(?, s.model))
-            WHERE value IS NOT NULL ORDER BY model, mode, prompt_id""", [benchmark, list(models)])
+        return self.rows(f"""
+            SELECT model, model_fingerprint, task AS mode, filter AS prompt_format, 0 AS num_fewshot, metric,
+                   task || '/' || doc_id AS prompt_id, task || '/' || doc_id AS source_row_id,
+                   run_id AS prediction_run_id, value, filtered_responses::VARCHAR AS predicted, target AS reference,
+                   right(prompt, 160) AS question
+            FROM ({_HARNESS_DOCUMENT_VALUES}) WHERE benchmark = ? AND list_contains(?, model)
+            ORDER BY model, mode, prompt_id""", [benchmark, list(models)])
 
     @writes("harness_comparisons")
     def replace_harness_comparisons(self, benchmark: str, model: str, comparisons: pd.DataFrame) -> None:

@@ -75,12 +75,13 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def environment_differences(first: Sequence[Mapping[str, Any] | None],
-                            second: Sequence[Mapping[str, Any] | None]) -> str | None:
-    """'field: values of the first vs of the second; ...' for every environment field that differs
-    between two sets of prediction runs (None for a run whose environment was not recorded), or None
-    where nothing differs."""
-    differences = [f"{name}: {_values(first, name)} vs {_values(second, name)}" for name in ENVIRONMENT_FIELDS
+def environment_differences(first: Sequence[Mapping[str, Any] | None], second: Sequence[Mapping[str, Any] | None],
+                            fields: Sequence[str] | None = ENVIRONMENT_FIELDS) -> str | None:
+    """'field: values of the first vs of the second; ...' for every field of `fields` (None: any
+    field either has) that differs between two sets of runs' environments (None for a run whose
+    environment was not recorded), or None where nothing differs."""
+    names = fields if fields is not None else sorted({name for env in (*first, *second) if env for name in env})
+    differences = [f"{name}: {_values(first, name)} vs {_values(second, name)}" for name in names
                    if _values(first, name) != _values(second, name)]
     return "; ".join(differences) or None
 

@@ -84,11 +84,20 @@ def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
         results = store.load_harness_results("capitals")
     assert list(samples["doc_id"]) == [0, 1, 2, 3]
     assert samples["prompt"].iloc[1] == "Q: What is the capital of Italy?\nA:"
+    with warehouse.get_connection() as conn:  # each request's stored answer, and the run that computed it
+        answers = {key: (json.loads(arguments), json.loads(response), run_id) for key, arguments, response, run_id in
+                   conn.execute("SELECT request_key, arguments, response, run_id FROM harness_answers").fetchall()}
+        environments = conn.execute("SELECT run_id, dtype, batch_size FROM harness_runs").fetchall()
+    assert environments == [(first.run_id, "float32", 8)]
+    assert metadata["environment"].value["dtype"] == "float32"
     for sample in samples.itertuples():  # acc is the harness's: the gold choice has the largest log-likelihood
         likelihoods = [response[0] for response in json.loads(sample.filtered_responses)]
         gold = ROWS[sample.doc_id]["answer"]
         assert json.loads(sample.metrics)["acc"] == float(likelihoods.index(max(likelihoods)) == gold)
         assert len(json.loads(sample.arguments)) == len(ROWS[sample.doc_id]["choices"])
+        assert [answers[key][0] for key in sample.request_keys] == json.loads(sample.arguments)
+        assert [answers[key][1][0] for key in sample.request_keys] == likelihoods
+        assert {answers[key][2] for key in sample.request_keys} == {first.run_id}
     with warehouse.get_connection() as conn:  # score -> item -> prompt -> document -> data file, in plain SQL
         lineage = conn.execute("SELECT doc_id, item_value, prompt, doc ->> 'country', data_files FROM harness_lineage "
                                "WHERE metric = 'acc' ORDER BY doc_id").fetchall()
@@ -129,6 +138,7 @@ def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
         ("smollm2-bf16", "smollm2", 4, "throwaway_capitals")
     assert paired["accuracy_a"] == pytest.approx(bf16["acc"]) and paired["accuracy_b"] == pytest.approx(acc["value"])
     assert paired["difference"] == pytest.approx((paired["only_a"] - paired["only_b"]) / 4)
+    assert paired["environment_differences"] == "dtype: bfloat16 vs float32"  # where each side's answers were computed
     with warehouse.store(BenchmarkStore) as store:  # in the comparisons of either kind: its task and filter
         either = store.rows("SELECT * FROM comparisons WHERE kind = 'harness' AND metric = 'acc'")
     assert [(r["task"], r["filter"], r["mode"], r["difference"]) for r in either] == \
@@ -142,6 +152,11 @@ def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
     with warehouse.store(BenchmarkStore) as store:
         assert len(store.load_harness_samples("capitals", "smollm2")) == 4
         assert store.rows("SELECT count(*) AS n FROM harness_answers")[0]["n"] == 22  # 11 per fingerprint
+        history = store.rows("SELECT run_id, prediction_run_id, count(*) AS n FROM harness_history WHERE "
+                             "model = 'smollm2' AND metric = 'acc' GROUP BY ALL ORDER BY min(scored_at)")
+    # each run's document values, the reused answers still naming the run that computed them
+    assert [(h["run_id"], h["prediction_run_id"], h["n"]) for h in history] == [(first.run_id, first.run_id, 4),
+                                                                                (again.run_id, first.run_id, 4)]
 
 
 MORE_ROWS = ROWS + [{"country": "Portugal", "choices": ["Porto", "Lisbon"], "answer": 1},
@@ -191,8 +206,8 @@ def test_the_regression_watch_names_the_documents_that_flipped_on_a_harness_benc
     for metric in ("acc", "acc_norm"):
         assert f"('capitals', 'smollm2', 'throwaway_capitals', 'none', 0, '{metric}', 1.0, 0.0, 'p=0.0156'" in report
     assert "flipped to wrong: " + ", ".join(f"throwaway_capitals/{i}" for i in range(7)) in report
-    assert "settings changed: limit: None vs 7" in report  # the previous run's setting, then the latest's
-    assert "'acc', 'limit: None vs 7')" in check.metadata["settings_changes"].value
+    assert "environment changed: limit: None vs 7" in report  # the previous run's setting, then the latest's
+    assert "'acc', 'limit: None vs 7')" in check.metadata["environment_changes"].value
     with warehouse.get_connection() as conn:
         runs = conn.execute("SELECT run_id, count(*), count(DISTINCT settings ->> 'limit') FROM harness_history "
                             "WHERE metric = 'acc' GROUP BY run_id ORDER BY min(scored_at)").fetchall()
@@ -334,7 +349,10 @@ def test_a_chat_api_answers_a_generation_task_over_http_and_a_reasoning_block_is
         samples = store.load_harness_samples("echo", "api-echo")
         results = store.load_harness_results("echo")
         stored = sorted(json.loads(r["response"]) for r in store.rows("SELECT response FROM harness_answers"))
+        by_document = store.rows("SELECT s.doc_id, a.response FROM harness_samples s JOIN harness_answers a "
+                                 "ON list_contains(s.request_keys, a.request_key) ORDER BY s.doc_id")
     assert [json.loads(r)[0][0] for r in samples["responses"]] == ["apple", "pear"]
+    assert [json.loads(r["response"]) for r in by_document] == stored  # a document's unstripped answer, by its key
     assert [r["value"] for r in results if r["metric"] == "exact_match"] == [1.0]
     assert stored == ["Thinking: apple is a fruit. Final answer: apple", "Thinking: pear is a fruit. Final answer: pear"]
 
@@ -374,6 +392,12 @@ def test_the_main_command_runs_the_v2_protocol_offline_and_prints_raw_and_normal
     assert documents == {"leaderboard_bbh": 24, "leaderboard_ifeval": 1, "leaderboard_mmlu_pro": 1}
     with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:  # the README's queries answer
         assert all(conn.execute(statement).fetchall() for statement in sql_statements(harness=True))
+        keys = conn.execute("""
+            SELECT count(*), count(a.request_key), count(DISTINCT s.task || '/' || s.doc_id)
+            FROM harness_samples s, unnest(s.request_keys) AS k(request_key)
+            LEFT JOIN harness_answers a ON a.model_fingerprint = s.model_fingerprint
+                                       AND a.request_key = k.request_key""").fetchone()
+    assert keys[0] == keys[1] and keys[2] == sum(documents.values())  # every document's requests, answered
     printed = {cells[1]: cells for line in output.splitlines()
                if len(cells := [cell.strip() for cell in line.strip().strip("|").split("|")]) == 6}
     for benchmark, (raw, normalized) in scored.items():  # the printed table holds what the warehouse holds

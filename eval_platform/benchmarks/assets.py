@@ -211,6 +211,16 @@ class PredictionConfig(Config):
     recompute: bool = Field(default=False, description="Ignore stored predictions of the same model.")
 
 
+def run_environment(context: AssetExecutionContext, benchmark: str, model: Any,
+                    batch_size: int) -> tuple[dict[str, Any], pd.DataFrame]:
+    """Where this run computes a model's answers (see common/reproducibility.py): as metadata, and as
+    its row of `prediction_runs` or `harness_runs`."""
+    environment = describe_environment(model.describe_placement(), batch_size).as_row()
+    return environment, pd.DataFrame([{"run_id": context.run_id, "benchmark": benchmark, "model": model.name,
+                                       "model_fingerprint": model.fingerprint, **environment,
+                                       "recorded_at": utc_now()}])
+
+
 def _plan(spec: BenchmarkSpec, config: PredictionConfig, entry: RosterEntry) -> list[tuple[str, str, int]]:
     """(mode, prompt format, shots) to run for the benchmark: the run config's, else the roster entry's."""
     protocol = config.protocol or entry.protocol
@@ -258,9 +268,7 @@ def benchmark_predictions(
     resource = entry_model(entry, evaluation_model)
     model = resource.load(entry_gateway(entry, gateway).gateway())
     context.instance.add_run_tags(context.run_id, {"eval/model": model.name, "eval/model_fingerprint": model.fingerprint})
-    environment = describe_environment(model.describe_placement(), resource.batch_size).as_row()
-    run = pd.DataFrame([{"run_id": context.run_id, "benchmark": spec.name, "model": model.name,
-                         "model_fingerprint": model.fingerprint, **environment, "recorded_at": utc_now()}])
+    environment, run = run_environment(context, spec.name, model, resource.batch_size)
     counts = {}
     for mode_name, prompt_format, shots in plan:
         mode = MODES[mode_name]
@@ -497,8 +505,9 @@ def harness_evaluation(
     samples = pd.DataFrame(sample_rows(outcome)).assign(**ids, run_id=context.run_id)
     results = pd.DataFrame(result_rows(outcome)).assign(**ids, settings=json.dumps(run.describe()),
                                                          run_id=context.run_id, computed_at=now)
+    environment, environment_row = run_environment(context, benchmark, model, resource.batch_size)
     with warehouse.store(BenchmarkStore) as store:
-        store.save_harness_evaluation(benchmark, name, answers, samples, results)
+        store.save_harness_evaluation(benchmark, name, answers, samples, results, environment_row)
     shown = results[["task", "metric", "filter", "value", "stderr", "n", "num_fewshot"]].round(4)
     context.log.info(f"{benchmark} {name}: {len(computed)} answers computed in {outcome.model_seconds:.1f} s, "
                      f"{len(outcome.answers) - len(computed)} reused\n{shown.to_markdown(index=False)}")
@@ -506,7 +515,8 @@ def harness_evaluation(
         "dagster/row_count": len(samples), "roster_model": name, "model_fingerprint": model.fingerprint,
         "harness_task": run.task, "requests": len(outcome.answers), "computed": len(computed),
         "reused": len(outcome.answers) - len(computed), "model_seconds": MetadataValue.float(outcome.model_seconds),
-        "settings": MetadataValue.json(run.describe()), "results": markdown_table(shown, 100),
+        "settings": MetadataValue.json(run.describe()), "environment": MetadataValue.json(environment),
+        "results": markdown_table(shown, 100),
         "samples": MetadataValue.md(harness_sample_markdown(f"{benchmark}: {name}", samples.to_dict("records"))),
         **{f"{r.task}/{r.metric}/{r.filter}": MetadataValue.float(float(r.value))
            for r in results.itertuples() if r.value == r.value and r.value is not None and (r.is_group or r.task == run.task)},
@@ -527,12 +537,13 @@ def harness_model_comparison(context: AssetExecutionContext, config: ComparisonC
     references = config.references(roster, name)
     with warehouse.store(BenchmarkStore) as store:
         rows = store.load_harness_item_values(benchmark, [name, *references.values()])
-    frame = pd.DataFrame(comparison_rows(benchmark, name, references, rows, {}))
+        environments = store.load_harness_runs()
+    frame = pd.DataFrame(comparison_rows(benchmark, name, references, rows, environments))
     frame = frame.assign(compared_at=utc_now()) if len(frame) else frame
     with warehouse.store(BenchmarkStore) as store:
         store.replace_harness_comparisons(benchmark, name, frame)
     shown = frame[["model_b", "relation", "mode", "metric", "items", "accuracy_a", "accuracy_b", "difference",
-                   "mcnemar_p", "flipped_to_wrong"]].round(4) if len(frame) else frame
+                   "mcnemar_p", "flipped_to_wrong", "environment_differences"]].round(4) if len(frame) else frame
     return MaterializeResult(metadata={"dagster/row_count": len(frame), "roster_model": name,
                                        "compared_with": MetadataValue.json(references),
                                        "comparison": markdown_table(shown, 100),

@@ -47,18 +47,20 @@ def _regression_description(previous_run: str, differences: str) -> str:
 
 
 def _run_against_run(rows: list[dict], environment: Callable[[dict], Mapping[str, Any] | None],
-                     fields: Sequence[str] | None, what: str) -> AssetCheckResult:
+                     fields: Sequence[str] | None) -> AssetCheckResult:
     """Each key's latest run against its previous one (rows as `latest_score_runs` gives them):
     the significant drops with the items that flipped, and what differs (in `fields`; None: any)
-    between the runs' `what` (`environment`: a row's run's), as the metadata `<what>_changes`."""
+    between the environments behind the two runs (`environment`: a row's)."""
     runs: dict[tuple, dict[bool, dict[str, float]]] = {}
-    environments: dict[tuple, dict[bool, dict[Any, Mapping[str, Any] | None]]] = {}
+    environments: dict[tuple, dict[bool, dict[str, Mapping[str, Any] | None]]] = {}  # distinct, by their JSON
     names: dict[str, str] = {}
     for row in rows:
         key = (row["benchmark"], row["model"], row["model_fingerprint"], row["mode"], row["prompt_format"],
                row["num_fewshot"], row["metric"])
         runs.setdefault(key, {}).setdefault(row["latest"], {})[row["prompt_id"]] = row["value"]
-        environments.setdefault(key, {}).setdefault(row["latest"], {})[row["prediction_run_id"]] = environment(row)
+        behind = environment(row)
+        environments.setdefault(key, {}).setdefault(row["latest"], {})[json.dumps(behind, sort_keys=True,
+                                                                                   default=str)] = behind
         names[row["prompt_id"]] = row["source_row_id"]
     regressions, changed_runs = [], []
     for key, by_recency in sorted(runs.items()):
@@ -73,9 +75,9 @@ def _run_against_run(rows: list[dict], environment: Callable[[dict], Mapping[str
             flipped = [names[item] for item in flipped_to_wrong(by_recency[False], by_recency[True])]
             regressions.append((*key[:2], *key[3:], round(result.first_accuracy, 4), round(result.second_accuracy, 4),
                                 f"p={result.mcnemar_p:.3g}", "flipped to wrong: " + ", ".join(flipped),
-                                f"{what} changed: {changed}" if changed else f"same {what}"))
+                                f"environment changed: {changed}" if changed else "same environment"))
     return check_result(regressions, "significant accuracy drop", severity=AssetCheckSeverity.WARN,
-                        **{f"{what}_changes": listed_rows(changed_runs, f"the compared runs had the same {what}", 20)})
+                        environment_changes=listed_rows(changed_runs, "the compared runs had the same environment", 20))
 
 
 @asset_check(asset=benchmark_scores, description=_regression_description(
@@ -85,17 +87,24 @@ def accuracy_regression(warehouse: WarehouseResource) -> AssetCheckResult:
         rows = store.latest_score_runs()
         environments = {benchmark: store.load_prediction_runs(benchmark) for benchmark in {r["benchmark"] for r in rows}}
     return _run_against_run(rows, lambda row: environments[row["benchmark"]].get(row["prediction_run_id"]),
-                            ENVIRONMENT_FIELDS, "environment")
+                            ENVIRONMENT_FIELDS)
 
 
 @asset_check(asset=harness_evaluation, name="accuracy_regression", description=_regression_description(
     "previous run's on a harness task's filter and per-document metric",
-    "whatever differs between the two runs' settings (data files, shots, chat template, harness version)"))
+    "whatever differs between the two runs' settings (data files, shots, chat template, harness version) and "
+    "the environments their answers were computed in"))
 def harness_accuracy_regression(warehouse: WarehouseResource) -> AssetCheckResult:
     with warehouse.store(BenchmarkStore) as store:
         rows = store.latest_harness_runs()
-    settings = {run: json.loads(text) for run, text in {(r["prediction_run_id"], r["settings"]) for r in rows}}
-    return _run_against_run(rows, lambda row: settings[row["prediction_run_id"]], None, "settings")
+        answer_runs = store.load_harness_runs()
+    settings = {text: json.loads(text) for text in {r["settings"] for r in rows}}
+
+    def environment(row: dict) -> dict[str, Any]:
+        computed = answer_runs.get(row["prediction_run_id"]) or {}
+        return {**settings[row["settings"]], **{name: computed.get(name) for name in ENVIRONMENT_FIELDS}}
+
+    return _run_against_run(rows, environment, None)
 
 
 def _no_drop_description(per: str) -> str:

@@ -292,15 +292,21 @@ def result_rows(outcome: HarnessOutcome) -> list[dict[str, Any]]:
 
 def sample_rows(outcome: HarnessOutcome) -> list[dict[str, Any]]:
     """One row per task, document and filter: the document, the exact prompt (its first request's
-    context, few-shot examples and chat template included), every request's arguments, the
-    reference, the answers before and after the filter, and the per-document metrics."""
+    context, few-shot examples and chat template included), every request's arguments and key (as
+    `harness_answers` keys its answer), the reference, the answers before and after the filter,
+    and the per-document metrics."""
+    from eval_platform.benchmarks.engine_lm import request_key
+
     rows = []
     for task, samples in outcome.samples.items():
+        output_type = outcome.results["configs"][task]["output_type"]
+        request_type = "loglikelihood" if output_type == "multiple_choice" else output_type
         for sample in samples:
             arguments = [list(a) for a in sample["arguments"]]
             rows.append({"task": task, "doc_id": int(sample["doc_id"]), "filter": sample["filter"],
                          "doc": _json(sample["doc"]), "prompt": str(arguments[0][0]) if arguments else "",
-                         "arguments": _json(arguments), "target": str(sample["target"]),
+                         "arguments": _json(arguments), "request_keys": [request_key(request_type, a) for a in arguments],
+                         "target": str(sample["target"]),
                          "responses": _json(sample["resps"]), "filtered_responses": _json(sample["filtered_resps"]),
                          "metrics": _json({m: sample[m] for m in sample["metrics"]}),
                          "doc_hash": sample["doc_hash"], "prompt_hash": sample["prompt_hash"]})

@@ -56,20 +56,36 @@ _SCORE_HISTORY = """
     source_row_id VARCHAR NOT NULL, mode VARCHAR NOT NULL, prompt_format VARCHAR NOT NULL,
     num_fewshot INTEGER NOT NULL, metric VARCHAR NOT NULL, value DOUBLE NOT NULL, prediction_run_id VARCHAR,
     PRIMARY KEY (run_id, model, model_fingerprint, prompt_id, mode, prompt_format, num_fewshot, metric)"""
-# each harness evaluation run's per-document metric values, under its run id and with its settings
+# where a run computed its answers (see common/reproducibility.py)
+_RUN_ENVIRONMENTS = """
+    run_id VARCHAR NOT NULL, benchmark VARCHAR NOT NULL, model VARCHAR NOT NULL,
+    model_fingerprint VARCHAR NOT NULL, batch_size INTEGER NOT NULL, device VARCHAR NOT NULL,
+    device_name VARCHAR NOT NULL, dtype VARCHAR, threads INTEGER, cpu_capability VARCHAR,
+    cpu_features VARCHAR NOT NULL, torch_version VARCHAR, transformers_version VARCHAR,
+    python_version VARCHAR NOT NULL, platform VARCHAR NOT NULL, recorded_at TIMESTAMP NOT NULL,
+    PRIMARY KEY (run_id, benchmark)"""
+# each harness evaluation run's per-document metric values, under its run id and with its settings, and
+# the run that computed the document's answers (its latest answer's, where runs shared them)
 _HARNESS_HISTORY = """
     run_id VARCHAR NOT NULL, scored_at TIMESTAMP NOT NULL, benchmark VARCHAR NOT NULL, model VARCHAR NOT NULL,
     model_fingerprint VARCHAR NOT NULL, task VARCHAR NOT NULL, filter VARCHAR NOT NULL, num_fewshot INTEGER,
     metric VARCHAR NOT NULL, doc_id INTEGER NOT NULL, value DOUBLE NOT NULL, settings JSON NOT NULL,
-    PRIMARY KEY (run_id, benchmark, model, task, filter, metric, doc_id)"""
-# a harness document's numeric per-document metric values (IFEval's per-instruction lists are left out)
+    prediction_run_id VARCHAR, PRIMARY KEY (run_id, benchmark, model, task, filter, metric, doc_id)"""
+# a harness document's numeric per-document metric values (IFEval's per-instruction lists are left out),
+# with the run that computed its answers (`harness_answers` by the document's request keys)
 _HARNESS_DOCUMENT_VALUES = """
+    WITH answered AS (
+        SELECT s.benchmark, s.model, s.task, s.doc_id, s.filter, arg_max(a.run_id, a.answered_at) AS prediction_run_id
+        FROM harness_samples s, unnest(s.request_keys) AS k(request_key)
+        JOIN harness_answers a ON a.model_fingerprint = s.model_fingerprint AND a.request_key = k.request_key
+        GROUP BY ALL)
     SELECT * FROM (
         SELECT s.benchmark, s.model, s.model_fingerprint, s.task, s.filter, s.doc_id, m.key AS metric, s.run_id,
                CASE json_type(m.value) WHEN 'BOOLEAN' THEN (m.value::VARCHAR = 'true')::DOUBLE
                     ELSE TRY_CAST(m.value::VARCHAR AS DOUBLE) END AS value,
-               s.filtered_responses, s.target, s.prompt
-        FROM harness_samples s, json_each(s.metrics) m)
+               s.filtered_responses, s.target, s.prompt, d.prediction_run_id
+        FROM harness_samples s CROSS JOIN json_each(s.metrics) m
+        LEFT JOIN answered d USING (benchmark, model, task, doc_id, filter))
     WHERE value IS NOT NULL"""
 _MODEL_COMPARISONS = """
     benchmark VARCHAR NOT NULL, mode VARCHAR NOT NULL, prompt_format VARCHAR NOT NULL,
@@ -250,6 +266,13 @@ def _with_harness_headlines(conn: Any) -> None:
         rebuild_table(conn, "leaderboard", _LEADERBOARD, "*")
 
 
+def _with_sample_request_keys(conn: Any) -> None:
+    """7 -> 8. A harness document names its requests (`harness_samples.request_keys`), so its answers
+    in `harness_answers`, and the run that computed them (`harness_runs`), are found from it; a
+    document stored before has none."""
+    add_column(conn, "harness_samples", "request_keys", "VARCHAR[]")
+
+
 def _spec_metric_and_filter(alias: str) -> str:
     """A spec's metric and filter as the harness names them: a generated answer's metric is
     exact_match under the answer filter the spec names it by (strict-match, flexible-extract); any
@@ -278,7 +301,7 @@ def _leaderboard_wide() -> str:
 
 class BenchmarkStore(Store):
     name = "benchmarks"
-    version = 7
+    version = 8
     tables = {
         "raw_rows": """
             benchmark VARCHAR NOT NULL, source_row_id VARCHAR NOT NULL, row_number INTEGER NOT NULL, line INTEGER,
@@ -296,13 +319,7 @@ class BenchmarkStore(Store):
         "harness_requests": _HARNESS_REQUESTS,
         "predictions": _PREDICTIONS,
         # where each prediction run computed its predictions (see common/reproducibility.py)
-        "prediction_runs": """
-            run_id VARCHAR NOT NULL, benchmark VARCHAR NOT NULL, model VARCHAR NOT NULL,
-            model_fingerprint VARCHAR NOT NULL, batch_size INTEGER NOT NULL, device VARCHAR NOT NULL,
-            device_name VARCHAR NOT NULL, dtype VARCHAR, threads INTEGER, cpu_capability VARCHAR,
-            cpu_features VARCHAR NOT NULL, torch_version VARCHAR, transformers_version VARCHAR,
-            python_version VARCHAR NOT NULL, platform VARCHAR NOT NULL, recorded_at TIMESTAMP NOT NULL,
-            PRIMARY KEY (run_id, benchmark)""",
+        "prediction_runs": _RUN_ENVIRONMENTS,
         # which fingerprint each roster name was evaluated with, per benchmark, mode, format and shots
         "model_evaluations": _MODEL_EVALUATIONS,
         "item_scores": _ITEM_SCORES,
@@ -322,7 +339,9 @@ class BenchmarkStore(Store):
             task VARCHAR NOT NULL, doc_id INTEGER NOT NULL, filter VARCHAR NOT NULL, doc JSON NOT NULL,
             prompt VARCHAR NOT NULL, arguments JSON NOT NULL, target VARCHAR, responses JSON NOT NULL,
             filtered_responses JSON NOT NULL, metrics JSON NOT NULL, doc_hash VARCHAR, prompt_hash VARCHAR,
-            run_id VARCHAR, PRIMARY KEY (benchmark, model, task, doc_id, filter)""",
+            run_id VARCHAR, request_keys VARCHAR[], PRIMARY KEY (benchmark, model, task, doc_id, filter)""",
+        # where each harness run that computed answers computed them, as prediction_runs for a spec's
+        "harness_runs": _RUN_ENVIRONMENTS,
         # each run's per-document values, for the regression watch (as score_history for a spec's benchmark)
         "harness_history": _HARNESS_HISTORY,
         # the harness's aggregated results per task and group, metric and filter
@@ -420,7 +439,7 @@ class BenchmarkStore(Store):
     }
     migrations = {0: _from_unversioned, 1: _with_harness_requests, 2: _with_prediction_runs,
                   3: _with_harness_metric_names, 4: _with_roster_names, 5: _with_harness_built_requests,
-                  6: _with_harness_headlines}
+                  6: _with_harness_headlines, 7: _with_sample_request_keys}
 
     # --- raw and few-shot rows ----------------------------------------------------------------------
 
@@ -651,19 +670,21 @@ class BenchmarkStore(Store):
         return {row["request_key"]: json.loads(row["response"]) for row in self.rows(
             "SELECT request_key, response FROM harness_answers WHERE model_fingerprint = ?", [model_fingerprint])}
 
-    @writes("harness_answers", "harness_samples", "harness_results", "harness_history")
+    @writes("harness_answers", "harness_samples", "harness_results", "harness_history", "harness_runs")
     def save_harness_evaluation(self, benchmark: str, model: str, answers: pd.DataFrame, samples: pd.DataFrame,
-                                results: pd.DataFrame, keep_runs: int = KEPT_RUNS) -> None:
+                                results: pd.DataFrame, run: pd.DataFrame, keep_runs: int = KEPT_RUNS) -> None:
         """A roster model's evaluation on a harness benchmark: the answers this run computed (added
-        to, or replacing, the fingerprint's stored ones), and the benchmark's samples and results
+        to, or replacing, the fingerprint's stored ones) with the `run` row saying where it computed
+        them (kept while an answer or the history names it), and the benchmark's samples and results
         for the model, replaced, in one transaction. Each document's values are also kept as this
-        run's history, with the run's settings (the latest `keep_runs` runs per benchmark and model),
-        for the regression watch."""
+        run's history, with the run's settings (the latest `keep_runs` runs per benchmark and
+        model), for the regression watch."""
         if len(answers):
             with self.registered("computed", answers[["model_fingerprint", "request_key"]]):
                 self.sql("DELETE FROM harness_answers WHERE (model_fingerprint, request_key) IN "
                          "(SELECT (model_fingerprint, request_key) FROM computed)")
             self.insert("harness_answers", answers)
+            self.replace("harness_runs", run, "run_id = ?", [run["run_id"].iloc[0]])
         where = "benchmark = ? AND model = ?"
         for table, frame in (("harness_samples", samples), ("harness_results", results)):
             self.replace(table, frame, where, [benchmark, model])
@@ -672,10 +693,13 @@ class BenchmarkStore(Store):
         self.sql(f"""
             INSERT INTO harness_history BY NAME
             SELECT r.run_id, r.computed_at AS scored_at, v.benchmark, v.model, v.model_fingerprint, v.task, v.filter,
-                   r.num_fewshot, v.metric, v.doc_id, v.value, r.settings
+                   r.num_fewshot, v.metric, v.doc_id, v.value, r.settings, v.prediction_run_id
             FROM ({_HARNESS_DOCUMENT_VALUES}) v JOIN harness_results r USING (benchmark, model, task, metric, filter)
             WHERE v.benchmark = ? AND v.model = ? AND r.run_id IS NOT NULL""", [benchmark, model])
         self._keep_latest_runs("harness_history", benchmark, model, keep_runs)
+        self.sql("""DELETE FROM harness_runs WHERE run_id NOT IN (
+                        SELECT run_id FROM harness_answers WHERE run_id IS NOT NULL
+                        UNION SELECT prediction_run_id FROM harness_history WHERE prediction_run_id IS NOT NULL)""")
 
     @reads("harness_history")
     def latest_harness_runs(self) -> list[dict[str, Any]]:
@@ -686,14 +710,19 @@ class BenchmarkStore(Store):
             "harness_history", "benchmark, model, model_fingerprint, task, filter, metric",
             "h.benchmark, h.model, h.model_fingerprint, h.task AS mode, h.filter AS prompt_format, "
             "coalesce(h.num_fewshot, 0) AS num_fewshot, h.metric, h.task || '/' || h.doc_id AS prompt_id, "
-            "h.task || '/' || h.doc_id AS source_row_id, h.value, h.run_id AS prediction_run_id, h.settings")
+            "h.task || '/' || h.doc_id AS source_row_id, h.value, h.run_id, h.prediction_run_id, h.settings")
+
+    @reads("harness_runs")
+    def load_harness_runs(self) -> dict[str, dict[str, Any]]:
+        """Every harness run that computed answers still stored or named, by run id: where it computed them."""
+        return {row["run_id"]: row for row in self.rows("SELECT * EXCLUDE (recorded_at) FROM harness_runs")}
 
     @reads("harness_samples")
     def load_harness_samples(self, benchmark: str, model: str) -> pd.DataFrame:
         return self.frame("SELECT * FROM harness_samples WHERE benchmark = ? AND model = ? ORDER BY task, doc_id, filter",
                           [benchmark, model])
 
-    @reads("harness_samples")
+    @reads("harness_samples", "harness_answers")
     def load_harness_item_values(self, benchmark: str, models: Sequence[str]) -> list[dict[str, Any]]:
         """Each document's value of each per-document metric (numbers only: IFEval's per-instruction
         lists are left out) for the named roster models, as comparison_rows takes item scores, with
@@ -701,7 +730,7 @@ class BenchmarkStore(Store):
         return self.rows(f"""
             SELECT model, model_fingerprint, task AS mode, filter AS prompt_format, 0 AS num_fewshot, metric,
                    task || '/' || doc_id AS prompt_id, task || '/' || doc_id AS source_row_id,
-                   run_id AS prediction_run_id, value, filtered_responses::VARCHAR AS predicted, target AS reference,
+                   prediction_run_id, value, filtered_responses::VARCHAR AS predicted, target AS reference,
                    right(prompt, 160) AS question
             FROM ({_HARNESS_DOCUMENT_VALUES}) WHERE benchmark = ? AND list_contains(?, model)
             ORDER BY model, mode, prompt_id""", [benchmark, list(models)])

@@ -247,6 +247,16 @@ def test_bad_tasks_and_files_are_refused_naming_them(project):
     with pytest.raises(HarnessTaskError, match=r"name \['mmlu_pro'\], which are not among its tasks"):
         build_task_dict(HarnessRun("arc_easy", data_files={"arc_easy": {"test": str(DATA_BENCHMARKS / "arc_easy.jsonl")},
                                                            "mmlu_pro": {"test": "x"}}))
+    for lines, problem in ((['{"country": "France"}', "{not json"], r"line 2: not JSON \(Expecting property name"),
+                           (['{"country": "France"}', "", '["Paris"]'], "line 3: a JSON list, not an object")):
+        (root / "bad.jsonl").write_text("\n".join(lines) + "\n")
+        with pytest.raises(HarnessTaskError, match=rf"throwaway_capitals: data file .*bad.jsonl, {problem}"):
+            build_task_dict(HarnessRun("throwaway_capitals", include_path=(str(root / "tasks"),),
+                                       data_files={"throwaway_capitals": {"test": str(root / "bad.jsonl")}}))
+    (root / "array.json").write_text(json.dumps(ROWS, indent=2))  # a .json file may hold one array of objects
+    built = build_task_dict(HarnessRun("throwaway_capitals", include_path=(str(root / "tasks"),),
+                                       data_files={"throwaway_capitals": {"test": str(root / "array.json")}}))
+    assert [doc["country"] for doc in built["tasks"]["throwaway_capitals"].eval_docs] == [r["country"] for r in ROWS]
     bad = root / "harness" / "bad.yaml"
     bad.write_text("task: arc_easy\nshots: 5\n")
     with pytest.raises(HarnessTaskError, match=r"bad.yaml: unknown field\(s\) \['shots'\]"):

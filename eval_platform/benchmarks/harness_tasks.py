@@ -106,13 +106,46 @@ def task_manager(include_path: tuple[str, ...] = (), include_defaults: bool = Tr
     return TaskManager(include_path=list(include_path) or None, include_defaults=include_defaults)
 
 
+def check_json_records(path: Path, task: str) -> None:
+    """A local data file as the harness's JSON loader reads it: JSON lines of one object each or,
+    in a .json file, one array of objects. Anything else is refused naming the file and its first
+    bad line (the loader itself names neither)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise HarnessTaskError(f"{task}: data file {path} is not UTF-8 text ({error.reason} at byte {error.start})")
+    problem = None
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            problem = f"line {number}: not JSON ({error.msg}, column {error.colno})"
+        else:
+            problem = None if isinstance(record, dict) else f"line {number}: a JSON {type(record).__name__}, not an object"
+        if problem:
+            break
+    if problem and path.suffix == ".json":
+        try:
+            whole = json.loads(text)
+        except json.JSONDecodeError:
+            whole = None
+        if isinstance(whole, list) and all(isinstance(record, dict) for record in whole):
+            return
+    if problem:
+        raise HarnessTaskError(f"{task}: data file {path}, {problem}")
+
+
 def local_data(files: Mapping[str, str], base: Mapping[str, Any]) -> dict[str, Any]:
-    """A task's overrides reading `files` (split -> local JSON/JSONL file): the task's splits that
-    the files do not provide are dropped, so its few-shot examples come from its YAML or a given
-    split only."""
+    """A task's overrides reading `files` (split -> local JSON/JSONL file, checked first): the
+    task's splits that the files do not provide are dropped, so its few-shot examples come from its
+    YAML or a given split only."""
     missing = [path for path in files.values() if not Path(path).is_file()]
     if missing:
         raise HarnessTaskError(f"{base.get('task')}: data file {missing[0]} does not exist")
+    for path in files.values():
+        check_json_records(Path(path), base.get("task"))
     overrides: dict[str, Any] = {"dataset_path": "json", "dataset_name": None,
                                  "dataset_kwargs": {"data_files": {split: str(path) for split, path in files.items()}}}
     for key in SPLIT_KEYS:

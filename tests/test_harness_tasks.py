@@ -247,8 +247,8 @@ def test_bad_tasks_and_files_are_refused_naming_them(project):
     with pytest.raises(HarnessTaskError, match=r"name \['mmlu_pro'\], which are not among its tasks"):
         build_task_dict(HarnessRun("arc_easy", data_files={"arc_easy": {"test": str(DATA_BENCHMARKS / "arc_easy.jsonl")},
                                                            "mmlu_pro": {"test": "x"}}))
-    for lines, problem in ((['{"country": "France"}', "{not json"], r"line 2: not JSON \(Expecting property name"),
-                           (['{"country": "France"}', "", '["Paris"]'], "line 3: a JSON list, not an object")):
+    for lines, problem in ((['{"country": "France"}', "{not json"], "line 2: invalid JSON: Expecting property name"),
+                           (['{"country": "France"}', "", '["Paris"]'], r"line 3: a JSON list where an object \(one row\)")):
         (root / "bad.jsonl").write_text("\n".join(lines) + "\n")
         with pytest.raises(HarnessTaskError, match=rf"throwaway_capitals: data file .*bad.jsonl, {problem}"):
             build_task_dict(HarnessRun("throwaway_capitals", include_path=(str(root / "tasks"),),

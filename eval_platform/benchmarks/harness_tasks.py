@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
+from eval_platform.common.ingestion import Rejection, jsonl_records, not_an_object
+
 HARNESS_VERSION = "0.4.13"
 FEWSHOT_SEED = 1234  # the harness's default fewshot_random_seed (simple_evaluate's)
 DATA_DIR = Path(__file__).resolve().parents[2] / "data"
@@ -109,32 +111,22 @@ def task_manager(include_path: tuple[str, ...] = (), include_defaults: bool = Tr
 def check_json_records(path: Path, task: str) -> None:
     """A local data file as the harness's JSON loader reads it: JSON lines of one object each or,
     in a .json file, one array of objects. Anything else is refused naming the file and its first
-    bad line (the loader itself names neither)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        raise HarnessTaskError(f"{task}: data file {path} is not UTF-8 text ({error.reason} at byte {error.start})")
-    problem = None
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            problem = f"line {number}: not JSON ({error.msg}, column {error.colno})"
-        else:
-            problem = None if isinstance(record, dict) else f"line {number}: a JSON {type(record).__name__}, not an object"
-        if problem:
+    bad line (the loader itself names neither), read as the platform's own ingestion reads it."""
+    problems: list[Rejection] = []
+    for record, line, text in jsonl_records(path, problems):
+        if problem := not_an_object(record):
+            problems.append(Rejection(line, text, problem))
+        if problems:
             break
-    if problem and path.suffix == ".json":
+    if problems and path.suffix == ".json":
         try:
-            whole = json.loads(text)
-        except json.JSONDecodeError:
+            whole = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
             whole = None
-        if isinstance(whole, list) and all(isinstance(record, dict) for record in whole):
+        if isinstance(whole, list) and not any(map(not_an_object, whole)):
             return
-    if problem:
-        raise HarnessTaskError(f"{task}: data file {path}, {problem}")
+    if problems:
+        raise HarnessTaskError(f"{task}: data file {path}, line {problems[0].line}: {problems[0].reason}")
 
 
 def local_data(files: Mapping[str, str], base: Mapping[str, Any]) -> dict[str, Any]:

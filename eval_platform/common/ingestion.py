@@ -50,10 +50,15 @@ class LoadedRows:
         self.lines.append(line)
 
 
+def not_an_object(record: Any) -> str | None:
+    """Why a parsed record is not one row's object, or None."""
+    return None if isinstance(record, dict) else f"a JSON {type(record).__name__} where an object (one row) belongs"
+
+
 def row_problem(row: Any) -> str | None:
     """Why a parsed record cannot be a row (not an object; a field that is too long), or None."""
-    if not isinstance(row, dict):
-        return f"a JSON {type(row).__name__} where an object (one row) belongs"
+    if problem := not_an_object(row):
+        return problem
     for name, value in row.items():
         length = _longest_text(value)
         if length > MAX_FIELD_CHARS:
@@ -100,31 +105,39 @@ def _row_id(row: dict[str, Any], position: int) -> str:
     return str(row.get("id") or f"row-{position}")
 
 
-def _decoded_lines(path: Path, loaded: LoadedRows) -> Iterator[tuple[int, str]]:
+def _decoded_lines(path: Path, rejected: list[Rejection]) -> Iterator[tuple[int, str]]:
     """(line number, text) of each line that is UTF-8; the others are rejected."""
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
             try:
                 yield number, raw.decode("utf-8")
             except UnicodeDecodeError as error:
-                loaded.rejected.append(Rejection(number, raw[:KEPT_CHARS].decode("utf-8", "replace"),
-                                                 f"not UTF-8: byte 0x{raw[error.start]:02x} at column {error.start + 1}"))
+                rejected.append(Rejection(number, raw[:KEPT_CHARS].decode("utf-8", "replace"),
+                                          f"not UTF-8: byte 0x{raw[error.start]:02x} at column {error.start + 1}"))
+
+
+def jsonl_records(path: Path, rejected: list[Rejection]) -> Iterator[tuple[Any, int, str]]:
+    """(parsed record, line number, text) of each non-blank line of a JSON Lines file, read as it is
+    pulled; a line that is not UTF-8 or not JSON is added to `rejected` instead."""
+    for number, text in _decoded_lines(path, rejected):
+        if not text.strip():
+            continue
+        try:
+            record = json.loads(text)
+        except json.JSONDecodeError as error:
+            rejected.append(Rejection(number, text[:KEPT_CHARS], f"invalid JSON: {error.msg} at column {error.colno}"))
+            continue
+        yield record, number, text
 
 
 def _jsonl(path: Path, limit: int | None) -> LoadedRows:
     loaded = LoadedRows()
-    for number, text in _decoded_lines(path, loaded):
-        if limit is not None and len(loaded.rows) >= limit:
+    records = jsonl_records(path, loaded.rejected)
+    while limit is None or len(loaded.rows) < limit:
+        record = next(records, None)
+        if record is None:
             break
-        if not text.strip():
-            continue
-        try:
-            row = json.loads(text)
-        except json.JSONDecodeError as error:
-            loaded.rejected.append(Rejection(number, text[:KEPT_CHARS],
-                                             f"invalid JSON: {error.msg} at column {error.colno}"))
-            continue
-        loaded.add(row, number, text)
+        loaded.add(*record)
     return loaded
 
 
@@ -133,7 +146,7 @@ def _csv(path: Path, limit: int | None) -> LoadedRows:
     (such as ARC's `choices`), which is decoded. A record is rejected when its number of fields is
     not the header's; a header with a blank or repeated column name refuses the file."""
     loaded = LoadedRows()
-    lines = list(_decoded_lines(path, loaded))
+    lines = list(_decoded_lines(path, loaded.rejected))
     reader = csv.reader(io.StringIO("".join(text for _, text in lines), newline=""))
     numbers = [number for number, _ in lines]
     header = next(reader, None)

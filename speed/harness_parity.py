@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -32,7 +31,7 @@ from eval_platform.benchmarks.harness_tasks import (  # noqa: E402
     HarnessRun, build_tasks, evaluate_run, load_declarations,
 )
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, Placement, load_local_model  # noqa: E402
-from speed.lm_eval_parity import divergence, harness_model  # noqa: E402
+from speed.lm_eval_parity import ModelPhase, divergence, harness_model  # noqa: E402
 
 TASKS = ("leaderboard_bbh", "leaderboard_mmlu_pro", "leaderboard_ifeval")
 SHARED_FILES = {"leaderboard_mmlu_pro": {"test": "mmlu_pro.jsonl", "validation": "fewshot/mmlu_pro_validation.jsonl"},
@@ -66,30 +65,13 @@ def run_harness(run: HarnessRun, lm, counter: TokenCounter, batch_size: int) -> 
     seconds and tokens of its model phase alone."""
     from lm_eval import simple_evaluate
 
-    seconds, before = 0.0, counter.tokens
-
-    def timed(method):
-        def call(*args, **kwargs):
-            nonlocal seconds
-            start = time.perf_counter()
-            try:
-                return method(*args, **kwargs)
-            finally:
-                seconds += time.perf_counter() - start
-        return call
-
-    phases = ("loglikelihood", "generate_until")
-    for phase in phases:
-        setattr(lm, phase, timed(getattr(lm, phase)))
-    try:
+    before = counter.tokens
+    with ModelPhase(lm) as phase:
         results = simple_evaluate(model=lm, tasks=build_tasks(run), task_manager=run.registry(),
                                   num_fewshot=run.num_fewshot, limit=run.limit, log_samples=True, bootstrap_iters=0,
                                   batch_size=batch_size, apply_chat_template=run.apply_chat_template,
                                   fewshot_as_multiturn=run.fewshot_as_multiturn)
-    finally:
-        for phase in phases:
-            delattr(lm, phase)
-    return results["samples"], seconds, counter.tokens - before
+    return results["samples"], phase.seconds, counter.tokens - before
 
 
 def by_item(samples: dict) -> dict[tuple, dict]:

@@ -106,35 +106,45 @@ def harness_model(batch_size: int, device: str = "cpu", dtype: str = "float32"):
     return HFLM(pretrained=str(gguf.parent), gguf_file=gguf.name, batch_size=batch_size, device=device, dtype=dtype)
 
 
+class ModelPhase:
+    """While in use, the seconds a harness model spends in its model phase alone: its `loglikelihood`
+    and `generate_until` calls, not the building of tasks and requests around them."""
+
+    PHASES = ("loglikelihood", "generate_until")
+
+    def __init__(self, lm):
+        self.lm, self.seconds = lm, 0.0
+
+    def __enter__(self) -> ModelPhase:
+        for name in self.PHASES:
+            setattr(self.lm, name, self._timed(getattr(self.lm, name)))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for name in self.PHASES:
+            delattr(self.lm, name)  # the class's own methods again
+
+    def _timed(self, method):
+        def call(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - start
+        return call
+
+
 def run_harness(name: str, rows: list[dict], fewshot: list[dict], shots: int, batch_size: int, folder: Path, lm):
     """The harness's samples, and the seconds of its model phase alone (its `loglikelihood` and
     `generate_until` calls; building its tasks and requests is left out)."""
     from lm_eval import simple_evaluate
 
     configs = harness_configs(name, rows, fewshot, folder)
-    seconds = 0.0
-
-    def timed(method):
-        def run(*args, **kwargs):
-            nonlocal seconds
-            start = time.perf_counter()
-            try:
-                return method(*args, **kwargs)
-            finally:
-                seconds += time.perf_counter() - start
-        return run
-
-    phases = ("loglikelihood", "generate_until")
-    for phase in phases:
-        setattr(lm, phase, timed(getattr(lm, phase)))
-    try:
+    with ModelPhase(lm) as phase:
         # the harness's registry of its own tasks, built once per process as a user's script reuses it
         # (simple_evaluate builds its own at each call otherwise: seconds for about 14,000 YAML files)
         results = simple_evaluate(model=lm, tasks=configs, num_fewshot=shots, log_samples=True, bootstrap_iters=0,
                                   batch_size=batch_size, task_manager=task_manager())
-    finally:
-        for phase in phases:
-            delattr(lm, phase)  # the class's own methods again
     samples = []
     for config in configs:  # in row order: MMLU's subjects in the order of the rows
         task_samples = results["samples"][config["task"]]
@@ -142,7 +152,7 @@ def run_harness(name: str, rows: list[dict], fewshot: list[dict], shots: int, ba
         for sample in task_samples:
             by_filter.setdefault(sample["doc_id"], {})[sample.get("filter", "none")] = sample
         samples += [by_filter[doc_id] for doc_id in sorted(by_filter)]
-    return samples, seconds
+    return samples, phase.seconds
 
 
 def run_platform(spec: BenchmarkSpec, rows: list[dict], fewshot: list[dict], shots: int, batch_size: int, model):

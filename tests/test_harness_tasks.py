@@ -12,7 +12,7 @@ from dagster import AssetCheckSeverity, DagsterInstance
 from eval_platform.benchmarks.engine_lm import strip_reasoning
 from eval_platform.benchmarks.harness_tasks import HarnessRun, HarnessTaskError, build_task_dict, parse_declaration
 from eval_platform.benchmarks.leaderboard_v2 import normalize, protocol_rows
-from eval_platform.benchmarks.partitions import harness_key, harness_task_partitions, roster_partitions
+from eval_platform.benchmarks.partitions import evaluation_key, harness_task_partitions, roster_partitions
 from eval_platform.benchmarks.roster import RosterEntry, write_entry
 from eval_platform.benchmarks.store import BenchmarkStore
 from eval_platform.common.resources import WarehouseResource
@@ -70,7 +70,7 @@ def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
     instance.add_dynamic_partitions(harness_task_partitions.name, ["capitals"])
     config = launchpad(root / "warehouse.duckdb", root / "roster")
     first = defs.resolve_job_def("harness_task_evaluation").execute_in_process(
-        partition_key=harness_key("capitals", "smollm2"), instance=instance, run_config=config)
+        partition_key=evaluation_key("capitals", "smollm2"), instance=instance, run_config=config)
     assert first.success
     metadata = {e.asset_key.path[-1]: e.materialization.metadata
                 for e in first.get_asset_materialization_events()}["harness_evaluation"]
@@ -127,7 +127,7 @@ def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
                                              baseline="smollm2"))
     instance.add_dynamic_partitions(roster_partitions.name, ["smollm2-bf16"])
     second = defs.resolve_job_def("harness_task_evaluation").execute_in_process(
-        partition_key=harness_key("capitals", "smollm2-bf16"), instance=instance, run_config=config)
+        partition_key=evaluation_key("capitals", "smollm2-bf16"), instance=instance, run_config=config)
     assert second.success
     with warehouse.store(BenchmarkStore) as store:
         comparisons = {(r["metric"], r["relation"]): r for r in store.rows("SELECT * FROM harness_comparisons")}
@@ -146,7 +146,7 @@ def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
     compared = {e.asset_key.path[-1]: e.materialization.metadata for e in second.get_asset_materialization_events()}
     assert "## smollm2-bf16 (a) against smollm2 (b)" in compared["harness_model_comparison"]["items"].value
     again = defs.resolve_job_def("harness_task_evaluation").execute_in_process(
-        partition_key=harness_key("capitals", "smollm2"), instance=instance, run_config=config)
+        partition_key=evaluation_key("capitals", "smollm2"), instance=instance, run_config=config)
     metadata = {e.asset_key.path[-1]: e.materialization.metadata for e in again.get_asset_materialization_events()}
     assert (metadata["harness_evaluation"]["computed"].value, metadata["harness_evaluation"]["reused"].value) == (0, 11)
     with warehouse.store(BenchmarkStore) as store:
@@ -181,7 +181,7 @@ def test_the_regression_watch_names_the_documents_that_flipped_on_a_harness_benc
         ops = {"harness_evaluation": {"config": {"data_files": {"throwaway_capitals": {"test": str(root / "more.jsonl")}},
                                                  **config}}}
         result = defs.resolve_job_def("harness_task_evaluation").execute_in_process(
-            partition_key=harness_key("capitals", "smollm2"), instance=instance,
+            partition_key=evaluation_key("capitals", "smollm2"), instance=instance,
             run_config=launchpad(root / "warehouse.duckdb", root / "roster", ops))
         assert result.success
         [check] = [c for c in result.get_asset_check_evaluations() if c.check_name == "accuracy_regression"]
@@ -222,7 +222,7 @@ def test_any_harness_task_runs_by_name_from_the_launchpad_on_local_files(project
     (root / "arc.jsonl").write_text("\n".join(rows) + "\n")
     instance.add_dynamic_partitions(harness_task_partitions.name, ["arc_easy"])
     result = defs.resolve_job_def("harness_task_evaluation").execute_in_process(
-        partition_key=harness_key("arc_easy", "smollm2"), instance=instance, run_config=launchpad(
+        partition_key=evaluation_key("arc_easy", "smollm2"), instance=instance, run_config=launchpad(
             root / "warehouse.duckdb", root / "roster",
             {"harness_evaluation": {"config": {"data_files": {"arc_easy": {"test": str(root / "arc.jsonl")}}}}}))
     assert result.success
@@ -312,7 +312,7 @@ def test_the_nightly_schedule_evaluates_every_roster_model_on_every_declared_har
                                          resources={"roster": RosterResource(directory=str(root / "roster"))})
         requests = nightly_harness_evaluation(context)
         # legacy-only lists no harness benchmark; both dimensions gain their keys
-        assert [str(r.partition_key) for r in requests] == ["smollm2|capitals"]
+        assert [str(r.partition_key) for r in requests] == ["capitals|smollm2"]
         assert instance.get_dynamic_partitions(harness_task_partitions.name) == ["capitals"]
         assert set(instance.get_dynamic_partitions(roster_partitions.name)) == {"smollm2", "legacy-only"}
 
@@ -353,7 +353,7 @@ def test_a_chat_api_answers_a_generation_task_over_http_and_a_reasoning_block_is
         config = launchpad(root / "warehouse.duckdb", root / "roster")
         config["resources"]["gateway"] = {"config": {"api_base": server.api_base, "max_retries": 0}}
         result = defs.resolve_job_def("harness_task_evaluation").execute_in_process(
-            partition_key=harness_key("echo", "api-echo"), instance=instance, run_config=config)
+            partition_key=evaluation_key("echo", "api-echo"), instance=instance, run_config=config)
         assert result.success and server.calls
     with WarehouseResource(database=str(root / "warehouse.duckdb")).store(BenchmarkStore) as store:
         samples = store.load_harness_samples("echo", "api-echo")

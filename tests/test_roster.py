@@ -13,7 +13,7 @@ from eval_platform.benchmarks import checks
 from eval_platform.benchmarks.leaderboard import (
     harness_headline_scores, headline_scores, leaderboard_plot, leaderboard_table,
 )
-from eval_platform.benchmarks.partitions import evaluation_key, harness_key, roster_partitions
+from eval_platform.benchmarks.partitions import evaluation_key, roster_partitions
 from eval_platform.benchmarks.resources import ROSTER_DIR, RosterResource
 from eval_platform.benchmarks.roster import RosterError, evaluation_order, load_roster
 from eval_platform.benchmarks.sensors import checkpoint_sensor, roster_sensor
@@ -233,7 +233,7 @@ def test_the_roster_sensor_adds_partitions_and_evaluates_a_changed_entry(platfor
                                                                 cursor=changed.cursor, definitions=test_defs))
     assert [(r.job_name, r.partition_key) for r in both.run_requests] == [
         ("model_evaluation", evaluation_key("arc_easy", "f32")),
-        ("harness_task_evaluation", harness_key("leaderboard_ifeval", "f32"))]
+        ("harness_task_evaluation", evaluation_key("leaderboard_ifeval", "f32"))]
 
 
 def test_a_new_checkpoint_is_evaluated_and_compared_with_its_predecessor_and_baseline(platform):

@@ -20,7 +20,9 @@ from eval_platform.benchmarks.harness_tasks import (
 )
 from eval_platform.benchmarks.leaderboard_v2 import PROTOCOL as V2_PROTOCOL
 from eval_platform.benchmarks.leaderboard_v2 import protocol_rows, v2_table
-from eval_platform.benchmarks.partitions import benchmark_partitions, evaluation_partitions, harness_evaluation_partitions
+from eval_platform.benchmarks.partitions import (
+    benchmark_partitions, evaluation_partitions, harness_evaluation_partitions, partition_names,
+)
 from eval_platform.benchmarks.prediction import MODES, PredictionSettings, ProgressLog, predict, resolve_format
 from eval_platform.benchmarks.protocols import PROTOCOLS, protocol_results
 from eval_platform.benchmarks.resources import RosterResource, entry_gateway, entry_model
@@ -243,9 +245,9 @@ def _plan(spec: BenchmarkSpec, config: PredictionConfig, entry: RosterEntry) -> 
 
 
 def _partition(context: AssetExecutionContext) -> tuple[BenchmarkSpec, str]:
-    """The benchmark and the roster model's name of an evaluation partition."""
-    keys = context.partition_key.keys_by_dimension
-    return BENCHMARKS[keys["benchmark"]], keys["model"]
+    """The spec and the roster model's name of an evaluation partition."""
+    benchmark, name = partition_names(context.partition_key)
+    return BENCHMARKS[benchmark], name
 
 
 @asset(
@@ -486,8 +488,7 @@ def harness_evaluation(
     process_results and aggregation score them. Every document's prompt, answers and metrics
     (`harness_samples`), every task's and group's results (`harness_results`) and every answer
     (`harness_answers`) land in the warehouse."""
-    keys = context.partition_key.keys_by_dimension
-    benchmark, name = keys["task"], keys["model"]
+    benchmark, name = partition_names(context.partition_key)
     entry = roster.entry(name)
     run = harness_run(benchmark, config, entry)
     resource = entry_model(entry, evaluation_model)
@@ -532,8 +533,7 @@ def harness_model_comparison(context: AssetExecutionContext, config: ComparisonC
     """The roster model against its baseline (and predecessor) on the harness benchmark, per task,
     filter and per-document metric, on the documents both answered: the difference, an exact McNemar
     test (0/1 metrics), a paired bootstrap 95% interval and the documents that flipped to wrong."""
-    keys = context.partition_key.keys_by_dimension
-    benchmark, name = keys["task"], keys["model"]
+    benchmark, name = partition_names(context.partition_key)
     references = config.references(roster, name)
     with warehouse.store(BenchmarkStore) as store:
         rows = store.load_harness_item_values(benchmark, [name, *references.values()])

@@ -2,13 +2,14 @@
 roster model on every harness benchmark declared in data/harness/."""
 
 import os
+from typing import Callable
 
 from dagster import RunRequest, ScheduleEvaluationContext, schedule
 
 from eval_platform.benchmarks.harness_tasks import load_declarations
 from eval_platform.benchmarks.jobs import benchmark_inputs_job, harness_evaluation_job, model_evaluation_job
 from eval_platform.benchmarks.partitions import (
-    benchmark_partitions, evaluation_key, harness_key, harness_task_partitions, roster_partitions,
+    benchmark_partitions, evaluation_key, harness_task_partitions, roster_partitions,
 )
 from eval_platform.benchmarks.resources import RosterResource
 from eval_platform.benchmarks.roster import RosterEntry, evaluation_order, missing_partitions
@@ -26,31 +27,35 @@ def nightly_benchmark_refresh(context: ScheduleEvaluationContext):
             for partition in benchmark_partitions.get_partition_keys()]
 
 
+def _add_missing(instance, dimension, names: list[str]) -> None:
+    added = missing_partitions(dict.fromkeys(names), instance.get_dynamic_partitions(dimension.name))
+    if added:
+        instance.add_dynamic_partitions(dimension.name, added)
+
+
+def _run_requests(job, roster: dict[str, RosterEntry], benchmarks: list[str], run_key: str,
+                  evaluated_on: Callable[[RosterEntry, str], bool]) -> list[RunRequest]:
+    return [RunRequest(run_key=f"{run_key}:{name}:{benchmark}", partition_key=evaluation_key(benchmark, name),
+                       job_name=job.name, tags=roster[name].run_tags or {})
+            for benchmark in benchmarks for name in evaluation_order(roster) if evaluated_on(roster[name], benchmark)]
+
+
 def roster_run_requests(instance, roster: dict[str, RosterEntry], benchmarks: list[str],
                         run_key: str) -> list[RunRequest]:
-    """model_evaluation runs for every roster entry on those of `benchmarks` it is evaluated on;
-    roster names not yet in the model dimension are added to it."""
-    added = missing_partitions(roster, instance.get_dynamic_partitions(roster_partitions.name))
-    if added:
-        instance.add_dynamic_partitions(roster_partitions.name, added)
-    return [RunRequest(run_key=f"{run_key}:{name}:{benchmark}", partition_key=evaluation_key(benchmark, name),
-                       job_name=model_evaluation_job.name, tags=roster[name].run_tags or {})
-            for benchmark in benchmarks for name in evaluation_order(roster)
-            if benchmark in roster[name].evaluated_on()]
+    """model_evaluation runs for every roster entry on those of `benchmarks` (specs) it is evaluated
+    on; roster names not yet in the model dimension are added to it."""
+    _add_missing(instance, roster_partitions, list(roster))
+    return _run_requests(model_evaluation_job, roster, benchmarks, run_key,
+                         lambda entry, benchmark: benchmark in entry.evaluated_on())
 
 
 def harness_run_requests(instance, roster: dict[str, RosterEntry], benchmarks: list[str],
                          run_key: str) -> list[RunRequest]:
     """harness_task_evaluation runs for every roster entry on each harness benchmark it is evaluated
     on; names not yet in their dimensions are added."""
-    for dimension, keys in ((harness_task_partitions, benchmarks), (roster_partitions, list(roster))):
-        added = missing_partitions(dict.fromkeys(keys), instance.get_dynamic_partitions(dimension.name))
-        if added:
-            instance.add_dynamic_partitions(dimension.name, added)
-    return [RunRequest(run_key=f"{run_key}:{name}:{benchmark}", partition_key=harness_key(benchmark, name),
-                       job_name=harness_evaluation_job.name, tags=roster[name].run_tags or {})
-            for benchmark in benchmarks for name in evaluation_order(roster)
-            if roster[name].evaluated_on_harness(benchmark)]
+    _add_missing(instance, harness_task_partitions, benchmarks)
+    _add_missing(instance, roster_partitions, list(roster))
+    return _run_requests(harness_evaluation_job, roster, benchmarks, run_key, RosterEntry.evaluated_on_harness)
 
 
 @schedule(job=harness_evaluation_job, cron_schedule=NIGHTLY_CRON, execution_timezone=NIGHTLY_TIMEZONE,

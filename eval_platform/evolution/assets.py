@@ -265,7 +265,10 @@ def judge_analysis(context: AssetExecutionContext, warehouse: WarehouseResource)
     for name, group in per_generation.groupby("judge_name"):
         axes.plot(group["generation"], group["mean_score"], marker="o", label=name)
     axes.set(xlabel="generation", ylabel="mean score (0-10)", ylim=(0, 10))
-    axes.legend()
+    if per_generation.empty:  # every judge failed: no line to name
+        axes.text(0.5, 0.5, "no judge returned a score", ha="center", va="center", transform=axes.transAxes)
+    else:
+        axes.legend()
     return MaterializeResult(metadata={
         "era": era, "dagster/row_count": len(summary),
         "judges": MetadataValue.md(summary.drop(columns=["era"]).round(4).to_markdown(index=False)),

@@ -5,6 +5,7 @@ roster in data/roster/ on its benchmarks), then print the results and the leader
     python -m jobs.run_all --limit 5                            (the same on each benchmark's first 5 rows)
     python -m jobs.run_all --protocol open_llm_leaderboard_v1   (a named protocol: few-shot)
     python -m jobs.run_all --protocol open_llm_leaderboard_v2   (lm-evaluation-harness's leaderboard tasks)
+    python -m jobs.run_all --benchmarks arc_easy leaderboard_ifeval   (only these, of either kind)
 
 Runs are recorded in the Dagster instance at $DAGSTER_HOME, so `dagster dev` shows them afterwards.
 """
@@ -16,7 +17,7 @@ import time
 
 from dagster import DagsterInstance
 
-from eval_platform.benchmarks.harness_tasks import load_declarations
+from eval_platform.benchmarks.harness_tasks import declarations_folder, load_declarations
 from eval_platform.benchmarks.leaderboard import PRIMARY_PROTOCOL, leaderboard_table, short_fingerprint
 from eval_platform.benchmarks.leaderboard_v2 import PROTOCOL as V2_PROTOCOL
 from eval_platform.benchmarks.leaderboard_v2 import TITLE as V2_TITLE
@@ -43,10 +44,19 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--protocol", choices=sorted([*PROTOCOLS, V2_PROTOCOL]),
+    chosen = parser.add_mutually_exclusive_group()
+    chosen.add_argument("--protocol", choices=sorted([*PROTOCOLS, V2_PROTOCOL]),
                         help="Run a named protocol's benchmarks (with its shots) and its average instead.")
+    chosen.add_argument("--benchmarks", nargs="+", metavar="NAME",
+                        help="Run only these benchmarks, of either kind (a spec's, or one declared in data/harness/), "
+                             "for each roster model evaluated on them, and show their leaderboard.")
     parser.add_argument("--limit", type=int, help="Only each benchmark's first N rows (a quick run).")
     args = parser.parse_args(argv)
+    declared = load_declarations() if args.benchmarks or args.protocol == V2_PROTOCOL else {}
+    unknown = [name for name in args.benchmarks or () if name not in BENCHMARKS and name not in declared]
+    if unknown:
+        parser.error(f"unknown benchmark(s) {', '.join(unknown)}: a spec's ({', '.join(BENCHMARKS)}) or one declared "
+                     f"in {declarations_folder()} ({', '.join(declared) or 'none'})")
     rows = {"benchmark_raw_rows": {"config": {"limit": args.limit}}} if args.limit else {}
     instance = DagsterInstance.get()
     roster = defs.resources["roster"].entries()
@@ -63,26 +73,37 @@ def main(argv: list[str] | None = None) -> int:
             failed.append(label)
         return result.success
 
-    def evaluate_roster(job_name: str, benchmarks: list[str], ops: dict | None = None) -> None:
-        """Each benchmark's inputs, then every roster model on it, as the nightly refresh runs them."""
+    def evaluate_roster(job_name: str, benchmarks: list[str]) -> None:
+        """Each spec's inputs, then every roster model on it, as the nightly refresh runs them."""
         for benchmark in benchmarks:
             if run("benchmark_inputs", benchmark, rows):
                 for request in roster_run_requests(instance, roster, [benchmark], "main"):
-                    run(job_name, request.partition_key, ops)
-        run("score_protocols")
+                    run(job_name, request.partition_key)
+
+    def evaluate_harness(benchmarks: list[str]) -> None:
+        """Every roster model on each harness benchmark, as the nightly refresh runs them."""
+        ops = {"harness_evaluation": {"config": {"limit": args.limit}}} if args.limit else {}
+        for request in harness_run_requests(instance, roster, benchmarks, "main"):
+            run("harness_task_evaluation", request.partition_key, ops)
 
     warehouse = defs.resources["warehouse"]
+    if args.benchmarks:
+        evaluate_roster("model_evaluation", [name for name in args.benchmarks if name in BENCHMARKS])
+        evaluate_harness([name for name in args.benchmarks if name in declared])
+        run("score_protocols")
+        with warehouse.store(BenchmarkStore) as store:
+            board = leaderboard_table(store.load_headlines(), store.load_protocol_averages(PRIMARY_PROTOCOL),
+                                      benchmarks=args.benchmarks)
+        print(f"\nLeaderboard ({DEFAULT_WAREHOUSE}; headline score [95% interval]):\n"
+              f"{board.to_markdown(index=False, disable_numparse=True)}")
+        return 1 if failed else 0
     if args.protocol == V2_PROTOCOL:
-        declared = load_declarations()
         offline = os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("HF_DATASETS_OFFLINE") == "1"
-        ops = {"harness_evaluation": {"config": {"limit": args.limit}}} if args.limit else {}
         for task in V2_TASKS:
             if task.task not in declared and offline:
                 print(f"{V2_PROTOCOL} [{task.task}]: skipped: {task.unavailable_offline} (with hub access, run it "
                       f"without HF_HUB_OFFLINE: the harness loads it by its hub id)", flush=True)
-                continue
-            for request in harness_run_requests(instance, roster, [task.task], "main"):
-                run("harness_task_evaluation", request.partition_key, ops)
+        evaluate_harness([task.task for task in V2_TASKS if task.task in declared or not offline])
         run("score_protocols")
         with warehouse.store(BenchmarkStore) as store:
             results = store.load_normalized_scores(V2_PROTOCOL)
@@ -102,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 benchmarks.append(task.benchmark)
         evaluate_roster(protocol.name, benchmarks)
+        run("score_protocols")
         with warehouse.store(BenchmarkStore) as store:
             results = store.load_protocol_results(protocol.name)
         shown = results.assign(model_fingerprint=results["model_fingerprint"].map(short_fingerprint))[[
@@ -110,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if failed else 0
 
     evaluate_roster("model_evaluation", benchmark_partitions.get_partition_keys())
+    run("score_protocols")
     run("evolution_inputs")
     for era, path in era_files().items():  # each era of data/evolution/eras/, as the era sensor runs it
         if era not in instance.get_dynamic_partitions(era_partitions.name):
@@ -133,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nPrompt evolution, fitness per generation:\n{era.round(4).to_markdown(index=False)}")
     print(f"\nBlind evaluation (demo rater): {sentence}")
     print(f"\nLeaderboard (the roster, {ROSTER_DIR}; headline score [95% interval]):\n"
-          f"{board.to_markdown(index=False)}")
+          f"{board.to_markdown(index=False, disable_numparse=True)}")
     return 1 if failed else 0
 
 

@@ -416,6 +416,48 @@ def test_the_main_command_runs_the_v2_protocol_offline_and_prints_raw_and_normal
         assert float(printed[benchmark][4]) == pytest.approx(normalized, abs=1e-4)
 
 
+def test_the_main_command_runs_named_benchmarks_of_either_kind_and_shows_their_leaderboard(tmp_path):
+    import os
+    import sys
+
+    import duckdb
+
+    from tests.processes import run_to_end
+
+    (tmp_path / "home").mkdir()
+    environment = {**os.environ, "EVAL_WAREHOUSE": str(tmp_path / "warehouse.duckdb"),
+                   "DAGSTER_HOME": str(tmp_path / "home"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    command = [sys.executable, "-m", "jobs.run_all", "--limit", "1", "--benchmarks"]
+    returncode, output = run_to_end([*command, "arc_easy", "nope"], timeout_s=600, cwd=PROJECT_ROOT, env=environment)
+    assert returncode == 2 and "unknown benchmark(s) nope: a spec's (arc_easy, " in output
+    assert f"or one declared in {PROJECT_ROOT / 'data' / 'harness'} (leaderboard_bbh, " in output
+    assert not (tmp_path / "warehouse.duckdb").exists()  # refused before anything ran
+
+    returncode, output = run_to_end([*command, "arc_easy", "leaderboard_mmlu_pro"], timeout_s=3600, cwd=PROJECT_ROOT,
+                                    env=environment)
+    assert returncode == 0, output[-3000:]
+    runs = [line.split(": ")[0] for line in output.splitlines() if ": success in " in line]
+    assert runs == ["benchmark_inputs [arc_easy]", "model_evaluation [arc_easy|smollm2-135m-instruct-float32]",
+                    "model_evaluation [arc_easy|smollm2-135m-instruct-bfloat16]",  # after its baseline
+                    # the bfloat16 entry lists its benchmarks, and not this one
+                    "harness_task_evaluation [leaderboard_mmlu_pro|smollm2-135m-instruct-float32]", "score_protocols"]
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:
+        headlines = conn.execute("SELECT model, benchmark, mode, accuracy FROM leaderboard").fetchall()
+    assert sorted((model, benchmark, mode) for model, benchmark, mode, _ in headlines) == [
+        ("smollm2-135m-instruct-bfloat16", "arc_easy", "loglikelihood"),
+        ("smollm2-135m-instruct-float32", "arc_easy", "loglikelihood"),
+        ("smollm2-135m-instruct-float32", "leaderboard_mmlu_pro", "harness")]
+    table = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in output.splitlines()
+             if line.startswith("| ")]
+    header, rows = table[0], {row[0]: dict(zip(table[0], row)) for row in table[1:]}
+    assert header == ["model", "fingerprint", "arc_easy (0-shot acc_norm)", "leaderboard_mmlu_pro (harness, 5-shot acc)",
+                      "open_llm_leaderboard_v1"]
+    for model, benchmark, _, accuracy in headlines:  # each cell is the warehouse's headline, as text
+        column = next(label for label in header if label.startswith(benchmark + " "))
+        assert rows[model][column].startswith(f"{accuracy:.3f}")
+    assert rows["smollm2-135m-instruct-bfloat16"]["leaderboard_mmlu_pro (harness, 5-shot acc)"] == ""
+
+
 def test_an_evaluation_leaves_the_process_global_generators_as_they_were():
     import random
 

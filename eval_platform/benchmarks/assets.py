@@ -41,8 +41,8 @@ from eval_platform.common.warehouse import utc_now
 BENCHMARK_DATA = DATA_DIR / "benchmarks"
 
 
-def markdown_table(frame: pd.DataFrame, rows: int = 10) -> MetadataValue:
-    return MetadataValue.md(frame.head(rows).to_markdown(index=False) if len(frame) else "_no rows_")
+def markdown_table(frame: pd.DataFrame, rows: int = 10, **tabulate: Any) -> MetadataValue:
+    return MetadataValue.md(frame.head(rows).to_markdown(index=False, **tabulate) if len(frame) else "_no rows_")
 
 
 class ComparisonConfig(Config):
@@ -429,7 +429,7 @@ def leaderboard(context: AssetExecutionContext, warehouse: WarehouseResource) ->
         store.replace_leaderboard(pd.DataFrame(headlines).assign(computed_at=utc_now()) if headlines else None)
     table = leaderboard_table(headlines, averages)
     return MaterializeResult(metadata={
-        "dagster/row_count": len(table), "leaderboard": markdown_table(table, 100),
+        "dagster/row_count": len(table), "leaderboard": markdown_table(table, 100, disable_numparse=True),
         V2_PROTOCOL: markdown_table(v2_table(normalized), 100), "harness_benchmarks": markdown_table(pd.DataFrame(harness).round(4), 100),
         "plot": MetadataValue.md(leaderboard_plot(headlines)) if headlines else "no scores yet",
         **{f"{h['model']}/{h['benchmark']}" + (" (harness)" if h["mode"] == HARNESS_MODE and h["benchmark"] in BENCHMARKS

@@ -389,10 +389,14 @@ def parse_declaration(path: Path) -> HarnessBenchmark:
                             headline.get("filter", "none"))
 
 
+def declarations_folder() -> Path:
+    """Where harness benchmarks are declared: EVAL_HARNESS_DIR, else data/harness/."""
+    return Path(os.environ.get("EVAL_HARNESS_DIR", HARNESS_BENCHMARK_DIR))
+
+
 def load_declarations(folder: Path | str | None = None) -> dict[str, HarnessBenchmark]:
-    """Every benchmark declared in the folder (`*.yaml`; default EVAL_HARNESS_DIR, else
-    data/harness/), by name."""
-    folder = Path(folder or os.environ.get("EVAL_HARNESS_DIR", HARNESS_BENCHMARK_DIR))
+    """Every benchmark declared in the folder (`*.yaml`; default `declarations_folder()`), by name."""
+    folder = Path(folder or declarations_folder())
     return {path.stem: parse_declaration(path) for path in sorted(folder.glob("*.yaml"))} if folder.is_dir() else {}
 
 

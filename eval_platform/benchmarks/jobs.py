@@ -35,7 +35,7 @@ protocol_jobs = [
 harness_evaluation_job = define_asset_job(
     "harness_task_evaluation", selection=AssetSelection.groups("benchmark_harness"),
     partitions_def=harness_evaluation_partitions,
-    description="One roster model on one lm-evaluation-harness task or group (a benchmark x model partition: a benchmark "
+    description="One roster model on one lm-evaluation-harness task or group (a benchmark x model partition: one "
                 "declared in data/harness/, or any harness task added by name, its data set in the launchpad), "
                 "and its comparison with its baseline and predecessor.",
 )

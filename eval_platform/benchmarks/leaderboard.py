@@ -11,7 +11,7 @@ in mode `harness`.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 import pandas as pd
 
@@ -97,9 +97,12 @@ def short_fingerprint(fingerprint: str) -> str:
     return fingerprint.rsplit("/", 1)[-1]
 
 
-def leaderboard_table(headlines: Sequence[Mapping[str, Any]], averages: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    """Models as rows; each benchmark's headline (`value [95% interval]`) and the protocol average
-    (labelled complete or partial, per model) as columns; best complete average first."""
+def leaderboard_table(headlines: Sequence[Mapping[str, Any]], averages: Sequence[Mapping[str, Any]],
+                      benchmarks: Collection[str] | None = None) -> pd.DataFrame:
+    """Models as rows; each benchmark's headline (`value [95% interval]`; only `benchmarks`' if given)
+    and the protocol average (labelled complete or partial, per model) as columns; best complete
+    average first."""
+    columns = [c for c in _columns(headlines) if benchmarks is None or c[1] in benchmarks]
     models = sorted({h["model"] for h in headlines} | {a["model"] for a in averages})
     rows = []
     for model in models:
@@ -107,7 +110,7 @@ def leaderboard_table(headlines: Sequence[Mapping[str, Any]], averages: Sequence
         mean = [a for a in averages if a["model"] == model]
         row = {"model": model, "fingerprint": ", ".join(sorted({short_fingerprint(h["model_fingerprint"])
                                                                 for h in own + mean}))}
-        for label, benchmark, harness in _columns(headlines):
+        for label, benchmark, harness in columns:
             row[label] = next((_cell(h) for h in own if h["benchmark"] == benchmark
                                and (h["mode"] == HARNESS_MODE) == harness), "")
         row[PRIMARY_PROTOCOL] = "; ".join(

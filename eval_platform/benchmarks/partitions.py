@@ -23,6 +23,7 @@ def partition_names(key: MultiPartitionKey) -> tuple[str, str]:
     """The benchmark and the roster model's name of an evaluation partition, of either kind."""
     return key.keys_by_dimension["benchmark"], key.keys_by_dimension["model"]
 
+
 # lm-evaluation-harness benchmarks (harness_tasks.py): a benchmark declared in data/harness/, or any
 # harness task or group added by name in the UI (its data from the launchpad), x the roster's models
 harness_task_partitions = DynamicPartitionsDefinition(name="harness_tasks")

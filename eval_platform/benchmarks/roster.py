@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from pydantic import ConfigDict, Field, ValidationError, create_model
 
@@ -159,6 +159,6 @@ def write_entry(folder: Path | str, entry: RosterEntry) -> Path:
     return path
 
 
-def missing_partitions(roster: dict[str, Any], existing: list[str]) -> list[str]:
-    """Roster names that are not yet keys of the model dimension."""
-    return [name for name in roster if name not in set(existing)]
+def missing_partitions(names: Iterable[str], existing: list[str]) -> list[str]:
+    """The names (roster entries, harness benchmarks) that are not yet keys of their dimension."""
+    return [name for name in names if name not in set(existing)]

@@ -28,7 +28,7 @@ def nightly_benchmark_refresh(context: ScheduleEvaluationContext):
 
 
 def _add_missing(instance, dimension, names: list[str]) -> None:
-    added = missing_partitions(dict.fromkeys(names), instance.get_dynamic_partitions(dimension.name))
+    added = missing_partitions(names, instance.get_dynamic_partitions(dimension.name))
     if added:
         instance.add_dynamic_partitions(dimension.name, added)
 

@@ -474,3 +474,47 @@ def test_an_evaluation_leaves_the_process_global_generators_as_they_were():
         random.seed(0)  # as the harness reseeds them
         np.random.seed(1234)
     assert (random.random(), np.random.random()) == expected
+
+
+def test_the_index_of_a_task_folder_is_read_from_a_cache_until_one_of_its_files_changes(tmp_path, monkeypatch):
+    """The harness's registry of its own tasks (about 14,000 YAML files) is its own index, read from
+    a cache once built; a folder's index is built again when one of its files changes, a template
+    its tasks include too."""
+    import lm_eval
+    from lm_eval.tasks._index import TaskIndex
+
+    from eval_platform.benchmarks import harness_tasks
+
+    own = TaskIndex.build([harness_tasks.Path(lm_eval.__file__).parent / "tasks"])
+    registered = harness_tasks.task_manager().task_index
+    assert len(own) > 14_000 and registered.keys() == own.keys()
+    assert all((registered[name].kind, registered[name].cfg, registered[name].tags, registered[name].yaml_path)
+               == (entry.kind, entry.cfg, entry.tags, entry.yaml_path) for name, entry in own.items())
+
+    monkeypatch.setattr(harness_tasks, "INDEX_CACHE", tmp_path / "cache")
+    builds, build = [], TaskIndex.build
+    monkeypatch.setattr(TaskIndex, "build", staticmethod(lambda paths, **kw: builds.append(paths) or build(paths, **kw)))
+    folder = tmp_path / "tasks"
+    folder.mkdir()
+    (folder / "_template_yaml").write_text("output_type: multiple_choice\ntest_split: test\n")
+    (folder / "capitals.yaml").write_text("include: _template_yaml\ntask: capitals\ndataset_path: json\n")
+    first = harness_tasks.cached_task_index(folder)
+    assert first["capitals"].cfg["output_type"] == "multiple_choice" and len(builds) == 1
+    assert harness_tasks.cached_task_index(folder)["capitals"].cfg == first["capitals"].cfg and len(builds) == 1
+    (folder / "_template_yaml").write_text("output_type: generate_until\ntest_split: test\n")
+    assert harness_tasks.cached_task_index(folder)["capitals"].cfg["output_type"] == "generate_until"
+    assert len(builds) == 2 and len(list((tmp_path / "cache").glob("*.pickle"))) == 2
+
+
+def test_an_evaluation_keeps_the_harness_versions_without_torchs_environment_report():
+    """simple_evaluate's report of the environment runs torch's collect_env (`pip list` and a dozen
+    other commands, over a second per evaluation) unless the platform's registry was built first."""
+    import lm_eval.evaluator
+
+    from eval_platform.benchmarks.harness_tasks import HARNESS_VERSION, task_manager
+
+    task_manager()
+    report = {}
+    lm_eval.evaluator.add_env_info(report)
+    assert report["lm_eval_version"] == HARNESS_VERSION and report["transformers_version"]
+    assert report["pretty_env_info"].startswith("not collected")

@@ -21,8 +21,11 @@ registry (about 14,000 YAML files) happens once per process and `include_path`.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
+import logging
 import os
+import pickle
 import random
 import sys
 from contextlib import contextmanager
@@ -37,6 +40,9 @@ FEWSHOT_SEED = 1234  # the harness's default fewshot_random_seed (simple_evaluat
 DATA_DIR = Path(__file__).resolve().parents[2] / "data"
 NLTK_DATA = DATA_DIR / "nltk_data"  # punkt_tab for IFEval, which NLTK would otherwise download at import
 SPLIT_KEYS = ("training_split", "validation_split", "test_split", "fewshot_split")
+# where the index of the harness's own tasks is kept between processes (EVAL_HARNESS_INDEX to move it)
+INDEX_CACHE = Path(os.environ.get("EVAL_HARNESS_INDEX", Path.home() / ".cache" / "eval_platform" / "harness_index"))
+log = logging.getLogger(__name__)
 
 
 class HarnessTaskError(ValueError):
@@ -94,12 +100,88 @@ def prepare_environment() -> None:
     DetectorFactory.seed = 0
 
 
+def cached_task_index(folder: Path) -> dict[str, Any]:
+    """The harness's index of a folder of task YAML files (`TaskIndex.build`; its own tasks folder
+    is about 14,000 files, over 5 s to parse), built once per state of the folder's files (their
+    paths, sizes and modification times, the templates they include among them, and the
+    harness's version) and then read from a pickle in INDEX_CACHE (under 1 s for its own tasks)."""
+    import lm_eval
+    from lm_eval.tasks._index import TaskIndex
+
+    state = [lm_eval.__version__, str(folder.resolve())]
+    for root, folders, files in os.walk(folder):
+        folders[:] = sorted(name for name in folders if name != "__pycache__")
+        state += [f"{root}/{name}:{stat.st_size}:{stat.st_mtime_ns}" for name in sorted(files)
+                  for stat in [os.stat(os.path.join(root, name))]]
+    key = hashlib.sha256("\n".join(state).encode()).hexdigest()[:24]
+    cached = INDEX_CACHE / f"{key}.pickle"
+    try:
+        return pickle.loads(cached.read_bytes())
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
+        pass  # not built yet for this state of the files, or unreadable: built again
+    index = TaskIndex.build([folder])
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    partial = cached.with_suffix(f".{os.getpid()}.partial")
+    partial.write_bytes(pickle.dumps(index, protocol=pickle.HIGHEST_PROTOCOL))
+    partial.replace(cached)
+    return index
+
+
+def _index_with_own_tasks_cached(paths: Sequence[Path], *, resolve_includes: bool = True) -> dict[str, Any]:
+    """`TaskIndex.build`, with the harness's own tasks folder read through `cached_task_index`;
+    later paths override earlier ones, as in the harness."""
+    import lm_eval
+    from lm_eval.tasks._index import TaskIndex
+
+    own = Path(lm_eval.__file__).parent / "tasks"
+    paths = [Path(path) for path in paths]
+    cached = paths[:1] == [own] and resolve_includes
+    index = dict(cached_task_index(own)) if cached else {}
+    for name, entry in TaskIndex.build(paths[1:] if cached else paths, resolve_includes=resolve_includes).items():
+        if name in index:
+            log.warning("Task '%s' from %s overrides existing task from %s", name, entry.yaml_path,
+                        index[name].yaml_path)
+        index[name] = entry
+    return index
+
+
+def _versions_only(storage: dict[str, Any]) -> None:
+    """The harness's environment report (`add_env_info`) without torch's `collect_env` report."""
+    from importlib.metadata import version
+
+    from lm_eval.loggers.utils import get_commit_from_path
+
+    storage.update({"pretty_env_info": "not collected: the platform records where answers were computed (harness_runs)",
+                    "transformers_version": version("transformers"), "lm_eval_version": version("lm_eval"),
+                    "upper_git_hash": get_commit_from_path(Path(os.getcwd(), ".."))})
+
+
+def adapt_harness() -> None:
+    """Two of the harness's steps that cost seconds per process or per evaluation, done the
+    platform's way (the same results): its registry reads the index of its own tasks from a cache
+    (`cached_task_index`) instead of parsing 14,000 YAML files in every process, and `simple_evaluate`
+    reports its environment without torch's `collect_env`, which runs `pip list` and a dozen other
+    commands in subprocesses (over a second per evaluation) for a report no result here keeps (the
+    platform records where each answer was computed itself, `harness_runs`)."""
+    import lm_eval.evaluator
+    import lm_eval.tasks.manager
+    from lm_eval.tasks._index import TaskIndex
+
+    class IndexWithOwnTasksCached(TaskIndex):
+        build = staticmethod(_index_with_own_tasks_cached)
+
+    if lm_eval.tasks.manager.TaskIndex is TaskIndex:
+        lm_eval.tasks.manager.TaskIndex = IndexWithOwnTasksCached
+    lm_eval.evaluator.add_env_info = _versions_only
+
+
 @functools.lru_cache(maxsize=16)
 def task_manager(include_path: tuple[str, ...] = (), include_defaults: bool = True) -> Any:
     """The harness's registry (its own tasks, unless `include_defaults` is false, and any
     `include_path` folders), built once per process and registry: all of the harness's own tasks are
     about 14,000 YAML files (several seconds), one folder of them a few."""
     prepare_environment()
+    adapt_harness()
     from lm_eval.tasks import TaskManager
 
     missing = [path for path in include_path if not Path(path).is_dir()]

@@ -508,7 +508,7 @@ def test_the_index_of_a_task_folder_is_read_from_a_cache_until_one_of_its_files_
 
 def test_an_evaluation_keeps_the_harness_versions_without_torchs_environment_report():
     """simple_evaluate's report of the environment runs torch's collect_env (`pip list` and a dozen
-    other commands, over a second per evaluation) unless the platform's registry was built first."""
+    other commands: half a second to a second per evaluation) unless the platform's registry was built first."""
     import lm_eval.evaluator
 
     from eval_platform.benchmarks.harness_tasks import HARNESS_VERSION, task_manager

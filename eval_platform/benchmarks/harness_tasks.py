@@ -161,7 +161,7 @@ def adapt_harness() -> None:
     platform's way (the same results): its registry reads the index of its own tasks from a cache
     (`cached_task_index`) instead of parsing 14,000 YAML files in every process, and `simple_evaluate`
     reports its environment without torch's `collect_env`, which runs `pip list` and a dozen other
-    commands in subprocesses (over a second per evaluation) for a report no result here keeps (the
+    commands in subprocesses (half a second to a second per evaluation) for a report no result here keeps (the
     platform records where each answer was computed itself, `harness_runs`)."""
     import lm_eval.evaluator
     import lm_eval.tasks.manager

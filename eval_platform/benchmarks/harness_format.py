@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
-from eval_platform.benchmarks.harness_tasks import FEWSHOT_SEED, HarnessRun, build_tasks, registered_config
+from eval_platform.benchmarks.harness_tasks import FEWSHOT_SEED, HarnessRun, build_tasks, registered_config, write_whole
 from eval_platform.benchmarks.scoring import ItemScore
 
 # where a benchmark's rows are handed to the harness as files (EVAL_HARNESS_DATA to move it)
@@ -81,10 +81,7 @@ def _jsonl_file(name: str, rows: Sequence[Mapping[str, Any]]) -> str:
     text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     path = DATA_FILES / f"{name}-{hashlib.sha256(text.encode()).hexdigest()[:20]}.jsonl"
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(f".{os.getpid()}.partial")
-        partial.write_text(text, encoding="utf-8")
-        partial.replace(path)
+        write_whole(path, text.encode("utf-8"))
     return str(path)
 
 

@@ -100,6 +100,15 @@ def prepare_environment() -> None:
     DetectorFactory.seed = 0
 
 
+def write_whole(path: Path, data: bytes) -> None:
+    """The file written whole or not at all, whatever other processes write it at the same time: a
+    reader finds the old file, no file, or the new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(f".{os.getpid()}.partial")
+    partial.write_bytes(data)
+    partial.replace(path)
+
+
 def cached_task_index(folder: Path) -> dict[str, Any]:
     """The harness's index of a folder of task YAML files (`TaskIndex.build`; its own tasks folder
     is about 14,000 files, over 5 s to parse), built once per state of the folder's files (their
@@ -120,10 +129,7 @@ def cached_task_index(folder: Path) -> dict[str, Any]:
     except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
         pass  # not built yet for this state of the files, or unreadable: built again
     index = TaskIndex.build([folder])
-    cached.parent.mkdir(parents=True, exist_ok=True)
-    partial = cached.with_suffix(f".{os.getpid()}.partial")
-    partial.write_bytes(pickle.dumps(index, protocol=pickle.HIGHEST_PROTOCOL))
-    partial.replace(cached)
+    write_whole(cached, pickle.dumps(index, protocol=pickle.HIGHEST_PROTOCOL))
     return index
 
 

@@ -14,8 +14,9 @@ Local data: `data_files` points a task (or each task of a group) at local files,
 `dataset_path: json` with those files as its splits (a split the task names but the files do not
 provide is dropped). Every other key of a task's config can be overridden per task (`overrides`).
 
-lm_eval is imported inside functions: importing this module costs nothing, and building the
-registry (about 14,000 YAML files) happens once per process and `include_path`.
+lm_eval is imported inside functions: importing this module costs nothing, and the registry is
+built once per process and `include_path`, the index of the harness's own 14,000 YAML files read
+from a cache (`cached_task_index`).
 """
 
 from __future__ import annotations
@@ -184,8 +185,8 @@ def adapt_harness() -> None:
 @functools.lru_cache(maxsize=16)
 def task_manager(include_path: tuple[str, ...] = (), include_defaults: bool = True) -> Any:
     """The harness's registry (its own tasks, unless `include_defaults` is false, and any
-    `include_path` folders), built once per process and registry: all of the harness's own tasks are
-    about 14,000 YAML files (several seconds), one folder of them a few."""
+    `include_path` folders), built once per process and registry: the index of the harness's own
+    tasks (about 14,000 YAML files) is read from a cache, a folder of them is indexed in no time."""
     prepare_environment()
     adapt_harness()
     from lm_eval.tasks import TaskManager

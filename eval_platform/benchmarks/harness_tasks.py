@@ -166,10 +166,10 @@ def _versions_only(storage: dict[str, Any]) -> None:
 def adapt_harness() -> None:
     """Two of the harness's steps that cost seconds per process or per evaluation, done the
     platform's way (the same results): its registry reads the index of its own tasks from a cache
-    (`cached_task_index`) instead of parsing 14,000 YAML files in every process, and `simple_evaluate`
-    reports its environment without torch's `collect_env`, which runs `pip list` and a dozen other
-    commands in subprocesses (half a second to a second per evaluation) for a report no result here keeps (the
-    platform records where each answer was computed itself, `harness_runs`)."""
+    (`cached_task_index`) instead of parsing 14,000 YAML files in every process, and
+    `simple_evaluate` reports its environment without torch's `collect_env`, which runs `pip list`
+    and a dozen other commands in subprocesses (half a second to a second per evaluation) for a
+    report no result here keeps (`harness_runs` records where each answer was computed)."""
     import lm_eval.evaluator
     import lm_eval.tasks.manager
     from lm_eval.tasks._index import TaskIndex

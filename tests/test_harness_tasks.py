@@ -479,7 +479,7 @@ def test_an_evaluation_leaves_the_process_global_generators_as_they_were():
 def test_the_index_of_a_task_folder_is_read_from_a_cache_until_one_of_its_files_changes(tmp_path, monkeypatch):
     """The harness's registry of its own tasks (about 14,000 YAML files) is its own index, read from
     a cache once built; a folder's index is built again when one of its files changes, a template
-    its tasks include too."""
+    its tasks include too; a cache that cannot be written leaves the index built."""
     import lm_eval
     from lm_eval.tasks._index import TaskIndex
 
@@ -504,6 +504,9 @@ def test_the_index_of_a_task_folder_is_read_from_a_cache_until_one_of_its_files_
     (folder / "_template_yaml").write_text("output_type: generate_until\ntest_split: test\n")
     assert harness_tasks.cached_task_index(folder)["capitals"].cfg["output_type"] == "generate_until"
     assert len(builds) == 2 and len(list((tmp_path / "cache").glob("*.pickle"))) == 2
+    (tmp_path / "a file").write_text("")
+    monkeypatch.setattr(harness_tasks, "INDEX_CACHE", tmp_path / "a file" / "cache")  # cannot be written
+    assert harness_tasks.cached_task_index(folder)["capitals"].cfg["output_type"] == "generate_until"
 
 
 def test_an_evaluation_keeps_the_harness_versions_without_torchs_environment_report():

@@ -130,7 +130,10 @@ def cached_task_index(folder: Path) -> dict[str, Any]:
     except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
         pass  # not built yet for this state of the files, or unreadable: built again
     index = TaskIndex.build([folder])
-    write_whole(cached, pickle.dumps(index, protocol=pickle.HIGHEST_PROTOCOL))
+    try:
+        write_whole(cached, pickle.dumps(index, protocol=pickle.HIGHEST_PROTOCOL))
+    except OSError as error:  # a cache that cannot be written costs time, never the evaluation
+        log.warning("the index of %s is not cached: %s", folder, error)
     return index
 
 

@@ -10,8 +10,10 @@ import pytest
 from dagster import AssetCheckSeverity, DagsterInstance
 
 from eval_platform.benchmarks.engine_lm import strip_reasoning
-from eval_platform.benchmarks.harness_tasks import HarnessRun, HarnessTaskError, build_task_dict, parse_declaration
-from eval_platform.benchmarks.leaderboard_v2 import normalize, protocol_rows
+from eval_platform.benchmarks.harness_tasks import (
+    HarnessRun, HarnessTaskError, build_task_dict, parse_declaration, task_manager,
+)
+from eval_platform.benchmarks.leaderboard_v2 import V2_TASKS, normalize, protocol_rows
 from eval_platform.benchmarks.partitions import evaluation_key, harness_task_partitions, roster_partitions
 from eval_platform.benchmarks.roster import RosterEntry, write_entry
 from eval_platform.benchmarks.store import BenchmarkStore
@@ -287,6 +289,83 @@ def test_open_llm_leaderboard_v2_normalises_as_the_leaderboard_did():
     assert by_task["average"]["normalized"] == pytest.approx(25.0)
     assert by_task["average"]["status"] == ("partial: 3 of 6 tasks (missing leaderboard_gpqa, leaderboard_math_hard, "
                                             "leaderboard_musr)")
+
+
+def test_the_v2_protocol_counts_a_task_only_as_the_leaderboard_evaluated_it():
+    as_the_leaderboard = {"overrides": {}, "system_instruction": None}
+
+    def evaluated(task, metric, value, shots, baseline=None, is_group=False, **settings):
+        return {**result("m", task, metric, value, baseline, is_group), "num_fewshot": shots,
+                "settings": json.dumps({**as_the_leaderboard, **settings})}
+
+    def statuses(*results):
+        return {r["benchmark"]: r["status"] for r in protocol_rows(results)}
+
+    ifeval = [evaluated("leaderboard_ifeval", metric, 0.4, 0) for metric in ("prompt_level_strict_acc",
+                                                                             "inst_level_strict_acc")]
+    bbh = [evaluated("leaderboard_bbh", "acc_norm", 0.6, None, is_group=True),
+           evaluated("leaderboard_bbh_navigate", "acc_norm", 0.6, 3, 0.5)]
+    math = [evaluated("leaderboard_math_hard", "exact_match", 0.1, None, is_group=True),
+            evaluated("leaderboard_math_algebra_hard", "exact_match", 0.1, 4)]
+    assert statuses(evaluated("leaderboard_mmlu_pro", "acc", 0.19, 5), *ifeval, *bbh, *math) == {
+        "leaderboard_bbh": "scored", "leaderboard_ifeval": "scored", "leaderboard_math_hard": "scored",
+        "leaderboard_mmlu_pro": "scored", "leaderboard_gpqa": "missing: " + V2_TASKS[1].unavailable_offline,
+        "leaderboard_musr": "missing: " + V2_TASKS[5].unavailable_offline,
+        "average": "partial: 4 of 6 tasks (missing leaderboard_gpqa, leaderboard_musr)"}
+    assert statuses(evaluated("leaderboard_mmlu_pro", "acc", 0.19, 0))["leaderboard_mmlu_pro"] == \
+        "missing: evaluated 0-shot, not the protocol's 5-shot"
+    # one subtask at other shots takes the whole task out; MATH-hard's subtasks are leaderboard_math_*_hard
+    zero_shot = evaluated("leaderboard_bbh_snarks", "acc_norm", 0.5, 0, 0.5)
+    assert statuses(*bbh, zero_shot)["leaderboard_bbh"] == "missing: evaluated 0-shot, not the protocol's 3-shot"
+    two_shot = evaluated("leaderboard_math_geometry_hard", "exact_match", 0.0, 2)
+    assert statuses(*math, two_shot)["leaderboard_math_hard"] == "missing: evaluated 2-shot, not the protocol's 4-shot"
+    # where the data comes from may be overridden; how the task is evaluated may not
+    local = {"leaderboard_ifeval": {"dataset_path": "json", "dataset_kwargs": {"data_files": {"train": "i.jsonl"}}}}
+    assert statuses(*[{**r, "settings": json.dumps({**as_the_leaderboard, "overrides": local})} for r in ifeval]
+                    )["leaderboard_ifeval"] == "scored"
+    short = {"leaderboard_ifeval": {"generation_kwargs": {"max_gen_toks": 24}}}
+    assert statuses(*[evaluated(r["task"], r["metric"], 0.4, 0, overrides=short) for r in ifeval]
+                    )["leaderboard_ifeval"] == "missing: evaluated with its task config overridden (generation_kwargs)"
+    assert statuses(*[evaluated(r["task"], r["metric"], 0.4, 0, system_instruction="Be brief.") for r in ifeval]
+                    )["leaderboard_ifeval"] == "missing: evaluated with a system instruction"
+
+
+def test_the_v2_protocols_shots_are_the_harness_tasks_own():
+    registry = task_manager((), True)
+    for spec in V2_TASKS:
+        shots = {name: entry.cfg.get("num_fewshot") or 0 for name, entry in registry.task_index.items()
+                 if spec.covers(name) and entry.kind.name == "TASK"}
+        assert shots and set(shots.values()) == {spec.shots}, (spec.task, shots)
+
+
+def test_a_v2_task_evaluated_with_other_shots_from_the_launchpad_is_kept_and_named_missing(project):
+    """A 0-shot MMLU-Pro run from the launchpad is stored as it ran; the v2 protocol names it missing
+    with what differs, and the protocol's own run scores it again."""
+    import duckdb
+
+    from eval_platform.definitions import defs
+
+    root, instance = project
+    instance.add_dynamic_partitions(harness_task_partitions.name, ["leaderboard_mmlu_pro"])
+    data = PROJECT_ROOT / "data" / "harness" / "mmlu_pro"
+    files = {"leaderboard_mmlu_pro": {"test": str(data / "test.jsonl"), "validation": str(data / "validation.jsonl")}}
+
+    def evaluate_then_score(**settings):
+        config = launchpad(root / "warehouse.duckdb", root / "roster",
+                           {"harness_evaluation": {"config": {"data_files": files, "limit": 1, **settings}}})
+        for job, partition, run_config in (
+                ("harness_task_evaluation", evaluation_key("leaderboard_mmlu_pro", "smollm2"), config),
+                ("score_protocols", None, {"resources": config["resources"]})):
+            assert defs.resolve_job_def(job).execute_in_process(partition_key=partition, instance=instance,
+                                                                run_config=run_config).success
+        with duckdb.connect(str(root / "warehouse.duckdb"), read_only=True) as conn:
+            return conn.execute("""
+                SELECT r.num_fewshot, r.value IS NOT NULL, n.status FROM harness_results r
+                JOIN normalized_scores n ON n.model = r.model AND n.benchmark = r.benchmark
+                WHERE r.task = 'leaderboard_mmlu_pro' AND r.metric = 'acc'""").fetchall()
+
+    assert evaluate_then_score(num_fewshot=0) == [(0, True, "missing: evaluated 0-shot, not the protocol's 5-shot")]
+    assert evaluate_then_score() == [(5, True, "scored")]
 
 
 def test_a_reasoning_block_is_what_comes_before_the_last_marker_and_a_marker_is_never_empty():

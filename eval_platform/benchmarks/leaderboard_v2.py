@@ -8,10 +8,16 @@ IFEval's score is the mean of prompt-level and instruction-level strict accuracy
 number is the mean of the six normalised scores, labelled partial when any is missing (GPQA is
 gated on the Hub, MATH-hard and MuSR are not available offline: each runs by hub id where a user
 has access, and is otherwise skipped with its reason).
+
+A task counts only where it was evaluated as the leaderboard evaluated it: with the harness's own
+shots for each of its tasks, no system instruction and no task config overridden beyond where its
+data comes from. A run with other settings (a 0-shot MMLU-Pro from the launchpad, say) is kept as
+it is, and the protocol names it as missing, with what differs.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from statistics import mean
 from typing import Any, Mapping, Sequence
@@ -24,21 +30,27 @@ TITLE = "Open LLM Leaderboard (v2)"
 class V2Task:
     task: str  # the harness's task or group
     metrics: tuple[str, ...]  # averaged (IFEval: prompt- and instruction-level strict accuracy)
+    shots: int  # each of its tasks' own, in the harness's YAML (none given: 0)
     baseline: float | None = None  # None with per_subtask: each subtask's own (1 / its choices)
     per_subtask: bool = False
     unavailable_offline: str = ""
+    subtask_prefix: str = ""  # how its subtasks' names begin, where not with the task's name and "_"
+
+    def covers(self, task: str) -> bool:
+        """Whether a harness task or group is this task or one of its subtasks."""
+        return task == self.task or task.startswith(self.subtask_prefix or self.task + "_")
 
 
 V2_TASKS = (
-    V2Task("leaderboard_bbh", ("acc_norm",), per_subtask=True),
-    V2Task("leaderboard_gpqa", ("acc_norm",), baseline=0.25,
+    V2Task("leaderboard_bbh", ("acc_norm",), 3, per_subtask=True),
+    V2Task("leaderboard_gpqa", ("acc_norm",), 0, baseline=0.25,
            unavailable_offline="GPQA (Idavidrein/gpqa) is gated on the Hub and not redistributed"),
-    V2Task("leaderboard_ifeval", ("prompt_level_strict_acc", "inst_level_strict_acc"), baseline=0.0),
-    V2Task("leaderboard_math_hard", ("exact_match",), baseline=0.0,
+    V2Task("leaderboard_ifeval", ("prompt_level_strict_acc", "inst_level_strict_acc"), 0, baseline=0.0),
+    V2Task("leaderboard_math_hard", ("exact_match",), 4, baseline=0.0,
            unavailable_offline="MATH-hard (lighteval/MATH-Hard) was taken down after a DMCA notice; not available "
-                               "offline"),
-    V2Task("leaderboard_mmlu_pro", ("acc",), baseline=0.1),
-    V2Task("leaderboard_musr", ("acc_norm",), per_subtask=True,
+                               "offline", subtask_prefix="leaderboard_math_"),
+    V2Task("leaderboard_mmlu_pro", ("acc",), 5, baseline=0.1),
+    V2Task("leaderboard_musr", ("acc_norm",), 0, per_subtask=True,
            unavailable_offline="MuSR (TAUR-Lab/MuSR) is not available offline"),
 )
 
@@ -46,6 +58,29 @@ V2_TASKS = (
 def normalize(value: float, baseline: float) -> float:
     """A score rescaled from [baseline, 1] to [0, 100]; below the baseline, 0."""
     return max(0.0, (value - baseline) / (1.0 - baseline)) * 100.0
+
+
+# task config keys that say where a task's data comes from (a local copy of the same data), not how
+# it is evaluated
+DATA_LOCATION_KEYS = frozenset({"dataset_path", "dataset_name", "dataset_kwargs"})
+
+
+def settings_differences(spec: V2Task, rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """How a model's harness results of the task (and its subtasks) were evaluated otherwise than
+    the leaderboard evaluated it: other shots, a system instruction, task config overridden."""
+    own = [r for r in rows if spec.covers(r["task"])]
+    shots = sorted({r["num_fewshot"] for r in own if not r["is_group"] and r.get("num_fewshot") is not None}
+                   - {spec.shots})
+    differences = [f"evaluated {', '.join(map(str, shots))}-shot, not the protocol's {spec.shots}-shot"] if shots else []
+    for settings in {r["settings"] for r in own if r.get("settings")}:
+        settings = json.loads(settings)
+        if settings.get("system_instruction"):
+            differences.append("evaluated with a system instruction")
+        overridden = sorted({key for task, config in (settings.get("overrides") or {}).items() if spec.covers(task)
+                             for key in config} - DATA_LOCATION_KEYS)
+        if overridden:
+            differences.append(f"evaluated with its task config overridden ({', '.join(overridden)})")
+    return sorted(set(differences))
 
 
 def _value(rows: Sequence[Mapping[str, Any]], task: str, metric: str) -> Mapping[str, Any] | None:
@@ -57,7 +92,7 @@ def task_score(spec: V2Task, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any
     """One model's raw and normalised score on a v2 task from its harness results, or None where
     they do not hold it."""
     if spec.per_subtask:
-        subtasks = [r for r in rows if r["task"].startswith(spec.task + "_") and not r["is_group"]
+        subtasks = [r for r in rows if r["task"] != spec.task and spec.covers(r["task"]) and not r["is_group"]
                     and r["metric"] == spec.metrics[0] and r["filter"] == "none" and r["value"] is not None]
         if not subtasks:
             return None
@@ -78,18 +113,21 @@ def task_score(spec: V2Task, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any
 
 def protocol_rows(results: Sequence[Mapping[str, Any]], skipped: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """For every model with harness results: one row per v2 task (its raw and normalised score, or
-    why it is missing) and the `average` of the normalised scores, complete or partial."""
+    why it is missing, evaluated otherwise than the protocol says included) and the `average` of
+    the normalised scores, complete or partial."""
     skipped = skipped or {}
     rows = []
     for model in sorted({r["model"] for r in results}):
         own = [r for r in results if r["model"] == model]
         scored = []
         for spec in V2_TASKS:
-            score = task_score(spec, own)
-            fingerprint = next((r["model_fingerprint"] for r in own if r["task"].startswith(spec.task)), None)
+            differences = settings_differences(spec, own)
+            score = None if differences else task_score(spec, own)
+            fingerprint = next((r["model_fingerprint"] for r in own if spec.covers(r["task"])), None)
             base = {"protocol": PROTOCOL, "model": model, "model_fingerprint": fingerprint, "benchmark": spec.task}
             if score is None:
-                reason = skipped.get(spec.task) or spec.unavailable_offline or "not evaluated yet"
+                reason = "; ".join(differences) or skipped.get(spec.task) or spec.unavailable_offline or \
+                    "not evaluated yet"
                 rows.append({**base, "metric": " + ".join(spec.metrics), "raw": None, "normalized": None,
                              "subtasks": None, "status": f"missing: {reason}"})
             else:

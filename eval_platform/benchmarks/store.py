@@ -741,8 +741,9 @@ class BenchmarkStore(Store):
 
     @reads("harness_results")
     def load_harness_results(self, benchmark: str | None = None) -> list[dict[str, Any]]:
+        """Each task's and group's results, with the settings of the run that computed them (JSON)."""
         where, params = ("WHERE benchmark = ?", [benchmark]) if benchmark else ("", [])
-        return self.rows(f"SELECT * EXCLUDE (settings) FROM harness_results {where} "
+        return self.rows(f"SELECT * FROM harness_results {where} "
                          "ORDER BY benchmark, model, is_group DESC, task, metric, filter", params)
 
     @writes("normalized_scores")

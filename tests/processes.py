@@ -103,12 +103,21 @@ def wait_for_http(url: str, timeout_s: float, process: subprocess.Popen) -> None
     raise TimeoutError(f"{url} did not answer within {timeout_s:.0f} s")
 
 
+def default_signals() -> None:
+    """In a server about to start (its `preexec_fn`): SIGTERM and SIGINT at their defaults, as a
+    terminal starts it. A suite started in the background (SIGINT ignored, which Dagster maps onto
+    SIGTERM) would hand its servers both signals ignored, and each stop would wait out its grace."""
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 @contextmanager
 def running(command: Sequence[str], ready_url: str, timeout_s: float = 120, grace_s: float = 10.0,
             **popen) -> Iterator[subprocess.Popen]:
     """A server process, answering at `ready_url`, stopped (and its whole group) on exit: SIGTERM,
-    then SIGKILL after `grace_s`."""
-    process = subprocess.Popen(list(command), start_new_session=True, **popen)
+    then SIGKILL after `grace_s`. It starts with the default signal handling (`default_signals`)
+    unless `popen` gives a `preexec_fn` of its own (one that ignores SIGTERM, say)."""
+    process = subprocess.Popen(list(command), start_new_session=True, **{"preexec_fn": default_signals, **popen})
     STARTED.append(process.pid)
     try:
         wait_for_http(ready_url, timeout_s, process)

@@ -1,6 +1,7 @@
 """Teardown: a server that ignores SIGTERM (by inheritance, as in some CI environments), its
 children, and `dagster dev` with its webserver and daemon are stopped by escalating to SIGKILL on
-the whole process group; and the check that ends every test session finds a process left behind."""
+the whole process group; a server a test starts where SIGTERM is ignored stops on SIGTERM; and the
+check that ends every test session finds a process left behind."""
 
 import os
 import signal
@@ -50,6 +51,22 @@ def test_a_server_ignoring_sigterm_is_killed_with_its_children():
         assert server.poll() is None and not gone(grandchild)  # SIGTERM alone stops nothing
     assert server.returncode == -signal.SIGKILL
     assert not group_alive(server.pid) and gone(grandchild)
+
+
+def test_a_server_started_where_sigterm_is_ignored_still_stops_on_sigterm():
+    """In a suite started in the background the test process ignores SIGTERM and SIGINT; the servers
+    it starts get both back at their defaults, so they stop on SIGTERM instead of waiting out the grace."""
+    port = free_port()
+    before = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        with running([sys.executable, "-c", SERVER, str(port)], f"http://127.0.0.1:{port}/", grace_s=60,
+                     stdout=subprocess.PIPE, text=True, cwd=PROJECT_ROOT) as server:
+            grandchild = int(server.stdout.readline())
+            assert not any(ignores_sigterm(pid) for pid in (server.pid, grandchild))
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+    assert server.returncode == -signal.SIGTERM and gone(grandchild)
 
 
 def test_dagster_dev_ignoring_sigterm_is_stopped_with_everything_it_started(tmp_path):

@@ -314,6 +314,11 @@ def test_the_v2_protocol_counts_a_task_only_as_the_leaderboard_evaluated_it():
         "average": "partial: 4 of 6 tasks (missing leaderboard_gpqa, leaderboard_musr)"}
     assert statuses(evaluated("leaderboard_mmlu_pro", "acc", 0.19, 0))["leaderboard_mmlu_pro"] == \
         "missing: evaluated 0-shot, not the protocol's 5-shot"
+    # a benchmark declared with other shots beside the task's own: the protocol takes the run as it says
+    zero, five = ({**evaluated("leaderboard_mmlu_pro", "acc", value, shots), "benchmark": benchmark}
+                  for value, shots, benchmark in ((0.55, 0, "mmlu_pro_0shot"), (0.19, 5, "leaderboard_mmlu_pro")))
+    [chosen] = [r for r in protocol_rows([zero, five]) if r["benchmark"] == "leaderboard_mmlu_pro"]
+    assert (chosen["status"], chosen["raw"]) == ("scored", 0.19)
     # one subtask at other shots takes the whole task out; MATH-hard's subtasks are leaderboard_math_*_hard
     zero_shot = evaluated("leaderboard_bbh_snarks", "acc_norm", 0.5, 0, 0.5)
     assert statuses(*bbh, zero_shot)["leaderboard_bbh"] == "missing: evaluated 0-shot, not the protocol's 3-shot"

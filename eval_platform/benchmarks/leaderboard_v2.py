@@ -111,6 +111,28 @@ def task_score(spec: V2Task, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any
             "normalized": normalize(raw, spec.baseline)}
 
 
+def protocol_run(spec: V2Task, rows: Sequence[Mapping[str, Any]]
+                 ) -> tuple[dict[str, Any] | None, list[str], list[Mapping[str, Any]]]:
+    """A model's score on a v2 task from the first benchmark (partition) that evaluated it with the
+    protocol's settings, the benchmark named after the task first (another, declared with other
+    shots say, may hold the same task): the score, else how the runs differ from the protocol, and
+    the rows the score or the first difference came from."""
+    runs: dict[Any, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        if spec.covers(row["task"]):
+            runs.setdefault(row.get("benchmark"), []).append(row)
+    first_differences: tuple[list[str], list[Mapping[str, Any]]] = ([], [])
+    for _, evaluated in sorted(runs.items(), key=lambda run: (run[0] != spec.task, str(run[0]))):
+        differences = settings_differences(spec, evaluated)
+        score = None if differences else task_score(spec, evaluated)
+        if score is not None:
+            return score, [], evaluated
+        if differences and not first_differences[0]:
+            first_differences = (differences, evaluated)
+    differences, evaluated = first_differences
+    return None, differences, evaluated or next(iter(runs.values()), [])
+
+
 def protocol_rows(results: Sequence[Mapping[str, Any]], skipped: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """For every model with harness results: one row per v2 task (its raw and normalised score, or
     why it is missing, evaluated otherwise than the protocol says included) and the `average` of
@@ -121,9 +143,8 @@ def protocol_rows(results: Sequence[Mapping[str, Any]], skipped: Mapping[str, st
         own = [r for r in results if r["model"] == model]
         scored = []
         for spec in V2_TASKS:
-            differences = settings_differences(spec, own)
-            score = None if differences else task_score(spec, own)
-            fingerprint = next((r["model_fingerprint"] for r in own if spec.covers(r["task"])), None)
+            score, differences, evaluated = protocol_run(spec, own)
+            fingerprint = next((r["model_fingerprint"] for r in evaluated), None)
             base = {"protocol": PROTOCOL, "model": model, "model_fingerprint": fingerprint, "benchmark": spec.task}
             if score is None:
                 reason = "; ".join(differences) or skipped.get(spec.task) or spec.unavailable_offline or \

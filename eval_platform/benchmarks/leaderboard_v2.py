@@ -12,7 +12,8 @@ has access, and is otherwise skipped with its reason).
 A task counts only where it was evaluated as the leaderboard evaluated it: with the harness's own
 shots for each of its tasks, no system instruction and no task config overridden beyond where its
 data comes from. A run with other settings (a 0-shot MMLU-Pro from the launchpad, say) is kept as
-it is, and the protocol names it as missing, with what differs.
+it is, and the protocol names the task missing, with what differs, unless another benchmark (one
+declared with other shots beside the task's own, say) holds a run of it as the protocol says.
 """
 
 from __future__ import annotations

@@ -89,3 +89,19 @@ def file_snapshot(path) -> dict[str, list[tuple]]:
     """`snapshot` of a warehouse file, opened read-only."""
     with duckdb.connect(str(path), read_only=True) as conn:
         return snapshot(conn)
+
+
+# The tables schema 9 keys by a harness run's settings, and the keys the previous release's harness rows
+# (tests/data/v8_warehouse: two roster models, one run twice, the other 0-shot and compared) take
+SETTINGS_KEYED_TABLES = ("harness_samples", "harness_results", "harness_history", "harness_comparisons")
+V8_SETTINGS_KEYS = [("harness_comparisons", "smollm2-chat", "0-shot", 2),
+                    ("harness_history", "smollm2", "default shots", 16), ("harness_history", "smollm2-chat", "0-shot", 8),
+                    ("harness_results", "smollm2", "default shots", 2), ("harness_results", "smollm2-chat", "0-shot", 2),
+                    ("harness_samples", "smollm2", "default shots", 4), ("harness_samples", "smollm2-chat", "0-shot", 4)]
+
+
+def settings_keys(conn) -> list[tuple]:
+    """Each settings-keyed table's rows per model (a comparison's model_a) and settings key."""
+    return conn.execute(" UNION ALL ".join(
+        f"SELECT '{table}', {'model_a' if table == 'harness_comparisons' else 'model'}, settings_key, count(*) "
+        f"FROM {table} GROUP BY ALL" for table in SETTINGS_KEYED_TABLES) + " ORDER BY ALL").fetchall()

@@ -343,9 +343,11 @@ def test_the_v2_protocols_shots_are_the_harness_tasks_own():
         assert shots and set(shots.values()) == {spec.shots}, (spec.task, shots)
 
 
-def test_a_v2_task_evaluated_with_other_shots_from_the_launchpad_is_kept_and_named_missing(project):
-    """A 0-shot MMLU-Pro run from the launchpad is stored as it ran; the v2 protocol names it missing
-    with what differs, and the protocol's own run scores it again."""
+def test_a_v2_task_evaluated_with_other_shots_from_the_launchpad_is_kept_beside_the_protocols_run(project):
+    """A 0-shot MMLU-Pro run from the launchpad is stored as it ran, under its settings key; the v2
+    protocol names it missing with what differs. The protocol's own run is stored beside it (each
+    run's samples, results and history under its key) and scores the task; running it again
+    replaces its rows and leaves the 0-shot run's."""
     import duckdb
 
     from eval_platform.definitions import defs
@@ -364,13 +366,67 @@ def test_a_v2_task_evaluated_with_other_shots_from_the_launchpad_is_kept_and_nam
             assert defs.resolve_job_def(job).execute_in_process(partition_key=partition, instance=instance,
                                                                 run_config=run_config).success
         with duckdb.connect(str(root / "warehouse.duckdb"), read_only=True) as conn:
-            return conn.execute("""
-                SELECT r.num_fewshot, r.value IS NOT NULL, n.status FROM harness_results r
+            results = conn.execute("""
+                SELECT r.settings_key, r.num_fewshot, r.value IS NOT NULL, n.status FROM harness_results r
                 JOIN normalized_scores n ON n.model = r.model AND n.benchmark = r.benchmark
-                WHERE r.task = 'leaderboard_mmlu_pro' AND r.metric = 'acc'""").fetchall()
+                WHERE r.task = 'leaderboard_mmlu_pro' AND r.metric = 'acc' ORDER BY ALL""").fetchall()
+            stored = conn.execute("""
+                SELECT 'samples', settings_key, count(*) FROM harness_samples GROUP BY ALL
+                UNION ALL SELECT 'history', settings_key, count(DISTINCT run_id) FROM harness_history GROUP BY ALL
+                UNION ALL SELECT 'lineage', settings_key, count(*) FROM harness_lineage WHERE metric = 'acc' GROUP BY ALL
+                ORDER BY ALL""").fetchall()
+        return results, stored
 
-    assert evaluate_then_score(num_fewshot=0) == [(0, True, "missing: evaluated 0-shot, not the protocol's 5-shot")]
-    assert evaluate_then_score() == [(5, True, "scored")]
+    missing = "missing: evaluated 0-shot, not the protocol's 5-shot"
+    assert evaluate_then_score(num_fewshot=0) == (
+        [("0-shot", 0, True, missing)], [("history", "0-shot", 1), ("lineage", "0-shot", 1), ("samples", "0-shot", 1)])
+    both = ([("0-shot", 0, True, "scored"), ("default shots", 5, True, "scored")],
+            [("history", "0-shot", 1), ("history", "default shots", 1), ("lineage", "0-shot", 1),
+             ("lineage", "default shots", 1), ("samples", "0-shot", 1), ("samples", "default shots", 1)])
+    assert evaluate_then_score() == both
+    results, stored = evaluate_then_score()  # the same settings again: replaced, one more run in the history
+    assert results == both[0] and stored == [*both[1][:1], ("history", "default shots", 2), *both[1][2:]]
+
+
+def test_a_runs_settings_key_names_what_it_measured_beyond_its_task_and_data():
+    """Shots, a system instruction and task config beyond its data's location are what a run's results
+    are kept apart by; where the data comes from, how many documents, and the roster entry's chat
+    format are not."""
+    import re
+    from dataclasses import replace
+
+    base = HarnessRun(task="leaderboard_mmlu_pro", data_files={"leaderboard_mmlu_pro": {"test": "a.jsonl"}}, limit=3)
+    same = replace(base, data_files={}, limit=None, include_path=("tasks",), apply_chat_template=True,
+                   fewshot_as_multiturn=True, overrides={"leaderboard_mmlu_pro": {"dataset_path": "json"}})
+    assert base.settings_key() == same.settings_key() == "default shots"
+    other = replace(base, num_fewshot=0, system_instruction="Answer briefly.",
+                    overrides={"leaderboard_mmlu_pro": {"dataset_path": "json", "generation_kwargs": {"until": []}}})
+    assert re.fullmatch(r"0-shot, system instruction [0-9a-f]{8}, overrides [0-9a-f]{8}", other.settings_key())
+    assert replace(other, system_instruction="Answer at length.").settings_key() != other.settings_key()
+
+
+def test_a_benchmarks_headline_comes_from_its_run_with_the_declared_settings():
+    """A later 0-shot run from the launchpad is kept beside the declared run, and the headline stays
+    the declared run's; a benchmark run only otherwise shows its latest run."""
+    from datetime import datetime
+
+    from eval_platform.benchmarks.harness_tasks import HarnessBenchmark, headline_rows
+
+    declared = HarnessRun(task="leaderboard_mmlu_pro")
+    declarations = {"leaderboard_mmlu_pro": HarnessBenchmark("leaderboard_mmlu_pro", "MMLU-Pro", declared, "acc")}
+
+    def result(model, run, value, day):
+        return {"benchmark": "leaderboard_mmlu_pro", "model": model, "model_fingerprint": f"{model}@1",
+                "settings_key": run.settings_key(), "settings": json.dumps(run.describe()),
+                "task": "leaderboard_mmlu_pro", "metric": "acc", "filter": "none", "value": value, "stderr": 0.1,
+                "n": 10, "num_fewshot": run.num_fewshot if run.num_fewshot is not None else 5,
+                "computed_at": datetime(2026, 11, day)}
+
+    zero = HarnessRun(task="leaderboard_mmlu_pro", num_fewshot=0)
+    results = [result("a", declared, 0.3, 1), result("a", zero, 0.2, 2), result("b", zero, 0.1, 1),
+               result("b", HarnessRun(task="leaderboard_mmlu_pro", num_fewshot=1), 0.4, 2)]
+    assert [(row["model"], row["num_fewshot"], row["value"]) for row in headline_rows(results, declarations)] == [
+        ("a", 5, 0.3), ("b", 1, 0.4)]
 
 
 def test_a_reasoning_block_is_what_comes_before_the_last_marker_and_a_marker_is_never_empty():

@@ -63,7 +63,7 @@ def test_a_significant_drop_against_the_baseline_warns_naming_the_flipped_items(
     rows = item_rows("base", {str(i): 1.0 for i in range(12)}) + item_rows("new", {str(i): float(i >= 10)
                                                                           for i in range(12)})
     if kind == "harness":  # as load_harness_item_values gives them: the task as mode, the filter as format
-        rows = [{**row, "mode": "leaderboard_bbh_navigate", "prompt_format": "none",
+        rows = [{**row, "settings_key": "default shots", "mode": "leaderboard_bbh_navigate", "prompt_format": "none",
                  "source_row_id": f"leaderboard_bbh_navigate/{row['prompt_id']}"} for row in rows]
     benchmark = "arc_easy" if kind == "spec" else "leaderboard_bbh"
     compared = pd.DataFrame(comparison_rows(benchmark, "new", {"baseline": "base"}, rows, {})).assign(
@@ -77,7 +77,7 @@ def test_a_significant_drop_against_the_baseline_warns_naming_the_flipped_items(
     assert f"('{benchmark}', 'new', 'baseline', 'base', " in report and "p=0.00195" in report  # 10 flipped
     assert ("'row-9'" if kind == "spec" else "'leaderboard_bbh_navigate/9'") in report
     if kind == "harness":
-        assert "'leaderboard_bbh_navigate', 'none', 0, 'acc'" in report  # the task and its filter
+        assert "'leaderboard_bbh_navigate (default shots)', 'none', 0, 'acc'" in report  # task, settings, filter
     assert other(warehouse=warehouse).passed
 
 
@@ -129,8 +129,9 @@ def test_two_precisions_of_smollm2_compared_on_shared_items(warehouse, tmp_path)
         assert p == pytest.approx(exact_mcnemar(only_a, only_b))
     with warehouse.get_connection() as conn:  # the comparisons of either kind of benchmark, in one view
         stored = conn.execute("SELECT * EXCLUDE (compared_at) FROM model_comparisons ORDER BY ALL").fetchall()
-        either = conn.execute("SELECT * EXCLUDE (compared_at, kind, task, filter) FROM comparisons "
-                              "WHERE kind = 'spec' AND task = benchmark AND filter = 'none' ORDER BY ALL").fetchall()
+        either = conn.execute("SELECT * EXCLUDE (compared_at, kind, task, filter, settings_key) FROM comparisons "
+                              "WHERE kind = 'spec' AND task = benchmark AND filter = 'none' "
+                              "AND settings_key IS NULL ORDER BY ALL").fetchall()  # a spec's: mode, format, shots
     assert either == stored and len(stored) == 4
 
 

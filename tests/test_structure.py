@@ -288,6 +288,16 @@ def test_a_version_1_warehouse_is_migrated(tmp_path):
         assert conn.execute("SELECT count(*) FROM harness_requests").fetchone()[0] == 0
 
 
+def imported_export(fixture: str, path: Path) -> dict[str, list[tuple]]:
+    """A warehouse file at `path` from an export in tests/data (DuckDB's EXPORT DATABASE of what a
+    release wrote; its load.sql names its files from the project root): every table's rows, sorted."""
+    with duckdb.connect(str(path)) as conn:
+        conn.execute(f"IMPORT DATABASE 'tests/data/{fixture}'")
+        tables = [t for (t,) in conn.execute("SELECT table_name FROM duckdb_tables() WHERE table_name != "
+                                             "'schema_versions'").fetchall()]
+        return {table: conn.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall() for table in tables}
+
+
 def test_a_version_2_warehouse_is_migrated_with_every_row(tmp_path, monkeypatch):
     """The previous release's warehouse (tests/data/v2_warehouse, DuckDB's EXPORT DATABASE of what it
     wrote: ARC-Easy by two models, compared) gains the prediction runs and keeps every row; its
@@ -295,13 +305,10 @@ def test_a_version_2_warehouse_is_migrated_with_every_row(tmp_path, monkeypatch)
     from eval_platform.common.resources import WarehouseResource
     from eval_platform.definitions import ALL_STORES
 
-    monkeypatch.chdir(PROJECT_ROOT)  # the export's load.sql names its files from the project root
+    monkeypatch.chdir(PROJECT_ROOT)
     path = tmp_path / "v2.duckdb"
-    with duckdb.connect(str(path)) as conn:
-        conn.execute("IMPORT DATABASE 'tests/data/v2_warehouse'")
-        tables = [t for (t,) in conn.execute("SELECT table_name FROM duckdb_tables() WHERE table_name != "
-                                             "'schema_versions'").fetchall()]
-        before = {table: conn.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall() for table in tables}
+    before = imported_export("v2_warehouse", path)
+    tables = list(before)
     with WarehouseResource(database=str(path)).get_connection() as conn:
         versions = dict(conn.execute("SELECT store, version FROM schema_versions").fetchall())
         after = {table: conn.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall() for table in tables}
@@ -323,6 +330,27 @@ def test_a_version_2_warehouse_is_migrated_with_every_row(tmp_path, monkeypatch)
     assert (after.pop("harness_requests"), after.pop("predictions")) == (requests, predictions)
     after = {table: rows for table, rows in after.items() if table not in renamed}
     assert after == {table: rows for table, rows in before.items() if table not in renamed | {"harness_requests", "predictions"}}
+
+
+def test_a_version_8_warehouse_keeps_every_harness_row_under_the_key_of_its_settings(tmp_path, monkeypatch):
+    """The previous release's warehouse (tests/data/v8_warehouse: a throwaway harness task by two roster
+    models, one run twice, the other 0-shot and compared with it) keeps every row of every table;
+    each harness row takes the settings key of the run that computed it (a comparison: its model's)."""
+    from eval_platform.common.resources import WarehouseResource
+    from eval_platform.definitions import ALL_STORES
+    from tests.tables import SETTINGS_KEYED_TABLES, V8_SETTINGS_KEYS, settings_keys
+
+    monkeypatch.chdir(PROJECT_ROOT)
+    path = tmp_path / "v8.duckdb"
+    before = imported_export("v8_warehouse", path)
+    with WarehouseResource(database=str(path)).get_connection() as conn:
+        versions = dict(conn.execute("SELECT store, version FROM schema_versions").fetchall())
+        after = {table: conn.execute(f"SELECT * {'EXCLUDE (settings_key)' if table in SETTINGS_KEYED_TABLES else ''} "
+                                     f"FROM {table} ORDER BY ALL").fetchall() for table in before}
+        keys = settings_keys(conn)
+    assert versions == {store.name: store.version for store in ALL_STORES}
+    assert after == before and sum(map(len, before.values())) > 0
+    assert keys == V8_SETTINGS_KEYS
 
 
 V4_NAMES = {"local/smollm2-135m-instruct@b179c9523d0e6a0f": "smollm2-135m-instruct-float32",
@@ -422,7 +450,8 @@ def columns_of(conn) -> dict[str, list[tuple[str, str, bool]]]:
     return found
 
 
-@pytest.mark.parametrize("fixture", ["unversioned_warehouse.sql", "v1_warehouse.sql", "v2_warehouse"])
+@pytest.mark.parametrize("fixture", ["unversioned_warehouse.sql", "v1_warehouse.sql", "v2_warehouse",
+                                     "v8_warehouse"])
 def test_a_migrated_warehouse_has_the_tables_and_columns_a_new_one_has(fixture, tmp_path, monkeypatch):
     """A column added to a table's declaration without its migration fails here (a new table needs
     none: it is created in an existing warehouse as in a new one)."""

@@ -487,7 +487,8 @@ def harness_evaluation(
     (answers stored for the same model fingerprint are reused), and the harness's filters,
     process_results and aggregation score them. Every document's prompt, answers and metrics
     (`harness_samples`), every task's and group's results (`harness_results`) and every answer
-    (`harness_answers`) land in the warehouse."""
+    (`harness_answers`) land in the warehouse, the first two under the run's settings key: a run
+    with other shots, chat format, system instruction or task config is kept beside this one."""
     benchmark, name = partition_names(context.partition_key)
     entry = roster.entry(name)
     run = harness_run(benchmark, config, entry)
@@ -497,7 +498,8 @@ def harness_evaluation(
     with warehouse.store(BenchmarkStore) as store:
         stored = {} if config.recompute else store.load_harness_answers(model.fingerprint)
     outcome = evaluate_run(run, model, resource.batch_size, stored, entry.reasoning_end)
-    now, ids = utc_now(), {"benchmark": benchmark, "model": name, "model_fingerprint": model.fingerprint}
+    now, key = utc_now(), run.settings_key()
+    ids = {"benchmark": benchmark, "model": name, "model_fingerprint": model.fingerprint, "settings_key": key}
     computed = [(key, a) for key, a in outcome.answers.items() if a.computed]
     answers = pd.DataFrame([{"model_fingerprint": model.fingerprint, "request_key": key, "request_type": a.request_type,
                              "arguments": json.dumps(a.arguments, ensure_ascii=False, default=str),
@@ -508,17 +510,17 @@ def harness_evaluation(
                                                          run_id=context.run_id, computed_at=now)
     environment, environment_row = run_environment(context, benchmark, model, resource.batch_size)
     with warehouse.store(BenchmarkStore) as store:
-        store.save_harness_evaluation(benchmark, name, answers, samples, results, environment_row)
+        store.save_harness_evaluation(benchmark, name, key, answers, samples, results, environment_row)
     shown = results[["task", "metric", "filter", "value", "stderr", "n", "num_fewshot"]].round(4)
-    context.log.info(f"{benchmark} {name}: {len(computed)} answers computed in {outcome.model_seconds:.1f} s, "
+    context.log.info(f"{benchmark} {name} ({key}): {len(computed)} answers computed in {outcome.model_seconds:.1f} s, "
                      f"{len(outcome.answers) - len(computed)} reused\n{shown.to_markdown(index=False)}")
     return MaterializeResult(metadata={
         "dagster/row_count": len(samples), "roster_model": name, "model_fingerprint": model.fingerprint,
-        "harness_task": run.task, "requests": len(outcome.answers), "computed": len(computed),
+        "harness_task": run.task, "settings_key": key, "requests": len(outcome.answers), "computed": len(computed),
         "reused": len(outcome.answers) - len(computed), "model_seconds": MetadataValue.float(outcome.model_seconds),
         "settings": MetadataValue.json(run.describe()), "environment": MetadataValue.json(environment),
         "results": markdown_table(shown, 100),
-        "samples": MetadataValue.md(harness_sample_markdown(f"{benchmark}: {name}", samples.to_dict("records"))),
+        "samples": MetadataValue.md(harness_sample_markdown(f"{benchmark}: {name} ({key})", samples.to_dict("records"))),
         **{f"{r.task}/{r.metric}/{r.filter}": MetadataValue.float(float(r.value))
            for r in results.itertuples() if r.value == r.value and r.value is not None and (r.is_group or r.task == run.task)},
     })
@@ -530,8 +532,8 @@ def harness_evaluation(
 )
 def harness_model_comparison(context: AssetExecutionContext, config: ComparisonConfig, warehouse: WarehouseResource,
                              roster: RosterResource) -> MaterializeResult:
-    """The roster model against its baseline (and predecessor) on the harness benchmark, per task,
-    filter and per-document metric, on the documents both answered: the difference, an exact McNemar
+    """The roster model against its baseline (and predecessor) on the harness benchmark, per settings
+    key, task, filter and per-document metric, on the documents both answered: the difference, an exact McNemar
     test (0/1 metrics), a paired bootstrap 95% interval and the documents that flipped to wrong."""
     benchmark, name = partition_names(context.partition_key)
     references = config.references(roster, name)
@@ -542,7 +544,7 @@ def harness_model_comparison(context: AssetExecutionContext, config: ComparisonC
     frame = frame.assign(compared_at=utc_now()) if len(frame) else frame
     with warehouse.store(BenchmarkStore) as store:
         store.replace_harness_comparisons(benchmark, name, frame)
-    shown = frame[["model_b", "relation", "mode", "metric", "items", "accuracy_a", "accuracy_b", "difference",
+    shown = frame[["model_b", "relation", "settings_key", "mode", "metric", "items", "accuracy_a", "accuracy_b", "difference",
                    "mcnemar_p", "flipped_to_wrong", "environment_differences"]].round(4) if len(frame) else frame
     return MaterializeResult(metadata={"dagster/row_count": len(frame), "roster_model": name,
                                        "compared_with": MetadataValue.json(references),

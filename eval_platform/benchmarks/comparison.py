@@ -68,8 +68,9 @@ def comparison_rows(benchmark: str, model: str, references: Mapping[str, str], r
                     environments: Mapping[str, Any]) -> list[dict[str, Any]]:
     """`model` against each of its references (relation -> name) on every mode, format, shots and
     metric both were scored on, from item-score rows (model, model_fingerprint, mode, prompt_format,
-    num_fewshot, metric, prompt_id, source_row_id, value, prediction_run_id): a = the model, b =
-    the reference, with the items right in b and wrong in a by source row id."""
+    num_fewshot, metric, prompt_id, source_row_id, value, prediction_run_id; a harness document's
+    also its settings_key, compared within it and kept): a = the model, b = the reference, with the
+    items right in b and wrong in a by source row id."""
     from eval_platform.common.reproducibility import environment_differences
 
     values: dict[tuple, dict[str, dict[str, float]]] = {}
@@ -77,20 +78,20 @@ def comparison_rows(benchmark: str, model: str, references: Mapping[str, str], r
     runs: dict[tuple, set] = {}
     sources = {row["prompt_id"]: row["source_row_id"] for row in rows}
     for row in rows:
-        key = (row["mode"], row["prompt_format"], row["num_fewshot"], row["metric"])
+        key = (row.get("settings_key"), row["mode"], row["prompt_format"], row["num_fewshot"], row["metric"])
         values.setdefault(key, {}).setdefault(row["model"], {})[row["prompt_id"]] = row["value"]
         fingerprints[(*key, row["model"])] = row["model_fingerprint"]
         runs.setdefault((*key, row["model"]), set()).add(row["prediction_run_id"])
     comparisons = []
-    for key, by_model in sorted(values.items()):
+    for key, by_model in sorted(values.items(), key=lambda item: str(item[0])):
         for relation, reference in references.items():
             if model not in by_model or reference not in by_model:
                 continue
             result = compare(by_model[model], by_model[reference])
             if not result.items:
                 continue
-            mode, prompt_format, shots, metric = key
-            comparisons.append({
+            settings, mode, prompt_format, shots, metric = key
+            comparisons.append({**({"settings_key": settings} if settings is not None else {}),
                 "benchmark": benchmark, "mode": mode, "prompt_format": prompt_format, "num_fewshot": shots,
                 "metric": metric, "model_a": model, "fingerprint_a": fingerprints[(*key, model)],
                 "model_b": reference, "fingerprint_b": fingerprints[(*key, reference)], "relation": relation,

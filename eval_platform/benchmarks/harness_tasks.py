@@ -80,6 +80,34 @@ class HarnessRun:
                 "system_instruction": self.system_instruction, "fewshot_seed": self.fewshot_seed,
                 "harness_version": HARNESS_VERSION}
 
+    def settings_key(self) -> str:
+        return settings_key(self.describe())
+
+
+# A task's config keys that say where its data comes from, not what is measured on it.
+DATA_LOCATION_KEYS = frozenset({"dataset_path", "dataset_name", "dataset_kwargs"})
+
+
+def settings_key(settings: Mapping[str, Any]) -> str:
+    """What a harness run measured, beyond its task and data (a run's `describe()`): its shots,
+    system instruction and any task config overridden beyond where its data comes from, e.g.
+    `default shots`, `0-shot`, `5-shot, overrides 1a2b3c4d`. A benchmark's results under one key
+    are replaced by the next run with that key, and kept beside those of other keys. The chat
+    format is not part of it: it is how the roster entry runs its model (as its dtype is), so an
+    instruct model with its chat template is compared with a base model's plain prompts."""
+    def digest(value: Any) -> str:
+        return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:8]
+
+    shots = settings.get("num_fewshot")
+    parts = [f"{shots}-shot" if shots is not None else "default shots"]
+    if settings.get("system_instruction"):
+        parts.append(f"system instruction {digest(settings['system_instruction'])}")
+    overridden = {task: {key: value for key, value in config.items() if key not in DATA_LOCATION_KEYS}
+                  for task, config in (settings.get("overrides") or {}).items()}
+    if any(overridden.values()):
+        parts.append(f"overrides {digest({task: config for task, config in overridden.items() if config})}")
+    return ", ".join(parts)
+
 
 def prepare_environment() -> None:
     """What the harness's tasks need before they are imported: NLTK's punkt_tab from data/ (IFEval
@@ -495,12 +523,16 @@ def load_declarations(folder: Path | str | None = None) -> dict[str, HarnessBenc
 def headline_rows(results: Sequence[Mapping[str, Any]],
                   declarations: Mapping[str, HarnessBenchmark]) -> list[dict[str, Any]]:
     """Each model's headline on each harness benchmark: the declared metric (and filter) of the
-    benchmark's own task or group, else the first metric it reports."""
+    benchmark's own task or group, else the first metric it reports, from its run with the
+    declared settings (their settings key), else its latest run."""
     rows = []
     for (benchmark, model) in sorted({(r["benchmark"], r["model"]) for r in results}):
         declared = declarations.get(benchmark)
-        task = declared.run.task if declared else benchmark
-        own = [r for r in results if r["benchmark"] == benchmark and r["model"] == model and r["task"] == task
+        run = declared.run if declared else HarnessRun(task=benchmark)
+        runs = [r for r in results if r["benchmark"] == benchmark and r["model"] == model]
+        chosen = max(runs, key=lambda r: (r["settings_key"] == run.settings_key(), r["computed_at"]))
+        task = run.task
+        own = [r for r in runs if r["settings_key"] == chosen["settings_key"] and r["task"] == task
                and r["value"] is not None]
         wanted = [r for r in own if declared and r["metric"] == declared.headline_metric
                   and r["filter"] == declared.headline_filter] or own

@@ -11,9 +11,10 @@ has access, and is otherwise skipped with its reason).
 
 A task counts only where it was evaluated as the leaderboard evaluated it: with the harness's own
 shots for each of its tasks, no system instruction and no task config overridden beyond where its
-data comes from. A run with other settings (a 0-shot MMLU-Pro from the launchpad, say) is kept as
-it is, and the protocol names the task missing, with what differs, unless another benchmark (one
-declared with other shots beside the task's own, say) holds a run of it as the protocol says.
+data comes from. A run with other settings (a 0-shot MMLU-Pro from the launchpad, say) is kept
+beside the benchmark's other runs (each under its settings key), and the protocol names the task
+missing, with what differs, unless another run of it, of the same benchmark or of another (one
+declared with other shots beside the task's own, say), was run as the protocol says.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import json
 from dataclasses import dataclass
 from statistics import mean
 from typing import Any, Mapping, Sequence
+
+from eval_platform.benchmarks.harness_tasks import DATA_LOCATION_KEYS
 
 PROTOCOL = "open_llm_leaderboard_v2"
 TITLE = "Open LLM Leaderboard (v2)"
@@ -59,11 +62,6 @@ V2_TASKS = (
 def normalize(value: float, baseline: float) -> float:
     """A score rescaled from [baseline, 1] to [0, 100]; below the baseline, 0."""
     return max(0.0, (value - baseline) / (1.0 - baseline)) * 100.0
-
-
-# task config keys that say where a task's data comes from (a local copy of the same data), not how
-# it is evaluated
-DATA_LOCATION_KEYS = frozenset({"dataset_path", "dataset_name", "dataset_kwargs"})
 
 
 def settings_differences(spec: V2Task, rows: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -114,16 +112,17 @@ def task_score(spec: V2Task, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any
 
 def protocol_run(spec: V2Task, rows: Sequence[Mapping[str, Any]]
                  ) -> tuple[dict[str, Any] | None, list[str], list[Mapping[str, Any]]]:
-    """A model's score on a v2 task from the first benchmark (partition) that evaluated it with the
-    protocol's settings, the benchmark named after the task first (another, declared with other
-    shots say, may hold the same task): the score, else how the runs differ from the protocol, and
-    the rows the score or the first difference came from."""
-    runs: dict[Any, list[Mapping[str, Any]]] = {}
+    """A model's score on a v2 task from the first run (a benchmark partition's results under one
+    settings key) that evaluated it with the protocol's settings, those of the benchmark named after
+    the task first (another, declared with other shots say, may hold the same task): the score,
+    else how the runs differ from the protocol, and the rows the score or the first difference came
+    from."""
+    runs: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for row in rows:
         if spec.covers(row["task"]):
-            runs.setdefault(row.get("benchmark"), []).append(row)
+            runs.setdefault((str(row.get("benchmark")), str(row.get("settings_key"))), []).append(row)
     first_differences: tuple[list[str], list[Mapping[str, Any]]] = ([], [])
-    for _, evaluated in sorted(runs.items(), key=lambda run: (run[0] != spec.task, str(run[0]))):
+    for _, evaluated in sorted(runs.items(), key=lambda run: (run[0][0] != spec.task, run[0])):
         differences = settings_differences(spec, evaluated)
         score = None if differences else task_score(spec, evaluated)
         if score is not None:

@@ -81,21 +81,22 @@ def sample_markdown(title: str, rows: Sequence[Mapping[str, Any]]) -> str:
 
 def side_by_side(model_a: str, model_b: str, rows: Iterable[Mapping[str, Any]]) -> str:
     """Two models' item scores (rows: model, mode, prompt_format, num_fewshot, metric, prompt_id,
-    source_row_id, value, predicted, question), per run and metric, on their common items: those
-    they score differently first, then the rest, each side's answer and score beside the other's."""
+    source_row_id, value, predicted, question; a harness document's also its settings_key), per run
+    and metric, on their common items: those they score differently first, then the rest, each
+    side's answer and score beside the other's."""
     by_key: dict[tuple, dict[str, dict[str, Mapping[str, Any]]]] = {}
     for row in rows:
-        key = (row["mode"], row["prompt_format"], row["num_fewshot"], row["metric"])
+        key = (row.get("settings_key"), row["mode"], row["prompt_format"], row["num_fewshot"], row["metric"])
         by_key.setdefault(key, {}).setdefault(row["prompt_id"], {})[row["model"]] = row
     parts = [f"## {model_a} (a) against {model_b} (b)"]
-    for (mode, prompt_format, shots, metric), items in sorted(by_key.items(), key=lambda kv: str(kv[0])):
+    for (settings, mode, prompt_format, shots, metric), items in sorted(by_key.items(), key=lambda kv: str(kv[0])):
         pairs = [(p[model_a], p[model_b]) for p in items.values() if model_a in p and model_b in p]
         if not pairs:
             continue
         pairs.sort(key=lambda ab: (ab[0]["value"] == ab[1]["value"], str(ab[0]["source_row_id"])))
         differing = sum(a["value"] != b["value"] for a, b in pairs)
-        lines = [f"### {mode} / {prompt_format} / {shots}-shot / {metric}: {differing} of {len(pairs)} items differ "
-                 "(listed first)",
+        run = f"{mode} / {prompt_format} " + (f"({settings})" if settings is not None else f"/ {shots}-shot")
+        lines = [f"### {run} / {metric}: {differing} of {len(pairs)} items differ (listed first)",
                  "| item | question | reference | a answer | a | b answer | b |", "|---|---|---|---|---|---|---|"]
         for a, b in pairs:
             mark = "**" if a["value"] != b["value"] else ""

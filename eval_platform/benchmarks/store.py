@@ -15,11 +15,12 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from eval_platform.benchmarks.comparison import NO_PAIRED_TEST
+from eval_platform.benchmarks.harness_tasks import settings_key
 from eval_platform.benchmarks.leaderboard import HARNESS_MODE, PRIMARY_PROTOCOL
 from eval_platform.benchmarks.leaderboard_v2 import PROTOCOL as V2_PROTOCOL
 from eval_platform.benchmarks.leaderboard_v2 import V2_TASKS
 from eval_platform.benchmarks.specs import BENCHMARKS
-from eval_platform.common.warehouse import Store, add_column, reads, rebuild_table, writes
+from eval_platform.common.warehouse import Store, add_column, is_lake, reads, rebuild_table, writes
 
 PREDICTION_KEY = ("model_fingerprint", "benchmark", "mode", "prompt_format", "num_fewshot")
 KEPT_RUNS = 5  # scoring runs per benchmark in score_history, and prediction runs no prediction names any more
@@ -64,28 +65,47 @@ _RUN_ENVIRONMENTS = """
     cpu_features VARCHAR NOT NULL, torch_version VARCHAR, transformers_version VARCHAR,
     python_version VARCHAR NOT NULL, platform VARCHAR NOT NULL, recorded_at TIMESTAMP NOT NULL,
     PRIMARY KEY (run_id, benchmark)"""
-# each harness evaluation run's per-document metric values, under its run id and with its settings, and
-# the run that computed the document's answers (its latest answer's, where runs shared them)
+# each document of a harness benchmark per roster model, settings key and filter: prompt, answers, metrics
+_HARNESS_SAMPLES = """
+    benchmark VARCHAR NOT NULL, model VARCHAR NOT NULL, model_fingerprint VARCHAR NOT NULL,
+    task VARCHAR NOT NULL, doc_id INTEGER NOT NULL, filter VARCHAR NOT NULL, doc JSON NOT NULL,
+    prompt VARCHAR NOT NULL, arguments JSON NOT NULL, target VARCHAR, responses JSON NOT NULL,
+    filtered_responses JSON NOT NULL, metrics JSON NOT NULL, doc_hash VARCHAR, prompt_hash VARCHAR,
+    run_id VARCHAR, request_keys VARCHAR[], settings_key VARCHAR NOT NULL,
+    PRIMARY KEY (benchmark, model, settings_key, task, doc_id, filter)"""
+# the harness's aggregated results per roster model, settings key, task and group, metric and filter
+_HARNESS_RESULTS = """
+    benchmark VARCHAR NOT NULL, model VARCHAR NOT NULL, model_fingerprint VARCHAR NOT NULL,
+    task VARCHAR NOT NULL, alias VARCHAR, is_group BOOLEAN NOT NULL, metric VARCHAR NOT NULL,
+    filter VARCHAR NOT NULL, value DOUBLE, stderr DOUBLE, n INTEGER, num_fewshot INTEGER,
+    higher_is_better BOOLEAN, random_baseline DOUBLE, settings JSON NOT NULL, run_id VARCHAR,
+    computed_at TIMESTAMP NOT NULL, settings_key VARCHAR NOT NULL,
+    PRIMARY KEY (benchmark, model, settings_key, task, metric, filter)"""
+# each harness evaluation run's per-document metric values, under its run id and with its settings (and
+# their key), and the run that computed the document's answers (its latest answer's, where runs shared them)
 _HARNESS_HISTORY = """
     run_id VARCHAR NOT NULL, scored_at TIMESTAMP NOT NULL, benchmark VARCHAR NOT NULL, model VARCHAR NOT NULL,
     model_fingerprint VARCHAR NOT NULL, task VARCHAR NOT NULL, filter VARCHAR NOT NULL, num_fewshot INTEGER,
     metric VARCHAR NOT NULL, doc_id INTEGER NOT NULL, value DOUBLE NOT NULL, settings JSON NOT NULL,
-    prediction_run_id VARCHAR, PRIMARY KEY (run_id, benchmark, model, task, filter, metric, doc_id)"""
+    prediction_run_id VARCHAR, settings_key VARCHAR NOT NULL,
+    PRIMARY KEY (run_id, benchmark, model, task, filter, metric, doc_id)"""
 # a harness document's numeric per-document metric values (IFEval's per-instruction lists are left out),
 # with the run that computed its answers (`harness_answers` by the document's request keys)
 _HARNESS_DOCUMENT_VALUES = """
     WITH answered AS (
-        SELECT s.benchmark, s.model, s.task, s.doc_id, s.filter, arg_max(a.run_id, a.answered_at) AS prediction_run_id
+        SELECT s.benchmark, s.model, s.settings_key, s.task, s.doc_id, s.filter,
+               arg_max(a.run_id, a.answered_at) AS prediction_run_id
         FROM harness_samples s, unnest(s.request_keys) AS k(request_key)
         JOIN harness_answers a ON a.model_fingerprint = s.model_fingerprint AND a.request_key = k.request_key
         GROUP BY ALL)
     SELECT * FROM (
-        SELECT s.benchmark, s.model, s.model_fingerprint, s.task, s.filter, s.doc_id, m.key AS metric, s.run_id,
+        SELECT s.benchmark, s.model, s.model_fingerprint, s.settings_key, s.task, s.filter, s.doc_id,
+               m.key AS metric, s.run_id,
                CASE json_type(m.value) WHEN 'BOOLEAN' THEN (m.value::VARCHAR = 'true')::DOUBLE
                     ELSE TRY_CAST(m.value::VARCHAR AS DOUBLE) END AS value,
                s.filtered_responses, s.target, s.prompt, d.prediction_run_id
         FROM harness_samples s CROSS JOIN json_each(s.metrics) m
-        LEFT JOIN answered d USING (benchmark, model, task, doc_id, filter))
+        LEFT JOIN answered d USING (benchmark, model, settings_key, task, doc_id, filter))
     WHERE value IS NOT NULL"""
 _MODEL_COMPARISONS = """
     benchmark VARCHAR NOT NULL, mode VARCHAR NOT NULL, prompt_format VARCHAR NOT NULL,
@@ -96,6 +116,9 @@ _MODEL_COMPARISONS = """
     ci_low DOUBLE NOT NULL, ci_high DOUBLE NOT NULL, flipped_to_wrong VARCHAR[], compared_at TIMESTAMP NOT NULL,
     environment_differences VARCHAR,
     PRIMARY KEY (benchmark, mode, prompt_format, num_fewshot, metric, model_a, model_b)"""
+# a harness benchmark's comparisons, per settings key as well (mode = the harness task, prompt_format = the filter)
+_HARNESS_COMPARISONS = _MODEL_COMPARISONS.replace(
+    "PRIMARY KEY (benchmark,", "settings_key VARCHAR NOT NULL, PRIMARY KEY (benchmark, settings_key,")
 # every benchmark's headline, a spec's or a harness task's (mode `harness`, whose shots, documents
 # and interval may be unknown: a group's, or a metric without a standard error)
 _LEADERBOARD = """
@@ -273,6 +296,38 @@ def _with_sample_request_keys(conn: Any) -> None:
     add_column(conn, "harness_samples", "request_keys", "VARCHAR[]")
 
 
+def _with_settings_keys(conn: Any) -> None:
+    """8 -> 9. A harness benchmark's results are kept per settings key (harness_tasks.settings_key),
+    so a run with other shots, chat format, system instruction or task config no longer replaces
+    the benchmark's other runs. Each stored row takes the key of the settings it was computed with
+    (a sample's and a comparison's: its benchmark and model's, the one run a version 8 warehouse
+    held of them)."""
+    if "harness_results" not in _existing_tables(conn):  # the harness's tables are created whole
+        return
+    settings = [row[0] for row in conn.execute(
+        "SELECT DISTINCT settings::VARCHAR FROM harness_results UNION SELECT DISTINCT settings::VARCHAR "
+        "FROM harness_history").fetchall()]
+    conn.execute("CREATE TEMP TABLE settings_keys (settings VARCHAR, settings_key VARCHAR)")
+    conn.executemany("INSERT INTO settings_keys VALUES (?, ?)",
+                     [(text, settings_key(json.loads(text))) for text in settings])
+    conn.execute("CREATE TEMP TABLE run_keys AS SELECT DISTINCT r.benchmark, r.model, k.settings_key "
+                 "FROM harness_results r JOIN settings_keys k ON k.settings = r.settings::VARCHAR")
+    own = "(SELECT k.settings_key FROM settings_keys k WHERE k.settings = old.settings::VARCHAR)"
+    runs = ("(SELECT coalesce(any_value(k.settings_key), '{}') FROM run_keys k WHERE k.benchmark = old.benchmark "
+            "AND k.model = old.{})")
+    unknown = settings_key({})
+    for table, columns, value in (("harness_results", _HARNESS_RESULTS, own), ("harness_history", _HARNESS_HISTORY, own),
+                                  ("harness_samples", _HARNESS_SAMPLES, runs.format(unknown, "model")),
+                                  ("harness_comparisons", _HARNESS_COMPARISONS, runs.format(unknown, "model_a"))):
+        if is_lake(conn):  # no keys to change: the column is added in place
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN settings_key VARCHAR")
+            conn.execute(f"UPDATE {table} AS old SET settings_key = {value}")
+        else:
+            rebuild_table(conn, table, columns, f"*, {value} AS settings_key")
+    conn.execute("DROP TABLE settings_keys")
+    conn.execute("DROP TABLE run_keys")
+
+
 def _spec_metric_and_filter(alias: str) -> str:
     """A spec's metric and filter as the harness names them: a generated answer's metric is
     exact_match under the answer filter the spec names it by (strict-match, flexible-extract); any
@@ -301,7 +356,7 @@ def _leaderboard_wide() -> str:
 
 class BenchmarkStore(Store):
     name = "benchmarks"
-    version = 8
+    version = 9
     tables = {
         "raw_rows": """
             benchmark VARCHAR NOT NULL, source_row_id VARCHAR NOT NULL, row_number INTEGER NOT NULL, line INTEGER,
@@ -333,27 +388,15 @@ class BenchmarkStore(Store):
             model_fingerprint VARCHAR NOT NULL, request_key VARCHAR NOT NULL, request_type VARCHAR NOT NULL,
             arguments JSON NOT NULL, response JSON NOT NULL, run_id VARCHAR, answered_at TIMESTAMP NOT NULL,
             PRIMARY KEY (model_fingerprint, request_key)""",
-        # each document of a harness benchmark per roster model and filter: prompt, answers, metrics
-        "harness_samples": """
-            benchmark VARCHAR NOT NULL, model VARCHAR NOT NULL, model_fingerprint VARCHAR NOT NULL,
-            task VARCHAR NOT NULL, doc_id INTEGER NOT NULL, filter VARCHAR NOT NULL, doc JSON NOT NULL,
-            prompt VARCHAR NOT NULL, arguments JSON NOT NULL, target VARCHAR, responses JSON NOT NULL,
-            filtered_responses JSON NOT NULL, metrics JSON NOT NULL, doc_hash VARCHAR, prompt_hash VARCHAR,
-            run_id VARCHAR, request_keys VARCHAR[], PRIMARY KEY (benchmark, model, task, doc_id, filter)""",
+        "harness_samples": _HARNESS_SAMPLES,
         # where each harness run that computed answers computed them, as prediction_runs for a spec's
         "harness_runs": _RUN_ENVIRONMENTS,
         # each run's per-document values, for the regression watch (as score_history for a spec's benchmark)
         "harness_history": _HARNESS_HISTORY,
-        # the harness's aggregated results per task and group, metric and filter
-        "harness_results": """
-            benchmark VARCHAR NOT NULL, model VARCHAR NOT NULL, model_fingerprint VARCHAR NOT NULL,
-            task VARCHAR NOT NULL, alias VARCHAR, is_group BOOLEAN NOT NULL, metric VARCHAR NOT NULL,
-            filter VARCHAR NOT NULL, value DOUBLE, stderr DOUBLE, n INTEGER, num_fewshot INTEGER,
-            higher_is_better BOOLEAN, random_baseline DOUBLE, settings JSON NOT NULL, run_id VARCHAR,
-            computed_at TIMESTAMP NOT NULL, PRIMARY KEY (benchmark, model, task, metric, filter)""",
-        # a roster model against its baseline and predecessor on a harness benchmark, per task, filter and
-        # metric (mode = the harness task, prompt_format = the filter), as model_comparisons
-        "harness_comparisons": _MODEL_COMPARISONS,
+        "harness_results": _HARNESS_RESULTS,
+        # a roster model against its baseline and predecessor on a harness benchmark, per settings key, task,
+        # filter and metric (mode = the harness task, prompt_format = the filter), as model_comparisons
+        "harness_comparisons": _HARNESS_COMPARISONS,
         # a protocol's scores rescaled between the random baseline and 1 (Open LLM Leaderboard v2)
         "normalized_scores": """
             protocol VARCHAR NOT NULL, model VARCHAR NOT NULL, model_fingerprint VARCHAR, benchmark VARCHAR NOT NULL,
@@ -387,16 +430,16 @@ class BenchmarkStore(Store):
             LEFT JOIN harness_requests h ON s.prompt_format = 'harness' AND h.prompt_id = i.prompt_id
                                          AND h.num_fewshot = i.num_fewshot
             JOIN raw_rows r ON r.benchmark = p.benchmark AND r.source_row_id = p.source_row_id""",
-        # a harness benchmark's score (with its shots) -> each document's value of that metric -> its prompt,
-        # answers and document -> the run's settings (task, data files, shots, chat template)
+        # a harness benchmark's score (under its settings key, with its shots) -> each document's value of that
+        # metric -> its prompt, answers and document -> the run's settings (task, data files, shots, chat template)
         "harness_lineage": """
-            SELECT r.benchmark, r.model, r.model_fingerprint, r.task, r.metric, r.filter, r.num_fewshot,
-                   r.value AS score, s.doc_id, s.metrics -> ('$."' || r.metric || '"') AS item_value, s.prompt,
+            SELECT r.benchmark, r.model, r.model_fingerprint, r.settings_key, r.task, r.metric, r.filter,
+                   r.num_fewshot, r.value AS score, s.doc_id, s.metrics -> ('$."' || r.metric || '"') AS item_value, s.prompt,
                    s.arguments, s.responses, s.filtered_responses, s.target, s.doc, s.doc_hash,
                    r.settings -> '$.data_files' AS data_files, r.settings, r.run_id
             FROM harness_results r
-            JOIN harness_samples s ON s.benchmark = r.benchmark AND s.model = r.model AND s.task = r.task
-                                  AND s.filter = r.filter
+            JOIN harness_samples s ON s.benchmark = r.benchmark AND s.model = r.model
+                                  AND s.settings_key = r.settings_key AND s.task = r.task AND s.filter = r.filter
             WHERE NOT r.is_group""",
         # either kind of benchmark, one row per item, metric and filter (named as the harness names them):
         # score -> item value -> the exact prompt -> the answer and what was extracted from it -> the
@@ -421,7 +464,7 @@ class BenchmarkStore(Store):
                    'harness' AS prompt_format, h.metric, h.filter, h.num_fewshot, h.score, h.doc_id::VARCHAR AS item,
                    h.item_value::JSON AS item_value, h.prompt, h.responses AS answer,
                    h.filtered_responses::VARCHAR AS extracted, h.target AS reference, h.data_files::VARCHAR AS source,
-                   h.doc AS source_row
+                   h.doc AS source_row, h.settings_key
             FROM harness_lineage h""",
         # every model comparison, of either kind of benchmark, with its task, metric and filter as the
         # harness names them
@@ -439,7 +482,7 @@ class BenchmarkStore(Store):
     }
     migrations = {0: _from_unversioned, 1: _with_harness_requests, 2: _with_prediction_runs,
                   3: _with_harness_metric_names, 4: _with_roster_names, 5: _with_harness_built_requests,
-                  6: _with_harness_headlines, 7: _with_sample_request_keys}
+                  6: _with_harness_headlines, 7: _with_sample_request_keys, 8: _with_settings_keys}
 
     # --- raw and few-shot rows ----------------------------------------------------------------------
 
@@ -565,15 +608,16 @@ class BenchmarkStore(Store):
                 LEFT JOIN predictions pr ON pr.model_fingerprint = i.model_fingerprint AND pr.prompt_id = i.prompt_id
                     AND pr.mode = i.mode AND pr.prompt_format = i.prompt_format AND pr.num_fewshot = i.num_fewshot
                 WHERE i.benchmark = ? AND i.model = ?""", [run_id, benchmark, model])
-        self._keep_latest_runs("score_history", benchmark, model, keep_runs)
+        self._keep_latest_runs("score_history", keep_runs, benchmark=benchmark, model=model)
 
-    def _keep_latest_runs(self, table: str, benchmark: str, model: str, keep_runs: int) -> None:
-        """Drop a history table's runs of the benchmark and model but the latest `keep_runs`."""
-        where = "benchmark = ? AND model = ?"
+    def _keep_latest_runs(self, table: str, keep_runs: int, **scope: str) -> None:
+        """Drop a history table's runs in `scope` (column -> value: a benchmark and model) but the
+        latest `keep_runs`."""
+        where, values = " AND ".join(f"{column} = ?" for column in scope), list(scope.values())
         self.sql(f"""
             DELETE FROM {table} WHERE {where} AND run_id NOT IN (
                 SELECT run_id FROM {table} WHERE {where} GROUP BY run_id
-                ORDER BY max(scored_at) DESC LIMIT ?)""", [benchmark, model, benchmark, model, keep_runs])
+                ORDER BY max(scored_at) DESC LIMIT ?)""", [*values, *values, keep_runs])
 
     def _latest_two_runs(self, table: str, key: str, columns: str) -> list[dict[str, Any]]:
         """`columns` of a history table's rows from the latest two runs of each `key` (`latest` true
@@ -671,43 +715,48 @@ class BenchmarkStore(Store):
             "SELECT request_key, response FROM harness_answers WHERE model_fingerprint = ?", [model_fingerprint])}
 
     @writes("harness_answers", "harness_samples", "harness_results", "harness_history", "harness_runs")
-    def save_harness_evaluation(self, benchmark: str, model: str, answers: pd.DataFrame, samples: pd.DataFrame,
-                                results: pd.DataFrame, run: pd.DataFrame, keep_runs: int = KEPT_RUNS) -> None:
+    def save_harness_evaluation(self, benchmark: str, model: str, settings_key: str, answers: pd.DataFrame,
+                                samples: pd.DataFrame, results: pd.DataFrame, run: pd.DataFrame,
+                                keep_runs: int = KEPT_RUNS) -> None:
         """A roster model's evaluation on a harness benchmark: the answers this run computed (added
         to, or replacing, the fingerprint's stored ones) with the `run` row saying where it computed
         them (kept while an answer or the history names it), and the benchmark's samples and results
-        for the model, replaced, in one transaction. Each document's values are also kept as this
-        run's history, with the run's settings (the latest `keep_runs` runs per benchmark and
-        model), for the regression watch."""
+        for the model under the run's settings key, replaced (those under other keys kept), in one
+        transaction. Each document's values are also kept as this run's history, with the run's
+        settings (the latest `keep_runs` runs per benchmark, model and settings key), for the
+        regression watch."""
         if len(answers):
             with self.registered("computed", answers[["model_fingerprint", "request_key"]]):
                 self.sql("DELETE FROM harness_answers WHERE (model_fingerprint, request_key) IN "
                          "(SELECT (model_fingerprint, request_key) FROM computed)")
             self.insert("harness_answers", answers)
             self.replace("harness_runs", run, "run_id = ?", [run["run_id"].iloc[0]])
-        where = "benchmark = ? AND model = ?"
+        where, scope = "benchmark = ? AND model = ? AND settings_key = ?", [benchmark, model, settings_key]
         for table, frame in (("harness_samples", samples), ("harness_results", results)):
-            self.replace(table, frame, where, [benchmark, model])
+            self.replace(table, frame, where, scope)
         self.sql(f"DELETE FROM harness_history WHERE {where} AND run_id IN "
-                 f"(SELECT run_id FROM harness_results WHERE {where})", [benchmark, model, benchmark, model])
+                 f"(SELECT run_id FROM harness_results WHERE {where})", [*scope, *scope])
         self.sql(f"""
             INSERT INTO harness_history BY NAME
             SELECT r.run_id, r.computed_at AS scored_at, v.benchmark, v.model, v.model_fingerprint, v.task, v.filter,
-                   r.num_fewshot, v.metric, v.doc_id, v.value, r.settings, v.prediction_run_id
-            FROM ({_HARNESS_DOCUMENT_VALUES}) v JOIN harness_results r USING (benchmark, model, task, metric, filter)
-            WHERE v.benchmark = ? AND v.model = ? AND r.run_id IS NOT NULL""", [benchmark, model])
-        self._keep_latest_runs("harness_history", benchmark, model, keep_runs)
+                   r.num_fewshot, v.metric, v.doc_id, v.value, r.settings, v.prediction_run_id, v.settings_key
+            FROM ({_HARNESS_DOCUMENT_VALUES}) v
+            JOIN harness_results r USING (benchmark, model, settings_key, task, metric, filter)
+            WHERE v.benchmark = ? AND v.model = ? AND v.settings_key = ? AND r.run_id IS NOT NULL""", scope)
+        self._keep_latest_runs("harness_history", keep_runs, benchmark=benchmark, model=model,
+                               settings_key=settings_key)
         self.sql("""DELETE FROM harness_runs WHERE run_id NOT IN (
                         SELECT run_id FROM harness_answers WHERE run_id IS NOT NULL
                         UNION SELECT prediction_run_id FROM harness_history WHERE prediction_run_id IS NOT NULL)""")
 
     @reads("harness_history")
     def latest_harness_runs(self) -> list[dict[str, Any]]:
-        """Document values of the latest two runs of every harness benchmark, model, task, filter and
-        metric (`latest` true for the newest), with each run's settings, as `latest_score_runs`
-        gives a spec's (the task as mode, the filter as format, `task/doc_id` as the item)."""
+        """Document values of the latest two runs of every harness benchmark, model, settings key,
+        task, filter and metric (`latest` true for the newest), with each run's settings, as
+        `latest_score_runs` gives a spec's (the task as mode, the filter as format, `task/doc_id` as
+        the item)."""
         return self._latest_two_runs(
-            "harness_history", "benchmark, model, model_fingerprint, task, filter, metric",
+            "harness_history", "benchmark, model, model_fingerprint, settings_key, task, filter, metric",
             "h.benchmark, h.model, h.model_fingerprint, h.task AS mode, h.filter AS prompt_format, "
             "coalesce(h.num_fewshot, 0) AS num_fewshot, h.metric, h.task || '/' || h.doc_id AS prompt_id, "
             "h.task || '/' || h.doc_id AS source_row_id, h.value, h.run_id, h.prediction_run_id, h.settings")
@@ -725,10 +774,11 @@ class BenchmarkStore(Store):
     @reads("harness_samples", "harness_answers")
     def load_harness_item_values(self, benchmark: str, models: Sequence[str]) -> list[dict[str, Any]]:
         """Each document's value of each per-document metric (numbers only: IFEval's per-instruction
-        lists are left out) for the named roster models, as comparison_rows takes item scores, with
-        its filtered answer, reference and the end of its prompt (as samples.side_by_side shows them)."""
+        lists are left out) for the named roster models, as comparison_rows takes item scores (with
+        the settings key), with its filtered answer, reference and the end of its prompt (as
+        samples.side_by_side shows them)."""
         return self.rows(f"""
-            SELECT model, model_fingerprint, task AS mode, filter AS prompt_format, 0 AS num_fewshot, metric,
+            SELECT model, model_fingerprint, settings_key, task AS mode, filter AS prompt_format, 0 AS num_fewshot, metric,
                    task || '/' || doc_id AS prompt_id, task || '/' || doc_id AS source_row_id,
                    prediction_run_id, value, filtered_responses::VARCHAR AS predicted, target AS reference,
                    right(prompt, 160) AS question
@@ -741,10 +791,11 @@ class BenchmarkStore(Store):
 
     @reads("harness_results")
     def load_harness_results(self, benchmark: str | None = None) -> list[dict[str, Any]]:
-        """Each task's and group's results, with the settings of the run that computed them (JSON)."""
+        """Each task's and group's results, with the settings of the run that computed them (JSON)
+        and their key."""
         where, params = ("WHERE benchmark = ?", [benchmark]) if benchmark else ("", [])
         return self.rows(f"SELECT * FROM harness_results {where} "
-                         "ORDER BY benchmark, model, is_group DESC, task, metric, filter", params)
+                         "ORDER BY benchmark, model, settings_key, is_group DESC, task, metric, filter", params)
 
     @writes("normalized_scores")
     def replace_normalized_scores(self, protocol: str, rows: pd.DataFrame) -> None:
@@ -775,12 +826,12 @@ class BenchmarkStore(Store):
             WHERE NOT (accuracy BETWEEN 0 AND 1 AND ci_low BETWEEN 0 AND accuracy
                        AND ci_high BETWEEN accuracy AND 1)""").fetchall()
 
-    def _significant_drops(self, table: str, alpha: float) -> list[tuple]:
+    def _significant_drops(self, table: str, alpha: float, mode: str = "mode") -> list[tuple]:
         """The comparisons in `table` where a model scored significantly below its baseline or
         predecessor (exact McNemar p < alpha), with the items that flipped from right to wrong (a
-        harness comparison's mode is its task, its format its filter)."""
+        harness comparison's mode is its task, with its settings key, its format its filter)."""
         return self.sql(f"""
-            SELECT benchmark, model_a, relation, model_b, mode, prompt_format, num_fewshot, metric,
+            SELECT benchmark, model_a, relation, model_b, {mode}, prompt_format, num_fewshot, metric,
                    round(accuracy_a, 4), round(accuracy_b, 4), printf('p=%.3g', mcnemar_p), flipped_to_wrong
             FROM {table} WHERE difference < 0 AND mcnemar_p < ? ORDER BY ALL""", [alpha]).fetchall()
 
@@ -790,7 +841,7 @@ class BenchmarkStore(Store):
 
     @reads("harness_comparisons")
     def significant_harness_drops(self, alpha: float) -> list[tuple]:
-        return self._significant_drops("harness_comparisons", alpha)
+        return self._significant_drops("harness_comparisons", alpha, "mode || ' (' || settings_key || ')'")
 
     @reads("predictions")
     def duplicate_predictions(self) -> list[tuple]:

@@ -358,9 +358,9 @@ def ensure_schema(conn: Any, stores: Sequence[type[Store]]) -> None:
 
 def rebuild_table(conn: Any, table: str, columns: str, select: str) -> None:
     """Replace a table by one with new columns (e.g. a new primary key), copying rows via `select`
-    over the old table, which it can name as `old`."""
+    over the old table, which it can name as `old` (on a DuckLake catalog, without its keys)."""
     conn.execute(f"ALTER TABLE {table} RENAME TO {table}_old")
-    conn.execute(f"CREATE TABLE {table} ({columns})")
+    conn.execute(f"CREATE TABLE {table} ({without_keys(columns) if is_lake(conn) else columns})")
     conn.execute(f"INSERT INTO {table} BY NAME SELECT {select} FROM {table}_old AS old")
     conn.execute(f"DROP TABLE {table}_old")
 

@@ -6,6 +6,7 @@ a file warehouse moved into a lake with every row kept."""
 import gzip
 import multiprocessing
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -18,15 +19,15 @@ import pytest
 from eval_platform.benchmarks.assets import benchmark_predictions
 from eval_platform.benchmarks.store import BenchmarkStore
 from eval_platform.common.resources import WarehouseResource
-from eval_platform.common.warehouse import CommitConflictError, writes
+from eval_platform.common.warehouse import CommitConflictError, without_keys, writes
 from tests.conftest import PROJECT_ROOT
 from tests.evaluation import materialize_benchmark, materialize_evaluation, roster_with
 from tests.processes import in_processes
-from tests.tables import SKIPPED_TABLES
+from tests.tables import SETTINGS_KEYED_TABLES, SKIPPED_TABLES, V8_SETTINGS_KEYS, settings_keys
 from tests.team.postgres_server import postgres_server
 
 LAKES = ("lake_moved", "lake_exported", "lake_writers", "lake_conflicts", "lake_empty_partition", "lake_twice",
-         "lake_reattached")
+         "lake_reattached", "lake_v8")
 ROWS = 5
 
 
@@ -86,6 +87,29 @@ def test_a_file_warehouse_moves_into_a_lake_with_every_row_kept(catalogs, tmp_pa
     done = move({"EVAL_WAREHOUSE": moved.database, "EVAL_LAKE_DATA_PATH": moved.data_path}, "--from", file.database)
     assert done.returncode != 0 and "already holds rows" in done.stderr and "predictions" in done.stderr
     assert every_row(moved) == expected
+
+
+def test_a_version_8_lake_keeps_every_harness_row_under_the_key_of_its_settings(catalogs, tmp_path, monkeypatch):
+    """A team's lake written by the previous release (its harness tables as tests/data/v8_warehouse holds
+    them, without keys as a lake keeps them) is migrated in place: each harness row takes the settings
+    key of its run, and none is lost."""
+    monkeypatch.chdir(PROJECT_ROOT)
+    warehouse = lake(catalogs, "lake_v8", tmp_path)
+    schema = (PROJECT_ROOT / "tests" / "data" / "v8_warehouse" / "schema.sql").read_text()
+    with warehouse.get_connection() as conn:  # a new lake, its harness tables taken back to version 8
+        for table in SETTINGS_KEYED_TABLES:
+            columns = re.search(rf"CREATE TABLE {table}\((.*?)\);\n", schema, re.S).group(1)
+            conn.execute(f"DROP TABLE {table}")
+            conn.execute(f"CREATE TABLE {table} ({without_keys(columns)})")
+            conn.execute(f"INSERT INTO {table} SELECT * FROM 'tests/data/v8_warehouse/{table}.parquet'")
+        conn.execute("UPDATE schema_versions SET version = 8 WHERE store = 'benchmarks'")
+        before = {table: conn.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall() for table in SETTINGS_KEYED_TABLES}
+    with warehouse.get_connection() as conn:
+        version = conn.execute("SELECT version FROM schema_versions WHERE store = 'benchmarks'").fetchone()[0]
+        after = {table: conn.execute(f"SELECT * EXCLUDE (settings_key) FROM {table} ORDER BY ALL").fetchall()
+                 for table in SETTINGS_KEYED_TABLES}
+        keys = settings_keys(conn)
+    assert (version, after, keys) == (BenchmarkStore.version, before, V8_SETTINGS_KEYS)
 
 
 def test_a_file_from_duckdb_2_says_how_to_move_it(catalogs, tmp_path):

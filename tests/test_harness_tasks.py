@@ -206,7 +206,8 @@ def test_the_regression_watch_names_the_documents_that_flipped_on_a_harness_benc
     assert not check.passed and check.severity == AssetCheckSeverity.WARN
     report = check.metadata["examples"].value
     for metric in ("acc", "acc_norm"):
-        assert f"('capitals', 'smollm2', 'throwaway_capitals', 'none', 0, '{metric}', 1.0, 0.0, 'p=0.0156'" in report
+        assert (f"('capitals', 'smollm2', 'throwaway_capitals (default shots)', 'none', 0, '{metric}', 1.0, 0.0, "
+                "'p=0.0156'") in report
     assert "flipped to wrong: " + ", ".join(f"throwaway_capitals/{i}" for i in range(7)) in report
     assert "environment changed: limit: None vs 7" in report  # the previous run's setting, then the latest's
     assert "'acc', 'limit: None vs 7')" in check.metadata["environment_changes"].value
@@ -214,6 +215,10 @@ def test_the_regression_watch_names_the_documents_that_flipped_on_a_harness_benc
         runs = conn.execute("SELECT run_id, count(*), count(DISTINCT settings ->> 'limit') FROM harness_history "
                             "WHERE metric = 'acc' GROUP BY run_id ORDER BY min(scored_at)").fetchall()
     assert [row[1:] for row in runs] == [(8, 0), (8, 0), (7, 1)]
+    check = regression_check(num_fewshot=0)  # other settings: the first run of its key, compared with none
+    report = check.metadata["examples"].value
+    assert "0-shot" not in report and "'throwaway_capitals (default shots)', 'none', 0, 'acc', 1.0, 0.0, 'p=0.0156'" \
+        in report
 
 
 def test_any_harness_task_runs_by_name_from_the_launchpad_on_local_files(project):

@@ -91,8 +91,8 @@ def accuracy_regression(warehouse: WarehouseResource) -> AssetCheckResult:
 
 
 @asset_check(asset=harness_evaluation, name="accuracy_regression", description=_regression_description(
-    "previous run's on a harness task's filter and per-document metric",
-    "whatever differs between the two runs' settings (data files, shots, chat template, harness version) and "
+    "previous run's (with the same settings key) on a harness task's filter and per-document metric",
+    "whatever differs between the two runs' settings (data files, limit, chat template, harness version) and "
     "the environments their answers were computed in"))
 def harness_accuracy_regression(warehouse: WarehouseResource) -> AssetCheckResult:
     with warehouse.store(BenchmarkStore) as store:

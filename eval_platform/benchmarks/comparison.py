@@ -83,7 +83,7 @@ def comparison_rows(benchmark: str, model: str, references: Mapping[str, str], r
         fingerprints[(*key, row["model"])] = row["model_fingerprint"]
         runs.setdefault((*key, row["model"]), set()).add(row["prediction_run_id"])
     comparisons = []
-    for key, by_model in sorted(values.items(), key=lambda item: str(item[0])):
+    for key, by_model in sorted(values.items()):
         for relation, reference in references.items():
             if model not in by_model or reference not in by_model:
                 continue

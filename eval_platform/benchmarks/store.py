@@ -753,11 +753,12 @@ class BenchmarkStore(Store):
     def latest_harness_runs(self) -> list[dict[str, Any]]:
         """Document values of the latest two runs of every harness benchmark, model, settings key,
         task, filter and metric (`latest` true for the newest), with each run's settings, as
-        `latest_score_runs` gives a spec's (the task as mode, the filter as format, `task/doc_id` as
-        the item)."""
+        `latest_score_runs` gives a spec's (the task with the settings key as mode, the filter as
+        format, `task/doc_id` as the item)."""
         return self._latest_two_runs(
             "harness_history", "benchmark, model, model_fingerprint, settings_key, task, filter, metric",
-            "h.benchmark, h.model, h.model_fingerprint, h.task AS mode, h.filter AS prompt_format, "
+            "h.benchmark, h.model, h.model_fingerprint, h.task || ' (' || h.settings_key || ')' AS mode, "
+            "h.filter AS prompt_format, "
             "coalesce(h.num_fewshot, 0) AS num_fewshot, h.metric, h.task || '/' || h.doc_id AS prompt_id, "
             "h.task || '/' || h.doc_id AS source_row_id, h.value, h.run_id, h.prediction_run_id, h.settings")
 

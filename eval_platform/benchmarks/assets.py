@@ -488,7 +488,7 @@ def harness_evaluation(
     process_results and aggregation score them. Every document's prompt, answers and metrics
     (`harness_samples`), every task's and group's results (`harness_results`) and every answer
     (`harness_answers`) land in the warehouse, the first two under the run's settings key: a run
-    with other shots, chat format, system instruction or task config is kept beside this one."""
+    with other shots, system instruction or task config is kept beside this one."""
     benchmark, name = partition_names(context.partition_key)
     entry = roster.entry(name)
     run = harness_run(benchmark, config, entry)

@@ -298,7 +298,7 @@ def _with_sample_request_keys(conn: Any) -> None:
 
 def _with_settings_keys(conn: Any) -> None:
     """8 -> 9. A harness benchmark's results are kept per settings key (harness_tasks.settings_key),
-    so a run with other shots, chat format, system instruction or task config no longer replaces
+    so a run with other shots, system instruction or task config no longer replaces
     the benchmark's other runs. Each stored row takes the key of the settings it was computed with
     (a sample's and a comparison's: its benchmark and model's, the one run a version 8 warehouse
     held of them)."""

@@ -22,10 +22,9 @@ from eval_platform.benchmarks.leaderboard import PRIMARY_PROTOCOL, leaderboard_t
 from eval_platform.benchmarks.leaderboard_v2 import PROTOCOL as V2_PROTOCOL
 from eval_platform.benchmarks.leaderboard_v2 import TITLE as V2_TITLE
 from eval_platform.benchmarks.leaderboard_v2 import V2_TASKS
-from eval_platform.benchmarks.partitions import benchmark_partitions
 from eval_platform.benchmarks.protocols import PROTOCOLS
 from eval_platform.benchmarks.resources import ROSTER_DIR
-from eval_platform.benchmarks.schedules import harness_run_requests, roster_run_requests
+from eval_platform.benchmarks.schedules import evaluation_run_requests
 from eval_platform.benchmarks.specs import BENCHMARKS
 from eval_platform.benchmarks.store import BenchmarkStore
 from eval_platform.blind.assets import SHEET_FILE
@@ -76,15 +75,16 @@ def main(argv: list[str] | None = None) -> int:
     def evaluate_roster(job_name: str, benchmarks: list[str]) -> None:
         """Each spec's inputs, then every roster model on it, as the nightly refresh runs them."""
         for benchmark in benchmarks:
+            requests = evaluation_run_requests(instance, roster, [benchmark], "main")  # the partitions added
             if run("benchmark_inputs", benchmark, rows):
-                for request in roster_run_requests(instance, roster, [benchmark], "main"):
+                for request in requests:
                     run(job_name, request.partition_key)
 
     def evaluate_harness(benchmarks: list[str]) -> None:
         """Every roster model on each harness benchmark, as the nightly refresh runs them."""
         ops = {"harness_evaluation": {"config": {"limit": args.limit}}} if args.limit else {}
-        for request in harness_run_requests(instance, roster, benchmarks, "main"):
-            run("harness_task_evaluation", request.partition_key, ops)
+        for request in evaluation_run_requests(instance, roster, benchmarks, "main"):
+            run("model_evaluation", request.partition_key, ops)
 
     warehouse = defs.resources["warehouse"]
     if args.benchmarks:
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{protocol.title} ({DEFAULT_WAREHOUSE}):\n{shown.round(4).to_markdown(index=False)}")
         return 1 if failed else 0
 
-    evaluate_roster("model_evaluation", benchmark_partitions.get_partition_keys())
+    evaluate_roster("model_evaluation", list(BENCHMARKS))
     run("score_protocols")
     run("evolution_inputs")
     for era, path in era_files().items():  # each era of data/evolution/eras/, as the era sensor runs it

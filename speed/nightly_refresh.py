@@ -76,7 +76,7 @@ def main() -> None:
             "warehouse": WarehouseResource(database=str(Path(folder) / "warehouse.duckdb")),
             "roster": RosterResource(**({"directory": args.roster} if args.roster else {})),
             "evaluation_model": LanguageModelResource(), "gateway": ModelGatewayResource()})
-        instance = DagsterInstance.ephemeral()
+        instance = DagsterInstance.local_temp(folder)  # persistent, as the daemon's: the schedule adds partitions
         for label, day in (("first night (cold warehouse)", 23), ("unchanged night", 24)):
             counts, seconds = run_night(night_defs, instance, datetime(2026, 11, day, 2, 0), limit=args.limit)
             print(f"{label}: {seconds:.1f} s, {len(counts)} evaluations, predictions {totals(counts)}", flush=True)

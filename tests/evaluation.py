@@ -9,7 +9,7 @@ from dagster import ConfigurableResource, DagsterInstance, materialize
 from eval_platform.benchmarks.assets import (
     benchmark_fewshot_rows, benchmark_predictions, benchmark_prompts, benchmark_raw_rows, benchmark_scores,
 )
-from eval_platform.benchmarks.partitions import evaluation_key, roster_partitions
+from eval_platform.benchmarks.partitions import benchmark_partitions, evaluation_key, roster_partitions
 from eval_platform.benchmarks.resources import RosterResource
 from eval_platform.benchmarks.roster import RosterEntry, write_entry
 from eval_platform.definitions import defs
@@ -44,11 +44,23 @@ def materialize_configured(assets, settings: dict[str, ConfigurableResource | No
                        run_config={"resources": launchpad(**settings), "ops": ops or {}}, **kwargs)
 
 
+def with_partitions(instance: DagsterInstance | None, benchmark: str, *models: str) -> DagsterInstance:
+    """The instance (an ephemeral one by default) with the benchmark and the roster models in their
+    dimensions, as the roster sensor and the main command add them."""
+    instance = instance or DagsterInstance.ephemeral()
+    for dimension, keys in ((benchmark_partitions, [benchmark]), (roster_partitions, list(models))):
+        missing = [key for key in keys if key not in instance.get_dynamic_partitions(dimension.name)]
+        if missing:
+            instance.add_dynamic_partitions(dimension.name, missing)
+    return instance
+
+
 def materialize_inputs(warehouse, benchmark: str, limit: int | None = None, source=None, assets=INPUTS,
                        instance=None, raise_on_error: bool = True):
     config = {"limit": limit, **({"source": str(source)} if source else {})}
     return materialize_configured(assets, {"warehouse": warehouse}, {"benchmark_raw_rows": {"config": config}},
-                                  partition_key=benchmark, instance=instance, raise_on_error=raise_on_error)
+                                  partition_key=benchmark, instance=with_partitions(instance, benchmark),
+                                  raise_on_error=raise_on_error)
 
 
 def materialize_evaluation(warehouse, benchmark: str, name: str, roster: RosterResource, predictions: dict | None = None,
@@ -56,9 +68,7 @@ def materialize_evaluation(warehouse, benchmark: str, name: str, roster: RosterR
                            raise_on_error: bool = True, ops: dict | None = None):
     """Materialise `assets` for the roster model `name` on `benchmark` (its partition added first),
     with the launchpad's op config `ops`."""
-    instance = instance or DagsterInstance.ephemeral()
-    if name not in instance.get_dynamic_partitions(roster_partitions.name):
-        instance.add_dynamic_partitions(roster_partitions.name, [name])
+    instance = with_partitions(instance, benchmark, name)
     ops = {**({"benchmark_predictions": {"config": predictions}} if predictions and benchmark_predictions in assets
               else {}), **(ops or {})}
     settings = {"warehouse": warehouse, "roster": roster, "gateway": gateway, "evaluation_model": evaluation_model}

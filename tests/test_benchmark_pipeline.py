@@ -5,7 +5,7 @@ import re
 
 import pytest
 from eval_platform.benchmarks.assets import (
-    benchmark_partitions, benchmark_predictions, benchmark_prompts, benchmark_raw_rows, benchmark_scores,
+    benchmark_predictions, benchmark_prompts, benchmark_raw_rows, benchmark_scores,
 )
 from eval_platform.benchmarks.prediction import MODES
 from eval_platform.benchmarks.harness_format import zero_shot_items
@@ -49,7 +49,7 @@ def all_benchmarks(tmp_path_factory):
     folder = tmp_path_factory.mktemp("wh")
     warehouse = WarehouseResource(database=str(folder / "warehouse.duckdb"))
     roster = roster_with(folder / "roster", MODEL)
-    results = {p: run(warehouse, roster, p) for p in benchmark_partitions.get_partition_keys()}
+    results = {p: run(warehouse, roster, p) for p in BENCHMARKS}
     return warehouse, roster, results
 
 

@@ -192,13 +192,17 @@ def test_sensor_requests_a_tally_for_a_dropped_sheet(issued, warehouse):
     assert result.success
 
 
-def test_nightly_schedule_requests_every_benchmark_partition():
+def test_nightly_schedule_requests_every_benchmark_partition(tmp_path):
+    from dagster import DagsterInstance
+
     from eval_platform.benchmarks.specs import BENCHMARKS
 
+    instance = DagsterInstance.local_temp(str(tmp_path))
     requests = nightly_benchmark_refresh(build_schedule_context(
-        scheduled_execution_time=__import__("datetime").datetime(2026, 11, 23, 2, 0)))
+        instance, scheduled_execution_time=__import__("datetime").datetime(2026, 11, 23, 2, 0)))
     assert sorted(r.partition_key for r in requests) == sorted(BENCHMARKS)
     assert all(r.run_key.endswith("2026-11-23") for r in requests)
+    assert sorted(instance.get_dynamic_partitions("benchmarks")) == sorted(BENCHMARKS)  # keys of the dimension
 
 
 @pytest.mark.parametrize("prefix", ["openai/", "served/"])

@@ -14,7 +14,7 @@ from eval_platform.benchmarks.harness_tasks import (
     HarnessRun, HarnessTaskError, build_task_dict, parse_declaration, task_manager,
 )
 from eval_platform.benchmarks.leaderboard_v2 import V2_TASKS, normalize, protocol_rows
-from eval_platform.benchmarks.partitions import evaluation_key, harness_task_partitions, roster_partitions
+from eval_platform.benchmarks.partitions import evaluation_key, benchmark_partitions, roster_partitions
 from eval_platform.benchmarks.roster import RosterEntry, write_entry
 from eval_platform.benchmarks.store import BenchmarkStore
 from eval_platform.common.resources import WarehouseResource
@@ -69,9 +69,9 @@ def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
     from eval_platform.definitions import defs
 
     root, instance = project
-    instance.add_dynamic_partitions(harness_task_partitions.name, ["capitals"])
+    instance.add_dynamic_partitions(benchmark_partitions.name, ["capitals"])
     config = launchpad(root / "warehouse.duckdb", root / "roster")
-    first = defs.resolve_job_def("harness_task_evaluation").execute_in_process(
+    first = defs.resolve_job_def("model_evaluation").execute_in_process(
         partition_key=evaluation_key("capitals", "smollm2"), instance=instance, run_config=config)
     assert first.success
     metadata = {e.asset_key.path[-1]: e.materialization.metadata
@@ -128,7 +128,7 @@ def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
     write_entry(root / "roster", RosterEntry(name="smollm2-bf16", model="local/smollm2-135m-instruct", dtype="bfloat16",
                                              baseline="smollm2"))
     instance.add_dynamic_partitions(roster_partitions.name, ["smollm2-bf16"])
-    second = defs.resolve_job_def("harness_task_evaluation").execute_in_process(
+    second = defs.resolve_job_def("model_evaluation").execute_in_process(
         partition_key=evaluation_key("capitals", "smollm2-bf16"), instance=instance, run_config=config)
     assert second.success
     with warehouse.store(BenchmarkStore) as store:
@@ -147,7 +147,7 @@ def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
         [("throwaway_capitals", paired["prompt_format"], "harness", paired["difference"])]
     compared = {e.asset_key.path[-1]: e.materialization.metadata for e in second.get_asset_materialization_events()}
     assert "## smollm2-bf16 (a) against smollm2 (b)" in compared["harness_model_comparison"]["items"].value
-    again = defs.resolve_job_def("harness_task_evaluation").execute_in_process(
+    again = defs.resolve_job_def("model_evaluation").execute_in_process(
         partition_key=evaluation_key("capitals", "smollm2"), instance=instance, run_config=config)
     metadata = {e.asset_key.path[-1]: e.materialization.metadata for e in again.get_asset_materialization_events()}
     assert (metadata["harness_evaluation"]["computed"].value, metadata["harness_evaluation"]["reused"].value) == (0, 11)
@@ -175,14 +175,14 @@ def test_the_regression_watch_names_the_documents_that_flipped_on_a_harness_benc
 
     root, instance = project
     (root / "more.jsonl").write_text("".join(json.dumps(r) + "\n" for r in MORE_ROWS))
-    instance.add_dynamic_partitions(harness_task_partitions.name, ["capitals"])
+    instance.add_dynamic_partitions(benchmark_partitions.name, ["capitals"])
     warehouse = WarehouseResource(database=str(root / "warehouse.duckdb"))
     gold = {f"Q: What is the capital of {r['country']}?\nA:": " " + r["choices"][r["answer"]] for r in MORE_ROWS}
 
     def regression_check(**config):
         ops = {"harness_evaluation": {"config": {"data_files": {"throwaway_capitals": {"test": str(root / "more.jsonl")}},
                                                  **config}}}
-        result = defs.resolve_job_def("harness_task_evaluation").execute_in_process(
+        result = defs.resolve_job_def("model_evaluation").execute_in_process(
             partition_key=evaluation_key("capitals", "smollm2"), instance=instance,
             run_config=launchpad(root / "warehouse.duckdb", root / "roster", ops))
         assert result.success
@@ -222,23 +222,30 @@ def test_the_regression_watch_names_the_documents_that_flipped_on_a_harness_benc
 
 
 def test_any_harness_task_runs_by_name_from_the_launchpad_on_local_files(project):
+    """A harness task no spec or declaration names (OpenBookQA, on ARC-Easy's rows in its layout),
+    added by name to the benchmark dimension and launched in the one job with its data in the
+    launchpad: the harness builds it, and the spec's assets of the job are skipped."""
     from eval_platform.definitions import defs
 
     root, instance = project
-    rows = (DATA_BENCHMARKS / "arc_easy.jsonl").read_text().split("\n")[:3]
-    (root / "arc.jsonl").write_text("\n".join(rows) + "\n")
-    instance.add_dynamic_partitions(harness_task_partitions.name, ["arc_easy"])
-    result = defs.resolve_job_def("harness_task_evaluation").execute_in_process(
-        partition_key=evaluation_key("arc_easy", "smollm2"), instance=instance, run_config=launchpad(
+    rows = [json.loads(line) for line in (DATA_BENCHMARKS / "arc_easy.jsonl").read_text().split("\n")[:3]]
+    (root / "obqa.jsonl").write_text("".join(json.dumps({"question_stem": row["question"], "choices": row["choices"],
+                                                         "answerKey": row["answerKey"]}) + "\n" for row in rows))
+    instance.add_dynamic_partitions(benchmark_partitions.name, ["openbookqa"])
+    result = defs.resolve_job_def("model_evaluation").execute_in_process(
+        partition_key=evaluation_key("openbookqa", "smollm2"), instance=instance, run_config=launchpad(
             root / "warehouse.duckdb", root / "roster",
-            {"harness_evaluation": {"config": {"data_files": {"arc_easy": {"test": str(root / "arc.jsonl")}}}}}))
+            {"harness_evaluation": {"config": {"data_files": {"openbookqa": {"test": str(root / "obqa.jsonl")}}}}}))
     assert result.success
+    assert {e.asset_key.path[-1] for e in result.get_asset_materialization_events()} == {
+        "harness_evaluation", "harness_model_comparison"}
+    skipped = {e.step_key for e in result.all_events if e.event_type_value == "STEP_SKIPPED"}
+    assert {"benchmark_scores", "model_comparison"} <= skipped  # after benchmark_predictions, which yielded nothing
     with WarehouseResource(database=str(root / "warehouse.duckdb")).store(BenchmarkStore) as store:
-        samples = store.load_harness_samples("arc_easy", "smollm2")
-        metrics = {r["metric"] for r in store.load_harness_results("arc_easy")}
-    first = json.loads(rows[0])
-    assert len(samples) == 3 and samples["prompt"].iloc[0] == f"Question: {first['question']}\nAnswer:"
-    assert [a[1] for a in json.loads(samples["arguments"].iloc[0])] == [" " + c for c in first["choices"]["text"]]
+        samples = store.load_harness_samples("openbookqa", "smollm2")
+        metrics = {r["metric"] for r in store.load_harness_results("openbookqa")}
+    assert len(samples) == 3 and samples["prompt"].iloc[0] == rows[0]["question"]
+    assert [a[1] for a in json.loads(samples["arguments"].iloc[0])] == [" " + c for c in rows[0]["choices"]["text"]]
     assert metrics == {"acc", "acc_norm"}
 
 
@@ -358,7 +365,7 @@ def test_a_v2_task_evaluated_with_other_shots_from_the_launchpad_is_kept_beside_
     from eval_platform.definitions import defs
 
     root, instance = project
-    instance.add_dynamic_partitions(harness_task_partitions.name, ["leaderboard_mmlu_pro"])
+    instance.add_dynamic_partitions(benchmark_partitions.name, ["leaderboard_mmlu_pro"])
     data = PROJECT_ROOT / "data" / "harness" / "mmlu_pro"
     files = {"leaderboard_mmlu_pro": {"test": str(data / "test.jsonl"), "validation": str(data / "validation.jsonl")}}
 
@@ -366,7 +373,7 @@ def test_a_v2_task_evaluated_with_other_shots_from_the_launchpad_is_kept_beside_
         config = launchpad(root / "warehouse.duckdb", root / "roster",
                            {"harness_evaluation": {"config": {"data_files": files, "limit": 1, **settings}}})
         for job, partition, run_config in (
-                ("harness_task_evaluation", evaluation_key("leaderboard_mmlu_pro", "smollm2"), config),
+                ("model_evaluation", evaluation_key("leaderboard_mmlu_pro", "smollm2"), config),
                 ("score_protocols", None, {"resources": config["resources"]})):
             assert defs.resolve_job_def(job).execute_in_process(partition_key=partition, instance=instance,
                                                                 run_config=run_config).success
@@ -458,7 +465,7 @@ def test_the_nightly_schedule_evaluates_every_roster_model_on_every_declared_har
         requests = nightly_harness_evaluation(context)
         # legacy-only lists no harness benchmark; both dimensions gain their keys
         assert [str(r.partition_key) for r in requests] == ["capitals|smollm2"]
-        assert instance.get_dynamic_partitions(harness_task_partitions.name) == ["capitals"]
+        assert instance.get_dynamic_partitions(benchmark_partitions.name) == ["capitals"]
         assert set(instance.get_dynamic_partitions(roster_partitions.name)) == {"smollm2", "legacy-only"}
 
 
@@ -491,13 +498,13 @@ def test_a_chat_api_answers_a_generation_task_over_http_and_a_reasoning_block_is
         "task: throwaway_echo\ninclude_path: ../tasks\ndata_files:\n  throwaway_echo: {test: words.jsonl}\n")
     write_entry(root / "roster", RosterEntry(name="api-echo", model="openai/echo", apply_chat_template=True,
                                              reasoning_end="Final answer:"))
-    instance.add_dynamic_partitions(harness_task_partitions.name, ["echo"])
+    instance.add_dynamic_partitions(benchmark_partitions.name, ["echo"])
     instance.add_dynamic_partitions(roster_partitions.name, ["api-echo"])
     with StubServer() as server, pytest.MonkeyPatch.context() as patch:
         patch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
         config = launchpad(root / "warehouse.duckdb", root / "roster")
         config["resources"]["gateway"] = {"config": {"api_base": server.api_base, "max_retries": 0}}
-        result = defs.resolve_job_def("harness_task_evaluation").execute_in_process(
+        result = defs.resolve_job_def("model_evaluation").execute_in_process(
             partition_key=evaluation_key("echo", "api-echo"), instance=instance, run_config=config)
         assert result.success and server.calls
     with WarehouseResource(database=str(root / "warehouse.duckdb")).store(BenchmarkStore) as store:
@@ -585,7 +592,7 @@ def test_the_main_command_runs_named_benchmarks_of_either_kind_and_shows_their_l
     assert runs == ["benchmark_inputs [arc_easy]", "model_evaluation [arc_easy|smollm2-135m-instruct-float32]",
                     "model_evaluation [arc_easy|smollm2-135m-instruct-bfloat16]",  # after its baseline
                     # the bfloat16 entry lists its benchmarks, and not this one
-                    "harness_task_evaluation [leaderboard_mmlu_pro|smollm2-135m-instruct-float32]", "score_protocols"]
+                    "model_evaluation [leaderboard_mmlu_pro|smollm2-135m-instruct-float32]", "score_protocols"]
     with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:
         headlines = conn.execute("SELECT model, benchmark, mode, accuracy FROM leaderboard").fetchall()
     assert sorted((model, benchmark, mode) for model, benchmark, mode, _ in headlines) == [

@@ -132,7 +132,7 @@ def test_progress_reports_items_rate_and_time_left():
 # --- the protocol, end to end ---------------------------------------------------------------------
 
 def test_open_llm_leaderboard_v1_materialises_with_its_shots(warehouse, tmp_path):
-    from eval_platform.benchmarks.partitions import evaluation_key, roster_partitions
+    from eval_platform.benchmarks.partitions import benchmark_partitions, evaluation_key, roster_partitions
     from eval_platform.benchmarks.store import BenchmarkStore
     from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource
     from eval_platform.definitions import defs
@@ -144,6 +144,7 @@ def test_open_llm_leaderboard_v1_materialises_with_its_shots(warehouse, tmp_path
         "gateway": ModelGatewayResource(), "roster": roster_with(tmp_path, "smollm2")})
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(roster_partitions.name, ["smollm2"])
+    instance.add_dynamic_partitions(benchmark_partitions.name, [task.benchmark for task in protocol.tasks])
     job = test_defs.resolve_job_def(protocol.name)
     key = evaluation_key("mmlu", "smollm2")
     assert job.get_run_config_for_partition_key(key)["ops"]["benchmark_predictions"]["config"]["protocol"] == protocol.name
@@ -153,7 +154,10 @@ def test_open_llm_leaderboard_v1_materialises_with_its_shots(warehouse, tmp_path
             run_config={"ops": {"benchmark_raw_rows": {"config": {"limit": 3}}}}).success
     zero_shot = test_defs.resolve_job_def("model_evaluation").execute_in_process(
         partition_key=evaluation_key("arc_challenge", "smollm2"), instance=instance)
-    assert zero_shot.success
+    assert zero_shot.success  # a spec's benchmark: the one job's harness assets are skipped
+    assert {e.asset_key.path[-1] for e in zero_shot.get_asset_materialization_events()} == {
+        "benchmark_predictions", "benchmark_scores", "model_comparison"}
+    assert "harness_model_comparison" in {e.step_key for e in zero_shot.all_events if e.event_type_value == "STEP_SKIPPED"}
     outcomes, logs = {}, []
     for task in protocol.tasks:
         result = job.execute_in_process(partition_key=evaluation_key(task.benchmark, "smollm2"), raise_on_error=False,

@@ -13,7 +13,7 @@ from eval_platform.benchmarks import checks
 from eval_platform.benchmarks.leaderboard import (
     harness_headline_scores, headline_scores, leaderboard_plot, leaderboard_table,
 )
-from eval_platform.benchmarks.partitions import evaluation_key, roster_partitions
+from eval_platform.benchmarks.partitions import benchmark_partitions, evaluation_key, roster_partitions
 from eval_platform.benchmarks.resources import ROSTER_DIR, RosterResource
 from eval_platform.benchmarks.roster import RosterError, evaluation_order, load_roster
 from eval_platform.benchmarks.sensors import checkpoint_sensor, roster_sensor
@@ -61,12 +61,12 @@ def test_a_bad_roster_file_is_refused_naming_the_file_and_field(tmp_path, conten
 def test_an_entrys_run_tags_are_on_every_run_requested_for_it(tmp_path):
     from dagster import DagsterInstance
 
-    from eval_platform.benchmarks.schedules import roster_run_requests
+    from eval_platform.benchmarks.schedules import evaluation_run_requests
 
     write(tmp_path, "gpu", model="local/x", run_tags={"eval/gpu": "a100"}, benchmarks=["arc_easy", "mmlu"])
     write(tmp_path, "cpu", model="local/y", benchmarks=["arc_easy"])
     with DagsterInstance.ephemeral() as instance:
-        requests = roster_run_requests(instance, load_roster(tmp_path), ["arc_easy", "mmlu"], "night")
+        requests = evaluation_run_requests(instance, load_roster(tmp_path), ["arc_easy", "mmlu"], "night")
     assert sorted((r.partition_key.keys_by_dimension["model"], r.partition_key.keys_by_dimension["benchmark"],
                    dict(r.tags)) for r in requests) == [
         ("cpu", "arc_easy", {}), ("gpu", "arc_easy", {"eval/gpu": "a100"}), ("gpu", "mmlu", {"eval/gpu": "a100"})]
@@ -172,7 +172,9 @@ def platform(tmp_path, warehouse):
     test_defs = Definitions(assets=list(defs.assets), jobs=list(defs.jobs), resources={
         "warehouse": warehouse, "roster": roster, "evaluation_model": LanguageModelResource(),
         "gateway": ModelGatewayResource()})
-    return test_defs, roster, warehouse, DagsterInstance.ephemeral(), tmp_path
+    # a persistent instance, as the daemon's: the nightly schedule adds the specs to the benchmark dimension
+    (tmp_path / "dagster").mkdir()
+    return test_defs, roster, warehouse, DagsterInstance.local_temp(str(tmp_path / "dagster")), tmp_path
 
 
 def run_requests(test_defs, instance, job, requests) -> dict[str, dict]:
@@ -224,8 +226,8 @@ def test_the_roster_sensor_adds_partitions_and_evaluates_a_changed_entry(platfor
           batch_size=4)
     changed = roster_sensor(build_sensor_context(instance=instance, resources={"roster": roster}, cursor=again.cursor))
     assert [r.partition_key for r in changed.run_requests] == [evaluation_key("arc_easy", "f32")]
-    # an entry that now lists a harness benchmark (data/harness/) too: each benchmark by its own kind's job,
-    # checked as the daemon checks a sensor's requests
+    # an entry that now lists a harness benchmark (data/harness/) too: both by the one job, checked as the
+    # daemon checks a sensor's requests
     write(tmp_path / "roster", "f32", model="local/smollm2-135m-instruct", dtype="float32",
           benchmarks=["arc_easy", "leaderboard_ifeval"], batch_size=4)
     with partition_loading_context(dynamic_partitions_store=instance):
@@ -233,7 +235,7 @@ def test_the_roster_sensor_adds_partitions_and_evaluates_a_changed_entry(platfor
                                                                 cursor=changed.cursor, definitions=test_defs))
     assert [(r.job_name, r.partition_key) for r in both.run_requests] == [
         ("model_evaluation", evaluation_key("arc_easy", "f32")),
-        ("harness_task_evaluation", evaluation_key("leaderboard_ifeval", "f32"))]
+        ("model_evaluation", evaluation_key("leaderboard_ifeval", "f32"))]
 
 
 def test_a_new_checkpoint_is_evaluated_and_compared_with_its_predecessor_and_baseline(platform):
@@ -249,6 +251,7 @@ def test_a_new_checkpoint_is_evaluated_and_compared_with_its_predecessor_and_bas
 
     assert isinstance(tick(), SkipReason)
     instance.add_dynamic_partitions(roster_partitions.name, ["f32"])
+    instance.add_dynamic_partitions(benchmark_partitions.name, ["arc_easy"])
     run_request(test_defs, instance, "benchmark_inputs", "arc_easy", ROWS)
     run_request(test_defs, instance, "model_evaluation", evaluation_key("arc_easy", "f32"))  # the baseline
     weights, _ = materialize_weights(DEFAULT_LOCAL_MODEL)

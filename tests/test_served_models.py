@@ -138,7 +138,7 @@ def test_a_served_model_of_the_roster_reaches_its_server_and_needs_no_key(server
     import yaml
     from dagster import DagsterInstance
 
-    from eval_platform.benchmarks.partitions import evaluation_key, roster_partitions
+    from eval_platform.benchmarks.partitions import benchmark_partitions, evaluation_key, roster_partitions
     from eval_platform.definitions import defs
 
     monkeypatch.delenv("OPENAI_API_KEY")
@@ -149,6 +149,7 @@ def test_a_served_model_of_the_roster_reaches_its_server_and_needs_no_key(server
                  "roster": {"config": {"directory": str(tmp_path / "roster")}}}
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(roster_partitions.name, ["my-served-model"])  # as roster_sensor does
+    instance.add_dynamic_partitions(benchmark_partitions.name, ["arc_easy"])
     assert defs.resolve_job_def("benchmark_inputs").execute_in_process(
         partition_key="arc_easy", instance=instance, run_config={
             "resources": resources, "ops": {"benchmark_raw_rows": {"config": {"limit": 4}}}}).success

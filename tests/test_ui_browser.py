@@ -13,6 +13,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from eval_platform.benchmarks.harness_tasks import load_declarations
+from eval_platform.benchmarks.specs import BENCHMARKS
 from tests.conftest import PROJECT_ROOT
 from tests.processes import free_port, running
 
@@ -21,6 +23,8 @@ SCREENSHOTS = PROJECT_ROOT / ".test-artifacts"
 
 
 ROSTER = ("smollm2-135m-instruct-float32", "smollm2-135m-instruct-bfloat16")  # the demo roster, data/roster/
+# the benchmark dimension as the roster sensor makes it: every spec and every harness benchmark of data/harness/
+BENCHMARK_NAMES = [*BENCHMARKS, *load_declarations()]
 ERA = {"population_size": 6, "generations": 2, "compression_model": "openai/compressor", "judge_panel": {
     "openai": "openai/judge-harsh", "claude": "openai/judge-fast", "gemini": "openai/judge-lenient"}}
 
@@ -31,7 +35,7 @@ def materialise_history(home: Path, warehouse: Path) -> None:
     judges (an HTTP stub), its judge analysis and Pareto front."""
     from dagster import DagsterInstance, Definitions
 
-    from eval_platform.benchmarks.partitions import evaluation_key, roster_partitions
+    from eval_platform.benchmarks.partitions import benchmark_partitions, evaluation_key, roster_partitions
     from eval_platform.benchmarks.resources import RosterResource
     from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
     from eval_platform.definitions import defs
@@ -51,6 +55,7 @@ def materialise_history(home: Path, warehouse: Path) -> None:
                     "ops": {"evolution_era": {"config": ERA}},
                     "resources": {"gateway": {"config": {"api_base": stub.api_base}}}}).success
             instance.add_dynamic_partitions(roster_partitions.name, list(ROSTER))
+            instance.add_dynamic_partitions(benchmark_partitions.name, BENCHMARK_NAMES)  # as roster_sensor does
             for benchmark in ("winogrande", "arc_easy", "mmlu"):  # the latest comparison: bfloat16 on MMLU
                 assert test_defs.resolve_job_def("benchmark_inputs").execute_in_process(
                     partition_key=benchmark, instance=instance,
@@ -142,15 +147,17 @@ def test_asset_groups_jobs_schedule_and_sensor_are_shown(dagster_ui, browser):
 
 
 def test_the_partition_view_shows_which_model_was_evaluated_on_which_benchmark(dagster_ui, browser):
-    """The benchmark x model partitions of benchmark_scores: 5 of 18 materialised (both roster models
-    on ARC-Easy and MMLU, float32 alone on Winogrande); a benchmark's models with their state, and
-    one model's materialisation with its own metadata (screenshots: .test-artifacts/partition_matrix*.png)."""
+    """The benchmark x model partitions of benchmark_scores: 5 of every benchmark's (either kind's) 2
+    materialised (both roster models on ARC-Easy and MMLU, float32 alone on Winogrande); a benchmark's
+    models with their state, and one model's materialisation with its own metadata (screenshots:
+    .test-artifacts/partition_matrix*.png)."""
     from selenium.webdriver.common.by import By
 
     base, _ = dagster_ui
     text = page_text(browser, f"{base}/assets/benchmark_scores?view=partitions",
-                     ["Materialized (5)", "Missing (13)", "arc_easy", "winogrande"], timeout=90)
-    assert "18 Partitions" in text
+                     ["Materialized (5)", f"Missing ({2 * len(BENCHMARK_NAMES) - 5})", "arc_easy", "winogrande"],
+                     timeout=90)
+    assert f"{2 * len(BENCHMARK_NAMES)} Partitions" in text
     SCREENSHOTS.mkdir(exist_ok=True)
     browser.save_screenshot(str(SCREENSHOTS / "partition_matrix.png"))
     browser.find_element(By.XPATH, "//*[normalize-space(text())='arc_easy']").click()

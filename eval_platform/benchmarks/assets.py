@@ -3,7 +3,7 @@ predictions -> scores -> comparisons, one partition per benchmark and roster mod
 protocols' results and the leaderboard over them."""
 
 import json
-from typing import Any
+from typing import Any, Iterator
 
 import pandas as pd
 from dagster import AssetExecutionContext, AutomationCondition, Config, MaterializeResult, MetadataValue, asset
@@ -21,7 +21,7 @@ from eval_platform.benchmarks.harness_tasks import (
 from eval_platform.benchmarks.leaderboard_v2 import PROTOCOL as V2_PROTOCOL
 from eval_platform.benchmarks.leaderboard_v2 import protocol_rows, v2_table
 from eval_platform.benchmarks.partitions import (
-    benchmark_partitions, evaluation_partitions, harness_evaluation_partitions, partition_names,
+    benchmark_partitions, evaluation_partitions, partition_names,
 )
 from eval_platform.benchmarks.prediction import MODES, PredictionSettings, ProgressLog, predict, resolve_format
 from eval_platform.benchmarks.protocols import PROTOCOLS, protocol_results
@@ -96,15 +96,26 @@ def _rejection_metadata(rejected: pd.DataFrame) -> MetadataValue:
     return markdown_table(rejected[["line", "source_row_id", "reason"]], 20)
 
 
+def _input_spec(context: AssetExecutionContext) -> BenchmarkSpec | None:
+    """The spec of an inputs partition; None (logged) for a harness benchmark's, whose data the
+    harness reads from its files when harness_evaluation evaluates it."""
+    spec = BENCHMARKS.get(context.partition_key)
+    if spec is None:
+        context.log.info(f"{context.partition_key} is not a spec's benchmark: it has no inputs here (the harness "
+                         "reads its data when harness_evaluation evaluates it)")
+    return spec
+
+
 @asset(
     partitions_def=benchmark_partitions, group_name="benchmark_ingestion", kinds={"huggingface", "duckdb"},
-    pool=WAREHOUSE_POOL,
+    pool=WAREHOUSE_POOL, output_required=False,
 )
 def benchmark_raw_rows(context: AssetExecutionContext, config: SourceConfig,
-                       warehouse: WarehouseResource) -> MaterializeResult:
+                       warehouse: WarehouseResource) -> Iterator[MaterializeResult]:
     """Rows of the benchmark's evaluation split, verbatim as JSON, keyed by source row id. A line
     that cannot be read, or repeats an id, is kept in `ingest_rejections` with its line and reason."""
-    spec = BENCHMARKS[context.partition_key]
+    if (spec := _input_spec(context)) is None:
+        return
     source = config.source or str(BENCHMARK_DATA / spec.data_file)
     loaded = load_rows(source, config.hub_config or spec.hub_name, config.split or spec.hub_split, config.limit)
     raw, rejected = _frames(spec.name, source, loaded)
@@ -112,7 +123,7 @@ def benchmark_raw_rows(context: AssetExecutionContext, config: SourceConfig,
         store.replace_raw_rows(spec.name, raw, rejected)
     for reject in rejected.itertuples():
         context.log.warning(f"{source} line {reject.line}: {reject.reason}")
-    return MaterializeResult(metadata={
+    yield MaterializeResult(metadata={
         "dagster/row_count": len(raw), "rejected_rows": len(rejected), "source": source,
         "rejections": _rejection_metadata(rejected), "preview": markdown_table(raw[["source_row_id", "row_json"]], 5),
     })
@@ -120,14 +131,15 @@ def benchmark_raw_rows(context: AssetExecutionContext, config: SourceConfig,
 
 @asset(
     partitions_def=benchmark_partitions, group_name="benchmark_ingestion", kinds={"huggingface", "duckdb"},
-    pool=WAREHOUSE_POOL,
+    pool=WAREHOUSE_POOL, output_required=False,
 )
 def benchmark_fewshot_rows(context: AssetExecutionContext, config: SourceConfig,
-                           warehouse: WarehouseResource) -> MaterializeResult:
+                           warehouse: WarehouseResource) -> Iterator[MaterializeResult]:
     """The benchmark's few-shot split, in order: the pool its few-shot examples are drawn from.
     Default: the slice in data/benchmarks/fewshot/ (none ships for HellaSwag, whose train split is
     not available offline; point `source` at it)."""
-    spec = BENCHMARKS[context.partition_key]
+    if (spec := _input_spec(context)) is None:
+        return
     fewshot = spec.fewshot
     default = str(BENCHMARK_DATA / "fewshot" / fewshot.data_file) if fewshot and fewshot.data_file else None
     source = config.source or default
@@ -138,12 +150,13 @@ def benchmark_fewshot_rows(context: AssetExecutionContext, config: SourceConfig,
         with warehouse.store(BenchmarkStore) as store:
             store.replace_fewshot_rows(spec.name, None, None)
         context.log.info(f"{spec.name}: {note}")
-        return MaterializeResult(metadata={"dagster/row_count": 0, "note": note})
+        yield MaterializeResult(metadata={"dagster/row_count": 0, "note": note})
+        return
     loaded = load_rows(source, config.hub_config or fewshot.hub_name, config.split or fewshot.hub_split, config.limit)
     rows, rejected = _frames(spec.name, source, loaded, unique_ids=False)  # the pool keeps every row, as the harness
     with warehouse.store(BenchmarkStore) as store:
         store.replace_fewshot_rows(spec.name, rows, rejected)
-    return MaterializeResult(metadata={
+    yield MaterializeResult(metadata={
         "dagster/row_count": len(rows), "rejected_rows": len(rejected), "source": source,
         "harness_task": spec.harness_task, "shots": fewshot.shots, "rejections": _rejection_metadata(rejected),
     })
@@ -151,14 +164,15 @@ def benchmark_fewshot_rows(context: AssetExecutionContext, config: SourceConfig,
 
 @asset(
     partitions_def=benchmark_partitions, deps=[benchmark_raw_rows, benchmark_fewshot_rows],
-    group_name="benchmark_preprocessing", kinds={"python", "duckdb"}, pool=WAREHOUSE_POOL,
+    group_name="benchmark_preprocessing", kinds={"python", "duckdb"}, pool=WAREHOUSE_POOL, output_required=False,
 )
-def benchmark_prompts(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
+def benchmark_prompts(context: AssetExecutionContext, warehouse: WarehouseResource) -> Iterator[MaterializeResult]:
     """Each raw row as system_prompt, user_prompt, labels and real_answer, and its lm-evaluation-
     harness requests zero-shot and with the leaderboard's shots, built by the harness's own task
     (its templates, few-shot sampler and seed) over the rows that parse. Rows that cannot be parsed,
     and few-shot rows left out of the pool, go to prompt_rejections."""
-    spec = BENCHMARKS[context.partition_key]
+    if (spec := _input_spec(context)) is None:
+        return
     with warehouse.store(BenchmarkStore) as store:
         raw = store.load_raw_rows(spec.name)
         fewshot = store.load_fewshot_rows(spec.name)
@@ -181,7 +195,7 @@ def benchmark_prompts(context: AssetExecutionContext, warehouse: WarehouseResour
     for shots, reason in prepared.unavailable_shots.items():
         context.log.warning(f"{spec.name}: no {shots}-shot prompts: {reason}")
     per_shots = request_frame.groupby("num_fewshot").size().to_dict() if len(request_frame) else {}
-    return MaterializeResult(metadata={
+    yield MaterializeResult(metadata={
         "dagster/row_count": len(prompt_frame), "rejected_rows": len(reject_frame),
         "harness_requests": MetadataValue.json({f"{k}-shot": int(v) for k, v in per_shots.items()}),
         "unavailable_shots": MetadataValue.json({f"{k}-shot": v for k, v in prepared.unavailable_shots.items()}),
@@ -244,26 +258,46 @@ def _plan(spec: BenchmarkSpec, config: PredictionConfig, entry: RosterEntry) -> 
     return plan
 
 
+def of_the_other_kind(context: AssetExecutionContext, spec_assets: bool) -> bool:
+    """Whether the partition's benchmark is of the other kind than the asset's: `model_evaluation`
+    runs both kinds' assets for a partition, and each kind's materialise only for their own
+    benchmarks (a spec's, or any other name: a harness benchmark); the other kind's are skipped,
+    those after them too."""
+    benchmark, _ = partition_names(context.partition_key)
+    other = (benchmark in BENCHMARKS) != spec_assets
+    if other:
+        context.log.info(f"{benchmark} is {'not ' if spec_assets else ''}a spec's benchmark: "
+                         f"{'harness_evaluation' if spec_assets else 'benchmark_predictions'} evaluates it")
+    return other
+
+
 def _partition(context: AssetExecutionContext) -> tuple[BenchmarkSpec, str]:
-    """The spec and the roster model's name of an evaluation partition."""
+    """The spec and the roster model's name of an evaluation partition (refused, named, for a harness
+    benchmark's: model_evaluation skips these assets there, and harness_evaluation evaluates it)."""
     benchmark, name = partition_names(context.partition_key)
+    if benchmark not in BENCHMARKS:
+        raise ValueError(f"{benchmark} is not a spec's benchmark ({', '.join(BENCHMARKS)}): harness_evaluation "
+                         "evaluates it, in the job model_evaluation")
     return BENCHMARKS[benchmark], name
 
 
 @asset(
     partitions_def=evaluation_partitions, deps=[benchmark_prompts], group_name="benchmark_prediction",
-    kinds={"pytorch", "duckdb"}, pool=WAREHOUSE_POOL,
+    kinds={"pytorch", "duckdb"}, pool=WAREHOUSE_POOL, output_required=False,
 )
 def benchmark_predictions(
     context: AssetExecutionContext, config: PredictionConfig, warehouse: WarehouseResource, roster: RosterResource,
     evaluation_model: LanguageModelResource, gateway: ModelGatewayResource,
-) -> MaterializeResult:
+) -> Iterator[MaterializeResult]:
     """The roster model's answer to every prompt of the benchmark in each mode, with per-label
     probabilities (letter), per-choice log-likelihoods or the generated text, and where this run
     computed them (`prediction_runs`). The model and its settings are the roster entry's, over the
     evaluation_model and gateway resources' settings. Predictions already stored for the same model
     fingerprint, prompt, mode, format and shots are reused, not computed again, and keep the run
-    that computed them. Long runs log their progress (items done, items/s, time left)."""
+    that computed them. Long runs log their progress (items done, items/s, time left). A harness
+    benchmark's partition is harness_evaluation's: skipped here."""
+    if of_the_other_kind(context, spec_assets=True):
+        return
     spec, name = _partition(context)
     entry = roster.entry(name)
     plan = _plan(spec, config, entry)
@@ -297,7 +331,7 @@ def benchmark_predictions(
             "computed": len(new), "reused": len(prompts) - len(todo),
             "forward_passes": getattr(model, "forward_passes", 0) - passes_before}
         context.log.info(f"{label}: {counts[f'{mode.name}/{prompt_format}/{shots}-shot']}")
-    return MaterializeResult(metadata={
+    yield MaterializeResult(metadata={
         "dagster/row_count": sum(c["computed"] + c["reused"] for c in counts.values()), "roster_model": name,
         "model": model.name, "model_fingerprint": model.fingerprint, "modes": MetadataValue.json(counts),
         "environment": MetadataValue.json(environment),
@@ -475,20 +509,23 @@ def harness_run(benchmark: str, config: HarnessEvaluationConfig, entry: RosterEn
 
 
 @asset(
-    partitions_def=harness_evaluation_partitions, group_name="benchmark_harness", kinds={"pytorch", "duckdb"},
-    pool=WAREHOUSE_POOL,
+    partitions_def=evaluation_partitions, group_name="benchmark_harness", kinds={"pytorch", "duckdb"},
+    pool=WAREHOUSE_POOL, output_required=False,
 )
 def harness_evaluation(
     context: AssetExecutionContext, config: HarnessEvaluationConfig, warehouse: WarehouseResource,
     roster: RosterResource, evaluation_model: LanguageModelResource, gateway: ModelGatewayResource,
-) -> MaterializeResult:
+) -> Iterator[MaterializeResult]:
     """A roster model on an lm-evaluation-harness task or group: the harness builds the requests
     (its templates, few-shot samplers and seed, chat template), the platform's engine answers them
     (answers stored for the same model fingerprint are reused), and the harness's filters,
     process_results and aggregation score them. Every document's prompt, answers and metrics
     (`harness_samples`), every task's and group's results (`harness_results`) and every answer
     (`harness_answers`) land in the warehouse, the first two under the run's settings key: a run
-    with other shots, system instruction or task config is kept beside this one."""
+    with other shots, system instruction or task config is kept beside this one. A spec's partition
+    is benchmark_predictions': skipped here."""
+    if of_the_other_kind(context, spec_assets=False):
+        return
     benchmark, name = partition_names(context.partition_key)
     entry = roster.entry(name)
     run = harness_run(benchmark, config, entry)
@@ -514,7 +551,7 @@ def harness_evaluation(
     shown = results[["task", "metric", "filter", "value", "stderr", "n", "num_fewshot"]].round(4)
     context.log.info(f"{benchmark} {name} ({key}): {len(computed)} answers computed in {outcome.model_seconds:.1f} s, "
                      f"{len(outcome.answers) - len(computed)} reused\n{shown.to_markdown(index=False)}")
-    return MaterializeResult(metadata={
+    yield MaterializeResult(metadata={
         "dagster/row_count": len(samples), "roster_model": name, "model_fingerprint": model.fingerprint,
         "harness_task": run.task, "settings_key": key, "requests": len(outcome.answers), "computed": len(computed),
         "reused": len(outcome.answers) - len(computed), "model_seconds": MetadataValue.float(outcome.model_seconds),
@@ -527,7 +564,7 @@ def harness_evaluation(
 
 
 @asset(
-    partitions_def=harness_evaluation_partitions, deps=[harness_evaluation], group_name="benchmark_harness",
+    partitions_def=evaluation_partitions, deps=[harness_evaluation], group_name="benchmark_harness",
     kinds={"scipy", "duckdb"}, pool=WAREHOUSE_POOL,
 )
 def harness_model_comparison(context: AssetExecutionContext, config: ComparisonConfig, warehouse: WarehouseResource,

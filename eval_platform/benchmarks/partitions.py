@@ -1,15 +1,14 @@
-"""A benchmark's inputs are partitioned by benchmark; its evaluation by benchmark x model, the model
-dimension holding the roster's names (so the UI shows which model was evaluated on which benchmark).
-A spec's benchmark and a harness benchmark have the same two dimensions, so their partitions read
-alike (`arc_easy|<model>`, `leaderboard_bbh|<model>`)."""
+"""Every benchmark, of either kind, is a key of one dynamic benchmark dimension: a spec's inputs are
+partitioned by it, and every evaluation by benchmark x model, so one job (`model_evaluation`)
+evaluates a roster model on a spec's benchmark or on a harness benchmark, whichever the name is.
+The benchmark dimension holds the specs' names and the harness benchmarks' (declared in
+data/harness/, or any harness task added by name in the UI, its data from the launchpad); the model
+dimension the roster's names (so the UI shows which model was evaluated on which benchmark). Keys
+read `<benchmark>|<model>` (`arc_easy|smollm2`, `leaderboard_bbh|smollm2`)."""
 
-from dagster import (
-    DynamicPartitionsDefinition, MultiPartitionKey, MultiPartitionsDefinition, StaticPartitionsDefinition,
-)
+from dagster import DynamicPartitionsDefinition, MultiPartitionKey, MultiPartitionsDefinition
 
-from eval_platform.benchmarks.specs import BENCHMARKS
-
-benchmark_partitions = StaticPartitionsDefinition(list(BENCHMARKS))
+benchmark_partitions = DynamicPartitionsDefinition(name="benchmarks")
 roster_partitions = DynamicPartitionsDefinition(name="roster_models")
 evaluation_partitions = MultiPartitionsDefinition({"benchmark": benchmark_partitions, "model": roster_partitions})
 
@@ -22,10 +21,3 @@ def evaluation_key(benchmark: str, model: str) -> MultiPartitionKey:
 def partition_names(key: MultiPartitionKey) -> tuple[str, str]:
     """The benchmark and the roster model's name of an evaluation partition, of either kind."""
     return key.keys_by_dimension["benchmark"], key.keys_by_dimension["model"]
-
-
-# lm-evaluation-harness benchmarks (harness_tasks.py): a benchmark declared in data/harness/, or any
-# harness task or group added by name in the UI (its data from the launchpad), x the roster's models
-harness_task_partitions = DynamicPartitionsDefinition(name="harness_tasks")
-harness_evaluation_partitions = MultiPartitionsDefinition({"benchmark": harness_task_partitions,
-                                                           "model": roster_partitions})

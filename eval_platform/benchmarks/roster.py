@@ -66,9 +66,11 @@ class RosterEntry(ENTRY_SETTINGS):
         candidates = [t.benchmark for t in PROTOCOLS[self.protocol].tasks] if self.protocol else list(BENCHMARKS)
         return tuple(b for b in candidates if self.benchmarks is None or b in self.benchmarks)
 
-    def evaluated_on_harness(self, benchmark: str) -> bool:
-        """Whether this entry is evaluated on a harness benchmark (data/harness/): when it lists none,
-        or lists it."""
+    def evaluates(self, benchmark: str) -> bool:
+        """Whether this entry is evaluated on a benchmark: a spec's among `evaluated_on()`; a harness
+        benchmark (data/harness/) when it lists none, or lists it."""
+        if benchmark in BENCHMARKS:
+            return benchmark in self.evaluated_on()
         return self.benchmarks is None or benchmark in self.benchmarks
 
     def settings(self) -> dict[str, Any]:

@@ -22,11 +22,11 @@ from dagster import (
 )
 
 from eval_platform.benchmarks.harness_tasks import load_declarations
-from eval_platform.benchmarks.jobs import benchmark_inputs_job, harness_evaluation_job, model_evaluation_job
+from eval_platform.benchmarks.jobs import benchmark_inputs_job, model_evaluation_job
 from eval_platform.benchmarks.partitions import roster_partitions
 from eval_platform.benchmarks.resources import RosterResource
 from eval_platform.benchmarks.roster import RosterEntry, RosterError, missing_partitions, parse_entry, write_entry
-from eval_platform.benchmarks.schedules import harness_run_requests, roster_run_requests
+from eval_platform.benchmarks.schedules import evaluation_run_requests
 from eval_platform.benchmarks.specs import BENCHMARKS
 from eval_platform.common.resources import DATA_DIR
 
@@ -42,7 +42,7 @@ CHECKPOINT_SETTINGS = "checkpoints.yaml"
                                "(settings or weights) is evaluated again.")
 def roster_evaluation_sensor(context: RunStatusSensorContext, roster: RosterResource):
     benchmark = context.dagster_run.tags["dagster/partition"]
-    return roster_run_requests(context.instance, roster.entries(), [benchmark], context.dagster_run.run_id)
+    return evaluation_run_requests(context.instance, roster.entries(), [benchmark], context.dagster_run.run_id)
 
 
 def _natural(name: str) -> list:
@@ -76,19 +76,19 @@ def new_checkpoint_entries(folder: Path, roster: dict[str, RosterEntry]) -> list
 
 
 def every_kind_run_requests(instance, entries: dict[str, RosterEntry], run_key: str) -> list[RunRequest]:
-    """The entries on every benchmark each is evaluated on, a spec's (model_evaluation) and a
-    harness benchmark of data/harness/ (harness_task_evaluation)."""
-    return (roster_run_requests(instance, entries, list(BENCHMARKS), run_key)
-            + harness_run_requests(instance, entries, list(load_declarations()), run_key))
+    """The entries on every benchmark each is evaluated on, a spec's and a harness benchmark of
+    data/harness/ (every one of them a key of the benchmark dimension, entries or none)."""
+    return evaluation_run_requests(instance, entries, [*BENCHMARKS, *load_declarations()], run_key)
 
 
 def entry_digests(roster: dict[str, RosterEntry]) -> dict[str, str]:
     return {name: hashlib.sha256(entry.model_dump_json().encode()).hexdigest()[:16] for name, entry in roster.items()}
 
 
-@sensor(name="roster_sensor", jobs=[model_evaluation_job, harness_evaluation_job], minimum_interval_seconds=30,
+@sensor(name="roster_sensor", jobs=[model_evaluation_job], minimum_interval_seconds=30,
         default_status=DefaultSensorStatus.RUNNING,
-        description="Makes each roster entry a key of the model dimension (so it can be launched from the UI), "
+        description="Makes each roster entry a key of the model dimension, and each spec and harness benchmark of "
+                    "data/harness/ a key of the benchmark dimension (so they can be launched from the UI), "
                     "and evaluates an entry added or changed since the sensor's last tick on its benchmarks of "
                     "either kind. Its first tick only takes note of the roster.")
 def roster_sensor(context: SensorEvaluationContext, roster: RosterResource):
@@ -106,7 +106,7 @@ def roster_sensor(context: SensorEvaluationContext, roster: RosterResource):
 def checkpoint_sensor(folder: Path = CHECKPOINT_DIR, name: str = "checkpoint_sensor"):
     """A sensor that adds a roster entry for each new checkpoint directory in `folder` and evaluates it."""
 
-    @sensor(name=name, jobs=[model_evaluation_job, harness_evaluation_job], minimum_interval_seconds=60,
+    @sensor(name=name, jobs=[model_evaluation_job], minimum_interval_seconds=60,
             default_status=DefaultSensorStatus.STOPPED,
             description=f"Adds each new checkpoint directory in {folder} to the roster and evaluates it on its "
                         f"benchmarks of either kind, comparing it with the checkpoint before it and its baseline.")

@@ -5,13 +5,11 @@
 
 import sys
 
-from dagster import DagsterInstance
-
 from eval_platform.common.resources import WarehouseResource
-from tests.evaluation import INPUTS, materialize_configured
+from tests.evaluation import INPUTS, materialize_configured, with_partitions
 
 if __name__ == "__main__":
     path, benchmark = sys.argv[1:]
     result = materialize_configured(INPUTS, {"warehouse": WarehouseResource(database=path, lock_timeout_s=120)},
-                                    partition_key=benchmark, instance=DagsterInstance.ephemeral())
+                                    partition_key=benchmark, instance=with_partitions(None, benchmark))
     sys.exit(0 if result.success else 1)

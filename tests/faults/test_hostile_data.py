@@ -14,7 +14,7 @@ from eval_platform.common.ingestion import MAX_FIELD_CHARS
 from eval_platform.common.resources import WarehouseResource
 from eval_platform.evolution.assets import source_paragraphs
 from tests.conftest import DATA_BENCHMARKS, PROJECT_ROOT
-from tests.evaluation import materialize_configured
+from tests.evaluation import materialize_configured, with_partitions
 
 WINOGRANDE = [json.loads(line) for line in (DATA_BENCHMARKS / "winogrande.jsonl").read_text().strip().split("\n")[:4]]
 
@@ -22,7 +22,7 @@ WINOGRANDE = [json.loads(line) for line in (DATA_BENCHMARKS / "winogrande.jsonl"
 def ingest(path, source, assets=(benchmark_raw_rows, benchmark_prompts), benchmark="winogrande"):
     return materialize_configured(list(assets), {"warehouse": WarehouseResource(database=str(path))},
                                   {"benchmark_raw_rows": {"config": {"source": str(source)}}}, partition_key=benchmark,
-                                  instance=DagsterInstance.ephemeral(), raise_on_error=False)
+                                  instance=with_partitions(None, benchmark), raise_on_error=False)
 
 
 def query(path, sql):

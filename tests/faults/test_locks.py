@@ -15,7 +15,7 @@ from dagster import DagsterInstance
 from eval_platform.benchmarks.assets import benchmark_raw_rows
 from eval_platform.common.resources import WarehouseResource
 from tests.conftest import DATA_BENCHMARKS, PROJECT_ROOT
-from tests.evaluation import materialize_configured
+from tests.evaluation import materialize_configured, with_partitions
 from tests.processes import STARTED, stop_group
 
 ARC_EASY_ROWS = len((DATA_BENCHMARKS / "arc_easy.jsonl").read_text(encoding="utf-8").strip().split("\n"))
@@ -37,7 +37,7 @@ def holder(path, kind):
 
 def ingest(path, lock_timeout_s, instance=None):
     """ARC-Easy's raw rows, with a short wait for the warehouse; (result, the run's log messages)."""
-    instance = instance or DagsterInstance.ephemeral()
+    instance = with_partitions(instance, "arc_easy")
     warehouse = WarehouseResource(database=str(path), lock_timeout_s=lock_timeout_s, wait_log_interval_s=1)
     result = materialize_configured([benchmark_raw_rows], {"warehouse": warehouse}, partition_key="arc_easy",
                                     instance=instance, raise_on_error=False)

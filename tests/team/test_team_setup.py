@@ -55,6 +55,8 @@ class OneMachine:
                                    roster=defs.resources["roster"].model_copy(update={"directory": str(roster)}))
 
     def evaluate(self, benchmarks: list[str], models: list[str]) -> None:
+        self.instance.add_dynamic_partitions("benchmarks", [b for b in benchmarks
+                                                            if b not in self.instance.get_dynamic_partitions("benchmarks")])
         for benchmark in benchmarks:
             self.run("benchmark_inputs", benchmark, inputs_config())
         self.instance.add_dynamic_partitions("roster_models", models)
@@ -88,9 +90,13 @@ def team(roster, tmp_path_factory):
 
 
 def materialize_inputs(team, benchmark: str) -> None:
-    """A benchmark's inputs from a host's command line (its steps on the workers)."""
+    """A benchmark's inputs from a host's command line (its steps on the workers), the benchmark a key
+    of its dimension first (as the roster sensor makes it)."""
     import json
 
+    with team.instance() as instance:
+        if benchmark not in instance.get_dynamic_partitions("benchmarks"):
+            instance.add_dynamic_partitions("benchmarks", [benchmark])
     team.dagster("asset", "materialize", "-m", "eval_platform.definitions", "--select",
                  "group:benchmark_ingestion or group:benchmark_preprocessing", "--partition", benchmark,
                  "--config-json", json.dumps(inputs_config()))

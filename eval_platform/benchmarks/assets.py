@@ -1,6 +1,7 @@
-"""Benchmark validation: raw rows (and few-shot rows) -> prompts, one partition per benchmark; then
-predictions -> scores -> comparisons, one partition per benchmark and roster model; and the named
-protocols' results and the leaderboard over them."""
+"""Benchmark validation: a spec's raw rows (and few-shot rows) -> prompts, one partition per
+benchmark; then, one partition per benchmark and roster model, a spec's predictions -> scores ->
+comparisons, or a harness benchmark's evaluation -> comparisons (the job model_evaluation runs
+whichever the benchmark is); and the named protocols' results and the leaderboard over them."""
 
 import json
 from typing import Any, Iterator

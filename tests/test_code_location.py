@@ -12,7 +12,8 @@ from dagster import DagsterInstance, execute_job, reconstructable
 from tests.conftest import PROJECT_ROOT
 from tests.multiprocess_jobs import era_graph, unpartitioned_graph
 
-HEAVY = ["torch", "transformers", "litellm", "datasets", "matplotlib", "scipy", "sklearn", "openpyxl"]
+# lm_eval: its model protocol pulls in requests and more, half a second for every Dagster process
+HEAVY = ["torch", "transformers", "litellm", "lm_eval", "datasets", "matplotlib", "scipy", "sklearn", "openpyxl"]
 
 
 def test_definitions_load_without_heavy_imports():

@@ -20,7 +20,6 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
-from eval_platform.benchmarks.engine_lm import generation_request
 from eval_platform.benchmarks.harness_format import HarnessItem
 from eval_platform.benchmarks.scoring import ItemScore, argmax_label, exact, length_normalized
 from eval_platform.common.models import Chat, GenerationRequest, LanguageModel, LoglikelihoodRequest
@@ -153,6 +152,8 @@ class GenerateMode:
 
     def predict_chunk(self, model, prompts, prompt_format, spec, settings):
         if prompt_format == "harness":
+            from eval_platform.benchmarks.engine_lm import generation_request  # imports lm_eval: only when used
+
             requests = [generation_request(item.prompt, item.generation_kwargs, settings.harness_max_new_tokens)
                         for item in map(harness_item_of, prompts)]
         else:

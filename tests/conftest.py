@@ -62,6 +62,17 @@ def local_model():
     return load_local_model()
 
 
+@pytest.fixture(scope="session")
+def zygote():
+    """The tests' own processes (a killed run, an era), forked from a process that imported the
+    heavy libraries once (tests/processes.py)."""
+    from tests.processes import Zygote
+
+    forker = Zygote(str(PROJECT_ROOT))
+    yield forker
+    forker.stop()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def nothing_left_running():
     """The suite ends with no process it started still running."""

@@ -7,8 +7,6 @@ Pareto front; the era sensor."""
 import json
 import os
 import signal
-import subprocess
-import sys
 
 import duckdb
 import pandas as pd
@@ -24,7 +22,6 @@ from eval_platform.evolution.sensors import era_sensor
 from tests.conftest import PROJECT_ROOT
 from tests.era_process import DIE_AFTER_EVALUATIONS
 from tests.openai_stub_server import StubServer
-from tests.processes import STARTED
 from tests.tables import assert_same_rows, table_rows
 
 # litellm knows these models' prices; the stub answers them as its compressor and a fast judge.
@@ -60,19 +57,17 @@ def run_era(warehouse, server, era, config, instance=None, assets=(evolution_era
                        run_config={"ops": {"evolution_era": {"config": config}}})
 
 
-def era_process(path, era, config, api_base=None, die_after_evaluations=None) -> subprocess.Popen:
-    command = [sys.executable, "-m", "tests.era_process", str(path), era, json.dumps(config)]
+def era_process(zygote, path, era, config, api_base=None, die_after_evaluations=None) -> int:
+    """The era in a process of its own (forked from the zygote): its exit code."""
     environment = {**os.environ, DIE_AFTER_EVALUATIONS: str(die_after_evaluations or "")}
-    process = subprocess.Popen(command + ([api_base] if api_base else []), cwd=PROJECT_ROOT, start_new_session=True,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environment)
-    STARTED.append(process.pid)
-    return process
+    return zygote.run("tests.era_process", [str(path), era, json.dumps(config), *([api_base] if api_base else [])],
+                      timeout_s=600, env=environment)
 
 
-def killed_in_generation_1(path, era, config, api_base=None) -> None:
+def killed_in_generation_1(zygote, path, era, config, api_base=None) -> None:
     """Run the era in a process that kills itself once generation 1's first evaluation is done."""
-    process = era_process(path, era, config, api_base, die_after_evaluations=config["population_size"] + 1)
-    assert process.wait(timeout=600) == -signal.SIGKILL
+    assert era_process(zygote, path, era, config, api_base,
+                       die_after_evaluations=config["population_size"] + 1) == -signal.SIGKILL
 
 
 def tables(path, era) -> dict[str, list]:
@@ -89,22 +84,22 @@ def checkpoints(path, era) -> int:
         return 0
 
 
-def test_killed_mid_generation_over_http_and_resumed_is_the_uninterrupted_era(server, tmp_path):
+def test_killed_mid_generation_over_http_and_resumed_is_the_uninterrupted_era(server, tmp_path, zygote):
     reference, crashed = tmp_path / "reference.duckdb", tmp_path / "crashed.duckdb"
-    assert era_process(reference, "phylo-k", HTTP_ERA, server.api_base).wait(timeout=300) == 0
-    killed_in_generation_1(crashed, "phylo-k", HTTP_ERA, server.api_base)
+    assert era_process(zygote, reference, "phylo-k", HTTP_ERA, server.api_base) == 0
+    killed_in_generation_1(zygote, crashed, "phylo-k", HTTP_ERA, server.api_base)
     assert checkpoints(crashed, "phylo-k") == 1  # generation 0 stored, generation 1 was under way
-    assert era_process(crashed, "phylo-k", HTTP_ERA, server.api_base).wait(timeout=300) == 0
+    assert era_process(zygote, crashed, "phylo-k", HTTP_ERA, server.api_base) == 0
     assert tables(crashed, "phylo-k") == tables(reference, "phylo-k")  # the stub answers exactly
 
 
-def test_killed_mid_generation_on_the_local_model_and_resumed_is_the_uninterrupted_era(tmp_path):
+def test_killed_mid_generation_on_the_local_model_and_resumed_is_the_uninterrupted_era(tmp_path, zygote):
     config = {"population_size": 3, "generations": 2, "compression_max_tokens": 8, "seed": 3}
     reference, crashed = tmp_path / "reference.duckdb", tmp_path / "crashed.duckdb"
-    assert era_process(reference, "local-k", config).wait(timeout=600) == 0
-    killed_in_generation_1(crashed, "local-k", config)
+    assert era_process(zygote, reference, "local-k", config) == 0
+    killed_in_generation_1(zygote, crashed, "local-k", config)
     assert checkpoints(crashed, "local-k") == 1
-    assert era_process(crashed, "local-k", config).wait(timeout=600) == 0
+    assert era_process(zygote, crashed, "local-k", config) == 0
     assert_same_rows(tables(crashed, "local-k"), tables(reference, "local-k"))  # the judges' floats: another process
 
 

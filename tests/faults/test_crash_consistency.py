@@ -5,16 +5,12 @@ duplicates, no partial partition; and a partition whose source shrank keeps no s
 that a model computed may differ in their last digits (tests/tables.py); everything else is exact."""
 
 import signal
-import subprocess
-import sys
 
 import duckdb
 import pytest
 
-from tests.conftest import PROJECT_ROOT
 from tests.faults.scenarios import SCENARIOS, benchmark
 from tests.openai_stub_server import StubServer
-from tests.processes import STARTED
 from tests.tables import assert_same_rows, file_snapshot
 
 @pytest.fixture(scope="module")
@@ -43,14 +39,12 @@ def references(tmp_path_factory, server):
     return reference
 
 
-def killed_run(path, point, table, n, scenario, extra) -> int:
-    process = subprocess.Popen([sys.executable, "-m", "tests.faults.crash_run", str(path), point, table, str(n),
-                                scenario, *extra], cwd=PROJECT_ROOT, start_new_session=True,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    STARTED.append(process.pid)
-    _, stderr = process.communicate(timeout=300)
-    assert process.returncode == -signal.SIGKILL, stderr.decode()[-3000:]
-    return process.returncode
+def killed_run(zygote, path, point, table, n, scenario, extra) -> None:
+    """The scenario in a process of its own (forked from the zygote), SIGKILLed at the point."""
+    stderr = path.with_name("killed-run.log")
+    code = zygote.run("tests.faults.crash_run", [str(path), point, table, str(n), scenario, *extra], timeout_s=300,
+                      stderr=str(stderr))
+    assert code == -signal.SIGKILL, stderr.read_text()[-3000:]
 
 
 # (scenario, where the run dies: after an INSERT or a DELETE inside the write's transaction or right
@@ -81,10 +75,10 @@ CRASHES = [
 @pytest.mark.parametrize("scenario, point, table, n", CRASHES,
                          ids=[f"{s}-{p.lower()}-{t}-{n}" for s, p, t, n in CRASHES])
 def test_a_run_killed_mid_write_then_rerun_equals_an_uninterrupted_run(scenario, point, table, n, tmp_path, server,
-                                                                      references):
+                                                                      references, zygote):
     path = tmp_path / "warehouse.duckdb"
     extra = arguments(scenario, tmp_path, server)
-    killed_run(path, point, table, n, scenario, extra)
+    killed_run(zygote, path, point, table, n, scenario, extra)
     if n == 1:  # the table's first write: killed inside it, nothing was committed; after it, all was
         with duckdb.connect(str(path), read_only=True) as conn:
             stored = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]

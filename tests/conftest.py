@@ -62,10 +62,11 @@ def local_model():
     return load_local_model()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def zygote():
     """The tests' own processes (a killed run, an era), forked from a process that imported the
-    heavy libraries once (tests/processes.py)."""
+    heavy libraries once (tests/processes.py); stopped with its module's tests, so that nothing a
+    module started runs on into another's."""
     from tests.processes import Zygote
 
     forker = Zygote(str(PROJECT_ROOT))

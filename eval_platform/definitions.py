@@ -15,7 +15,10 @@ from eval_platform.blind import assets as blind_assets
 from eval_platform.blind.jobs import BLIND_JOBS
 from eval_platform.blind.sensors import blind_eval_filled_sheet_sensor
 from eval_platform.common.resources import (
-    DEFAULT_WAREHOUSE, LanguageModelResource, ModelGatewayResource, WarehouseResource,
+    DEFAULT_WAREHOUSE,
+    LanguageModelResource,
+    ModelGatewayResource,
+    WarehouseResource,
 )
 from eval_platform.common.warehouse import registered_stores
 from eval_platform.evolution import assets as evolution_assets
@@ -27,9 +30,13 @@ ALL_STORES = registered_stores()
 ALL_CHECKS = [*BENCHMARK_CHECKS, *EVOLUTION_CHECKS]
 ALL_JOBS = [*BENCHMARK_JOBS, *EVOLUTION_JOBS, *BLIND_JOBS]
 ALL_SCHEDULES = [nightly_benchmark_refresh, nightly_harness_evaluation]
-ALL_SENSORS = [roster_sensor, roster_evaluation_sensor, checkpoint_evaluation_sensor, blind_eval_filled_sheet_sensor,
-               era_config_sensor]
-
+ALL_SENSORS = [
+    roster_sensor,
+    roster_evaluation_sensor,
+    checkpoint_evaluation_sensor,
+    blind_eval_filled_sheet_sensor,
+    era_config_sensor,
+]
 
 
 def run_executor() -> ExecutorDefinition | None:
@@ -41,8 +48,9 @@ def run_executor() -> ExecutorDefinition | None:
     from dagster_celery import celery_executor
     from dagster_celery.cli import get_config_value_from_yaml
 
-    settings = os.environ.get("EVAL_CELERY_CONFIG", str(Path(__file__).resolve().parents[1] / "deploy" / "team"
-                                                         / "celery.yaml"))
+    settings = os.environ.get(
+        "EVAL_CELERY_CONFIG", str(Path(__file__).resolve().parents[1] / "deploy" / "team" / "celery.yaml")
+    )
     return celery_executor.configured(get_config_value_from_yaml(settings))  # {env: ...} resolved at run time
 
 

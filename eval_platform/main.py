@@ -44,18 +44,27 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     chosen = parser.add_mutually_exclusive_group()
-    chosen.add_argument("--protocol", choices=sorted([*PROTOCOLS, V2_PROTOCOL]),
-                        help="Run a named protocol's benchmarks (with its shots) and its average instead.")
-    chosen.add_argument("--benchmarks", nargs="+", metavar="NAME",
-                        help="Run only these benchmarks, of either kind (a spec's, or one declared in data/harness/), "
-                             "for each roster model evaluated on them, and show their leaderboard.")
+    chosen.add_argument(
+        "--protocol",
+        choices=sorted([*PROTOCOLS, V2_PROTOCOL]),
+        help="Run a named protocol's benchmarks (with its shots) and its average instead.",
+    )
+    chosen.add_argument(
+        "--benchmarks",
+        nargs="+",
+        metavar="NAME",
+        help="Run only these benchmarks, of either kind (a spec's, or one declared in data/harness/), "
+        "for each roster model evaluated on them, and show their leaderboard.",
+    )
     parser.add_argument("--limit", type=int, help="Only each benchmark's first N rows (a quick run).")
     args = parser.parse_args(argv)
     declared = load_declarations() if args.benchmarks or args.protocol == V2_PROTOCOL else {}
     unknown = [name for name in args.benchmarks or () if name not in BENCHMARKS and name not in declared]
     if unknown:
-        parser.error(f"unknown benchmark(s) {', '.join(unknown)}: a spec's ({', '.join(BENCHMARKS)}) or one declared "
-                     f"in {declarations_folder()} ({', '.join(declared) or 'none'})")
+        parser.error(
+            f"unknown benchmark(s) {', '.join(unknown)}: a spec's ({', '.join(BENCHMARKS)}) or one declared "
+            f"in {declarations_folder()} ({', '.join(declared) or 'none'})"
+        )
     rows = {"benchmark_raw_rows": {"config": {"limit": args.limit}}} if args.limit else {}
     instance = DagsterInstance.get()
     roster = defs.resources["roster"].entries()
@@ -64,10 +73,14 @@ def main(argv: list[str] | None = None) -> int:
     def run(job_name: str, partition: str | None = None, ops: dict | None = None) -> bool:
         start = time.perf_counter()
         result = defs.resolve_job_def(job_name).execute_in_process(
-            partition_key=partition, instance=instance, raise_on_error=False, run_config={**QUIET, "ops": ops or {}})
+            partition_key=partition, instance=instance, raise_on_error=False, run_config={**QUIET, "ops": ops or {}}
+        )
         label = f"{job_name} [{partition}]" if partition else job_name
-        print(f"{label}: {'success' if result.success else 'FAILED'} in {time.perf_counter() - start:.1f} s "
-              f"({time.perf_counter() - started:.0f} s in all)", flush=True)
+        print(
+            f"{label}: {'success' if result.success else 'FAILED'} in {time.perf_counter() - start:.1f} s "
+            f"({time.perf_counter() - started:.0f} s in all)",
+            flush=True,
+        )
         if not result.success:
             failed.append(label)
         return result.success
@@ -92,24 +105,32 @@ def main(argv: list[str] | None = None) -> int:
         evaluate_harness([name for name in args.benchmarks if name in declared])
         run("score_protocols")
         with warehouse.store(BenchmarkStore) as store:
-            board = leaderboard_table(store.load_headlines(), store.load_protocol_averages(PRIMARY_PROTOCOL),
-                                      benchmarks=args.benchmarks)
-        print(f"\nLeaderboard ({DEFAULT_WAREHOUSE}; headline score [95% interval]):\n"
-              f"{board.to_markdown(index=False, disable_numparse=True)}")
+            board = leaderboard_table(
+                store.load_headlines(), store.load_protocol_averages(PRIMARY_PROTOCOL), benchmarks=args.benchmarks
+            )
+        print(
+            f"\nLeaderboard ({DEFAULT_WAREHOUSE}; headline score [95% interval]):\n"
+            f"{board.to_markdown(index=False, disable_numparse=True)}"
+        )
         return 1 if failed else 0
     if args.protocol == V2_PROTOCOL:
         offline = os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("HF_DATASETS_OFFLINE") == "1"
         for task in V2_TASKS:
             if task.task not in declared and offline:
-                print(f"{V2_PROTOCOL} [{task.task}]: skipped: {task.unavailable_offline} (with hub access, run it "
-                      f"without HF_HUB_OFFLINE: the harness loads it by its hub id)", flush=True)
+                print(
+                    f"{V2_PROTOCOL} [{task.task}]: skipped: {task.unavailable_offline} (with hub access, run it "
+                    f"without HF_HUB_OFFLINE: the harness loads it by its hub id)",
+                    flush=True,
+                )
         evaluate_harness([task.task for task in V2_TASKS if task.task in declared or not offline])
         run("score_protocols")
         with warehouse.store(BenchmarkStore) as store:
             results = store.load_normalized_scores(V2_PROTOCOL)
         shown = results[["model", "benchmark", "metric", "raw", "normalized", "status"]].round(4)
-        print(f"\n{V2_TITLE} ({DEFAULT_WAREHOUSE}; raw score, and normalised between the random baseline and 1 "
-              f"as 0 to 100):\n{shown.to_markdown(index=False)}")
+        print(
+            f"\n{V2_TITLE} ({DEFAULT_WAREHOUSE}; raw score, and normalised between the random baseline and 1 "
+            f"as 0 to 100):\n{shown.to_markdown(index=False)}"
+        )
         return 1 if failed else 0
     if args.protocol:
         protocol = PROTOCOLS[args.protocol]
@@ -117,17 +138,21 @@ def main(argv: list[str] | None = None) -> int:
         for task in protocol.tasks:
             fewshot = BENCHMARKS[task.benchmark].fewshot
             if task.num_fewshot and fewshot.data_file is None:
-                print(f"{protocol.name} [{task.benchmark}]: skipped: its few-shot split ({fewshot.hub_path} "
-                      f"{fewshot.hub_split}) is not shipped; with hub access, run benchmark_inputs with "
-                      f"benchmark_fewshot_rows' source set to it, then the job {protocol.name}", flush=True)
+                print(
+                    f"{protocol.name} [{task.benchmark}]: skipped: its few-shot split ({fewshot.hub_path} "
+                    f"{fewshot.hub_split}) is not shipped; with hub access, run benchmark_inputs with "
+                    f"benchmark_fewshot_rows' source set to it, then the job {protocol.name}",
+                    flush=True,
+                )
             else:
                 benchmarks.append(task.benchmark)
         evaluate_roster(protocol.name, benchmarks)
         run("score_protocols")
         with warehouse.store(BenchmarkStore) as store:
             results = store.load_protocol_results(protocol.name)
-        shown = results.assign(model_fingerprint=results["model_fingerprint"].map(short_fingerprint))[[
-            "model", "model_fingerprint", "benchmark", "num_fewshot", "metric", "n", "accuracy", "status"]]
+        shown = results.assign(model_fingerprint=results["model_fingerprint"].map(short_fingerprint))[
+            ["model", "model_fingerprint", "benchmark", "num_fewshot", "metric", "n", "accuracy", "status"]
+        ]
         print(f"\n{protocol.title} ({DEFAULT_WAREHOUSE}):\n{shown.round(4).to_markdown(index=False)}")
         return 1 if failed else 0
 
@@ -147,16 +172,19 @@ def main(argv: list[str] | None = None) -> int:
         comparisons = store.comparison_table()
         board = leaderboard_table(store.load_headlines(), store.load_protocol_averages(PRIMARY_PROTOCOL))
     with warehouse.store(EvolutionStore) as store:
-        era = store.load_generation_stats()[["era", "generation", "population", "mean_fitness", "max_fitness",
-                                             "calls", "cache_hits"]]
+        era = store.load_generation_stats()[
+            ["era", "generation", "population", "mean_fitness", "max_fitness", "calls", "cache_hits"]
+        ]
     with warehouse.store(BlindStore) as store:
         sentence = store.pooled_sentence() or "(no tally)"
     print(f"\nAccuracy ({DEFAULT_WAREHOUSE}):\n{table.to_markdown(index=False)}")
     print(f"\nModel against its baseline (a minus b, on the same items):\n{comparisons.to_markdown(index=False)}")
     print(f"\nPrompt evolution, fitness per generation:\n{era.round(4).to_markdown(index=False)}")
     print(f"\nBlind evaluation (demo rater): {sentence}")
-    print(f"\nLeaderboard (the roster, {ROSTER_DIR}; headline score [95% interval]):\n"
-          f"{board.to_markdown(index=False, disable_numparse=True)}")
+    print(
+        f"\nLeaderboard (the roster, {ROSTER_DIR}; headline score [95% interval]):\n"
+        f"{board.to_markdown(index=False, disable_numparse=True)}"
+    )
     return 1 if failed else 0
 
 

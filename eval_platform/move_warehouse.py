@@ -39,9 +39,12 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as error:
             if NEWER_FILE not in str(error):
                 raise
-            print(f"{args.source} was written by a newer DuckDB than this install's: in the install that wrote it "
-                  f"(.venv), run `python -m jobs.move_warehouse --export FOLDER` with EVAL_WAREHOUSE={args.source}, "
-                  f"then here `python -m jobs.move_warehouse --from FOLDER`.", file=sys.stderr)
+            print(
+                f"{args.source} was written by a newer DuckDB than this install's: in the install that wrote it "
+                f"(.venv), run `python -m jobs.move_warehouse --export FOLDER` with EVAL_WAREHOUSE={args.source}, "
+                f"then here `python -m jobs.move_warehouse --from FOLDER`.",
+                file=sys.stderr,
+            )
             return 2
     with warehouse.get_connection() as conn:
         counts = import_tables(conn, ALL_STORES, args.source)

@@ -12,9 +12,13 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FEWSHOT_FILES = {"arc_easy_train.jsonl": "arc_easy_train.jsonl", "arc_challenge_train.jsonl": "arc_challenge_train.jsonl",
-                 "gsm8k_train.jsonl": "gsm8k_train.jsonl", "mmlu_dev.jsonl": "mmlu_dev.jsonl",
-                 "winogrande_train_l.jsonl": "winogrande_train.jsonl"}
+FEWSHOT_FILES = {
+    "arc_easy_train.jsonl": "arc_easy_train.jsonl",
+    "arc_challenge_train.jsonl": "arc_challenge_train.jsonl",
+    "gsm8k_train.jsonl": "gsm8k_train.jsonl",
+    "mmlu_dev.jsonl": "mmlu_dev.jsonl",
+    "winogrande_train_l.jsonl": "winogrande_train.jsonl",
+}
 
 
 def evenly_spaced(total: int, count: int) -> list[int]:
@@ -39,5 +43,8 @@ def main(source_dir: Path, rows_per_benchmark: int, fewshot_rows: int) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else ROOT.parent / "shared" / "benchmarks"),
-         int(sys.argv[2]) if len(sys.argv) > 2 else 50, int(sys.argv[3]) if len(sys.argv) > 3 else 100)
+    main(
+        Path(sys.argv[1] if len(sys.argv) > 1 else ROOT.parent / "shared" / "benchmarks"),
+        int(sys.argv[2]) if len(sys.argv) > 2 else 50,
+        int(sys.argv[3]) if len(sys.argv) > 3 else 100,
+    )

@@ -28,14 +28,20 @@ PARAGRAPH = " ".join(f"word{i}" for i in range(120))
 
 
 async def generation(gateway: ModelGateway, prompts: int) -> list[dict]:
-    config = EraConfig(era="bench", population_size=prompts, generations=0, compression_model="openai/compressor",
-                       judge_panel={name: "openai/judge-fast" for name in ("openai", "claude", "gemini")})
+    config = EraConfig(
+        era="bench",
+        population_size=prompts,
+        generations=0,
+        compression_model="openai/compressor",
+        judge_panel={name: "openai/judge-fast" for name in ("openai", "claude", "gemini")},
+    )
     rng = random.Random(0)
     genomes = [{tag: f"{tag} variant {rng.randrange(5)}" for tag in TAGS} for _ in range(prompts)]
     judges = {name: make_judge(open_model(model, gateway=gateway)) for name, model in config.judge_panel.items()}
     compressor = open_model(config.compression_model, gateway=gateway)
-    return await asyncio.gather(*(evaluate_prompt_fitness(compressor, judges, g, PARAGRAPH, config,
-                                                          lambda t: len(t.split())) for g in genomes))
+    return await asyncio.gather(
+        *(evaluate_prompt_fitness(compressor, judges, g, PARAGRAPH, config, lambda t: len(t.split())) for g in genomes)
+    )
 
 
 def main() -> None:
@@ -53,10 +59,14 @@ def main() -> None:
             results = asyncio.run(generation(gateway, args.prompts))
             timings[label] = time.perf_counter() - start
             failed = sum(v["error"] is not None for r in results for v in r["judge_details"].values())
-            print(f"{label:<11} {args.prompts} prompts x 4 calls at {args.latency:.2f}s: {timings[label]:7.2f}s "
-                  f"({4 * args.prompts / timings[label]:6.1f} calls/s, {failed} judge failures)")
-    print(f"speed-up concurrent/sequential: {timings['sequential'] / timings['concurrent']:.1f}x "
-          f"(ideal with unlimited concurrency: {4 * args.prompts / 2:.0f}x, the compression must precede its judges)")
+            print(
+                f"{label:<11} {args.prompts} prompts x 4 calls at {args.latency:.2f}s: {timings[label]:7.2f}s "
+                f"({4 * args.prompts / timings[label]:6.1f} calls/s, {failed} judge failures)"
+            )
+    print(
+        f"speed-up concurrent/sequential: {timings['sequential'] / timings['concurrent']:.1f}x "
+        f"(ideal with unlimited concurrency: {4 * args.prompts / 2:.0f}x, the compression must precede its judges)"
+    )
 
 
 if __name__ == "__main__":

@@ -43,11 +43,18 @@ def harness_prompts(name: str, items: int, benchmarks: Path = SHARED) -> tuple[l
     `benchmarks`, its token budget and its stop sequences."""
     spec = BENCHMARKS[name]
     rows = [json.loads(line) for line in (benchmarks / spec.data_file).read_text(encoding="utf-8").splitlines()][:items]
-    fewshot_file = next(path for path in (benchmarks / "fewshot" / spec.fewshot.data_file,
-                                          ROOT / "data" / "benchmarks" / "fewshot" / spec.fewshot.data_file)
-                        if path.exists())
+    fewshot_file = next(
+        path
+        for path in (
+            benchmarks / "fewshot" / spec.fewshot.data_file,
+            ROOT / "data" / "benchmarks" / "fewshot" / spec.fewshot.data_file,
+        )
+        if path.exists()
+    )
     pool = [json.loads(line) for line in fewshot_file.read_text(encoding="utf-8").splitlines()]
-    prepared = preprocess_rows(spec, [(str(i), r) for i, r in enumerate(rows)], [(str(i), r) for i, r in enumerate(pool)])
+    prepared = preprocess_rows(
+        spec, [(str(i), r) for i, r in enumerate(rows)], [(str(i), r) for i, r in enumerate(pool)]
+    )
     items = [r["item"] for r in prepared.requests if r["num_fewshot"] == spec.fewshot.shots]
     request = generation_request(items[0].prompt, items[0].generation_kwargs)  # the task's budget and stop sequences
     return [item.prompt for item in items], request.max_new_tokens, request.stop
@@ -61,20 +68,26 @@ def fixed_batches(model, prompts: list[list[int]], budget: int, stop: tuple[str,
     order = sorted(range(len(prompts)), key=lambda i: (-len(prompts[i]), prompts[i]))
     texts = [""] * len(prompts)
     for start in range(0, len(order), batch_size):
-        batch = order[start: start + batch_size]
+        batch = order[start : start + batch_size]
         ids, mask, _ = model._left_padded([prompts[i] for i in batch])
         with torch.inference_mode():
-            generated = model.network.generate(input_ids=ids, attention_mask=mask, max_new_tokens=budget,
-                                               do_sample=False, pad_token_id=model.tokenizer.pad_token_id,
-                                               stop_strings=list(stop), tokenizer=model.tokenizer)
-        for row, index in zip(generated[:, ids.shape[1]:], batch):
+            generated = model.network.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                max_new_tokens=budget,
+                do_sample=False,
+                pad_token_id=model.tokenizer.pad_token_id,
+                stop_strings=list(stop),
+                tokenizer=model.tokenizer,
+            )
+        for row, index in zip(generated[:, ids.shape[1] :], batch, strict=False):
             texts[index] = cut_at_stop(model.tokenizer.decode(row, skip_special_tokens=True), stop)
     return texts
 
 
 def first_difference(model, prompts: list[str], texts: list[str], reference: list[str]) -> str:
     """The first item whose text differs from the reference's, where and by how much (see divergence)."""
-    for index, (prompt, a, b) in enumerate(zip(prompts, reference, texts)):
+    for index, (prompt, a, b) in enumerate(zip(prompts, reference, texts, strict=False)):
         if a != b:
             parted = divergence(model, prompt, a, b)
             return f"first at item {index}, token {parted['token']}, log-probability gap {parted['gap']}"
@@ -116,9 +129,11 @@ def main(argv: list[str] | None = None) -> None:
             batcher = ContinuousBatcher(model.network, model.batcher.decode, model._lock, prefix_sharing=prefix_sharing)
             return lambda: batcher.generate(prompts, [budget] * len(prompts), [stop] * len(prompts), args.batch_size)
 
-        paths = {"fixed batches (before)": lambda: fixed_batches(model, prompts, budget, stop, args.batch_size),
-                 "continuous batching": continuous(False),
-                 "continuous batching + shared prefix": continuous(True)}
+        paths = {
+            "fixed batches (before)": lambda: fixed_batches(model, prompts, budget, stop, args.batch_size),
+            "continuous batching": continuous(False),
+            "continuous batching + shared prefix": continuous(True),
+        }
         reference, baseline = None, None
         for label, run in paths.items():
             start = time.perf_counter()
@@ -127,15 +142,19 @@ def main(argv: list[str] | None = None) -> None:
             tokens = sum(len(model.encode_piece(text)) for text in outputs)
             reference = reference or outputs
             baseline = baseline or tokens / seconds
-            same = sum(a == b for a, b in zip(reference, outputs))
-            print(f"{name:<11}{label:<34}{seconds:>8.1f}{tokens:>8}{tokens / seconds:>10.1f}"
-                  f"{tokens / seconds / baseline:>8.2f}x  {same}/{len(outputs)} {first_difference(model, texts, outputs, reference)}",
-                  flush=True)
+            same = sum(a == b for a, b in zip(reference, outputs, strict=False))
+            print(
+                f"{name:<11}{label:<34}{seconds:>8.1f}{tokens:>8}{tokens / seconds:>10.1f}"
+                f"{tokens / seconds / baseline:>8.2f}x  {same}/{len(outputs)} {first_difference(model, texts, outputs, reference)}",
+                flush=True,
+            )
     if args.concurrent:
         rows = [json.loads(line) for line in (SHARED / BENCHMARKS["gsm8k"].data_file).read_text().splitlines()]
-        apart, together, same = concurrent_chat_answers(model, [row["question"] for row in rows[:args.concurrent]], 64)
-        print(f"{args.concurrent} chat answers of up to 64 tokens: {apart:.1f} s as concurrent calls, {together:.1f} s "
-              f"in one call ({apart / together:.2f}x its time), texts {'equal' if same else 'DIFFERENT'}")
+        apart, together, same = concurrent_chat_answers(model, [row["question"] for row in rows[: args.concurrent]], 64)
+        print(
+            f"{args.concurrent} chat answers of up to 64 tokens: {apart:.1f} s as concurrent calls, {together:.1f} s "
+            f"in one call ({apart / together:.2f}x its time), texts {'equal' if same else 'DIFFERENT'}"
+        )
 
 
 if __name__ == "__main__":

@@ -31,8 +31,21 @@ def main() -> None:
     print(f"GPU: {torch.cuda.get_device_name(0)}")
     for dtype in ("float32", "bfloat16"):
         print(f"\n== {dtype}")
-        parity(["--device", "cuda", "--dtype", dtype, "--items", str(args.items), "--batch-size", str(args.batch_size),
-                "--benchmarks", "arc_challenge", "mmlu"])
+        parity(
+            [
+                "--device",
+                "cuda",
+                "--dtype",
+                dtype,
+                "--items",
+                str(args.items),
+                "--batch-size",
+                str(args.batch_size),
+                "--benchmarks",
+                "arc_challenge",
+                "mmlu",
+            ]
+        )
 
 
 if __name__ == "__main__":

@@ -28,14 +28,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eval_platform.benchmarks.harness_tasks import (  # noqa: E402
-    HarnessRun, build_tasks, evaluate_run, load_declarations,
+    HarnessRun,
+    build_tasks,
+    evaluate_run,
+    load_declarations,
 )
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, Placement, load_local_model  # noqa: E402
 from speed.lm_eval_parity import ModelPhase, divergence, harness_model  # noqa: E402
 
 TASKS = ("leaderboard_bbh", "leaderboard_mmlu_pro", "leaderboard_ifeval")
-SHARED_FILES = {"leaderboard_mmlu_pro": {"test": "mmlu_pro.jsonl", "validation": "fewshot/mmlu_pro_validation.jsonl"},
-                "leaderboard_ifeval": {"train": "ifeval.jsonl"}}
+SHARED_FILES = {
+    "leaderboard_mmlu_pro": {"test": "mmlu_pro.jsonl", "validation": "fewshot/mmlu_pro_validation.jsonl"},
+    "leaderboard_ifeval": {"train": "ifeval.jsonl"},
+}
 
 
 class TokenCounter:
@@ -56,7 +61,9 @@ def shared_run(run: HarnessRun, data: Path) -> HarnessRun:
     if run.task in SHARED_FILES:
         files = {run.task: {split: str(data / name) for split, name in SHARED_FILES[run.task].items()}}
     else:  # BBH: one file per subtask
-        files = {task: {"test": str(data / "bbh" / Path(splits["test"]).name)} for task, splits in run.data_files.items()}
+        files = {
+            task: {"test": str(data / "bbh" / Path(splits["test"]).name)} for task, splits in run.data_files.items()
+        }
     return replace(run, data_files=files)
 
 
@@ -67,10 +74,18 @@ def run_harness(run: HarnessRun, lm, counter: TokenCounter, batch_size: int) -> 
 
     before = counter.tokens
     with ModelPhase(lm) as phase:
-        results = simple_evaluate(model=lm, tasks=build_tasks(run), task_manager=run.registry(),
-                                  num_fewshot=run.num_fewshot, limit=run.limit, log_samples=True, bootstrap_iters=0,
-                                  batch_size=batch_size, apply_chat_template=run.apply_chat_template,
-                                  fewshot_as_multiturn=run.fewshot_as_multiturn)
+        results = simple_evaluate(
+            model=lm,
+            tasks=build_tasks(run),
+            task_manager=run.registry(),
+            num_fewshot=run.num_fewshot,
+            limit=run.limit,
+            log_samples=True,
+            bootstrap_iters=0,
+            batch_size=batch_size,
+            apply_chat_template=run.apply_chat_template,
+            fewshot_as_multiturn=run.fewshot_as_multiturn,
+        )
     return results["samples"], phase.seconds, counter.tokens - before
 
 
@@ -97,20 +112,38 @@ def compare(run: HarnessRun, lm, model, batch_size: int) -> dict:
         if isinstance(sample["resps"][0][0], str):
             texts += 1
             if sample["resps"][0][0] != other["resps"][0][0]:
-                differing.append({"item": key, **divergence(model, sample["arguments"][0][0], sample["resps"][0][0],
-                                                            other["resps"][0][0])})
+                differing.append(
+                    {
+                        "item": key,
+                        **divergence(model, sample["arguments"][0][0], sample["resps"][0][0], other["resps"][0][0]),
+                    }
+                )
     documents = len({(task, doc) for task, doc, _ in a})
 
     def mean(values):
         flat = [v for value in values for v in (value if isinstance(value, list) else [value])]
         return sum(map(float, flat)) / len(flat)
 
-    return {"task": run.task, "documents": documents, "prompts_differ": prompts_differ,
-            "prompt_sample": next(iter(b.values()))["arguments"][0][0],
-            "metrics": {m: {"harness": mean([x for x, _ in pairs]), "ours": mean([y for _, y in pairs]),
-                            "agreement": sum(x == y for x, y in pairs) / len(pairs)} for m, pairs in metrics.items()},
-            "texts": texts, "text_differences": differing, "harness_s": harness_s, "ours_s": outcome.model_seconds,
-            "harness_tokens": harness_tokens, "ours_tokens": ours_tokens}
+    return {
+        "task": run.task,
+        "documents": documents,
+        "prompts_differ": prompts_differ,
+        "prompt_sample": next(iter(b.values()))["arguments"][0][0],
+        "metrics": {
+            m: {
+                "harness": mean([x for x, _ in pairs]),
+                "ours": mean([y for _, y in pairs]),
+                "agreement": sum(x == y for x, y in pairs) / len(pairs),
+            }
+            for m, pairs in metrics.items()
+        },
+        "texts": texts,
+        "text_differences": differing,
+        "harness_s": harness_s,
+        "ours_s": outcome.model_seconds,
+        "harness_tokens": harness_tokens,
+        "ours_tokens": ours_tokens,
+    }
 
 
 def load_both(batch_size: int, device: str = "cpu", dtype: str = "float32"):
@@ -125,44 +158,75 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", type=int, default=10, help="Documents per task (per BBH subtask).")
     parser.add_argument("--tasks", nargs="*", default=list(TASKS))
-    parser.add_argument("--data", type=Path, help="The full v2 data folder (../shared/benchmarks/v2) instead of the "
-                                                 "slices shipped in data/harness/.")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        help="The full v2 data folder (../shared/benchmarks/v2) instead of the slices shipped in data/harness/.",
+    )
     parser.add_argument("--max-gen-toks", type=int, help="Cap IFEval's generation (both sides; default its 1,280).")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--json", help="Also write the reports to this file.")
     args = parser.parse_args(argv)
     declared = load_declarations()
     lm, model = load_both(args.batch_size)
-    print(f"model {model.fingerprint} (float32, cpu), batch size {args.batch_size}, lm-eval "
-          f"{__import__('lm_eval').__version__}; first {args.items} documents per task")
-    print(f"{'task':<22}{'docs':>5}  {'metric':<24}{'harness':>8}{'ours':>8}{'agree':>7}{'prompts≠':>9}"
-          f"{'harness s':>10}{'ours s':>8}{'speed-up':>9}{'token ratio':>12}{'of ratio':>9}")
+    print(
+        f"model {model.fingerprint} (float32, cpu), batch size {args.batch_size}, lm-eval "
+        f"{__import__('lm_eval').__version__}; first {args.items} documents per task"
+    )
+    print(
+        f"{'task':<22}{'docs':>5}  {'metric':<24}{'harness':>8}{'ours':>8}{'agree':>7}{'prompts≠':>9}"
+        f"{'harness s':>10}{'ours s':>8}{'speed-up':>9}{'token ratio':>12}{'of ratio':>9}"
+    )
     reports = []
     for name in args.tasks:
         run = replace(declared[name].run, limit=args.items)
         if args.data:
             run = shared_run(run, args.data)
         if args.max_gen_toks and name == "leaderboard_ifeval":
-            run = replace(run, overrides={name: {"generation_kwargs": {"until": [], "do_sample": False,
-                                                                       "temperature": 0.0,
-                                                                       "max_gen_toks": args.max_gen_toks}}})
+            run = replace(
+                run,
+                overrides={
+                    name: {
+                        "generation_kwargs": {
+                            "until": [],
+                            "do_sample": False,
+                            "temperature": 0.0,
+                            "max_gen_toks": args.max_gen_toks,
+                        }
+                    }
+                },
+            )
         report = compare(run, lm, model, args.batch_size)
         reports.append(report)
         speed_up = report["harness_s"] / report["ours_s"] if report["ours_s"] else float("inf")
         ratio = report["harness_tokens"] / max(1, report["ours_tokens"])
         for i, (metric, values) in enumerate(report["metrics"].items()):
             lead = f"{name:<22}{report['documents']:>5}  " if i == 0 else " " * 29
-            tail = (f"{report['prompts_differ']:>9}{report['harness_s']:>10.1f}{report['ours_s']:>8.1f}"
-                    f"{speed_up:>8.2f}x{ratio:>11.2f}x{speed_up / ratio:>9.0%}") if i == 0 else ""
-            print(f"{lead}{metric:<24}{values['harness']:>8.3f}{values['ours']:>8.3f}{values['agreement']:>7.0%}{tail}",
-                  flush=True)
+            tail = (
+                (
+                    f"{report['prompts_differ']:>9}{report['harness_s']:>10.1f}{report['ours_s']:>8.1f}"
+                    f"{speed_up:>8.2f}x{ratio:>11.2f}x{speed_up / ratio:>9.0%}"
+                )
+                if i == 0
+                else ""
+            )
+            print(
+                f"{lead}{metric:<24}{values['harness']:>8.3f}{values['ours']:>8.3f}{values['agreement']:>7.0%}{tail}",
+                flush=True,
+            )
         if report["texts"]:
-            print(f"{'':<29}generated texts identical: {report['texts'] - len(report['text_differences'])} of "
-                  f"{report['texts']}", flush=True)
+            print(
+                f"{'':<29}generated texts identical: {report['texts'] - len(report['text_differences'])} of "
+                f"{report['texts']}",
+                flush=True,
+            )
             for d in report["text_differences"]:
                 gap = "one text ends" if d["gap"] is None else f"log-probability gap {d['gap']:.1e}"
-                print(f"{'':<29}{d['item'][0]} doc {d['item'][1]} parts at token {d['token']}: harness "
-                      f"{d['theirs']!r}, ours {d['ours']!r} ({gap})", flush=True)
+                print(
+                    f"{'':<29}{d['item'][0]} doc {d['item'][1]} parts at token {d['token']}: harness "
+                    f"{d['theirs']!r}, ours {d['ours']!r} ({gap})",
+                    flush=True,
+                )
     if args.json:
         Path(args.json).write_text(json.dumps(reports, indent=1, default=str))
 

@@ -44,10 +44,11 @@ def main() -> None:
         open_and_read(warehouse, 3, attach_each=False)  # the lake's tables, created once
         baseline = open_and_read(warehouse, args.stores, attach_each=True)
         shared = open_and_read(warehouse, args.stores, attach_each=False)
-    for label, times in (("attached anew at every store (baseline)", baseline),
-                         ("one attachment per process", shared)):
-        print(f"{label}: median {statistics.median(times):.1f} ms, mean {statistics.mean(times):.1f} ms "
-              f"over {len(times)} stores")
+    for label, times in (("attached anew at every store (baseline)", baseline), ("one attachment per process", shared)):
+        print(
+            f"{label}: median {statistics.median(times):.1f} ms, mean {statistics.mean(times):.1f} ms "
+            f"over {len(times)} stores"
+        )
     print(f"ratio (baseline / shared, medians): {statistics.median(baseline) / statistics.median(shared):.1f}x")
 
 

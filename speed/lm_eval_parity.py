@@ -53,9 +53,14 @@ HARNESS_TASKS = {
     "gsm8k": ("gsm8k/gsm8k.yaml", "test", "generate"),
     "gsm8k_cot": ("gsm8k/gsm8k-cot.yaml", "test", "generate"),
 }
-FEWSHOT_FILES = {"arc_easy": "arc_easy_train.jsonl", "arc_challenge": "arc_challenge_train.jsonl",
-                 "gsm8k": "gsm8k_train.jsonl", "mmlu": "mmlu_dev.jsonl", "winogrande": "winogrande_train_l.jsonl",
-                 "gsm8k_cot": "gsm8k_cot_exemplars.jsonl"}  # the last one: the harness's own exemplars, in data/
+FEWSHOT_FILES = {
+    "arc_easy": "arc_easy_train.jsonl",
+    "arc_challenge": "arc_challenge_train.jsonl",
+    "gsm8k": "gsm8k_train.jsonl",
+    "mmlu": "mmlu_dev.jsonl",
+    "winogrande": "winogrande_train_l.jsonl",
+    "gsm8k_cot": "gsm8k_cot_exemplars.jsonl",
+}  # the last one: the harness's own exemplars, in data/
 # run few-shot too: the leaderboard's few-shot tasks, and gsm8k_cot's fixed exemplars
 FEWSHOT_RUNS = {"arc_challenge", "hellaswag", "mmlu", "winogrande", "gsm8k", "gsm8k_cot"}
 
@@ -131,6 +136,7 @@ class ModelPhase:
                 return method(*args, **kwargs)
             finally:
                 self.seconds += time.perf_counter() - start
+
         return call
 
 
@@ -143,8 +149,15 @@ def run_harness(name: str, rows: list[dict], fewshot: list[dict], shots: int, ba
     with ModelPhase(lm) as phase:
         # the harness's registry of its own tasks, built once per process as a user's script reuses it
         # (simple_evaluate builds its own at each call otherwise: seconds for about 14,000 YAML files)
-        results = simple_evaluate(model=lm, tasks=configs, num_fewshot=shots, log_samples=True, bootstrap_iters=0,
-                                  batch_size=batch_size, task_manager=task_manager())
+        results = simple_evaluate(
+            model=lm,
+            tasks=configs,
+            num_fewshot=shots,
+            log_samples=True,
+            bootstrap_iters=0,
+            batch_size=batch_size,
+            task_manager=task_manager(),
+        )
     samples = []
     for config in configs:  # in row order: MMLU's subjects in the order of the rows
         task_samples = results["samples"][config["task"]]
@@ -158,16 +171,27 @@ def run_harness(name: str, rows: list[dict], fewshot: list[dict], shots: int, ba
 def run_platform(spec: BenchmarkSpec, rows: list[dict], fewshot: list[dict], shots: int, batch_size: int, model):
     """Our items, predictions and scores, and the seconds of the model phase alone (`predict`)."""
     mode = MODES[HARNESS_TASKS[spec.name][2]]
-    prepared = preprocess_rows(spec, [(str(i), row) for i, row in enumerate(rows)],
-                               [(str(i), row) for i, row in enumerate(fewshot)])
+    prepared = preprocess_rows(
+        spec, [(str(i), row) for i, row in enumerate(rows)], [(str(i), row) for i, row in enumerate(fewshot)]
+    )
     assert not prepared.rejected, prepared.rejected[:3]
-    prompts = [{**prompt, "row_json": json.dumps(rows[int(prompt["source_row_id"])])}
-               for prompt in prepared.with_requests(shots)]
+    prompts = [
+        {**prompt, "row_json": json.dumps(rows[int(prompt["source_row_id"])])}
+        for prompt in prepared.with_requests(shots)
+    ]
     start = time.perf_counter()
-    predictions = predict(mode, model, prompts, "harness", spec,
-                          PredictionSettings(batch_size=batch_size, chunk_items=max(1, len(prompts))))
+    predictions = predict(
+        mode,
+        model,
+        prompts,
+        "harness",
+        spec,
+        PredictionSettings(batch_size=batch_size, chunk_items=max(1, len(prompts))),
+    )
     seconds = time.perf_counter() - start
-    scores = harness_item_scores(spec, [{**prompt, **vars(prediction)} for prompt, prediction in zip(prompts, predictions)])
+    scores = harness_item_scores(
+        spec, [{**prompt, **vars(prediction)} for prompt, prediction in zip(prompts, predictions, strict=False)]
+    )
     items = [harness_item_of(prompt) for prompt in prompts]
     return items, predictions, [scores[prompt["prompt_id"]] for prompt in prompts], seconds
 
@@ -179,8 +203,12 @@ def divergence(model, prompt: str, theirs: str, ours: str) -> dict:
     import torch
 
     a, b = model.encode_piece(theirs), model.encode_piece(ours)
-    at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-    shown = {"token": at, "theirs": model.tokenizer.decode(a[at:at + 1]), "ours": model.tokenizer.decode(b[at:at + 1])}
+    at = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    shown = {
+        "token": at,
+        "theirs": model.tokenizer.decode(a[at : at + 1]),
+        "ours": model.tokenizer.decode(b[at : at + 1]),
+    }
     if at >= min(len(a), len(b)):
         return {**shown, "gap": None}
     context = model.encode(prompt) + a[:at]
@@ -190,8 +218,13 @@ def divergence(model, prompt: str, theirs: str, ours: str) -> dict:
     return {**shown, "gap": abs(float(log_probabilities[a[at]] - log_probabilities[b[at]]))}
 
 
-HARNESS_METRIC = {"acc": "acc", "acc_norm": "acc_norm", "mc2": "acc",
-                  "strict-match": ("strict-match", "exact_match"), "flexible-extract": ("flexible-extract", "exact_match")}
+HARNESS_METRIC = {
+    "acc": "acc",
+    "acc_norm": "acc_norm",
+    "mc2": "acc",
+    "strict-match": ("strict-match", "exact_match"),
+    "flexible-extract": ("flexible-extract", "exact_match"),
+}
 
 
 def compare(spec: BenchmarkSpec, shots: int, rows, fewshot, batch_size: int, folder: Path, lm, model) -> dict:
@@ -202,23 +235,39 @@ def compare(spec: BenchmarkSpec, shots: int, rows, fewshot, batch_size: int, fol
     samples, harness_s = run_harness(name, rows, fewshot, shots, batch_size, folder, lm)
     items, predictions, scored, ours_s = run_platform(spec, rows, fewshot, shots, batch_size, model)
     assert len(samples) == len(items), (len(samples), len(items))
-    report = {"benchmark": name, "shots": shots, "items": len(items), "harness_items_s": len(items) / harness_s,
-              "ours_items_s": len(items) / ours_s, "prompt_mismatches": 0, "max_ll_diff": 0.0, "metrics": {}}
-    for index, (sample, item, prediction) in enumerate(zip(samples, items, predictions)):
+    report = {
+        "benchmark": name,
+        "shots": shots,
+        "items": len(items),
+        "harness_items_s": len(items) / harness_s,
+        "ours_items_s": len(items) / ours_s,
+        "prompt_mismatches": 0,
+        "max_ll_diff": 0.0,
+        "metrics": {},
+    }
+    for index, (sample, item, prediction) in enumerate(zip(samples, items, predictions, strict=False)):
         first = next(iter(sample.values()))
-        arguments = [tuple(a.values())[:2] for a in first["arguments"].values()] if isinstance(first["arguments"], dict) \
+        arguments = (
+            [tuple(a.values())[:2] for a in first["arguments"].values()]
+            if isinstance(first["arguments"], dict)
             else [tuple(a)[:2] for a in first["arguments"]]
+        )
         ours = item.requests() if spec.multiple_choice else [(item.prompt,)]
-        report["prompt_mismatches"] += any(tuple(a[:len(o)]) != tuple(o) for a, o in zip(arguments, ours))
+        report["prompt_mismatches"] += any(
+            tuple(a[: len(o)]) != tuple(o) for a, o in zip(arguments, ours, strict=False)
+        )
         if spec.multiple_choice:
             theirs = [float(r[0]) for r in first["filtered_resps"]]
-            report["max_ll_diff"] = max(report["max_ll_diff"],
-                                        max(abs(a - b) for a, b in zip(theirs, prediction.choice_loglikelihoods)))
+            report["max_ll_diff"] = max(
+                report["max_ll_diff"],
+                max(abs(a - b) for a, b in zip(theirs, prediction.choice_loglikelihoods, strict=False)),
+            )
         else:
             report.setdefault("text_differences", [])
             if first["resps"][0][0] != prediction.output_text:
                 report["text_differences"].append(
-                    {"item": index, **divergence(model, item.prompt, first["resps"][0][0], prediction.output_text)})
+                    {"item": index, **divergence(model, item.prompt, first["resps"][0][0], prediction.output_text)}
+                )
     for metric in scored[0]:
         key = HARNESS_METRIC[metric]
         filter_name, harness_metric = key if isinstance(key, tuple) else ("none", key)
@@ -226,9 +275,16 @@ def compare(spec: BenchmarkSpec, shots: int, rows, fewshot, batch_size: int, fol
         ours = [s[metric].value for s in scored]
         # 0/1 metrics agree exactly or not at all; mc2 (a probability mass) within what the
         # log-likelihoods' float noise moves it
-        agree = sum(abs(a - b) < LOGLIKELIHOOD_TOLERANCE if metric == "mc2" else a == b for a, b in zip(theirs, ours)) / len(ours)
-        report["metrics"][metric] = {"harness": sum(theirs) / len(theirs), "ours": sum(ours) / len(ours),
-                                     "agreement": agree, "max_difference": max(abs(a - b) for a, b in zip(theirs, ours))}
+        agree = sum(
+            abs(a - b) < LOGLIKELIHOOD_TOLERANCE if metric == "mc2" else a == b
+            for a, b in zip(theirs, ours, strict=False)
+        ) / len(ours)
+        report["metrics"][metric] = {
+            "harness": sum(theirs) / len(theirs),
+            "ours": sum(ours) / len(ours),
+            "agreement": agree,
+            "max_difference": max(abs(a - b) for a, b in zip(theirs, ours, strict=False)),
+        }
     return report
 
 
@@ -245,43 +301,76 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     model = load_local_model(DEFAULT_LOCAL_MODEL, placement=Placement(args.device, args.dtype))
     lm = harness_model(args.batch_size, args.device, args.dtype)
-    print(f"model {model.fingerprint} ({args.dtype}, {args.device}), batch size {args.batch_size}, lm-eval "
-          f"{__import__('lm_eval').__version__}; first {args.items} test rows of {SHARED}")
-    header = (f"{'benchmark':<15}{'shots':>5}{'items':>6}  {'metric':<15}{'harness':>8}{'ours':>8}{'agree':>7}"
-              f"{'max|Δitem|':>11}"
-              f"{'prompts≠':>9}{'max|Δll|':>10}{'harness it/s':>13}{'ours it/s':>10}{'speed-up':>9}")
+    print(
+        f"model {model.fingerprint} ({args.dtype}, {args.device}), batch size {args.batch_size}, lm-eval "
+        f"{__import__('lm_eval').__version__}; first {args.items} test rows of {SHARED}"
+    )
+    header = (
+        f"{'benchmark':<15}{'shots':>5}{'items':>6}  {'metric':<15}{'harness':>8}{'ours':>8}{'agree':>7}"
+        f"{'max|Δitem|':>11}"
+        f"{'prompts≠':>9}{'max|Δll|':>10}{'harness it/s':>13}{'ours it/s':>10}{'speed-up':>9}"
+    )
     print(header)
     reports = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.benchmarks:
             spec = BENCHMARKS[name]
-            rows = [json.loads(line) for line in (SHARED / spec.data_file).read_text(encoding="utf-8").rstrip("\n").split("\n")]
-            rows = rows[:args.items]
-            fewshot_file = next((folder / FEWSHOT_FILES.get(name, "-") for folder in (SHARED / "fewshot", DATA_FEWSHOT)
-                                 if (folder / FEWSHOT_FILES.get(name, "-")).exists()), SHARED / "-")
-            fewshot = [json.loads(line) for line in fewshot_file.read_text(encoding="utf-8").rstrip("\n").split("\n")] if fewshot_file.exists() \
+            rows = [
+                json.loads(line)
+                for line in (SHARED / spec.data_file).read_text(encoding="utf-8").rstrip("\n").split("\n")
+            ]
+            rows = rows[: args.items]
+            fewshot_file = next(
+                (
+                    folder / FEWSHOT_FILES.get(name, "-")
+                    for folder in (SHARED / "fewshot", DATA_FEWSHOT)
+                    if (folder / FEWSHOT_FILES.get(name, "-")).exists()
+                ),
+                SHARED / "-",
+            )
+            fewshot = (
+                [json.loads(line) for line in fewshot_file.read_text(encoding="utf-8").rstrip("\n").split("\n")]
+                if fewshot_file.exists()
                 else []
-            fewshot_runs = [spec.fewshot.shots] if spec.fewshot and fewshot and name in FEWSHOT_RUNS \
-                and not args.zero_shot_only else []
+            )
+            fewshot_runs = (
+                [spec.fewshot.shots]
+                if spec.fewshot and fewshot and name in FEWSHOT_RUNS and not args.zero_shot_only
+                else []
+            )
             shot_counts = ([] if args.fewshot_only and fewshot_runs else [0]) + fewshot_runs
             for shots in shot_counts:
                 report = compare(spec, shots, rows, fewshot, args.batch_size, Path(tmp), lm, model)
                 reports.append(report)
                 for i, (metric, values) in enumerate(report["metrics"].items()):
-                    lead = (f"{name:<15}{shots:>5}{report['items']:>6}  " if i == 0 else " " * 28)
-                    tail = (f"{report['prompt_mismatches']:>9}{report['max_ll_diff']:>10.1e}"
+                    lead = f"{name:<15}{shots:>5}{report['items']:>6}  " if i == 0 else " " * 28
+                    tail = (
+                        (
+                            f"{report['prompt_mismatches']:>9}{report['max_ll_diff']:>10.1e}"
                             f"{report['harness_items_s']:>13.2f}{report['ours_items_s']:>10.2f}"
-                            f"{report['ours_items_s'] / report['harness_items_s']:>8.2f}x") if i == 0 else ""
-                    print(f"{lead}{metric:<15}{values['harness']:>8.3f}{values['ours']:>8.3f}"
-                          f"{values['agreement']:>7.0%}{values['max_difference']:>11.1e}{tail}", flush=True)
+                            f"{report['ours_items_s'] / report['harness_items_s']:>8.2f}x"
+                        )
+                        if i == 0
+                        else ""
+                    )
+                    print(
+                        f"{lead}{metric:<15}{values['harness']:>8.3f}{values['ours']:>8.3f}"
+                        f"{values['agreement']:>7.0%}{values['max_difference']:>11.1e}{tail}",
+                        flush=True,
+                    )
                 if "text_differences" in report:
                     differing = report["text_differences"]
-                    print(f"{'':<28}generated texts identical: {report['items'] - len(differing)} of "
-                          f"{report['items']}", flush=True)
+                    print(
+                        f"{'':<28}generated texts identical: {report['items'] - len(differing)} of {report['items']}",
+                        flush=True,
+                    )
                     for d in differing:
                         gap = "one text ends" if d["gap"] is None else f"log-probability gap {d['gap']:.1e}"
-                        print(f"{'':<28}item {d['item']} parts at token {d['token']}: harness {d['theirs']!r}, "
-                              f"ours {d['ours']!r} ({gap})", flush=True)
+                        print(
+                            f"{'':<28}item {d['item']} parts at token {d['token']}: harness {d['theirs']!r}, "
+                            f"ours {d['ours']!r} ({gap})",
+                            flush=True,
+                        )
     if args.json:
         Path(args.json).write_text(json.dumps(reports, indent=1))
 

@@ -23,21 +23,25 @@ from eval_platform.benchmarks.sensors import roster_evaluation_sensor
 def run_request(defs: Definitions, instance, job: str, partition_key: str, limit: int | None = None):
     """Execute one run request in process, as the daemon would launch it (inputs cut to `limit` rows)."""
     ops = {"benchmark_raw_rows": {"config": {"limit": limit}}} if job == "benchmark_inputs" and limit else {}
-    result = defs.resolve_job_def(job).execute_in_process(partition_key=partition_key, instance=instance,
-                                                          run_config={"ops": ops})
+    result = defs.resolve_job_def(job).execute_in_process(
+        partition_key=partition_key, instance=instance, run_config={"ops": ops}
+    )
     assert result.success, f"{job} [{partition_key}] failed"
     return result
 
 
 def predictions_counts(result) -> dict[str, dict]:
     """The benchmark_predictions metadata of a run (computed, reused, forward passes per mode)."""
-    return {str(event.partition): event.materialization.metadata["modes"].value
-            for event in result.get_asset_materialization_events()
-            if event.asset_key.path[-1] == "benchmark_predictions"}
+    return {
+        str(event.partition): event.materialization.metadata["modes"].value
+        for event in result.get_asset_materialization_events()
+        if event.asset_key.path[-1] == "benchmark_predictions"
+    }
 
 
-def run_night(defs: Definitions, instance, day: datetime, benchmarks: list[str] | None = None,
-              limit: int | None = None) -> tuple[dict[str, dict], float]:
+def run_night(
+    defs: Definitions, instance, day: datetime, benchmarks: list[str] | None = None, limit: int | None = None
+) -> tuple[dict[str, dict], float]:
     """One night: each of the schedule's runs (those of `benchmarks`, default all), then the runs the
     sensor requests when it succeeds. Each evaluation's predictions counts, and the wall time."""
     roster = defs.resources["roster"]
@@ -48,16 +52,22 @@ def run_night(defs: Definitions, instance, day: datetime, benchmarks: list[str] 
             continue
         inputs = run_request(defs, instance, "benchmark_inputs", request.partition_key, limit)
         context = build_run_status_sensor_context(
-            sensor_name="roster_evaluation_sensor", dagster_instance=instance, dagster_run=inputs.dagster_run,
-            dagster_event=inputs.get_run_success_event(), resources={"roster": roster})
+            sensor_name="roster_evaluation_sensor",
+            dagster_instance=instance,
+            dagster_run=inputs.dagster_run,
+            dagster_event=inputs.get_run_success_event(),
+            resources={"roster": roster},
+        )
         for evaluation in roster_evaluation_sensor(context):
             counts |= predictions_counts(run_request(defs, instance, "model_evaluation", evaluation.partition_key))
     return counts, time.perf_counter() - started
 
 
 def totals(counts: dict[str, dict]) -> dict[str, int]:
-    return {field: sum(mode[field] for modes in counts.values() for mode in modes.values())
-            for field in ("computed", "reused", "forward_passes")}
+    return {
+        field: sum(mode[field] for modes in counts.values() for mode in modes.values())
+        for field in ("computed", "reused", "forward_passes")
+    }
 
 
 def main() -> None:
@@ -72,10 +82,16 @@ def main() -> None:
     parser.add_argument("--roster", default=None, help="The roster folder (default: data/roster/).")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        night_defs = Definitions(assets=list(defs.assets), jobs=list(defs.jobs), resources={
-            "warehouse": WarehouseResource(database=str(Path(folder) / "warehouse.duckdb")),
-            "roster": RosterResource(**({"directory": args.roster} if args.roster else {})),
-            "evaluation_model": LanguageModelResource(), "gateway": ModelGatewayResource()})
+        night_defs = Definitions(
+            assets=list(defs.assets),
+            jobs=list(defs.jobs),
+            resources={
+                "warehouse": WarehouseResource(database=str(Path(folder) / "warehouse.duckdb")),
+                "roster": RosterResource(**({"directory": args.roster} if args.roster else {})),
+                "evaluation_model": LanguageModelResource(),
+                "gateway": ModelGatewayResource(),
+            },
+        )
         instance = DagsterInstance.local_temp(folder)  # persistent, as the daemon's: the schedule adds partitions
         for label, day in (("first night (cold warehouse)", 23), ("unchanged night", 24)):
             counts, seconds = run_night(night_defs, instance, datetime(2026, 11, day, 2, 0), limit=args.limit)

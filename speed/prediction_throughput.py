@@ -53,20 +53,28 @@ def main() -> None:
         if mode == "letter":
             naive_work = lambda: predict(strategy, model, prompts, prompt_format, spec, PredictionSettings(1))  # noqa: E731
         else:
-            naive_work = lambda: [naive_loglikelihoods(model, loglikelihood_requests(p, prompt_format))  # noqa: E731
-                                  for p in prompts]
-        batched, batched_s, batched_passes = timed(model, lambda: predict(
-            strategy, model, prompts, prompt_format, spec, PredictionSettings(args.batch_size)))
+            naive_work = lambda: [
+                naive_loglikelihoods(model, loglikelihood_requests(p, prompt_format))  # noqa: E731
+                for p in prompts
+            ]
+        batched, batched_s, batched_passes = timed(
+            model, lambda: predict(strategy, model, prompts, prompt_format, spec, PredictionSettings(args.batch_size))
+        )
         naive, naive_s, naive_passes = timed(model, naive_work)
         if mode == "letter":
-            agree = sum(a.predicted == b.predicted for a, b in zip(batched, naive)) / len(prompts)
+            agree = sum(a.predicted == b.predicted for a, b in zip(batched, naive, strict=False)) / len(prompts)
         else:
-            agree = sum(max(range(len(s)), key=s.__getitem__) == max(range(len(b.choice_loglikelihoods)),
-                        key=b.choice_loglikelihoods.__getitem__) for s, b in zip(naive, batched)) / len(prompts)
+            agree = sum(
+                max(range(len(s)), key=s.__getitem__)
+                == max(range(len(b.choice_loglikelihoods)), key=b.choice_loglikelihoods.__getitem__)
+                for s, b in zip(naive, batched, strict=False)
+            ) / len(prompts)
         n = len(prompts)
         print(f"{mode:<14}{'naive':<9}{n / naive_s:>9.2f}{naive_passes / n:>13.3f}{naive_s:>9.1f}{1:>10.2f}")
-        print(f"{mode:<14}{'batched':<9}{n / batched_s:>9.2f}{batched_passes / n:>13.3f}{batched_s:>9.1f}"
-              f"{naive_s / batched_s:>10.2f}{agree:>7.0%}")
+        print(
+            f"{mode:<14}{'batched':<9}{n / batched_s:>9.2f}{batched_passes / n:>13.3f}{batched_s:>9.1f}"
+            f"{naive_s / batched_s:>10.2f}{agree:>7.0%}"
+        )
 
 
 if __name__ == "__main__":

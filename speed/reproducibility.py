@@ -47,36 +47,48 @@ def prompts_for(spec: BenchmarkSpec, shots: int, count: int) -> list[dict]:
     fewshot = load_rows(str(DATA / "fewshot" / spec.fewshot.data_file)).rows if shots else []
     rows = load_rows(str(DATA / spec.data_file), limit=count).rows
     raw = {row_id: json.dumps(row) for row_id, row in rows}
-    return [{**p, "row_json": raw[p["source_row_id"]]} for p in preprocess_rows(spec, rows, fewshot).with_requests(shots)]
+    return [
+        {**p, "row_json": raw[p["source_row_id"]]} for p in preprocess_rows(spec, rows, fewshot).with_requests(shots)
+    ]
 
 
 def score(model, spec: BenchmarkSpec, prompts: list[dict], batch_size: int) -> dict[str, dict]:
     """prompt id -> its choices' log-likelihoods, decisions and metric values, scored in one call."""
     mode = MODES["loglikelihood"]
     predictions = mode.predict_chunk(model, prompts, "harness", spec, PredictionSettings(batch_size))
-    scored = harness_item_scores(spec, [{**prompt, **vars(prediction)} for prompt, prediction in zip(prompts, predictions)])
+    scored = harness_item_scores(
+        spec, [{**prompt, **vars(prediction)} for prompt, prediction in zip(prompts, predictions, strict=False)]
+    )
     result = {}
-    for prompt, prediction in zip(prompts, predictions):
+    for prompt, prediction in zip(prompts, predictions, strict=False):
         metrics = scored[prompt["prompt_id"]]
-        result[prompt["prompt_id"]] = {"lls": prediction.choice_loglikelihoods, "acc": prediction.predicted,
-                                       "acc_norm": prediction.predicted_norm,
-                                       "mc2": metrics["mc2"].value if "mc2" in metrics else None}
+        result[prompt["prompt_id"]] = {
+            "lls": prediction.choice_loglikelihoods,
+            "acc": prediction.predicted,
+            "acc_norm": prediction.predicted_norm,
+            "mc2": metrics["mc2"].value if "mc2" in metrics else None,
+        }
     return result
 
 
 def ways(items: list[dict], others: list[dict]) -> dict[str, list[dict]]:
     """Each order and company of the items (others interleaved with them for `mixed`)."""
-    mixed = [p for pair in zip(others, items) for p in pair] + items[len(others):]
-    return {"source, alone": items, "reversed, alone": items[::-1], "source, mixed": mixed,
-            "reversed, mixed": mixed[::-1]}
+    mixed = [p for pair in zip(others, items, strict=False) for p in pair] + items[len(others) :]
+    return {
+        "source, alone": items,
+        "reversed, alone": items[::-1],
+        "source, mixed": mixed,
+        "reversed, mixed": mixed[::-1],
+    }
 
 
 def differences(reference: dict[str, dict], other: dict[str, dict]) -> dict[str, float]:
     ids = list(reference)
     return {
-        "ll": max(abs(a - b) for i in ids for a, b in zip(reference[i]["lls"], other[i]["lls"])),
-        "mc2": max((abs(reference[i]["mc2"] - other[i]["mc2"]) for i in ids if reference[i]["mc2"] is not None),
-                   default=None),
+        "ll": max(abs(a - b) for i in ids for a, b in zip(reference[i]["lls"], other[i]["lls"], strict=False)),
+        "mc2": max(
+            (abs(reference[i]["mc2"] - other[i]["mc2"]) for i in ids if reference[i]["mc2"] is not None), default=None
+        ),
         "acc": [i for i in ids if reference[i]["acc"] != other[i]["acc"]],
         "acc_norm": [i for i in ids if reference[i]["acc_norm"] != other[i]["acc_norm"]],
     }
@@ -88,8 +100,19 @@ def smallest_margin(reference: dict[str, dict]) -> float:
 
 
 def reference_in_a_process(environment: dict[str, str], args: argparse.Namespace, name: str, shots: int) -> dict:
-    command = [sys.executable, __file__, "--reference-only", "--benchmarks", name, "--shots", str(shots),
-               "--items", str(args.items), "--dtype", args.dtype]
+    command = [
+        sys.executable,
+        __file__,
+        "--reference-only",
+        "--benchmarks",
+        name,
+        "--shots",
+        str(shots),
+        "--items",
+        str(args.items),
+        "--dtype",
+        args.dtype,
+    ]
     output = subprocess.run(command, env={**os.environ, **environment}, capture_output=True, text=True, check=True)
     return json.loads(output.stdout)
 
@@ -109,12 +132,16 @@ def main() -> None:
         return
     import torch
 
-    print(f"model {model.fingerprint} ({args.dtype}) on {cpu_name()}, torch {torch.__version__} "
-          f"({torch.backends.cpu.get_cpu_capability()} kernels, {torch.get_num_threads()} threads); "
-          f"{args.items} items per benchmark and shots, against batch 1, source order, alone")
+    print(
+        f"model {model.fingerprint} ({args.dtype}) on {cpu_name()}, torch {torch.__version__} "
+        f"({torch.backends.cpu.get_cpu_capability()} kernels, {torch.get_num_threads()} threads); "
+        f"{args.items} items per benchmark and shots, against batch 1, source order, alone"
+    )
     print(f"{'':<20}{'max|Δll| by':>35}")
-    print(f"{'benchmark':<15}{'shots':>5}{'batch,order,company':>20}{'avx2':>8}{'1 thread':>9}{'max|Δmc2|':>10}"
-          f"{'acc flips':>10}{'acc_norm flips':>15}{'min margin':>11}{'seconds':>9}")
+    print(
+        f"{'benchmark':<15}{'shots':>5}{'batch,order,company':>20}{'avx2':>8}{'1 thread':>9}{'max|Δmc2|':>10}"
+        f"{'acc flips':>10}{'acc_norm flips':>15}{'min margin':>11}{'seconds':>9}"
+    )
     overall = 0.0
     for name in args.benchmarks:
         spec = BENCHMARKS[name]
@@ -122,22 +149,28 @@ def main() -> None:
         for shots in shot_counts:
             start = time.perf_counter()
             pool = prompts_for(spec, shots, 2 * args.items)
-            items, others = pool[:args.items], pool[args.items:]
+            items, others = pool[: args.items], pool[args.items :]
             reference = score(model, spec, items, 1)
-            runs = [score(model, spec, arrangement, size) for size in BATCH_SIZES
-                    for arrangement in ways(items, others).values()]
+            runs = [
+                score(model, spec, arrangement, size)
+                for size in BATCH_SIZES
+                for arrangement in ways(items, others).values()
+            ]
             runs += [reference_in_a_process(environment, args, name, shots) for environment in PROCESS_RUNS.values()]
             found = [differences(reference, run) for run in runs]
-            in_process, *by_process = [d["ll"] for d in found[:-len(PROCESS_RUNS)]], *found[-len(PROCESS_RUNS):]
+            in_process, *by_process = [d["ll"] for d in found[: -len(PROCESS_RUNS)]], *found[-len(PROCESS_RUNS) :]
             largest_ll = max(d["ll"] for d in found)
             largest_mc2 = max((d["mc2"] for d in found if d["mc2"] is not None), default=None)
             flips = {metric: sorted({i for d in found for i in d[metric]}) for metric in ("acc", "acc_norm")}
             overall = max(overall, largest_ll, largest_mc2 or 0.0)
             mc2 = f"{largest_mc2:>10.1e}" if largest_mc2 is not None else f"{'-':>10}"
-            print(f"{name:<15}{shots:>5}{max(in_process):>20.1e}{by_process[0]['ll']:>8.1e}{by_process[1]['ll']:>9.1e}"
-                  f"{mc2}{len(flips['acc']):>10}"
-                  f"{len(flips['acc_norm']):>15}{smallest_margin(reference):>11.1e}"
-                  f"{time.perf_counter() - start:>9.0f}", flush=True)
+            print(
+                f"{name:<15}{shots:>5}{max(in_process):>20.1e}{by_process[0]['ll']:>8.1e}{by_process[1]['ll']:>9.1e}"
+                f"{mc2}{len(flips['acc']):>10}"
+                f"{len(flips['acc_norm']):>15}{smallest_margin(reference):>11.1e}"
+                f"{time.perf_counter() - start:>9.0f}",
+                flush=True,
+            )
             for metric, ids in flips.items():
                 for item in ids:
                     print(f"{'':<15}{metric} flips on {item}: choice log-likelihoods {reference[item]['lls']}")

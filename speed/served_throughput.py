@@ -42,8 +42,9 @@ def timed(function):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--benchmark", default="arc_easy", choices=[n for n, s in BENCHMARKS.items()
-                                                                   if "loglikelihood" in s.modes])
+    parser.add_argument(
+        "--benchmark", default="arc_easy", choices=[n for n, s in BENCHMARKS.items() if "loglikelihood" in s.modes]
+    )
     parser.add_argument("--items", type=int, default=50)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--latency", type=float, default=0.25)
@@ -51,9 +52,11 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("OPENAI_API_KEY", "benchmark-key-not-a-secret")
     spec = BENCHMARKS[args.benchmark]
-    lines = (ROOT / "data" / "benchmarks" / spec.data_file).read_text().rstrip("\n").split("\n")[:args.items]
-    per_item = [[LoglikelihoodRequest(c, k) for c, k in item.requests()]
-                for item in zero_shot_items(spec, [json.loads(line) for line in lines])]
+    lines = (ROOT / "data" / "benchmarks" / spec.data_file).read_text().rstrip("\n").split("\n")[: args.items]
+    per_item = [
+        [LoglikelihoodRequest(c, k) for c, k in item.requests()]
+        for item in zero_shot_items(spec, [json.loads(line) for line in lines])
+    ]
     requests = [r for item in per_item for r in item]
     model = load_local_model()
     print(f"{spec.title}: {len(per_item)} items ({len(requests)} requests), batch size {args.batch_size}")
@@ -63,10 +66,13 @@ def main() -> None:
     port = free_port()
     command = [sys.executable, "-m", "tests.completions_server", "--port", str(port), "--memo"]
     with running(command, f"http://127.0.0.1:{port}/health", cwd=ROOT):
-        served = ServedCompletionsModel("served/smollm2", ModelGateway(api_base=f"http://127.0.0.1:{port}/v1",
-                                                                       timeout_s=600), tokenizer=model)
+        served = ServedCompletionsModel(
+            "served/smollm2", ModelGateway(api_base=f"http://127.0.0.1:{port}/v1", timeout_s=600), tokenizer=model
+        )
         values, served_s = timed(lambda: served.loglikelihoods(requests, args.batch_size))
-        rows.append(("served (computed by the server)", served_s, max(abs(a - b) for a, b in zip(values, local))))
+        rows.append(
+            ("served (computed by the server)", served_s, max(abs(a - b) for a, b in zip(values, local, strict=False)))
+        )
     port = free_port()
     command += ["--latency", str(args.latency)]
     command[command.index("--port") + 1] = str(port)
@@ -77,15 +83,23 @@ def main() -> None:
             gateway = ModelGateway(api_base=f"http://127.0.0.1:{port}/v1", max_concurrency=concurrency, timeout_s=600)
             served = ServedCompletionsModel("served/smollm2", gateway, tokenizer=model)
             values, served_s = timed(lambda: served.loglikelihoods(requests, args.batch_size))
-            rows.append((f"served from memory, {args.latency:.2f}s latency, concurrency {concurrency}", served_s,
-                         max(abs(a - b) for a, b in zip(values, local))))
+            rows.append(
+                (
+                    f"served from memory, {args.latency:.2f}s latency, concurrency {concurrency}",
+                    served_s,
+                    max(abs(a - b) for a, b in zip(values, local, strict=False)),
+                )
+            )
     print(f"{'path':<52}{'seconds':>9}{'items/s':>9}{'vs in process':>15}{'max|Δll|':>10}")
     for label, seconds, difference in rows:
-        print(f"{label:<52}{seconds:>9.1f}{len(per_item) / seconds:>9.2f}{local_s / seconds:>14.2f}x"
-              f"{difference:>10.1e}")
+        print(
+            f"{label:<52}{seconds:>9.1f}{len(per_item) / seconds:>9.2f}{local_s / seconds:>14.2f}x{difference:>10.1e}"
+        )
     one, eight = rows[2][1], rows[3][1]
-    print(f"concurrency 8 vs 1 at {args.latency:.2f}s latency per request: {one / eight:.2f}x "
-          f"({len(requests) // args.batch_size + 1} HTTP requests of up to {args.batch_size} prompts)")
+    print(
+        f"concurrency 8 vs 1 at {args.latency:.2f}s latency per request: {one / eight:.2f}x "
+        f"({len(requests) // args.batch_size + 1} HTTP requests of up to {args.batch_size} prompts)"
+    )
     replica_scaling(model, requests, len(per_item), args)
 
 
@@ -95,9 +109,22 @@ def replica_scaling(model, requests, items: int, args) -> None:
         bases = []
         for _ in range(max(args.replicas)):
             port = free_port()
-            stack.enter_context(running([sys.executable, "-m", "tests.completions_server", "--port", str(port),
-                                         "--memo", "--latency", str(args.latency)],
-                                        f"http://127.0.0.1:{port}/health", cwd=ROOT))
+            stack.enter_context(
+                running(
+                    [
+                        sys.executable,
+                        "-m",
+                        "tests.completions_server",
+                        "--port",
+                        str(port),
+                        "--memo",
+                        "--latency",
+                        str(args.latency),
+                    ],
+                    f"http://127.0.0.1:{port}/health",
+                    cwd=ROOT,
+                )
+            )
             bases.append(f"http://127.0.0.1:{port}/v1")
         for base in bases:  # each server answers from memory afterwards
             warm = ModelGateway(api_base=base, max_concurrency=8, timeout_s=600)

@@ -34,17 +34,35 @@ def backfill_once(folder: Path, roster: Path, workers: int, rows: int) -> float:
     """A fresh team setup with `workers` workers: the inputs, then the backfill's wall time."""
     with team_deployment(folder, workers=workers, daemon=False, EVAL_ROSTER_DIR=str(roster)) as team:
         for benchmark in BENCHMARKS:
-            team.dagster("asset", "materialize", "-m", "eval_platform.definitions", "--select",
-                         "group:benchmark_ingestion or group:benchmark_preprocessing", "--partition", benchmark,
-                         "--config-json", json.dumps({"ops": {"benchmark_raw_rows": {"config": {"limit": rows}}}}))
+            team.dagster(
+                "asset",
+                "materialize",
+                "-m",
+                "eval_platform.definitions",
+                "--select",
+                "group:benchmark_ingestion or group:benchmark_preprocessing",
+                "--partition",
+                benchmark,
+                "--config-json",
+                json.dumps({"ops": {"benchmark_raw_rows": {"config": {"limit": rows}}}}),
+            )
         team.start_daemon()
         with team.instance() as instance:
             while sorted(instance.get_dynamic_partitions("roster_models")) != ENTRIES:
                 time.sleep(0.5)
         keys = [str(evaluation_key(b, e)) for b in BENCHMARKS for e in ENTRIES]
         start = time.perf_counter()
-        team.dagster("job", "backfill", "-w", "workspace.yaml", "-j", "model_evaluation", "--noprompt",
-                     "--partitions", ",".join(keys))
+        team.dagster(
+            "job",
+            "backfill",
+            "-w",
+            "workspace.yaml",
+            "-j",
+            "model_evaluation",
+            "--noprompt",
+            "--partitions",
+            ",".join(keys),
+        )
         runs = team.wait_for_runs("model_evaluation", len(keys), timeout_s=1800)
         elapsed = time.perf_counter() - start
         failed = [run.run_id for run in runs if run.status.value != "SUCCESS"]
@@ -60,23 +78,50 @@ def main() -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     args = parser.parse_args()
     port = free_port()
-    with tempfile.TemporaryDirectory() as scratch, running(
-            [sys.executable, "-m", "tests.completions_server", "--port", str(port), "--latency", str(args.latency),
-             "--memo"], f"http://127.0.0.1:{port}/health", cwd=str(Path(__file__).resolve().parents[1])):
+    with (
+        tempfile.TemporaryDirectory() as scratch,
+        running(
+            [
+                sys.executable,
+                "-m",
+                "tests.completions_server",
+                "--port",
+                str(port),
+                "--latency",
+                str(args.latency),
+                "--memo",
+            ],
+            f"http://127.0.0.1:{port}/health",
+            cwd=str(Path(__file__).resolve().parents[1]),
+        ),
+    ):
         roster = Path(scratch) / "roster"
         for entry in ENTRIES:
-            write_entry(roster, RosterEntry(name=entry, model=f"served/{entry}", api_base=f"http://127.0.0.1:{port}/v1",
-                                            modes=("loglikelihood",), benchmarks=tuple(BENCHMARKS)))
+            write_entry(
+                roster,
+                RosterEntry(
+                    name=entry,
+                    model=f"served/{entry}",
+                    api_base=f"http://127.0.0.1:{port}/v1",
+                    modes=("loglikelihood",),
+                    benchmarks=tuple(BENCHMARKS),
+                ),
+            )
         items = len(BENCHMARKS) * len(ENTRIES) * args.rows
         backfill_once(Path(scratch) / "warm", roster, 1, args.rows)
-        print(f"Backfill of {len(BENCHMARKS) * len(ENTRIES)} partitions ({items} items), served model with "
-              f"{args.latency} s per request")
+        print(
+            f"Backfill of {len(BENCHMARKS) * len(ENTRIES)} partitions ({items} items), served model with "
+            f"{args.latency} s per request"
+        )
         baseline = None
         for workers in args.workers:
             elapsed = backfill_once(Path(scratch) / f"workers-{workers}", roster, workers, args.rows)
             baseline = baseline or items / elapsed
-            print(f"{workers} worker(s): {elapsed:6.1f} s, {items / elapsed:5.2f} items/s "
-                  f"({items / elapsed / baseline:.2f}x the first)", flush=True)
+            print(
+                f"{workers} worker(s): {elapsed:6.1f} s, {items / elapsed:5.2f} items/s "
+                f"({items / elapsed / baseline:.2f}x the first)",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -60,9 +60,12 @@ def choice(model, index: int, prompt, max_tokens: int, behaviour: str) -> dict:
         offsets.append(position)
         position += len(token)
     if behaviour == "generated-only":
-        tokens, values, offsets = tokens[len(ids):], values[len(ids):], offsets[len(ids):]
-    logprobs = None if behaviour == "no-logprobs" else {"tokens": tokens, "token_logprobs": values,
-                                                        "text_offset": offsets, "top_logprobs": None}
+        tokens, values, offsets = tokens[len(ids) :], values[len(ids) :], offsets[len(ids) :]
+    logprobs = (
+        None
+        if behaviour == "no-logprobs"
+        else {"tokens": tokens, "token_logprobs": values, "text_offset": offsets, "top_logprobs": None}
+    )
     return {"index": index, "text": "".join(tokens), "finish_reason": "length", "logprobs": logprobs}
 
 
@@ -99,8 +102,9 @@ def serve(port: int, latency_s: float, memo: bool) -> None:
             time.sleep(latency_s)
             if body["model"].endswith("-echo-key"):
                 sent = self.headers.get("Authorization", "")
-                return self._send(401, {"error": {"message": f"Incorrect API key provided: {sent}",
-                                                  "type": "invalid_request_error"}})
+                return self._send(
+                    401, {"error": {"message": f"Incorrect API key provided: {sent}", "type": "invalid_request_error"}}
+                )
             if body["model"].endswith("-500-once") and first:
                 return self._send(500, {"error": {"message": "internal error", "type": "server_error"}})
             if body["model"].endswith("-slow-once") and first:
@@ -108,8 +112,9 @@ def serve(port: int, latency_s: float, memo: bool) -> None:
             behaviour = next((b for b in BEHAVIOURS if body["model"].endswith(f"-{b}")), "")
             max_tokens = int(body.get("max_tokens") or 0)
             if behaviour == "min-tokens-1" and max_tokens < 1:
-                return self._send(400, {"error": {"message": "max_tokens must be at least 1",
-                                                  "type": "invalid_request_error"}})
+                return self._send(
+                    400, {"error": {"message": "max_tokens must be at least 1", "type": "invalid_request_error"}}
+                )
             prompts = body["prompt"]
             if isinstance(prompts, str) or (prompts and isinstance(prompts[0], int)):
                 prompts = [prompts]
@@ -122,10 +127,21 @@ def serve(port: int, latency_s: float, memo: bool) -> None:
                 choices.append({**answered[key], "index": index})
             if not memo:
                 answered.clear()
-            self._send(200, {"id": "cmpl-local", "object": "text_completion", "created": int(time.time()),
-                             "model": body["model"], "choices": choices,
-                             "usage": {"prompt_tokens": 0, "completion_tokens": max_tokens * len(choices),
-                                       "total_tokens": max_tokens * len(choices)}})
+            self._send(
+                200,
+                {
+                    "id": "cmpl-local",
+                    "object": "text_completion",
+                    "created": int(time.time()),
+                    "model": body["model"],
+                    "choices": choices,
+                    "usage": {
+                        "prompt_tokens": 0,
+                        "completion_tokens": max_tokens * len(choices),
+                        "total_tokens": max_tokens * len(choices),
+                    },
+                },
+            )
 
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     server.daemon_threads = True

@@ -23,8 +23,13 @@ DATA_BENCHMARKS = PROJECT_ROOT / "data" / "benchmarks"
 # The longest test files, longest first: `make test` hands each of its two processes a file at a
 # time in this order (`--no-loadscope-reorder`: not by their number of tests), and a long file
 # started last would run on alone at the end.
-LONGEST_FIRST = ("test_lm_eval_parity.py", "test_leaderboard_protocol.py", "test_readme.py",
-                 "test_harness_parity.py", "test_era_lifecycle.py")
+LONGEST_FIRST = (
+    "test_lm_eval_parity.py",
+    "test_leaderboard_protocol.py",
+    "test_readme.py",
+    "test_harness_parity.py",
+    "test_era_lifecycle.py",
+)
 
 
 def pytest_collection_modifyitems(items):

@@ -40,12 +40,20 @@ def main(warehouse: str, era: str, config: dict, api_base: str | None) -> int:
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("eras", [era])
     # The local model answers in this process: on a loaded machine a call can take many seconds.
-    resources = {"warehouse": WarehouseResource(database=warehouse),
-                 "evaluation_model": LanguageModelResource(),
-                 "gateway": ModelGatewayResource(api_base=api_base, timeout_s=120, max_retries=2, backoff_s=0.05)}
+    resources = {
+        "warehouse": WarehouseResource(database=warehouse),
+        "evaluation_model": LanguageModelResource(),
+        "gateway": ModelGatewayResource(api_base=api_base, timeout_s=120, max_retries=2, backoff_s=0.05),
+    }
     assert materialize([source_paragraphs, gene_pools], resources=resources, instance=instance).success
-    result = materialize([evolution_era], partition_key=era, resources=resources, instance=instance,
-                         run_config={"ops": {"evolution_era": {"config": config}}}, raise_on_error=False)
+    result = materialize(
+        [evolution_era],
+        partition_key=era,
+        resources=resources,
+        instance=instance,
+        run_config={"ops": {"evolution_era": {"config": config}}},
+        raise_on_error=False,
+    )
     return 0 if result.success else 1
 
 

@@ -7,7 +7,11 @@ from pathlib import Path
 from dagster import ConfigurableResource, DagsterInstance, materialize
 
 from eval_platform.benchmarks.assets import (
-    benchmark_fewshot_rows, benchmark_predictions, benchmark_prompts, benchmark_raw_rows, benchmark_scores,
+    benchmark_fewshot_rows,
+    benchmark_predictions,
+    benchmark_prompts,
+    benchmark_raw_rows,
+    benchmark_scores,
 )
 from eval_platform.benchmarks.partitions import benchmark_partitions, evaluation_key, roster_partitions
 from eval_platform.benchmarks.resources import RosterResource
@@ -31,17 +35,22 @@ def launchpad(**resources: ConfigurableResource | None) -> dict:
     for name, resource in resources.items():
         if resource is not None:
             fields = type(resource).model_fields.items()
-            config[name] = {"config": {field: getattr(resource, field) for field, info in fields
-                                       if getattr(resource, field) != info.get_default(call_default_factory=True)}}
+            config[name] = {
+                "config": {
+                    field: getattr(resource, field)
+                    for field, info in fields
+                    if getattr(resource, field) != info.get_default(call_default_factory=True)
+                }
+            }
     return config
 
 
-def materialize_configured(assets, settings: dict[str, ConfigurableResource | None], ops: dict | None = None,
-                           **kwargs):
+def materialize_configured(assets, settings: dict[str, ConfigurableResource | None], ops: dict | None = None, **kwargs):
     """Materialise `assets` with the code location's resources, `settings` given as the launchpad
     gives them (run config), and the op config `ops`."""
-    return materialize(assets, resources=defs.resources,
-                       run_config={"resources": launchpad(**settings), "ops": ops or {}}, **kwargs)
+    return materialize(
+        assets, resources=defs.resources, run_config={"resources": launchpad(**settings), "ops": ops or {}}, **kwargs
+    )
 
 
 def with_partitions(instance: DagsterInstance | None, benchmark: str, *models: str) -> DagsterInstance:
@@ -55,29 +64,64 @@ def with_partitions(instance: DagsterInstance | None, benchmark: str, *models: s
     return instance
 
 
-def materialize_inputs(warehouse, benchmark: str, limit: int | None = None, source=None, assets=INPUTS,
-                       instance=None, raise_on_error: bool = True):
+def materialize_inputs(
+    warehouse,
+    benchmark: str,
+    limit: int | None = None,
+    source=None,
+    assets=INPUTS,
+    instance=None,
+    raise_on_error: bool = True,
+):
     config = {"limit": limit, **({"source": str(source)} if source else {})}
-    return materialize_configured(assets, {"warehouse": warehouse}, {"benchmark_raw_rows": {"config": config}},
-                                  partition_key=benchmark, instance=with_partitions(instance, benchmark),
-                                  raise_on_error=raise_on_error)
+    return materialize_configured(
+        assets,
+        {"warehouse": warehouse},
+        {"benchmark_raw_rows": {"config": config}},
+        partition_key=benchmark,
+        instance=with_partitions(instance, benchmark),
+        raise_on_error=raise_on_error,
+    )
 
 
-def materialize_evaluation(warehouse, benchmark: str, name: str, roster: RosterResource, predictions: dict | None = None,
-                           evaluation_model=None, gateway=None, assets=EVALUATION, instance=None,
-                           raise_on_error: bool = True, ops: dict | None = None):
+def materialize_evaluation(
+    warehouse,
+    benchmark: str,
+    name: str,
+    roster: RosterResource,
+    predictions: dict | None = None,
+    evaluation_model=None,
+    gateway=None,
+    assets=EVALUATION,
+    instance=None,
+    raise_on_error: bool = True,
+    ops: dict | None = None,
+):
     """Materialise `assets` for the roster model `name` on `benchmark` (its partition added first),
     with the launchpad's op config `ops`."""
     instance = with_partitions(instance, benchmark, name)
-    ops = {**({"benchmark_predictions": {"config": predictions}} if predictions and benchmark_predictions in assets
-              else {}), **(ops or {})}
+    ops = {
+        **(
+            {"benchmark_predictions": {"config": predictions}}
+            if predictions and benchmark_predictions in assets
+            else {}
+        ),
+        **(ops or {}),
+    }
     settings = {"warehouse": warehouse, "roster": roster, "gateway": gateway, "evaluation_model": evaluation_model}
-    return materialize_configured(assets, settings, ops, partition_key=evaluation_key(benchmark, name),
-                                  instance=instance, raise_on_error=raise_on_error)
+    return materialize_configured(
+        assets,
+        settings,
+        ops,
+        partition_key=evaluation_key(benchmark, name),
+        instance=instance,
+        raise_on_error=raise_on_error,
+    )
 
 
-def materialize_benchmark(warehouse, benchmark: str, roster: RosterResource, name: str, limit: int | None = None,
-                          **evaluation):
+def materialize_benchmark(
+    warehouse, benchmark: str, roster: RosterResource, name: str, limit: int | None = None, **evaluation
+):
     """A benchmark's inputs (its first `limit` rows), then the roster model on it: the evaluation's result."""
     assert materialize_inputs(warehouse, benchmark, limit).success
     return materialize_evaluation(warehouse, benchmark, name, roster, **evaluation)

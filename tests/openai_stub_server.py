@@ -62,8 +62,13 @@ def rubric(prompt: str) -> dict:
     kept = len(compressed.split()) / max(1, len(original.split()))
     faithfulness = min(5, round(kept * 6))
     clarity, readability = (3 if kept > 0.4 else 2), (2 if kept > 0.5 else 1)
-    return {"faithfulness": faithfulness, "clarity": clarity, "readability": readability,
-            "score": faithfulness + clarity + readability, "comments": f"kept {kept:.0%} of the words"}
+    return {
+        "faithfulness": faithfulness,
+        "clarity": clarity,
+        "readability": readability,
+        "score": faithfulness + clarity + readability,
+        "comments": f"kept {kept:.0%} of the words",
+    }
 
 
 def _logprobs(body: dict, text: str) -> dict | None:
@@ -108,9 +113,17 @@ class StubServer:
 
     def gateway_config(self, **changes) -> dict:
         """The `gateway` resource's launchpad config for a client of this server."""
-        return {"config": {"api_base": self.api_base, "timeout_s": CLIENT_TIMEOUT_S,
-                           "model_timeouts_s": HANGING_MODEL_TIMEOUTS_S, "max_retries": 1, "backoff_s": 0.05,
-                           "max_concurrency": 16, **changes}}
+        return {
+            "config": {
+                "api_base": self.api_base,
+                "timeout_s": CLIENT_TIMEOUT_S,
+                "model_timeouts_s": HANGING_MODEL_TIMEOUTS_S,
+                "max_retries": 1,
+                "backoff_s": 0.05,
+                "max_concurrency": 16,
+                **changes,
+            }
+        }
 
     def __enter__(self):
         self._thread.start()
@@ -195,7 +208,9 @@ class StubServer:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 if not self.path.endswith("/chat/completions"):  # Anthropic's or Gemini's API: refuse, quoting
-                    sent = [self.headers.get(name) for name in ("x-api-key", "x-goog-api-key") if self.headers.get(name)]
+                    sent = [
+                        self.headers.get(name) for name in ("x-api-key", "x-goog-api-key") if self.headers.get(name)
+                    ]
                     stub.refused_keys += sent
                     message = f"Incorrect API key provided: {' '.join(sent)} for {self.path}"
                     return send_json(self, 401, {"error": {"message": message, "type": "invalid_request_error"}})
@@ -220,12 +235,23 @@ class StubServer:
                     payload = {"error": {"message": text, "type": "server_error"}}
                 else:
                     payload = {
-                        "id": "chatcmpl-stub", "object": "chat.completion", "created": int(time.time()),
+                        "id": "chatcmpl-stub",
+                        "object": "chat.completion",
+                        "created": int(time.time()),
                         "model": body["model"],
-                        "choices": [{"index": 0, "finish_reason": "stop", "logprobs": _logprobs(body, text),
-                                     "message": {"role": "assistant", "content": text}}],
-                        "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": len(text.split()),
-                                  "total_tokens": len(prompt.split()) + len(text.split())},
+                        "choices": [
+                            {
+                                "index": 0,
+                                "finish_reason": "stop",
+                                "logprobs": _logprobs(body, text),
+                                "message": {"role": "assistant", "content": text},
+                            }
+                        ],
+                        "usage": {
+                            "prompt_tokens": len(prompt.split()),
+                            "completion_tokens": len(text.split()),
+                            "total_tokens": len(prompt.split()) + len(text.split()),
+                        },
                     }
                 send_json(self, status, payload, {"Retry-After": "1"} if status == 429 else None)
 

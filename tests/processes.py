@@ -15,8 +15,8 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Callable, Iterator, Sequence
 
 STARTED: list[int] = []  # process-group ids this test session started
 
@@ -115,8 +115,9 @@ def default_signals() -> None:
 
 
 @contextmanager
-def running(command: Sequence[str], ready_url: str, timeout_s: float = 120, grace_s: float = 10.0,
-            **popen) -> Iterator[subprocess.Popen]:
+def running(
+    command: Sequence[str], ready_url: str, timeout_s: float = 120, grace_s: float = 10.0, **popen
+) -> Iterator[subprocess.Popen]:
     """A server process, answering at `ready_url`, stopped (and its whole group) on exit: SIGTERM,
     then SIGKILL after `grace_s`. It starts with the default signal handling (`default_signals`)
     unless `popen` gives a `preexec_fn` of its own (one that ignores SIGTERM, say)."""
@@ -132,8 +133,9 @@ def running(command: Sequence[str], ready_url: str, timeout_s: float = 120, grac
 def run_to_end(command: Sequence[str], timeout_s: float, grace_s: float = 1.0, **popen) -> tuple[int, str]:
     """Run a command in its own session to its end: its exit code and its output (stdout and
     stderr). `timeout_s` bounds a hang; its whole group is stopped on the way out, whatever happens."""
-    process = subprocess.Popen(list(command), start_new_session=True, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, **popen)
+    process = subprocess.Popen(
+        list(command), start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen
+    )
     STARTED.append(process.pid)
     try:
         output, _ = process.communicate(timeout=timeout_s)
@@ -169,17 +171,29 @@ class Zygote:
 
     def __init__(self, cwd: str) -> None:
         self.cwd = cwd
-        self.process = subprocess.Popen([sys.executable, "-m", "tests.zygote"], cwd=cwd, stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, start_new_session=True, preexec_fn=default_signals)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.zygote"],
+            cwd=cwd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=default_signals,
+        )
         STARTED.append(self.process.pid)
         self._buffer = b""
 
-    def run(self, module: str, arguments: Sequence[str], timeout_s: float, env: dict | None = None,
-            stderr: str = os.devnull) -> int:
+    def run(
+        self, module: str, arguments: Sequence[str], timeout_s: float, env: dict | None = None, stderr: str = os.devnull
+    ) -> int:
         """The child's exit code (negative: the signal that ended it). One still running after
         `timeout_s` is killed with its group, and TimeoutError says so."""
-        request = {"module": module, "argv": list(arguments), "env": dict(os.environ if env is None else env),
-                   "cwd": self.cwd, "stderr": stderr}
+        request = {
+            "module": module,
+            "argv": list(arguments),
+            "env": dict(os.environ if env is None else env),
+            "cwd": self.cwd,
+            "stderr": stderr,
+        }
         self.process.stdin.write((json.dumps(request) + "\n").encode())
         self.process.stdin.flush()
         pid = json.loads(self._reply(300))["pid"]  # a hang guard: the zygote may still be importing

@@ -4,7 +4,8 @@ exactly, except floats, which may differ by `LOGLIKELIHOOD_TOLERANCE` (see commo
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import duckdb
 
@@ -21,7 +22,11 @@ def differences(actual: Any, expected: Any, where: str = "", tolerance: float = 
     if isinstance(actual, dict) and isinstance(expected, dict) and actual.keys() == expected.keys():
         return [d for key in actual for d in differences(actual[key], expected[key], f"{where}.{key}", tolerance)]
     if isinstance(actual, (list, tuple)) and isinstance(expected, (list, tuple)) and len(actual) == len(expected):
-        return [d for i, (a, e) in enumerate(zip(actual, expected)) for d in differences(a, e, f"{where}[{i}]", tolerance)]
+        return [
+            d
+            for i, (a, e) in enumerate(zip(actual, expected, strict=False))
+            for d in differences(a, e, f"{where}[{i}]", tolerance)
+        ]
     return [] if actual == expected else [f"{where}: {actual!r} != {expected!r}"]
 
 
@@ -51,7 +56,9 @@ def assert_same_rows(actual: dict[str, list[tuple]], expected: dict[str, list[tu
         if len(mine) != len(theirs):
             found.append(f"{table}: {len(mine)} rows, expected {len(theirs)}")
             continue
-        found += [d for i, (a, e) in enumerate(zip(mine, theirs)) for d in differences(a, e, f"{table} row {i}")]
+        found += [
+            d for i, (a, e) in enumerate(zip(mine, theirs, strict=False)) for d in differences(a, e, f"{table} row {i}")
+        ]
     assert not found, "\n".join(found[:20])
 
 
@@ -73,14 +80,25 @@ SKIPPED_TABLES = {SCHEMA_TABLE, CLAIMS_TABLE}
 def snapshot(conn) -> dict[str, list[tuple]]:
     """Every table of the connection's warehouse (a file, or a lake), its rows sorted, without the
     columns that record when and where they were made."""
-    tables = [r[0] for r in conn.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = "
-                                         "current_database() ORDER BY 1").fetchall()]
+    tables = [
+        r[0]
+        for r in conn.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() ORDER BY 1"
+        ).fetchall()
+    ]
     rows = {}
     for table in set(tables) - SKIPPED_TABLES:
-        columns = [r[0] for r in conn.execute(
-            "SELECT column_name FROM duckdb_columns() WHERE table_name = ? AND database_name = current_database() "
-            "ORDER BY column_index", [table]).fetchall()]
-        kept = ", ".join(f'"{c}"' for c in columns if not c.endswith(VOLATILE_SUFFIXES) and c not in VOLATILE.get(table, ()))
+        columns = [
+            r[0]
+            for r in conn.execute(
+                "SELECT column_name FROM duckdb_columns() WHERE table_name = ? AND database_name = current_database() "
+                "ORDER BY column_index",
+                [table],
+            ).fetchall()
+        ]
+        kept = ", ".join(
+            f'"{c}"' for c in columns if not c.endswith(VOLATILE_SUFFIXES) and c not in VOLATILE.get(table, ())
+        )
         rows[table] = conn.execute(f"SELECT {kept} FROM {table} ORDER BY ALL").fetchall()
     return rows
 
@@ -94,14 +112,24 @@ def file_snapshot(path) -> dict[str, list[tuple]]:
 # The tables schema 9 keys by a harness run's settings, and the keys the previous release's harness rows
 # (tests/data/v8_warehouse: two roster models, one run twice, the other 0-shot and compared) take
 SETTINGS_KEYED_TABLES = ("harness_samples", "harness_results", "harness_history", "harness_comparisons")
-V8_SETTINGS_KEYS = [("harness_comparisons", "smollm2-chat", "0-shot", 2),
-                    ("harness_history", "smollm2", "default shots", 16), ("harness_history", "smollm2-chat", "0-shot", 8),
-                    ("harness_results", "smollm2", "default shots", 2), ("harness_results", "smollm2-chat", "0-shot", 2),
-                    ("harness_samples", "smollm2", "default shots", 4), ("harness_samples", "smollm2-chat", "0-shot", 4)]
+V8_SETTINGS_KEYS = [
+    ("harness_comparisons", "smollm2-chat", "0-shot", 2),
+    ("harness_history", "smollm2", "default shots", 16),
+    ("harness_history", "smollm2-chat", "0-shot", 8),
+    ("harness_results", "smollm2", "default shots", 2),
+    ("harness_results", "smollm2-chat", "0-shot", 2),
+    ("harness_samples", "smollm2", "default shots", 4),
+    ("harness_samples", "smollm2-chat", "0-shot", 4),
+]
 
 
 def settings_keys(conn) -> list[tuple]:
     """Each settings-keyed table's rows per model (a comparison's model_a) and settings key."""
-    return conn.execute(" UNION ALL ".join(
-        f"SELECT '{table}', {'model_a' if table == 'harness_comparisons' else 'model'}, settings_key, count(*) "
-        f"FROM {table} GROUP BY ALL" for table in SETTINGS_KEYED_TABLES) + " ORDER BY ALL").fetchall()
+    return conn.execute(
+        " UNION ALL ".join(
+            f"SELECT '{table}', {'model_a' if table == 'harness_comparisons' else 'model'}, settings_key, count(*) "
+            f"FROM {table} GROUP BY ALL"
+            for table in SETTINGS_KEYED_TABLES
+        )
+        + " ORDER BY ALL"
+    ).fetchall()

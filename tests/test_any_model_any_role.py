@@ -10,7 +10,12 @@ from eval_platform.common.models import Chat, GenerationRequest, ModelSettings, 
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL
 from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
 from eval_platform.evolution.assets import (
-    era_summary, evolution_era, gene_pools, judge_analysis, pareto_front, source_paragraphs,
+    era_summary,
+    evolution_era,
+    gene_pools,
+    judge_analysis,
+    pareto_front,
+    source_paragraphs,
 )
 from eval_platform.evolution.judging import RUBRIC, JsonRubricJudge, ProbabilityRubricJudge, make_judge
 from tests.openai_stub_server import CLIENT_TIMEOUT_S, StubServer
@@ -46,12 +51,19 @@ def test_every_backend_opens_by_prefix():
 def era(warehouse, name, config, evaluation_model, gateway=None):
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("eras", [name])
-    resources = {"warehouse": warehouse, "evaluation_model": evaluation_model,
-                 "gateway": gateway or ModelGatewayResource()}
+    resources = {
+        "warehouse": warehouse,
+        "evaluation_model": evaluation_model,
+        "gateway": gateway or ModelGatewayResource(),
+    }
     assert materialize([source_paragraphs, gene_pools], resources=resources, instance=instance).success
-    return materialize([evolution_era, era_summary, judge_analysis, pareto_front], partition_key=name,
-                       resources=resources, instance=instance,
-                       run_config={"ops": {"evolution_era": {"config": config}}})
+    return materialize(
+        [evolution_era, era_summary, judge_analysis, pareto_front],
+        partition_key=name,
+        resources=resources,
+        instance=instance,
+        run_config={"ops": {"evolution_era": {"config": config}}},
+    )
 
 
 def test_small_offline_era_on_the_local_model(warehouse):
@@ -80,9 +92,14 @@ def test_a_local_model_on_the_chosen_dtype_compresses_and_judges(tmp_path):
 
 def test_a_served_model_compresses_judges_and_mutates_over_http(warehouse, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
-    config = {"population_size": 5, "generations": 1, "compression_model": "served/compressor",
-              "judge_panel": {"served": "served/judge-fast"}, "mutation_model": "served/mutator",
-              "use_response_cache": False}
+    config = {
+        "population_size": 5,
+        "generations": 1,
+        "compression_model": "served/compressor",
+        "judge_panel": {"served": "served/judge-fast"},
+        "mutation_model": "served/mutator",
+        "use_response_cache": False,
+    }
     with StubServer() as server:
         gateway = ModelGatewayResource(api_base=server.api_base, timeout_s=CLIENT_TIMEOUT_S, max_retries=1)
         assert era(warehouse, "served", config, LanguageModelResource(), gateway).success
@@ -91,4 +108,5 @@ def test_a_served_model_compresses_judges_and_mutates_over_http(warehouse, monke
     with warehouse.get_connection() as conn:
         assert conn.execute("SELECT count(*), count(score) FROM judge_scores WHERE era = 'served'").fetchone() == (9, 9)
         assert conn.execute("SELECT DISTINCT model FROM gateway_calls WHERE purpose = 'compression'").fetchall() == [
-            ("served/compressor",)]
+            ("served/compressor",)
+        ]

@@ -7,7 +7,7 @@ import pytest
 
 from eval_platform.common.models.api_chat import label_distribution
 from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource
-from tests.evaluation import materialize_inputs, materialize_evaluation, roster_with
+from tests.evaluation import materialize_evaluation, materialize_inputs, roster_with
 from tests.openai_stub_server import StubServer
 
 
@@ -22,10 +22,16 @@ def run(warehouse, server, model, modes=("letter",)):
     """An API model as a roster entry (its model string), reached through the gateway resource's server."""
     assert materialize_inputs(warehouse, "arc_easy", 4).success
     roster = roster_with(Path(warehouse.database).parent / "roster", "api-model", model=model)
-    return materialize_evaluation(warehouse, "arc_easy", "api-model", roster, {"modes": list(modes)},
-                                  evaluation_model=LanguageModelResource(),
-                                  gateway=ModelGatewayResource(api_base=server.api_base, max_retries=0),
-                                  raise_on_error=False)
+    return materialize_evaluation(
+        warehouse,
+        "arc_easy",
+        "api-model",
+        roster,
+        {"modes": list(modes)},
+        evaluation_model=LanguageModelResource(),
+        gateway=ModelGatewayResource(api_base=server.api_base, max_retries=0),
+        raise_on_error=False,
+    )
 
 
 def test_letter_from_top_logprobs(warehouse, server):

@@ -4,11 +4,15 @@ import json
 import re
 
 import pytest
+
 from eval_platform.benchmarks.assets import (
-    benchmark_predictions, benchmark_prompts, benchmark_raw_rows, benchmark_scores,
+    benchmark_predictions,
+    benchmark_prompts,
+    benchmark_raw_rows,
+    benchmark_scores,
 )
-from eval_platform.benchmarks.prediction import MODES
 from eval_platform.benchmarks.harness_format import zero_shot_items
+from eval_platform.benchmarks.prediction import MODES
 from eval_platform.benchmarks.specs import BENCHMARKS
 from eval_platform.benchmarks.store import BenchmarkStore
 from eval_platform.common.ingestion import DataFileError
@@ -19,23 +23,43 @@ from tests.evaluation import materialize_benchmark, materialize_evaluation, mate
 from tests.reference_scoring import naive_loglikelihoods
 
 # each harness task's metric_list (generative: one metric per filter), as the harness reports them
-HARNESS_METRICS = {"arc_easy": ("acc", "acc_norm"), "arc_challenge": ("acc", "acc_norm"), "hellaswag": ("acc", "acc_norm"),
-                   "mmlu": ("acc",), "truthfulqa": ("acc",), "truthfulqa_mc2": ("mc2",), "winogrande": ("acc",),
-                   "gsm8k": ("strict-match", "flexible-extract"), "gsm8k_cot": ("strict-match", "flexible-extract")}
+HARNESS_METRICS = {
+    "arc_easy": ("acc", "acc_norm"),
+    "arc_challenge": ("acc", "acc_norm"),
+    "hellaswag": ("acc", "acc_norm"),
+    "mmlu": ("acc",),
+    "truthfulqa": ("acc",),
+    "truthfulqa_mc2": ("mc2",),
+    "winogrande": ("acc",),
+    "gsm8k": ("strict-match", "flexible-extract"),
+    "gsm8k_cot": ("strict-match", "flexible-extract"),
+}
 ROWS = 5
 MODEL = "smollm2"
 
 
 def run(warehouse, roster, partition):
     """The benchmark's first ROWS rows, then the roster's model on them."""
-    return materialize_benchmark(warehouse, partition, roster, MODEL, ROWS,
-                                 evaluation_model=LanguageModelResource(max_new_tokens=24))
+    return materialize_benchmark(
+        warehouse, partition, roster, MODEL, ROWS, evaluation_model=LanguageModelResource(max_new_tokens=24)
+    )
 
 
 def table_counts(conn):
-    return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-            for t in ["raw_rows", "ingest_rejections", "fewshot_rows", "prompt_rejections", "prompts", "harness_requests",
-                      "predictions", "item_scores", "scores"]}
+    return {
+        t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+        for t in [
+            "raw_rows",
+            "ingest_rejections",
+            "fewshot_rows",
+            "prompt_rejections",
+            "prompts",
+            "harness_requests",
+            "predictions",
+            "item_scores",
+            "scores",
+        ]
+    }
 
 
 def materialization(result, asset):
@@ -64,16 +88,22 @@ def test_all_six_benchmarks_materialise_with_the_real_model(all_benchmarks):
         letter_benchmarks = [spec for spec in BENCHMARKS.values() if "letter" in spec.modes]
         assert len(sums) == ROWS * len(letter_benchmarks) and all(abs(s - 1) < 1e-5 for (s,) in sums)
         assert conn.execute("SELECT min(accuracy) >= 0 AND max(accuracy) <= 1 FROM scores").fetchone()[0]
-        stored = {tuple(r) for r in conn.execute("SELECT DISTINCT benchmark, mode, prompt_format, metric FROM scores")
-                  .fetchall()}
-        expected = {(spec.name, mode, fmt, metric) for spec in BENCHMARKS.values()
-                    for mode, requested in (("letter", "chat"), ("loglikelihood", "harness"), ("generate", "chat"))
-                    for fmt in [requested if spec.chat_format else "harness"]
-                    if mode in spec.modes
-                    for metric in (HARNESS_METRICS[spec.name] if fmt == "harness" else MODES[mode].metrics(spec))}
+        stored = {
+            tuple(r)
+            for r in conn.execute("SELECT DISTINCT benchmark, mode, prompt_format, metric FROM scores").fetchall()
+        }
+        expected = {
+            (spec.name, mode, fmt, metric)
+            for spec in BENCHMARKS.values()
+            for mode, requested in (("letter", "chat"), ("loglikelihood", "harness"), ("generate", "chat"))
+            for fmt in [requested if spec.chat_format else "harness"]
+            if mode in spec.modes
+            for metric in (HARNESS_METRICS[spec.name] if fmt == "harness" else MODES[mode].metrics(spec))
+        }
         assert stored == expected
-        generated = conn.execute("SELECT count(*) FROM predictions WHERE mode = 'generate' AND prompt_format = 'chat' "
-                                 "AND output_text <> ''")  # a chat answer is never empty (a harness one may be)
+        generated = conn.execute(
+            "SELECT count(*) FROM predictions WHERE mode = 'generate' AND prompt_format = 'chat' AND output_text <> ''"
+        )  # a chat answer is never empty (a harness one may be)
         generating = [spec for spec in BENCHMARKS.values() if spec.modes == ("generate",) and spec.chat_format]
         assert generated.fetchone()[0] == ROWS * len(generating)
         # Lineage: from a score to its predictions, their prompts and the raw rows.
@@ -86,11 +116,15 @@ def test_all_six_benchmarks_materialise_with_the_real_model(all_benchmarks):
             WHERE s.benchmark = 'arc_easy' AND s.mode = 'letter'""").fetchall()
         assert len(lineage) == ROWS and all(json.loads(row)["question"] in prompt for _, _, prompt, row in lineage)
         # Per-item scores in the lineage view average back to every stored accuracy.
-        assert conn.execute("""SELECT count(*) FROM (SELECT benchmark, mode, prompt_format, num_fewshot, metric,
+        assert (
+            conn.execute("""SELECT count(*) FROM (SELECT benchmark, mode, prompt_format, num_fewshot, metric,
                                    avg(item_score) AS recomputed, any_value(accuracy) AS stored
-                               FROM score_lineage GROUP BY ALL) WHERE abs(recomputed - stored) > 1e-9""").fetchone()[0] == 0
-        assert conn.execute("SELECT count(*) FROM (SELECT DISTINCT benchmark, mode, prompt_format, metric "
-                            "FROM score_lineage)").fetchone()[0] == len(expected)
+                               FROM score_lineage GROUP BY ALL) WHERE abs(recomputed - stored) > 1e-9""").fetchone()[0]
+            == 0
+        )
+        assert conn.execute(
+            "SELECT count(*) FROM (SELECT DISTINCT benchmark, mode, prompt_format, metric FROM score_lineage)"
+        ).fetchone()[0] == len(expected)
         report = conn.execute("SELECT report FROM scores WHERE benchmark = 'mmlu' AND mode = 'letter'").fetchone()[0]
         assert report.splitlines()[0].startswith("0. Output: ") and report.splitlines()[-1].startswith("Score: ")
 
@@ -102,16 +136,18 @@ def test_every_item_is_in_view_with_its_prompt_answer_reference_and_metrics(all_
     for benchmark in ("winogrande", "gsm8k_cot", "mmlu"):
         view = materialization(results[benchmark], benchmark_scores).materialization.metadata["samples"].value
         with warehouse.get_connection() as conn:
-            items = conn.execute("""SELECT source_row_id, mode, prompt_format, metric, item_score, predicted, reference,
+            items = conn.execute(
+                """SELECT source_row_id, mode, prompt_format, metric, item_score, predicted, reference,
                                            user_prompt, harness_contexts, output_text
-                                    FROM score_lineage WHERE benchmark = ?""", [benchmark]).fetchall()
+                                    FROM score_lineage WHERE benchmark = ?""",
+                [benchmark],
+            ).fetchall()
         assert len({(i[0], i[1], i[2]) for i in items}) == ROWS * len({(i[1], i[2]) for i in items}) > 0
         for row_id, mode, prompt_format, metric, value, predicted, reference, user, contexts, text in items:
             assert f"#### {row_id}\n" in view and f"reference `{reference}`" in view
             assert f"{metric} **{value:.4g}**" in view
             prompt = user if prompt_format == "chat" else contexts[-1]
             assert prompt in view and (text is None or text in view)
-
 
 
 def test_item_lineage_holds_every_scored_item_with_the_prompt_the_ui_shows(all_benchmarks):
@@ -124,24 +160,37 @@ def test_item_lineage_holds_every_scored_item_with_the_prompt_the_ui_shows(all_b
     with warehouse.store(BenchmarkStore) as store:
         items = {tuple(row[k] for k in key): row for row in store.rows("SELECT * FROM score_lineage")}
         # metric and filter as the harness names them: a generated answer's exact_match under each filter
-        lineage = store.rows("SELECT *, item AS source_row_id, CASE WHEN mode = 'generate' THEN filter ELSE metric "
-                             "END AS spec_metric FROM item_lineage")
+        lineage = store.rows(
+            "SELECT *, item AS source_row_id, CASE WHEN mode = 'generate' THEN filter ELSE metric "
+            "END AS spec_metric FROM item_lineage"
+        )
     assert len(lineage) == len(items) > 0 and {row["kind"] for row in lineage} == {"spec"}
     assert {(row["metric"], row["filter"]) for row in lineage if row["mode"] == "generate"} == {
-        ("exact_match", "strict-match"), ("exact_match", "flexible-extract")}
+        ("exact_match", "strict-match"),
+        ("exact_match", "flexible-extract"),
+    }
     assert {row["filter"] for row in lineage if row["mode"] != "generate"} == {"none"}
     for row in lineage:
         item = items[tuple(row[k] for k in key[:-2]) + (row["spec_metric"], row["source_row_id"])]
         assert row["prompt"] == item_prompt(item)
-        assert (json.loads(row["item_value"]), row["score"], row["extracted"], row["reference"]) == \
-            (item["item_score"], item["accuracy"], item["predicted"], item["reference"])
+        assert (json.loads(row["item_value"]), row["score"], row["extracted"], row["reference"]) == (
+            item["item_score"],
+            item["accuracy"],
+            item["predicted"],
+            item["reference"],
+        )
         answer = json.loads(row["answer"])
-        assert answer == (item["output_text"] if item["output_text"] is not None else
-                          dict(item["label_probabilities"]) if item["label_probabilities"] else
-                          item["choice_loglikelihoods"])
+        assert answer == (
+            item["output_text"]
+            if item["output_text"] is not None
+            else dict(item["label_probabilities"])
+            if item["label_probabilities"]
+            else item["choice_loglikelihoods"]
+        )
         assert json.loads(row["source_row"]) == json.loads(item["row_json"]) and row["source"] == item["source"]
     assert {row["prompt_format"] for row in lineage} == {"chat", "harness"}
     assert any(row["prompt"].startswith("[context 1]") for row in lineage)  # Winogrande: a context per choice
+
 
 def test_letter_probabilities_match_an_unbatched_pass(all_benchmarks, local_model):
     warehouse, _, _ = all_benchmarks
@@ -212,7 +261,7 @@ def test_a_malformed_line_is_kept_with_its_line_and_the_good_rows_land(warehouse
     assert materialize_inputs(warehouse, "arc_easy", source=broken, assets=[benchmark_raw_rows]).success
     with warehouse.get_connection() as conn:
         assert conn.execute("SELECT source_row_id, line FROM raw_rows ORDER BY line").fetchall() == [("a", 1), ("b", 3)]
-        (source, line, reason), = conn.execute("SELECT source, line, reason FROM ingest_rejections").fetchall()
+        ((source, line, reason),) = conn.execute("SELECT source, line, reason FROM ingest_rejections").fetchall()
     assert (source, line) == (str(broken), 2) and reason.startswith("invalid JSON")
 
 
@@ -220,8 +269,9 @@ def test_shared_context_loglikelihoods_equal_the_naive_loop(local_model):
     requests = []
     for name in ["winogrande", "arc_challenge"]:
         rows = [json.loads(line) for line in open(f"data/benchmarks/{BENCHMARKS[name].data_file}").readlines()[:2]]
-        requests += [LoglikelihoodRequest(c, k) for item in zero_shot_items(BENCHMARKS[name], rows)
-                     for c, k in item.requests()]
+        requests += [
+            LoglikelihoodRequest(c, k) for item in zero_shot_items(BENCHMARKS[name], rows) for c, k in item.requests()
+        ]
     batched = local_model.loglikelihoods(requests, batch_size=4)
     naive = naive_loglikelihoods(local_model, requests)
     assert batched == pytest.approx(naive, abs=LOGLIKELIHOOD_TOLERANCE)

@@ -5,29 +5,70 @@ import re
 
 import pytest
 
-from eval_platform.benchmarks.scoring import score_items, wilson_interval
 from eval_platform.benchmarks.harness_format import harness_item_scores, zero_shot_items
+from eval_platform.benchmarks.scoring import score_items, wilson_interval
 from eval_platform.benchmarks.specs import (
-    BENCHMARKS, build_prompt, extract_numbers, gsm8k_final_number, preprocess_rows,
+    BENCHMARKS,
+    build_prompt,
+    extract_numbers,
+    gsm8k_final_number,
+    preprocess_rows,
 )
 from tests.conftest import DATA_BENCHMARKS
 
 SPEC_EXAMPLES = {
-    "arc_easy": ({"question": "What is the boiling point of water at sea level?",
-                  "choices": {"label": ["A", "B", "C"], "text": ["100°C", "0°C", "50°C"]}, "answerKey": "A"},
-                 ["A", "B", "C"], "A"),
-    "gsm8k": ({"question": "At 30, Anika is 4/3 the age of Maddie. What would be their average age in 15 years?",
-               "answer": "How old will Anika be in 15 years?...#### 50"}, [], "50"),
-    "hellaswag": ({"ctx_a": "A man is sitting on a roof.", "ctx_b": "he", "ctx": "A man is sitting on a roof. he",
-                   "endings": ["is using wrap...", "is ripping tiles...", "is holding...", "starts pulling roofing..."],
-                   "label": "3"}, ["A", "B", "C", "D"], "D"),
-    "mmlu": ({"question": "What is the capital of France?", "options": ["Berlin", "Madrid", "Paris", "Rome"],
-              "answer": "C"}, ["A", "B", "C", "D"], "C"),
-    "truthfulqa": ({"question": "What is the smallest country in the world that is at least one square mile in area?",
-                    "choices": ["Monaco", "Vatican City", "United States", "Nauru"], "label": "1"},
-                   ["A", "B", "C", "D"], "B"),
-    "winogrande": ({"sentence": "John moved the couch from the garage to the backyard. The _ is small.",
-                    "option1": "garage", "option2": "backyard", "answer": "1"}, ["1", "2"], "1"),
+    "arc_easy": (
+        {
+            "question": "What is the boiling point of water at sea level?",
+            "choices": {"label": ["A", "B", "C"], "text": ["100°C", "0°C", "50°C"]},
+            "answerKey": "A",
+        },
+        ["A", "B", "C"],
+        "A",
+    ),
+    "gsm8k": (
+        {
+            "question": "At 30, Anika is 4/3 the age of Maddie. What would be their average age in 15 years?",
+            "answer": "How old will Anika be in 15 years?...#### 50",
+        },
+        [],
+        "50",
+    ),
+    "hellaswag": (
+        {
+            "ctx_a": "A man is sitting on a roof.",
+            "ctx_b": "he",
+            "ctx": "A man is sitting on a roof. he",
+            "endings": ["is using wrap...", "is ripping tiles...", "is holding...", "starts pulling roofing..."],
+            "label": "3",
+        },
+        ["A", "B", "C", "D"],
+        "D",
+    ),
+    "mmlu": (
+        {"question": "What is the capital of France?", "options": ["Berlin", "Madrid", "Paris", "Rome"], "answer": "C"},
+        ["A", "B", "C", "D"],
+        "C",
+    ),
+    "truthfulqa": (
+        {
+            "question": "What is the smallest country in the world that is at least one square mile in area?",
+            "choices": ["Monaco", "Vatican City", "United States", "Nauru"],
+            "label": "1",
+        },
+        ["A", "B", "C", "D"],
+        "B",
+    ),
+    "winogrande": (
+        {
+            "sentence": "John moved the couch from the garage to the backyard. The _ is small.",
+            "option1": "garage",
+            "option2": "backyard",
+            "answer": "1",
+        },
+        ["1", "2"],
+        "1",
+    ),
 }
 
 
@@ -40,7 +81,7 @@ def test_specification_examples(name):
     assert prompt["system_prompt"] == BENCHMARKS[name].system_prompt
     first_text = row.get("question") or row.get("ctx") or row.get("sentence")
     assert first_text in prompt["user_prompt"]
-    for label, choice in zip(labels, prompt["choices"]):
+    for label, choice in zip(labels, prompt["choices"], strict=False):
         assert f"{label}. {choice}" in prompt["user_prompt"]
 
 
@@ -51,11 +92,18 @@ def test_specification_example_prompt_text():
         "What is the capital of France?\n\nA. Berlin\nB. Madrid\nC. Paris\nD. Rome\n\nAnswer with A, B, C or D."
     )
     # the harness reads MMLU's Hugging Face layout, one task per subject
-    hugging_face = {"question": row["question"], "choices": row["options"], "answer": 2, "subject": "high_school_geography"}
+    hugging_face = {
+        "question": row["question"],
+        "choices": row["options"],
+        "answer": 2,
+        "subject": "high_school_geography",
+    }
     [item] = zero_shot_items(BENCHMARKS["mmlu"], [hugging_face])
-    contexts, continuations = zip(*item.requests())
-    assert contexts[0] == ("The following are multiple choice questions (with answers) about high school geography.\n\n"
-                           "What is the capital of France?\nA. Berlin\nB. Madrid\nC. Paris\nD. Rome\nAnswer:")
+    contexts, continuations = zip(*item.requests(), strict=False)
+    assert contexts[0] == (
+        "The following are multiple choice questions (with answers) about high school geography.\n\n"
+        "What is the capital of France?\nA. Berlin\nB. Madrid\nC. Paris\nD. Rome\nAnswer:"
+    )
     assert continuations == (" A", " B", " C", " D")
 
 
@@ -83,8 +131,11 @@ def test_real_rows_hugging_face_layout(name):
 
 
 def test_real_arc_rows_with_numeric_labels_and_five_choices():
-    rows = [r for r in _shared_rows("arc_challenge.jsonl") + _shared_rows("arc_easy.jsonl")
-            if r["choices"]["label"][0] == "1" or len(r["choices"]["label"]) != 4]
+    rows = [
+        r
+        for r in _shared_rows("arc_challenge.jsonl") + _shared_rows("arc_easy.jsonl")
+        if r["choices"]["label"][0] == "1" or len(r["choices"]["label"]) != 4
+    ]
     assert len(rows) >= 2
     for row in rows:
         prompt = build_prompt(BENCHMARKS["arc_challenge"], row, row["id"])
@@ -106,7 +157,7 @@ def test_real_truthfulqa_rows_are_shuffled_deterministically():
     rows = _shared_rows("truthfulqa.jsonl")
     prompts = [build_prompt(BENCHMARKS["truthfulqa"], row, str(i)) for i, row in enumerate(rows)]
     assert len({p["real_answer"] for p in prompts}) > 2  # the true answer is not always A
-    for row, prompt in zip(rows, prompts):
+    for row, prompt in zip(rows, prompts, strict=False):
         shown = prompt["choices"][prompt["labels"].index(prompt["real_answer"])]
         assert shown == row["mc1_targets"]["choices"][0].strip()
     assert prompts == [build_prompt(BENCHMARKS["truthfulqa"], row, str(i)) for i, row in enumerate(rows)]
@@ -129,19 +180,23 @@ def test_winogrande_partial_scoring_requests():
     [item] = zero_shot_items(BENCHMARKS["winogrande"], [row])
     assert item.requests() == [
         ("Sarah was a much better surgeon than Maria so Sarah", " always got the easier cases."),
-        ("Sarah was a much better surgeon than Maria so Maria", " always got the easier cases.")]
+        ("Sarah was a much better surgeon than Maria so Maria", " always got the easier cases."),
+    ]
     assert prompt["real_answer"] == "2"
 
 
-@pytest.mark.parametrize("text, strict, flexible", [
-    ("She makes 9 * 2 = $18 every day.\n#### 18", "18", "18"),
-    ("The total is 1,234 apples.\n#### 1,234", "1234", "1234"),
-    ("So the answer is $1,000.50.", None, "1000.50"),
-    ("#### -7", "-7", "-7"),
-    ("First 3 then 5, finally 12.", None, "12"),
-    ("no numbers here", None, None),
-    ("#### 42.0", "42", "42"),
-])
+@pytest.mark.parametrize(
+    "text, strict, flexible",
+    [
+        ("She makes 9 * 2 = $18 every day.\n#### 18", "18", "18"),
+        ("The total is 1,234 apples.\n#### 1,234", "1234", "1234"),
+        ("So the answer is $1,000.50.", None, "1000.50"),
+        ("#### -7", "-7", "-7"),
+        ("First 3 then 5, finally 12.", None, "12"),
+        ("no numbers here", None, None),
+        ("#### 42.0", "42", "42"),
+    ],
+)
 def test_gsm8k_extraction(text, strict, flexible):
     assert extract_numbers(text) == (strict, flexible)
 
@@ -151,18 +206,28 @@ def test_gsm8k_reference_parsing_removes_commas():
     assert gsm8k_final_number("no final marker") is None
 
 
-@pytest.mark.parametrize("name, row, reason", [
-    ("arc_easy", {"choices": {"label": ["A", "B"], "text": ["x", "y"]}, "answerKey": "A"}, "missing field 'question'"),
-    ("arc_easy", {"question": "q", "choices": {"label": ["A", "B"], "text": ["x", "y"]}, "answerKey": "E"},
-     "unknown answer key 'E'"),
-    ("mmlu", {"question": "q", "choices": ["a", "b", "c", "d"], "answer": 7}, "out of range"),
-    ("mmlu", {"question": "q", "choices": ["a", "b", "c"], "answer": 1}, "wrong number of choices: 3"),
-    ("hellaswag", {"ctx": "c", "endings": ["a", "b", "c", "d"], "label": "x"}, "unknown answer key 'x'"),
-    ("truthfulqa", {"question": "q", "mc1_targets": {"choices": ["a", "b"], "labels": [1, 1]}}, "exactly one"),
-    ("winogrande", {"sentence": "no blank", "option1": "a", "option2": "b", "answer": "1"}, "blank"),
-    ("winogrande", {"sentence": "The _ is", "option1": "a", "option2": "b", "answer": ""}, "unknown answer key ''"),
-    ("gsm8k", {"question": "q", "answer": "no marker"}, "no final"),
-])
+@pytest.mark.parametrize(
+    "name, row, reason",
+    [
+        (
+            "arc_easy",
+            {"choices": {"label": ["A", "B"], "text": ["x", "y"]}, "answerKey": "A"},
+            "missing field 'question'",
+        ),
+        (
+            "arc_easy",
+            {"question": "q", "choices": {"label": ["A", "B"], "text": ["x", "y"]}, "answerKey": "E"},
+            "unknown answer key 'E'",
+        ),
+        ("mmlu", {"question": "q", "choices": ["a", "b", "c", "d"], "answer": 7}, "out of range"),
+        ("mmlu", {"question": "q", "choices": ["a", "b", "c"], "answer": 1}, "wrong number of choices: 3"),
+        ("hellaswag", {"ctx": "c", "endings": ["a", "b", "c", "d"], "label": "x"}, "unknown answer key 'x'"),
+        ("truthfulqa", {"question": "q", "mc1_targets": {"choices": ["a", "b"], "labels": [1, 1]}}, "exactly one"),
+        ("winogrande", {"sentence": "no blank", "option1": "a", "option2": "b", "answer": "1"}, "blank"),
+        ("winogrande", {"sentence": "The _ is", "option1": "a", "option2": "b", "answer": ""}, "unknown answer key ''"),
+        ("gsm8k", {"question": "q", "answer": "no marker"}, "no final"),
+    ],
+)
 def test_rejects_keep_the_row_and_reason(name, row, reason):
     prepared = preprocess_rows(BENCHMARKS[name], [("bad-1", row)])
     assert prepared.prompts == [] and prepared.requests == []
@@ -184,8 +249,10 @@ def test_gsm8k_cot_prompt_and_filters_are_the_harness_task():
     """gsm8k-cot.yaml: "Q: …\\nA:" after its eight exemplars (question, space, worked answer,
     blank line), stops at "Q:", strict-match on "The answer is N.", flexible on the last number."""
     spec = BENCHMARKS["gsm8k_cot"]
-    exemplars = [(str(i), json.loads(line)) for i, line in
-                 enumerate((DATA_BENCHMARKS / "fewshot" / spec.fewshot.data_file).read_text().splitlines())]
+    exemplars = [
+        (str(i), json.loads(line))
+        for i, line in enumerate((DATA_BENCHMARKS / "fewshot" / spec.fewshot.data_file).read_text().splitlines())
+    ]
     row = json.loads((DATA_BENCHMARKS / spec.data_file).read_text().splitlines()[0])
     prepared = preprocess_rows(spec, [("0", row)], exemplars)
     item = next(r["item"] for r in prepared.requests if r["num_fewshot"] == 8)
@@ -194,14 +261,19 @@ def test_gsm8k_cot_prompt_and_filters_are_the_harness_task():
     assert item.prompt.endswith(f"The answer is 8.\n\nQ: {row['question']}\nA:")
     assert item.generation_kwargs["until"] == ["Q:", "</s>", "<|im_end|>"]
     text = " She has 16 - 3 - 4 = 9 eggs. 9 * 2 = 18. The answer is 18.\n\n"
-    stored = {"prompt_id": prepared.prompts[0]["prompt_id"], "row_json": json.dumps(row), "output_text": text,
-              "real_answer": prepared.prompts[0]["real_answer"]}
+    stored = {
+        "prompt_id": prepared.prompts[0]["prompt_id"],
+        "row_json": json.dumps(row),
+        "output_text": text,
+        "real_answer": prepared.prompts[0]["real_answer"],
+    }
     scores = harness_item_scores(spec, [stored])[stored["prompt_id"]]
     assert (scores["strict-match"].predicted, scores["flexible-extract"].predicted) == ("18", "18.")
     target = row["answer"].split("####")[-1].strip()
     assert scores["flexible-extract"].value == float(target == "18")
     stored["output_text"] = "so 18 dollars"
     assert harness_item_scores(spec, [stored])[stored["prompt_id"]]["strict-match"].predicted == "[invalid]"
+
 
 def _requests(prepared):
     """Each row's requests at each number of shots, in the rows' order."""
@@ -213,32 +285,53 @@ def test_the_seeds_layouts_get_the_harness_requests_of_their_hugging_face_rows()
     true answer anywhere), are handed to the harness in the layout its task reads."""
     mmlu = BENCHMARKS["mmlu"]
     rows, dev = _shared_rows("mmlu.jsonl", 6), _shared_rows("fewshot/mmlu_dev.jsonl")
+
     def seed_mmlu(row):
-        return {"question": row["question"], "options": row["choices"], "answer": "ABCD"[row["answer"]],
-                "subject": row["subject"]}
+        return {
+            "question": row["question"],
+            "options": row["choices"],
+            "answer": "ABCD"[row["answer"]],
+            "subject": row["subject"],
+        }
+
     hugging_face = preprocess_rows(mmlu, list(enumerate(rows)), list(enumerate(dev)))
-    seed = preprocess_rows(mmlu, [(i, seed_mmlu(r)) for i, r in enumerate(rows)],
-                           [(i, seed_mmlu(r)) for i, r in enumerate(dev)])
+    seed = preprocess_rows(
+        mmlu, [(i, seed_mmlu(r)) for i, r in enumerate(rows)], [(i, seed_mmlu(r)) for i, r in enumerate(dev)]
+    )
     assert hugging_face.unavailable_shots == seed.unavailable_shots == {}
     assert len(_requests(seed)) == 12 and _requests(seed) == _requests(hugging_face)
 
     truthfulqa = BENCHMARKS["truthfulqa"]
     rows = _shared_rows("truthfulqa.jsonl", 6)
+
     def seed_truthfulqa(row, position):
         true, *others = row["mc1_targets"]["choices"]
-        return {"question": row["question"], "choices": [*others[:position], true, *others[position:]],
-                "label": str(position)}
+        return {
+            "question": row["question"],
+            "choices": [*others[:position], true, *others[position:]],
+            "label": str(position),
+        }
+
     hugging_face = preprocess_rows(truthfulqa, list(enumerate(rows)))
     seed = preprocess_rows(truthfulqa, [(i, seed_truthfulqa(r, i % 3)) for i, r in enumerate(rows)])
     assert seed.unavailable_shots == {} and len(_requests(seed)) == 6
     assert _requests(seed) == _requests(hugging_face)
     # scored on the harness's choices, the true one first: the highest log-likelihood on it is right
-    stored = [{"prompt_id": p["prompt_id"], "row_json": json.dumps(seed_truthfulqa(r, 2)), "predicted": "",
-               "real_answer": "", "choice_loglikelihoods": [-1.0 if choice == n % 2 else -2.0
-                                                             for choice in range(len(r["mc1_targets"]["choices"]))]}
-              for n, (p, r) in enumerate(zip(seed.prompts, rows))]
+    stored = [
+        {
+            "prompt_id": p["prompt_id"],
+            "row_json": json.dumps(seed_truthfulqa(r, 2)),
+            "predicted": "",
+            "real_answer": "",
+            "choice_loglikelihoods": [
+                -1.0 if choice == n % 2 else -2.0 for choice in range(len(r["mc1_targets"]["choices"]))
+            ],
+        }
+        for n, (p, r) in enumerate(zip(seed.prompts, rows, strict=False))
+    ]
     assert {key: s["acc"].value for key, s in harness_item_scores(truthfulqa, stored).items()} == {
-        row["prompt_id"]: float(row["choice_loglikelihoods"][0] == -1.0) for row in stored}
+        row["prompt_id"]: float(row["choice_loglikelihoods"][0] == -1.0) for row in stored
+    }
 
 
 def test_a_row_without_the_field_that_names_its_harness_task_says_so():

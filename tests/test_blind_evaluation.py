@@ -11,7 +11,12 @@ from sklearn.metrics import cohen_kappa_score
 from eval_platform.benchmarks.schedules import nightly_benchmark_refresh
 from eval_platform.blind import sheets
 from eval_platform.blind.assets import (
-    KEY_FILE, SHEET_FILE, blind_eval_answers, blind_eval_questions, blind_eval_scores, blind_eval_sheet,
+    KEY_FILE,
+    SHEET_FILE,
+    blind_eval_answers,
+    blind_eval_questions,
+    blind_eval_scores,
+    blind_eval_sheet,
     blind_eval_tally,
 )
 from eval_platform.blind.sensors import filled_sheet_sensor
@@ -28,10 +33,11 @@ def issued(tmp_path, warehouse):
     folder = tmp_path / "blind_eval"
     shutil.copytree(PROJECT_ROOT / "data" / "blind_eval", folder, ignore=shutil.ignore_patterns("issued", "*.xlsx"))
     folder_config = {"config": {"folder": str(folder)}}
-    result = materialize_configured([blind_eval_questions, blind_eval_answers, blind_eval_sheet],
-                                    {"warehouse": warehouse},
-                                    {"blind_eval_questions": folder_config, "blind_eval_answers": folder_config,
-                                     "blind_eval_sheet": folder_config})
+    result = materialize_configured(
+        [blind_eval_questions, blind_eval_answers, blind_eval_sheet],
+        {"warehouse": warehouse},
+        {"blind_eval_questions": folder_config, "blind_eval_answers": folder_config, "blind_eval_sheet": folder_config},
+    )
     assert result.success
     return folder, sheets.read_answer_key(folder / "issued" / KEY_FILE)
 
@@ -58,8 +64,12 @@ def fill(folder, key, rater, scores=(RAG, GENERIC), edit=None):
 
 def tally(folder, warehouse):
     folder_config = {"config": {"folder": str(folder)}}
-    return materialize_configured([blind_eval_scores, blind_eval_tally], {"warehouse": warehouse},
-                                  {"blind_eval_scores": folder_config}, raise_on_error=False)
+    return materialize_configured(
+        [blind_eval_scores, blind_eval_tally],
+        {"warehouse": warehouse},
+        {"blind_eval_scores": folder_config},
+        raise_on_error=False,
+    )
 
 
 def test_sheet_is_blind_and_made_for_a_person(issued):
@@ -95,11 +105,13 @@ def test_round_trip_tally_equals_hand_computation(issued, warehouse):
     with warehouse.get_connection() as conn:
         rows = conn.execute("""SELECT system, wins, losses, ties, average_score FROM blind_tallies
                                WHERE scope = 'pooled' ORDER BY system""").fetchall()
-        sentence, = conn.execute("SELECT sentence FROM blind_results WHERE scope = 'pooled'").fetchone()
+        (sentence,) = conn.execute("SELECT sentence FROM blind_results WHERE scope = 'pooled'").fetchone()
     # By hand: demo-rag 5,5,4,4,4 (avg 4.4) vs demo-generic 3,2,2,4,1 (avg 2.4): Q4 tied, rag won the rest.
     assert rows == [("demo-generic", 0, 4, 1, 2.4), ("demo-rag", 4, 0, 1, 4.4)]
-    assert sentence == ("Blind manual evaluation on 5 expert-curated Kenyan legal questions using a 5-point rubric "
-                        "revealed that demo-rag achieved an average score of 4.40 compared to 2.40, winning 4/5 questions.")
+    assert sentence == (
+        "Blind manual evaluation on 5 expert-curated Kenyan legal questions using a 5-point rubric "
+        "revealed that demo-rag achieved an average score of 4.40 compared to 2.40, winning 4/5 questions."
+    )
 
 
 def test_several_raters_per_rater_pooled_and_agreement(issued, warehouse):
@@ -109,9 +121,12 @@ def test_several_raters_per_rater_pooled_and_agreement(issued, warehouse):
     assert tally(folder, warehouse).success
     with warehouse.get_connection() as conn:
         scopes = dict(conn.execute("SELECT scope, rater_kappa FROM blind_results").fetchall())
-        bob = conn.execute("SELECT wins, ties FROM blind_tallies WHERE scope = 'bob' AND system = 'demo-rag'").fetchone()
-        stats = conn.execute("SELECT sign_test_p, wilcoxon_p, ci_low, ci_high, mean_difference FROM blind_results "
-                             "WHERE scope = 'pooled'").fetchone()
+        bob = conn.execute(
+            "SELECT wins, ties FROM blind_tallies WHERE scope = 'bob' AND system = 'demo-rag'"
+        ).fetchone()
+        stats = conn.execute(
+            "SELECT sign_test_p, wilcoxon_p, ci_low, ci_high, mean_difference FROM blind_results WHERE scope = 'pooled'"
+        ).fetchone()
     assert set(scopes) == {"alice", "bob", "pooled"} and scopes["alice"] == scopes["bob"] == scopes["pooled"]
     assert 0.5 < scopes["pooled"] <= 1.0
     assert bob == (5, 0)
@@ -123,20 +138,26 @@ def test_several_raters_per_rater_pooled_and_agreement(issued, warehouse):
 def spoil(cell, value):
     def edit(sheet):
         sheet[cell] = value
+
     return edit
 
 
-@pytest.mark.parametrize("edit, expected", [
-    (spoil("F3", 6), "F3: Score_A 6 is outside 1-5"),
-    (spoil("G4", None), "G4: Score_B is blank"),
-    (spoil("F2", "good"), "F2: Score_A 'good' is not a whole number"),
-    (spoil("F2", 4.5), "F2: Score_A 4.5 is not a whole number"),
-    (lambda sheet: sheet.delete_rows(5), "question Q4 is missing from the sheet"),
-    (lambda sheet: [sheet.cell(row=7, column=c, value=sheet.cell(row=3, column=c).value) for c in range(1, 10)],
-     "A7: question Q2 appears twice (also row 3)"),
-    (spoil("E2", "A completely different answer."), "E2: Answer_B of Q1 differs from the issued sheet"),
-    (spoil("G1", "Points_B"), "A1:I1: missing column Score_B"),
-])
+@pytest.mark.parametrize(
+    "edit, expected",
+    [
+        (spoil("F3", 6), "F3: Score_A 6 is outside 1-5"),
+        (spoil("G4", None), "G4: Score_B is blank"),
+        (spoil("F2", "good"), "F2: Score_A 'good' is not a whole number"),
+        (spoil("F2", 4.5), "F2: Score_A 4.5 is not a whole number"),
+        (lambda sheet: sheet.delete_rows(5), "question Q4 is missing from the sheet"),
+        (
+            lambda sheet: [sheet.cell(row=7, column=c, value=sheet.cell(row=3, column=c).value) for c in range(1, 10)],
+            "A7: question Q2 appears twice (also row 3)",
+        ),
+        (spoil("E2", "A completely different answer."), "E2: Answer_B of Q1 differs from the issued sheet"),
+        (spoil("G1", "Points_B"), "A1:I1: missing column Score_B"),
+    ],
+)
 def test_bad_sheets_are_refused_with_cell_references(issued, warehouse, edit, expected):
     folder, key = issued
     path = fill(folder, key, "carol", edit=edit)
@@ -187,8 +208,9 @@ def test_sensor_requests_a_tally_for_a_dropped_sheet(issued, warehouse):
     fill(folder, key, "bob")
     again = sensor(build_sensor_context(cursor=context.cursor))
     assert isinstance(again, RunRequest) and again.tags["filled_sheets"] == "bob.xlsx"
-    result = materialize_configured([blind_eval_scores, blind_eval_tally], {"warehouse": warehouse},
-                                    again.run_config["ops"])
+    result = materialize_configured(
+        [blind_eval_scores, blind_eval_tally], {"warehouse": warehouse}, again.run_config["ops"]
+    )
     assert result.success
 
 
@@ -198,8 +220,9 @@ def test_nightly_schedule_requests_every_benchmark_partition(tmp_path):
     from eval_platform.benchmarks.specs import BENCHMARKS
 
     instance = DagsterInstance.local_temp(str(tmp_path))
-    requests = nightly_benchmark_refresh(build_schedule_context(
-        instance, scheduled_execution_time=__import__("datetime").datetime(2026, 11, 23, 2, 0)))
+    requests = nightly_benchmark_refresh(
+        build_schedule_context(instance, scheduled_execution_time=__import__("datetime").datetime(2026, 11, 23, 2, 0))
+    )
     assert sorted(r.partition_key for r in requests) == sorted(BENCHMARKS)
     assert all(r.run_key.endswith("2026-11-23") for r in requests)
     assert sorted(instance.get_dynamic_partitions("benchmarks")) == sorted(BENCHMARKS)  # keys of the dimension
@@ -213,19 +236,30 @@ def test_two_systems_answer_through_the_gateway(tmp_path, warehouse, monkeypatch
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
     folder = tmp_path / "blind_eval"
-    shutil.copytree(PROJECT_ROOT / "data" / "blind_eval", folder, ignore=shutil.ignore_patterns("answers", "issued", "*.xlsx"))
+    shutil.copytree(
+        PROJECT_ROOT / "data" / "blind_eval", folder, ignore=shutil.ignore_patterns("answers", "issued", "*.xlsx")
+    )
     references = tmp_path / "statutes.txt"
     references.write_text("Article 2(1): This Constitution is the supreme law of the Republic.")
-    systems = [{"name": "with-references", "model": f"{prefix}answerer", "system_prompt": "You are a Kenyan lawyer.",
-                "reference_files": [str(references)]},
-               {"name": "plain", "model": f"{prefix}answerer"}]
+    systems = [
+        {
+            "name": "with-references",
+            "model": f"{prefix}answerer",
+            "system_prompt": "You are a Kenyan lawyer.",
+            "reference_files": [str(references)],
+        },
+        {"name": "plain", "model": f"{prefix}answerer"},
+    ]
     with StubServer() as server:
         result = materialize_configured(
             [blind_eval_questions, blind_eval_answers, blind_eval_sheet],
             {"warehouse": warehouse, "gateway": ModelGatewayResource(api_base=server.api_base)},
-            {"blind_eval_questions": {"config": {"folder": str(folder)}},
-             "blind_eval_answers": {"config": {"folder": str(folder), "systems": systems}},
-             "blind_eval_sheet": {"config": {"folder": str(folder)}}})
+            {
+                "blind_eval_questions": {"config": {"folder": str(folder)}},
+                "blind_eval_answers": {"config": {"folder": str(folder), "systems": systems}},
+                "blind_eval_sheet": {"config": {"folder": str(folder)}},
+            },
+        )
     assert result.success
     with warehouse.get_connection() as conn:
         answers = dict(conn.execute("SELECT system || '/' || Question_ID, answer FROM blind_answers").fetchall())
@@ -246,22 +280,32 @@ def test_llm_rater_is_one_more_rater_with_agreement(issued, warehouse, monkeypat
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
     fill(folder, key, "alice")
     with StubServer() as server:
-        result = materialize_configured([blind_eval_llm_rating], {"gateway": ModelGatewayResource(api_base=server.api_base)},
-                                        {"blind_eval_llm_rating": {"config": {"folder": str(folder),
-                                                                              "model": f"{prefix}rater"}}})
+        result = materialize_configured(
+            [blind_eval_llm_rating],
+            {"gateway": ModelGatewayResource(api_base=server.api_base)},
+            {"blind_eval_llm_rating": {"config": {"folder": str(folder), "model": f"{prefix}rater"}}},
+        )
     assert result.success
     assert tally(folder, warehouse).success
     with warehouse.get_connection() as conn:
         kappas = dict(conn.execute("SELECT scope, rater_kappa FROM blind_results").fetchall())
         raters = {r for (r,) in conn.execute("SELECT DISTINCT rater FROM blind_scores").fetchall()}
         answers = conn.execute("SELECT Question_ID, system, answer FROM blind_answers").fetchall()
-        llm = {(q, s): score for q, s, score in conn.execute(
-            "SELECT Question_ID, system, score FROM blind_scores WHERE rater = ?", [rater]).fetchall()}
+        llm = {
+            (q, s): score
+            for q, s, score in conn.execute(
+                "SELECT Question_ID, system, score FROM blind_scores WHERE rater = ?", [rater]
+            ).fetchall()
+        }
     assert raters == {"alice", rater}
     assert llm == {(q, s): 5 if "Article" in answer else 2 for q, s, answer in answers}  # the stub rater's rule
-    alice = {(q, system): score for system, scores in (("demo-rag", RAG), ("demo-generic", GENERIC))
-             for q, score in scores.items()}
+    alice = {
+        (q, system): score
+        for system, scores in (("demo-rag", RAG), ("demo-generic", GENERIC))
+        for q, score in scores.items()
+    }
     answered = sorted(llm)
-    expected = cohen_kappa_score([alice[k] for k in answered], [llm[k] for k in answered], weights="quadratic",
-                                 labels=[1, 2, 3, 4, 5])
+    expected = cohen_kappa_score(
+        [alice[k] for k in answered], [llm[k] for k in answered], weights="quadratic", labels=[1, 2, 3, 4, 5]
+    )
     assert kappas[rater] == pytest.approx(expected)  # the pairs are the same answers' scores

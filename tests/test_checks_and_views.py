@@ -22,7 +22,7 @@ def insert(warehouse, sql, *params):
         conn.execute(sql, list(params))
 
 
-SCORE = ("INSERT INTO scores VALUES ('m', 'fp', 'arc_easy', 'letter', 'chat', 0, 'acc', 10, ?, ?, ?, ?, 'r', now())")
+SCORE = "INSERT INTO scores VALUES ('m', 'fp', 'arc_easy', 'letter', 'chat', 0, 'acc', 10, ?, ?, ?, ?, 'r', now())"
 GENERATION = """INSERT INTO generations (era, generation, prompt_id, operator, parents, carried_over,
                 evaluated_generation, fitness, raw_fitness) VALUES ('e', ?, ?, 'initial', [], false, ?, ?, ?)"""
 
@@ -37,8 +37,10 @@ def test_accuracy_check(warehouse):
 
 def test_duplicate_prediction_check(warehouse):
     # A warehouse whose predictions table was created without its primary key (by hand, or an old version).
-    row = ("INSERT INTO predictions (model, model_fingerprint, benchmark, prompt_id, mode, prompt_format, num_fewshot, "
-           "predicted_at) VALUES ('m', 'fp', 'arc_easy', 'p1', 'letter', 'chat', 0, now())")
+    row = (
+        "INSERT INTO predictions (model, model_fingerprint, benchmark, prompt_id, mode, prompt_format, num_fewshot, "
+        "predicted_at) VALUES ('m', 'fp', 'arc_easy', 'p1', 'letter', 'chat', 0, now())"
+    )
     with warehouse.get_connection() as conn:
         conn.execute("CREATE TABLE unkeyed AS SELECT * FROM predictions")  # CTAS copies no constraints
         conn.execute("DROP TABLE predictions")
@@ -53,6 +55,7 @@ def test_reject_rate_check(warehouse, tmp_path):
     rows = [json.loads(line) for line in open("data/benchmarks/winogrande.jsonl")][:10]
     source = tmp_path / "winogrande.jsonl"
     source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
     def ingest():
         materialize_inputs(warehouse, "winogrande", source=source, assets=[benchmark_raw_rows, benchmark_prompts])
 
@@ -100,17 +103,24 @@ def test_generation_stats_check(warehouse):
 
 
 def test_prompt_ancestry_view_walks_parents(warehouse):
-    rows = [(0, "a", "initial", []), (0, "b", "initial", []), (1, "c", "crossover", ["a", "b"]),
-            (2, "d", "mutation", ["c"])]
+    rows = [
+        (0, "a", "initial", []),
+        (0, "b", "initial", []),
+        (1, "c", "crossover", ["a", "b"]),
+        (2, "d", "mutation", ["c"]),
+    ]
     with warehouse.get_connection() as conn:
         for generation, prompt, operator, parents in rows:
-            conn.execute("""INSERT INTO generations (era, generation, prompt_id, operator, parents, carried_over,
+            conn.execute(
+                """INSERT INTO generations (era, generation, prompt_id, operator, parents, carried_over,
                             evaluated_generation) VALUES ('e', ?, ?, ?, ?, false, ?)""",
-                         [generation, prompt, operator, parents, generation])
+                [generation, prompt, operator, parents, generation],
+            )
         conn.execute("""INSERT INTO generations (era, generation, prompt_id, operator, parents, carried_over,
                         evaluated_generation) VALUES ('e', 2, 'c', 'crossover', ['a', 'b'], true, 1)""")
-        ancestry = conn.execute("SELECT ancestor_id, depth FROM prompt_ancestry WHERE prompt_id = 'd' "
-                                "ORDER BY depth, ancestor_id").fetchall()
+        ancestry = conn.execute(
+            "SELECT ancestor_id, depth FROM prompt_ancestry WHERE prompt_id = 'd' ORDER BY depth, ancestor_id"
+        ).fetchall()
     assert ancestry == [("d", 0), ("c", 1), ("a", 2), ("b", 2)]
 
 
@@ -118,8 +128,13 @@ def _ingest(database: str, partition: str) -> None:
     """One process's run: a benchmark's rows and prompts into the shared warehouse (exit 0 on success)."""
     from eval_platform.common.resources import WarehouseResource
 
-    result = materialize_inputs(WarehouseResource(database=database), partition, 20,
-                                assets=[benchmark_raw_rows, benchmark_prompts], raise_on_error=False)
+    result = materialize_inputs(
+        WarehouseResource(database=database),
+        partition,
+        20,
+        assets=[benchmark_raw_rows, benchmark_prompts],
+        raise_on_error=False,
+    )
     sys.exit(0 if result.success else 1)
 
 
@@ -138,8 +153,12 @@ def test_every_check_defined_is_in_the_code_location_beside_an_asset_of_it():
 
     from eval_platform.definitions import defs
 
-    defined = {value for module in (benchmark_checks, evolution_checks) for value in vars(module).values()
-               if isinstance(value, AssetChecksDefinition)}
+    defined = {
+        value
+        for module in (benchmark_checks, evolution_checks)
+        for value in vars(module).values()
+        if isinstance(value, AssetChecksDefinition)
+    }
     graph = defs.resolve_asset_graph()
     keys = {key for check in defined for key in check.check_keys}
     assert len(keys) == len(defined) == 10  # each check written in a domain's checks.py, one key each

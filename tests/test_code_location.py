@@ -17,9 +17,11 @@ HEAVY = ["torch", "transformers", "litellm", "lm_eval", "datasets", "matplotlib"
 
 
 def test_definitions_load_without_heavy_imports():
-    code = ("import sys, time; t = time.perf_counter(); from eval_platform.definitions import defs; "
-            "import json; print(json.dumps({'seconds': time.perf_counter() - t, "
-            f"'heavy': [m for m in {HEAVY!r} if m in sys.modules]}}))")
+    code = (
+        "import sys, time; t = time.perf_counter(); from eval_platform.definitions import defs; "
+        "import json; print(json.dumps({'seconds': time.perf_counter() - t, "
+        f"'heavy': [m for m in {HEAVY!r} if m in sys.modules]}}))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True, check=True)
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert report["heavy"] == []
@@ -28,9 +30,14 @@ def test_definitions_load_without_heavy_imports():
 
 def test_dagster_definitions_validate(tmp_path):
     dagster = os.path.join(os.path.dirname(sys.executable), "dagster")
-    result = subprocess.run([dagster, "definitions", "validate", "-w", "workspace.yaml"], cwd=PROJECT_ROOT,
-                            capture_output=True, text=True, timeout=300,
-                            env={**os.environ, "DAGSTER_HOME": str(tmp_path)})
+    result = subprocess.run(
+        [dagster, "definitions", "validate", "-w", "workspace.yaml"],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "DAGSTER_HOME": str(tmp_path)},
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Validation successful" in result.stdout + result.stderr
 
@@ -45,12 +52,24 @@ def test_multiprocess_executor_shares_the_warehouse(tmp_path, monkeypatch):
     multiprocess = {"execution": {"config": {"multiprocess": {"max_concurrent": 4}}}}
     start = time.perf_counter()
     with DagsterInstance.get() as instance:
-        inputs = execute_job(reconstructable(unpartitioned_graph), instance=instance, run_config={
-            **multiprocess, "ops": {op: {"config": {"folder": str(blind_dir)}} for op in (
-                "blind_eval_questions", "blind_eval_answers", "blind_eval_sheet")}})
+        inputs = execute_job(
+            reconstructable(unpartitioned_graph),
+            instance=instance,
+            run_config={
+                **multiprocess,
+                "ops": {
+                    op: {"config": {"folder": str(blind_dir)}}
+                    for op in ("blind_eval_questions", "blind_eval_answers", "blind_eval_sheet")
+                },
+            },
+        )
         instance.add_dynamic_partitions("eras", ["multiprocess"])
-        era_run = execute_job(reconstructable(era_graph), instance=instance, tags={"dagster/partition": "multiprocess"},
-                              run_config={**multiprocess, "ops": {"evolution_era": {"config": era}}})
+        era_run = execute_job(
+            reconstructable(era_graph),
+            instance=instance,
+            tags={"dagster/partition": "multiprocess"},
+            run_config={**multiprocess, "ops": {"evolution_era": {"config": era}}},
+        )
         for result in (inputs, era_run):
             assert result.success, [str(e.event_specific_data.error) for e in result.all_events if e.is_step_failure]
             starts = [e for e in result.all_events if e.event_type_value == "STEP_START"]

@@ -24,15 +24,20 @@ def one_at_a_time(model, prompt: str, budget: int, stop: tuple[str, ...]) -> str
 
     tokens = model.generation_prompt(GenerationRequest(prompt, budget, stop))
     with torch.inference_mode():
-        output = model.network.generate(input_ids=torch.tensor([tokens]), max_new_tokens=budget, do_sample=False,
-                                        pad_token_id=model.tokenizer.pad_token_id, stop_strings=list(stop) or None,
-                                        tokenizer=model.tokenizer)
-    return cut_at_stop(model.tokenizer.decode(output[0, len(tokens):], skip_special_tokens=True), stop)
+        output = model.network.generate(
+            input_ids=torch.tensor([tokens]),
+            max_new_tokens=budget,
+            do_sample=False,
+            pad_token_id=model.tokenizer.pad_token_id,
+            stop_strings=list(stop) or None,
+            tokenizer=model.tokenizer,
+        )
+    return cut_at_stop(model.tokenizer.decode(output[0, len(tokens) :], skip_special_tokens=True), stop)
 
 
 def assert_same_texts(model, prompts: list[str], texts: list[str], expected: list[str]) -> None:
     """Equal texts, or texts that part only where the reference's two candidates are a near-tie."""
-    for prompt, text, reference in zip(prompts, texts, expected):
+    for prompt, text, reference in zip(prompts, texts, expected, strict=False):
         if text != reference:
             parted = divergence(model, prompt, reference, text)
             assert parted["gap"] is not None and parted["gap"] < LOGLIKELIHOOD_TOLERANCE, (parted, reference, text)
@@ -83,7 +88,7 @@ def test_a_sequence_that_leaves_hands_its_row_to_the_last_and_steps_compute_the_
     assert rows == [0, 1, 2, 3, 4] and batch.rows == 5 and batch.computed_rows == 5  # rows added past the first two
     assert batch.free(1) == 4  # the last row moved into the freed one
     assert bool((batch.keys[1][1, :, 4:6] == 4).all()) and bool((batch.values[0][1, :, 4:6] == -4).all())
-    assert batch.mask[1, :batch.width].tolist() == [0, 0, 0, 0, 1, 1]  # its two columns, right-aligned
+    assert batch.mask[1, : batch.width].tolist() == [0, 0, 0, 0, 1, 1]  # its two columns, right-aligned
     assert batch.rows == 4 and batch.computed_rows == 4
     assert batch.free(3) is None and batch.rows == 3
     assert batch.computed_rows == ROW_BLOCK  # one row short of a block: a spare row completes it
@@ -94,7 +99,9 @@ def test_a_sequence_that_leaves_hands_its_row_to_the_last_and_steps_compute_the_
 def test_a_shared_few_shot_header_is_encoded_once(local_model, prompts):
     cot = [p for p, stop in prompts if stop[0] == "Q:"]
     tokens = [local_model.generation_prompt(GenerationRequest(p, 4, ("Q:",))) for p in cot]
-    shared = min(next((i for i, (x, y) in enumerate(zip(tokens[0], t)) if x != y), len(t)) for t in tokens[1:])
+    shared = min(
+        next((i for i, (x, y) in enumerate(zip(tokens[0], t, strict=False)) if x != y), len(t)) for t in tokens[1:]
+    )
     assert shared > 500  # the eight exemplars
     with_prefixes, without = fresh_batcher(local_model), fresh_batcher(local_model, prefix_sharing=False)
     texts = with_prefixes.generate(tokens, [4] * len(tokens), [("Q:",)] * len(tokens), batch_size=4)
@@ -106,8 +113,10 @@ def test_a_shared_few_shot_header_is_encoded_once(local_model, prompts):
 
 def test_concurrent_chat_answers_share_one_batch(local_model):
     """As an era's compressions and blind evaluation's answers call it: concurrent `acomplete`s."""
-    chats = [Chat("", f"Shorten this sentence: the {animal} sat quietly on the old wooden fence all day.")
-             for animal in ("cat", "dog", "crow", "goat")]
+    chats = [
+        Chat("", f"Shorten this sentence: the {animal} sat quietly on the old wooden fence all day.")
+        for animal in ("cat", "dog", "crow", "goat")
+    ]
     expected = [local_model.generate([GenerationRequest(chat, 20)])[0] for chat in chats]
     batcher = local_model.batcher
     batcher.occupancy.clear()
@@ -123,7 +132,9 @@ def test_concurrent_chat_answers_share_one_batch(local_model):
                 time.sleep(0.01)
             assert len(batcher._pending) == len(chats), "the concurrent calls never all reached the batcher"
         completions = answers.result(timeout=600)
-    assert_same_texts(local_model, [local_model.render(chat) for chat in chats], [c.text for c in completions], expected)
+    assert_same_texts(
+        local_model, [local_model.render(chat) for chat in chats], [c.text for c in completions], expected
+    )
     assert max(batcher.occupancy) == len(chats)
 
 
@@ -133,7 +144,9 @@ def test_a_chat_answer_asked_while_the_batch_runs_joins_it_at_the_next_step(loca
     waited for it joined only when the batch ended: an era's five concurrent compressions took 16 s
     instead of 7)."""
     counting, short = Chat("", "Count from 1 to 100: 1, 2, 3,"), Chat("", "Name a colour.")
-    expected = [local_model.generate([GenerationRequest(chat, budget)])[0] for chat, budget in ((counting, 48), (short, 4))]
+    expected = [
+        local_model.generate([GenerationRequest(chat, budget)])[0] for chat, budget in ((counting, 48), (short, 4))
+    ]
     batcher = local_model.batcher
     batcher.occupancy.clear()
     with ThreadPoolExecutor(1) as pool:
@@ -145,8 +158,9 @@ def test_a_chat_answer_asked_while_the_batch_runs_joins_it_at_the_next_step(loca
         joined = asyncio.run(local_model.acomplete(short, max_tokens=4))
         finished_first = not long_one.done()
         (counted,) = long_one.result(timeout=600)
-    assert_same_texts(local_model, [local_model.render(counting), local_model.render(short)], [counted, joined.text],
-                      expected)
+    assert_same_texts(
+        local_model, [local_model.render(counting), local_model.render(short)], [counted, joined.text], expected
+    )
     assert batcher.occupancy[2] >= 1 and finished_first  # its steps ran beside the long one's
 
 

@@ -16,7 +16,13 @@ from dagster import DagsterInstance, SensorResult, build_sensor_context, materia
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL
 from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
 from eval_platform.evolution.assets import (
-    EraConfigurationChanged, era_summary, evolution_era, gene_pools, judge_analysis, pareto_front, source_paragraphs,
+    EraConfigurationChanged,
+    era_summary,
+    evolution_era,
+    gene_pools,
+    judge_analysis,
+    pareto_front,
+    source_paragraphs,
 )
 from eval_platform.evolution.sensors import era_sensor
 from tests.conftest import PROJECT_ROOT
@@ -26,12 +32,20 @@ from tests.tables import assert_same_rows, table_rows
 
 # litellm knows these models' prices; the stub answers them as its compressor and a fast judge.
 PRICED = {"gpt-4o": "compressor", "gpt-4o-mini": "judge-fast"}
-HTTP_ERA = {"population_size": 8, "generations": 3, "compression_model": "openai/compressor", "seed": 5,
-            "judge_panel": {"openai": "openai/judge-openai", "claude": "openai/judge-claude",
-                            "gemini": "openai/judge-fast"}}
+HTTP_ERA = {
+    "population_size": 8,
+    "generations": 3,
+    "compression_model": "openai/compressor",
+    "seed": 5,
+    "judge_panel": {"openai": "openai/judge-openai", "claude": "openai/judge-claude", "gemini": "openai/judge-fast"},
+}
 COMPARED = {  # every column but timings, retries, and which of two identical concurrent requests paid
-    "generations": "*", "judge_scores": "* EXCLUDE (judge_duration_ms)", "generation_stats": "*",
-    "gateway_calls": "* EXCLUDE (attempts, duration_ms, cached, cost_usd)", "era_checkpoints": "* EXCLUDE (completed_at)"}
+    "generations": "*",
+    "judge_scores": "* EXCLUDE (judge_duration_ms)",
+    "generation_stats": "*",
+    "gateway_calls": "* EXCLUDE (attempts, duration_ms, cached, cost_usd)",
+    "era_checkpoints": "* EXCLUDE (completed_at)",
+}
 
 
 @pytest.fixture(scope="module")
@@ -49,30 +63,52 @@ def run_era(warehouse, server, era, config, instance=None, assets=(evolution_era
     instance = instance or DagsterInstance.ephemeral()
     if era not in instance.get_dynamic_partitions("eras"):
         instance.add_dynamic_partitions("eras", [era])
-    resources = {"warehouse": warehouse, "evaluation_model": LanguageModelResource(), "gateway": ModelGatewayResource(
-        api_base=server.api_base if server else None, timeout_s=120 if server is None else 5, max_retries=2,
-        backoff_s=0.05)}
+    resources = {
+        "warehouse": warehouse,
+        "evaluation_model": LanguageModelResource(),
+        "gateway": ModelGatewayResource(
+            api_base=server.api_base if server else None,
+            timeout_s=120 if server is None else 5,
+            max_retries=2,
+            backoff_s=0.05,
+        ),
+    }
     assert materialize([source_paragraphs, gene_pools], resources=resources, instance=instance).success
-    return materialize(list(assets), partition_key=era, resources=resources, instance=instance, raise_on_error=False,
-                       run_config={"ops": {"evolution_era": {"config": config}}})
+    return materialize(
+        list(assets),
+        partition_key=era,
+        resources=resources,
+        instance=instance,
+        raise_on_error=False,
+        run_config={"ops": {"evolution_era": {"config": config}}},
+    )
 
 
 def era_process(zygote, path, era, config, api_base=None, die_after_evaluations=None) -> int:
     """The era in a process of its own (forked from the zygote): its exit code."""
     environment = {**os.environ, DIE_AFTER_EVALUATIONS: str(die_after_evaluations or "")}
-    return zygote.run("tests.era_process", [str(path), era, json.dumps(config), *([api_base] if api_base else [])],
-                      timeout_s=600, env=environment)
+    return zygote.run(
+        "tests.era_process",
+        [str(path), era, json.dumps(config), *([api_base] if api_base else [])],
+        timeout_s=600,
+        env=environment,
+    )
 
 
 def killed_in_generation_1(zygote, path, era, config, api_base=None) -> None:
     """Run the era in a process that kills itself once generation 1's first evaluation is done."""
-    assert era_process(zygote, path, era, config, api_base,
-                       die_after_evaluations=config["population_size"] + 1) == -signal.SIGKILL
+    assert (
+        era_process(zygote, path, era, config, api_base, die_after_evaluations=config["population_size"] + 1)
+        == -signal.SIGKILL
+    )
 
 
 def tables(path, era) -> dict[str, list]:
-    return table_rows(path, {table: f"SELECT {columns} FROM {table} WHERE era = ? ORDER BY ALL"
-                             for table, columns in COMPARED.items()}, [era])
+    return table_rows(
+        path,
+        {table: f"SELECT {columns} FROM {table} WHERE era = ? ORDER BY ALL" for table, columns in COMPARED.items()},
+        [era],
+    )
 
 
 def checkpoints(path, era) -> int:
@@ -119,18 +155,25 @@ def test_a_changed_configuration_is_refused_unless_restarted(server, tmp_path):
 
 
 def test_tokens_and_cost_per_call_generation_and_era_and_a_budget(server, tmp_path):
-    priced = {**HTTP_ERA, "compression_model": "openai/gpt-4o", "generations": 3,
-              "judge_panel": {"openai": "openai/gpt-4o-mini", "claude": "openai/judge-claude"}}
+    priced = {
+        **HTTP_ERA,
+        "compression_model": "openai/gpt-4o",
+        "generations": 3,
+        "judge_panel": {"openai": "openai/gpt-4o-mini", "claude": "openai/judge-claude"},
+    }
     full = warehouse_at(tmp_path / "full.duckdb")
     assert run_era(full, server, "phylo-c", priced, assets=(evolution_era, era_summary)).success
     with full.get_connection() as conn:
-        calls = conn.execute("SELECT purpose, model, prompt_tokens, completion_tokens, cost_usd, cached "
-                             "FROM gateway_calls").fetchall()
-        per_generation = conn.execute("SELECT generation, calls, prompt_tokens, cost_usd FROM generation_stats "
-                                      "ORDER BY generation").fetchall()
+        calls = conn.execute(
+            "SELECT purpose, model, prompt_tokens, completion_tokens, cost_usd, cached FROM gateway_calls"
+        ).fetchall()
+        per_generation = conn.execute(
+            "SELECT generation, calls, prompt_tokens, cost_usd FROM generation_stats ORDER BY generation"
+        ).fetchall()
         summary = conn.execute("SELECT calls, prompt_tokens, cost_usd, status FROM era_summaries").fetchone()
-        sums = conn.execute("SELECT generation, count(*), sum(prompt_tokens), sum(cost_usd) FROM gateway_calls "
-                            "GROUP BY 1 ORDER BY 1").fetchall()
+        sums = conn.execute(
+            "SELECT generation, count(*), sum(prompt_tokens), sum(cost_usd) FROM gateway_calls GROUP BY 1 ORDER BY 1"
+        ).fetchall()
     priced_calls = [c for c in calls if c[1] in ("openai/gpt-4o", "openai/gpt-4o-mini")]
     assert {c[0] for c in priced_calls} == {"compression", "judge"}
     assert all(c[2] > 0 and c[3] > 0 and (c[4] == 0 if c[5] else c[4] > 0) for c in priced_calls)  # cached: free
@@ -172,17 +215,24 @@ def test_the_response_cache_answers_repeated_requests(server, tmp_path):
 def test_judge_analysis_and_pareto_front_answer_the_research_questions(server, tmp_path):
     warehouse = warehouse_at(tmp_path / "w.duckdb")
     panel = {"openai": "openai/judge-harsh", "claude": "openai/judge-fast", "gemini": "openai/judge-lenient"}
-    result = run_era(warehouse, server, "phylo-j", {**HTTP_ERA, "judge_panel": panel},
-                     assets=(evolution_era, judge_analysis, pareto_front))
+    result = run_era(
+        warehouse,
+        server,
+        "phylo-j",
+        {**HTTP_ERA, "judge_panel": panel},
+        assets=(evolution_era, judge_analysis, pareto_front),
+    )
     assert result.success
     with warehouse.get_connection() as conn:
         leniency = dict(conn.execute("SELECT leniency, judge_name FROM judge_summary WHERE leniency <> ''").fetchall())
-        agreement = conn.execute("SELECT judge_a, judge_b, n, pearson, spearman FROM judge_agreement "
-                                 "ORDER BY 1, 2").fetchall()
+        agreement = conn.execute(
+            "SELECT judge_a, judge_b, n, pearson, spearman FROM judge_agreement ORDER BY 1, 2"
+        ).fetchall()
         drift = conn.execute("SELECT judge_name, count(*) FROM judge_generation_stats GROUP BY 1").fetchall()
         front = conn.execute("SELECT prompt_id, quality_score_avg, compression_ratio FROM pareto_front").fetchall()
-        points = conn.execute("SELECT quality_score_avg, compression_ratio FROM generations "
-                              "WHERE NOT carried_over").fetchall()
+        points = conn.execute(
+            "SELECT quality_score_avg, compression_ratio FROM generations WHERE NOT carried_over"
+        ).fetchall()
     assert leniency == {"harshest": "openai", "most lenient": "gemini"}
     assert [(a, b) for a, b, *_ in agreement] == [("claude", "gemini"), ("claude", "openai"), ("gemini", "openai")]
     assert all(n > 10 and 0 < pearson <= 1 and 0 < spearman <= 1 for _, _, n, pearson, spearman in agreement)

@@ -64,10 +64,13 @@ def test_next_generation_keeps_elite_and_size(size, generation):
     assert len(children) == size
     elite = sorted(population, key=lambda ind: -ind.fitness)[: counts["elite"]]
     assert children[: counts["elite"]] == elite  # same objects: unchanged, evaluation kept
-    new = children[counts["elite"]:]
+    new = children[counts["elite"] :]
     assert all(child.evaluation is None for child in new)
     assert sorted(c.operator for c in new) == sorted(
-        ["crossover"] * counts["crossover"] + ["mutation"] * counts["mutation"] + ["immigration"] * counts["immigration"])
+        ["crossover"] * counts["crossover"]
+        + ["mutation"] * counts["mutation"]
+        + ["immigration"] * counts["immigration"]
+    )
     assert counts["immigration"] == (0 if generation % 2 == 0 else max(1, round(0.08 * size)))
     ids = {ind.prompt_id for ind in population}
     for child in new:
@@ -107,9 +110,16 @@ def gateway_resource(server):
 def history_of(config, gateway, paragraphs, pool=POOL):
     """Every generation's population of an era run start to end."""
     history = []
-    status = asyncio.run(run_era(config, lambda name: open_model(name, gateway=gateway), paragraphs, pool,
-                                 lambda text: len(text.split()),
-                                 lambda record: history.append(record.population)))
+    status = asyncio.run(
+        run_era(
+            config,
+            lambda name: open_model(name, gateway=gateway),
+            paragraphs,
+            pool,
+            lambda text: len(text.split()),
+            lambda record: history.append(record.population),
+        )
+    )
     assert status == "complete"
     return history
 
@@ -121,22 +131,36 @@ def era_run(warehouse, server, era, config, instance=None):
     if era not in instance.get_dynamic_partitions("eras"):
         instance.add_dynamic_partitions("eras", [era])
     resources = {"warehouse": {"config": {"database": warehouse.database}}, "gateway": server.gateway_config()}
-    assert defs.resolve_job_def("evolution_inputs").execute_in_process(
-        instance=instance, run_config={"resources": resources}).success
+    assert (
+        defs.resolve_job_def("evolution_inputs")
+        .execute_in_process(instance=instance, run_config={"resources": resources})
+        .success
+    )
     return defs.resolve_job_def("prompt_evolution_era").execute_in_process(
-        partition_key=era, instance=instance, raise_on_error=False,
-        run_config={"resources": resources, "ops": {"evolution_era": {"config": config}}})
+        partition_key=era,
+        instance=instance,
+        raise_on_error=False,
+        run_config={"resources": resources, "ops": {"evolution_era": {"config": config}}},
+    )
 
 
 def test_same_seed_same_era(stub_server):
     paragraphs = [{"paragraph_id": "p", "text": " ".join(f"word{i}" for i in range(60))}]
-    config = EraConfig(era="determinism", population_size=8, generations=2, compression_model="openai/compressor",
-                       judge_panel={"openai": "openai/judge-openai"}, seed=3)
+    config = EraConfig(
+        era="determinism",
+        population_size=8,
+        generations=2,
+        compression_model="openai/compressor",
+        judge_panel={"openai": "openai/judge-openai"},
+        seed=3,
+    )
     gateway = gateway_resource(stub_server).gateway()
 
     def run():
-        return [[(i.prompt_id, i.operator, tuple(i.parents), round(i.fitness, 9)) for i in pop]
-                for pop in history_of(config, gateway, paragraphs)]
+        return [
+            [(i.prompt_id, i.operator, tuple(i.parents), round(i.fitness, 9)) for i in pop]
+            for pop in history_of(config, gateway, paragraphs)
+        ]
 
     first = run()
     assert run() == first
@@ -148,8 +172,13 @@ def test_same_seed_same_era(stub_server):
 @pytest.fixture(scope="module")
 def http_era(stub_server, tmp_path_factory):
     warehouse = WarehouseResource(database=str(tmp_path_factory.mktemp("era") / "warehouse.duckdb"))
-    config = {"population_size": 10, "generations": 3, "compression_model": "openai/compressor",
-              "judge_panel": PANEL, "seed": 11}
+    config = {
+        "population_size": 10,
+        "generations": 3,
+        "compression_model": "openai/compressor",
+        "judge_panel": PANEL,
+        "seed": 11,
+    }
     instance = DagsterInstance.ephemeral()
 
     def run(**changes):
@@ -168,30 +197,47 @@ def test_era_over_http_stores_every_generation(http_era):
         assert conn.execute("SELECT min(fitness) >= 0 AND max(fitness) <= 1 FROM generations").fetchone()[0]
         # Elite: the top 2 of each generation reappear unchanged in the next one.
         for generation in range(3):
-            top = conn.execute("""SELECT prompt_id, fitness FROM generations WHERE generation = ?
-                                  ORDER BY fitness DESC, prompt_id LIMIT 2""", [generation]).fetchall()
-            carried = conn.execute("""SELECT prompt_id, fitness FROM generations WHERE generation = ?
-                                      AND carried_over ORDER BY fitness DESC, prompt_id""", [generation + 1]).fetchall()
+            top = conn.execute(
+                """SELECT prompt_id, fitness FROM generations WHERE generation = ?
+                                  ORDER BY fitness DESC, prompt_id LIMIT 2""",
+                [generation],
+            ).fetchall()
+            carried = conn.execute(
+                """SELECT prompt_id, fitness FROM generations WHERE generation = ?
+                                      AND carried_over ORDER BY fitness DESC, prompt_id""",
+                [generation + 1],
+            ).fetchall()
             assert carried == top
-        stats = conn.execute("SELECT generation, population, mean_fitness, max_fitness FROM generation_stats "
-                             "WHERE era = 'phylo-2' ORDER BY 1").fetchall()
+        stats = conn.execute(
+            "SELECT generation, population, mean_fitness, max_fitness FROM generation_stats "
+            "WHERE era = 'phylo-2' ORDER BY 1"
+        ).fetchall()
         assert [s[:2] for s in stats] == [(g, 10) for g in range(4)]
-        era = conn.execute("SELECT total_generations, final_max_fitness FROM era_summaries WHERE era = 'phylo-2'").fetchone()
+        era = conn.execute(
+            "SELECT total_generations, final_max_fitness FROM era_summaries WHERE era = 'phylo-2'"
+        ).fetchone()
         assert era == (3, stats[-1][3])
 
 
 def test_judge_failures_timeouts_retries_and_invalid_json(http_era, stub_server):
     warehouse, _, _ = http_era
     with warehouse.get_connection() as conn:
-        judges = {name: conn.execute("SELECT count(*), count(error) FROM judge_scores WHERE era = 'phylo-2' "
-                                     "AND judge_name = ?", [name]).fetchone() for name in PANEL}
+        judges = {
+            name: conn.execute(
+                "SELECT count(*), count(error) FROM judge_scores WHERE era = 'phylo-2' AND judge_name = ?", [name]
+            ).fetchone()
+            for name in PANEL
+        }
         assert judges["gemini"][0] == judges["gemini"][1] > 0  # every gemini call timed out
-        gemini_error = conn.execute("SELECT any_value(error) FROM judge_scores WHERE judge_name = 'gemini'").fetchone()[0]
+        gemini_error = conn.execute("SELECT any_value(error) FROM judge_scores WHERE judge_name = 'gemini'").fetchone()[
+            0
+        ]
         assert "Timeout" in gemini_error
         assert judges["claude"][1] == 0  # 500 then success, on every request
         assert 0 < judges["openai"][1] < judges["openai"][0]  # some invalid JSON
-        openai_error = conn.execute("SELECT any_value(error) FROM judge_scores WHERE judge_name = 'openai' "
-                                    "AND error IS NOT NULL").fetchone()[0]
+        openai_error = conn.execute(
+            "SELECT any_value(error) FROM judge_scores WHERE judge_name = 'openai' AND error IS NOT NULL"
+        ).fetchone()[0]
         assert "invalid JSON" in openai_error
         # The average covers exactly the judges that answered.
         mismatches = conn.execute("""
@@ -200,9 +246,13 @@ def test_judge_failures_timeouts_retries_and_invalid_json(http_era, stub_server)
                 WHERE era = 'phylo-2' GROUP BY 1) j USING (prompt_id)
             WHERE era = 'phylo-2' AND abs(g.quality_score_avg - j.expected) > 1e-9""").fetchone()[0]
         assert mismatches == 0
-        assert conn.execute("SELECT count(*) FROM generations WHERE quality_scores.gemini IS NOT NULL").fetchone()[0] == 0
-        asked = conn.execute("SELECT count(*), sum(attempts) FROM gateway_calls WHERE era = 'phylo-2' "
-                             "AND judge_name = 'claude' AND NOT cached").fetchone()
+        assert (
+            conn.execute("SELECT count(*) FROM generations WHERE quality_scores.gemini IS NOT NULL").fetchone()[0] == 0
+        )
+        asked = conn.execute(
+            "SELECT count(*), sum(attempts) FROM gateway_calls WHERE era = 'phylo-2' "
+            "AND judge_name = 'claude' AND NOT cached"
+        ).fetchone()
     # Each distinct text was refused once with a 500 and answered on the retry; repeated texts came
     # from the response cache.
     assert stub_server.errors["judge-claude"] == asked[0] > 0
@@ -230,27 +280,42 @@ def test_fitness_document_diagnostic_queries_run_verbatim(http_era):
 def test_rerunning_an_era_replaces_its_rows_and_secrets_stay_out(http_era):
     warehouse, first, run = http_era
     with warehouse.get_connection() as conn:
-        before = [conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-                  for t in ("generations", "judge_scores", "eras", "generation_stats", "era_summaries")]
+        before = [
+            conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+            for t in ("generations", "judge_scores", "eras", "generation_stats", "era_summaries")
+        ]
     second = run(restart=True)
     with warehouse.get_connection() as conn:
-        after = [conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-                 for t in ("generations", "judge_scores", "eras", "generation_stats", "era_summaries")]
-        dump = " ".join(str(row) for t in ("generations", "judge_scores", "eras")
-                        for row in conn.execute(f"SELECT * FROM {t}").fetchall())
+        after = [
+            conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+            for t in ("generations", "judge_scores", "eras", "generation_stats", "era_summaries")
+        ]
+        dump = " ".join(
+            str(row)
+            for t in ("generations", "judge_scores", "eras")
+            for row in conn.execute(f"SELECT * FROM {t}").fetchall()
+        )
     assert after == before
     assert SECRET not in dump
     events = " ".join(str(event) for result in (first, second) for event in result.all_events)
     assert SECRET not in events
-    metadata = next(e for e in second.get_asset_materialization_events()
-                    if e.asset_key.path[-1] == "era_summary").materialization.metadata
+    metadata = next(
+        e for e in second.get_asset_materialization_events() if e.asset_key.path[-1] == "era_summary"
+    ).materialization.metadata
     assert metadata["fitness_plot"].value.startswith("![fitness per generation](data:image/png;base64,")
 
 
 def test_mutation_by_a_mutation_model(stub_server):
     paragraphs = [{"paragraph_id": "p", "text": " ".join(f"word{i}" for i in range(60))}]
-    config = EraConfig(era="mutation", population_size=10, generations=1, compression_model="openai/compressor",
-                       judge_panel={"openai": "openai/judge-fast"}, mutation_model="openai/mutator", seed=2)
+    config = EraConfig(
+        era="mutation",
+        population_size=10,
+        generations=1,
+        compression_model="openai/compressor",
+        judge_panel={"openai": "openai/judge-fast"},
+        mutation_model="openai/mutator",
+        seed=2,
+    )
     history = history_of(config, gateway_resource(stub_server).gateway(), paragraphs)
     mutants = [ind for ind in history[1] if ind.operator == "mutation"]
     assert len(mutants) == 2

@@ -10,13 +10,16 @@ from tests.conftest import PROJECT_ROOT
 words = len  # token counter stand-in where tokens are not the point: one token per character
 
 
-@pytest.mark.parametrize("quality, ratio, survival, expected", [
-    (9.0, 3.5, 1, 0.719),   # excellent compression
-    (8.5, 1.8, 1, 0.660),   # high quality, low compression
-    (5.0, 8.0, 1, 0.475),   # aggressive but poor quality
-    (9.5, 0.8, 0, 0.000),   # text expanded
-    (0.0, 0.0, 0, 0.000),   # compression failed
-])
+@pytest.mark.parametrize(
+    "quality, ratio, survival, expected",
+    [
+        (9.0, 3.5, 1, 0.719),  # excellent compression
+        (8.5, 1.8, 1, 0.660),  # high quality, low compression
+        (5.0, 8.0, 1, 0.475),  # aggressive but poor quality
+        (9.5, 0.8, 0, 0.000),  # text expanded
+        (0.0, 0.0, 0, 0.000),  # compression failed
+    ],
+)
 def test_fitness_document_table(quality, ratio, survival, expected):
     _, fitness = fitness_score(quality, ratio, survival)
     assert round(fitness, 3) == expected
@@ -32,7 +35,12 @@ ORIGINAL = " ".join(f"w{i}" for i in range(100))
 
 def test_empty_compressed_text():
     result = calculate_fitness(ORIGINAL, "", {"openai": 9.0}, False, words)
-    assert (result["compressed_words"], result["compression_ratio"], result["survival_factor"], result["fitness"]) == (0, 0, 0, 0)
+    assert (result["compressed_words"], result["compression_ratio"], result["survival_factor"], result["fitness"]) == (
+        0,
+        0,
+        0,
+        0,
+    )
 
 
 def test_all_judges_fail_gives_zero_even_when_compressed():
@@ -53,8 +61,9 @@ def test_compression_capped_at_twenty():
 
 
 def test_failed_judge_excluded_from_average():
-    result = calculate_fitness(ORIGINAL, " ".join(ORIGINAL.split()[:25]), {"openai": 8, "claude": None, "gemini": 6},
-                               False, words)
+    result = calculate_fitness(
+        ORIGINAL, " ".join(ORIGINAL.split()[:25]), {"openai": 8, "claude": None, "gemini": 6}, False, words
+    )
     assert result["quality_score_avg"] == 7
     assert result["fitness"] == pytest.approx(0.75 * 0.7 + 0.25 * 4 / 20)
 
@@ -90,19 +99,29 @@ def test_parse_fenced_and_chatty_reply():
 def test_a_score_that_is_not_the_sum_of_its_parts_is_an_error_that_keeps_the_parts():
     with pytest.raises(JudgeReplyError, match=r"score 9 is not the sum of its parts \(6\)") as failure:
         parse_judge_reply('{"faithfulness": 3, "clarity": 2, "readability": 1, "score": 9, "comments": ""}')
-    assert failure.value.scores == {"faithfulness": 3, "clarity": 2, "readability": 1, "score": None,
-                                    "reported_score": 9.0, "score_mismatch": True, "comments": ""}
+    assert failure.value.scores == {
+        "faithfulness": 3,
+        "clarity": 2,
+        "readability": 1,
+        "score": None,
+        "reported_score": 9.0,
+        "score_mismatch": True,
+        "comments": "",
+    }
 
 
-@pytest.mark.parametrize("reply, message", [
-    ("I think it is good.", "no JSON object"),
-    ('{"faithfulness": 4, "clarity": 3,, }', "invalid JSON"),
-    ('{"faithfulness": 6, "clarity": 3, "readability": 2, "score": 11}', "faithfulness 6 is outside 0-5"),
-    ('{"faithfulness": 4, "clarity": -1, "readability": 2, "score": 5}', "clarity -1 is outside 0-3"),
-    ('{"faithfulness": 4, "clarity": 3, "score": 7}', "readability must be a whole number"),
-    ('{"faithfulness": 4.5, "clarity": 3, "readability": 2, "score": 9.5}', "faithfulness must be a whole number"),
-    ('{"faithfulness": "4", "clarity": 3, "readability": 2, "score": 9}', "faithfulness must be a whole number"),
-])
+@pytest.mark.parametrize(
+    "reply, message",
+    [
+        ("I think it is good.", "no JSON object"),
+        ('{"faithfulness": 4, "clarity": 3,, }', "invalid JSON"),
+        ('{"faithfulness": 6, "clarity": 3, "readability": 2, "score": 11}', "faithfulness 6 is outside 0-5"),
+        ('{"faithfulness": 4, "clarity": -1, "readability": 2, "score": 5}', "clarity -1 is outside 0-3"),
+        ('{"faithfulness": 4, "clarity": 3, "score": 7}', "readability must be a whole number"),
+        ('{"faithfulness": 4.5, "clarity": 3, "readability": 2, "score": 9.5}', "faithfulness must be a whole number"),
+        ('{"faithfulness": "4", "clarity": 3, "readability": 2, "score": 9}', "faithfulness must be a whole number"),
+    ],
+)
 def test_invalid_or_out_of_range_replies_are_refused(reply, message):
     with pytest.raises(JudgeReplyError, match=message):
         parse_judge_reply(reply)

@@ -11,21 +11,29 @@ from eval_platform.benchmarks.harness_tasks import HarnessRun, load_declarations
 from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
 from speed.harness_parity import compare, load_both
 
-IFEVAL_SHORT = {"leaderboard_ifeval": {"generation_kwargs": {"until": [], "do_sample": False, "temperature": 0.0,
-                                                             "max_gen_toks": 24}}}
-BBH_SUBTASKS = ("leaderboard_bbh_boolean_expressions", "leaderboard_bbh_date_understanding",
-                "leaderboard_bbh_geometric_shapes")
+IFEVAL_SHORT = {
+    "leaderboard_ifeval": {
+        "generation_kwargs": {"until": [], "do_sample": False, "temperature": 0.0, "max_gen_toks": 24}
+    }
+}
+BBH_SUBTASKS = (
+    "leaderboard_bbh_boolean_expressions",
+    "leaderboard_bbh_date_understanding",
+    "leaderboard_bbh_geometric_shapes",
+)
 
 
 def runs() -> list[HarnessRun]:
     declared = load_declarations()
     bbh = declared["leaderboard_bbh"].run
-    return [replace(declared["leaderboard_mmlu_pro"].run, limit=2),
-            # as the leaderboard ran instruct models: the chat template, few-shot examples as turns
-            replace(declared["leaderboard_mmlu_pro"].run, limit=2, apply_chat_template=True, fewshot_as_multiturn=True),
-            # all 20 shipped prompts: row 19's checker draws its letter from Python's global generator
-            replace(declared["leaderboard_ifeval"].run, limit=20, overrides=IFEVAL_SHORT),
-            *[HarnessRun(task, data_files={task: bbh.data_files[task]}, limit=2) for task in BBH_SUBTASKS]]
+    return [
+        replace(declared["leaderboard_mmlu_pro"].run, limit=2),
+        # as the leaderboard ran instruct models: the chat template, few-shot examples as turns
+        replace(declared["leaderboard_mmlu_pro"].run, limit=2, apply_chat_template=True, fewshot_as_multiturn=True),
+        # all 20 shipped prompts: row 19's checker draws its letter from Python's global generator
+        replace(declared["leaderboard_ifeval"].run, limit=20, overrides=IFEVAL_SHORT),
+        *[HarnessRun(task, data_files={task: bbh.data_files[task]}, limit=2) for task in BBH_SUBTASKS],
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -38,10 +46,14 @@ def test_v2_tasks_agree_item_by_item_with_the_harness(run, both_models):
     lm, model = both_models
     report = compare(run, lm, model, batch_size=8)
     assert report["documents"] == run.limit and report["prompts_differ"] == 0
-    assert {metric: values["agreement"] for metric, values in report["metrics"].items()} == \
-        {metric: 1.0 for metric in report["metrics"]}
+    assert {metric: values["agreement"] for metric, values in report["metrics"].items()} == {
+        metric: 1.0 for metric in report["metrics"]
+    }
     for difference in report["text_differences"]:  # a text may part only where two tokens nearly tie
         assert difference["gap"] is not None and difference["gap"] < LOGLIKELIHOOD_TOLERANCE, difference
     assert report["harness_tokens"] > 0 and report["ours_tokens"] > 0
     if run.apply_chat_template:  # the prompts compared are the chat template's, exemplars as turns
-        assert report["prompt_sample"].startswith("<|im_start|>") and report["prompt_sample"].count("<|im_start|>user") == 6
+        assert (
+            report["prompt_sample"].startswith("<|im_start|>")
+            and report["prompt_sample"].count("<|im_start|>user") == 6
+        )

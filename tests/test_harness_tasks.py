@@ -11,10 +11,14 @@ from dagster import AssetCheckSeverity, DagsterInstance
 
 from eval_platform.benchmarks.engine_lm import strip_reasoning
 from eval_platform.benchmarks.harness_tasks import (
-    HarnessRun, HarnessTaskError, build_task_dict, parse_declaration, task_manager,
+    HarnessRun,
+    HarnessTaskError,
+    build_task_dict,
+    parse_declaration,
+    task_manager,
 )
 from eval_platform.benchmarks.leaderboard_v2 import V2_TASKS, normalize, protocol_rows
-from eval_platform.benchmarks.partitions import evaluation_key, benchmark_partitions, roster_partitions
+from eval_platform.benchmarks.partitions import benchmark_partitions, evaluation_key, roster_partitions
 from eval_platform.benchmarks.roster import RosterEntry, write_entry
 from eval_platform.benchmarks.store import BenchmarkStore
 from eval_platform.common.resources import WarehouseResource
@@ -35,16 +39,23 @@ metric_list:
     aggregation: mean
     higher_is_better: true
 """
-ROWS = [{"country": "France", "choices": ["Paris", "Lyon", "Nice"], "answer": 0},
-        {"country": "Italy", "choices": ["Milan", "Rome", "Turin"], "answer": 1},
-        {"country": "Spain", "choices": ["Seville", "Valencia", "Madrid"], "answer": 2},
-        {"country": "Germany", "choices": ["Berlin", "Munich"], "answer": 0}]
+ROWS = [
+    {"country": "France", "choices": ["Paris", "Lyon", "Nice"], "answer": 0},
+    {"country": "Italy", "choices": ["Milan", "Rome", "Turin"], "answer": 1},
+    {"country": "Spain", "choices": ["Seville", "Valencia", "Madrid"], "answer": 2},
+    {"country": "Germany", "choices": ["Berlin", "Munich"], "answer": 0},
+]
 
 
 def launchpad(warehouse_path, roster_dir, ops=None):
     """Run config as the launchpad writes it: resources and op config."""
-    return {"resources": {"warehouse": {"config": {"database": str(warehouse_path)}},
-                          "roster": {"config": {"directory": str(roster_dir)}}}, "ops": ops or {}}
+    return {
+        "resources": {
+            "warehouse": {"config": {"database": str(warehouse_path)}},
+            "roster": {"config": {"directory": str(roster_dir)}},
+        },
+        "ops": ops or {},
+    }
 
 
 @pytest.fixture
@@ -57,7 +68,8 @@ def project(tmp_path, monkeypatch):
     (benchmarks / "capitals.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
     (benchmarks / "capitals.yaml").write_text(
         "task: throwaway_capitals\ninclude_path: ../tasks\nheadline: {metric: acc}\n"
-        "data_files:\n  throwaway_capitals: {test: capitals.jsonl}\n")
+        "data_files:\n  throwaway_capitals: {test: capitals.jsonl}\n"
+    )
     monkeypatch.setenv("EVAL_HARNESS_DIR", str(benchmarks))
     write_entry(tmp_path / "roster", RosterEntry(name="smollm2", model="local/smollm2-135m-instruct"))
     instance = DagsterInstance.ephemeral()
@@ -72,10 +84,12 @@ def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
     instance.add_dynamic_partitions(benchmark_partitions.name, ["capitals"])
     config = launchpad(root / "warehouse.duckdb", root / "roster")
     first = defs.resolve_job_def("model_evaluation").execute_in_process(
-        partition_key=evaluation_key("capitals", "smollm2"), instance=instance, run_config=config)
+        partition_key=evaluation_key("capitals", "smollm2"), instance=instance, run_config=config
+    )
     assert first.success
-    metadata = {e.asset_key.path[-1]: e.materialization.metadata
-                for e in first.get_asset_materialization_events()}["harness_evaluation"]
+    metadata = {e.asset_key.path[-1]: e.materialization.metadata for e in first.get_asset_materialization_events()}[
+        "harness_evaluation"
+    ]
     assert (metadata["requests"].value, metadata["computed"].value, metadata["reused"].value) == (11, 11, 0)
     view = metadata["samples"].value  # every document in the UI: prompt, each choice's log-likelihood, metrics
     assert view.count("#### throwaway_capitals document ") == 4 and "Q: What is the capital of Italy?\nA:" in view
@@ -87,8 +101,12 @@ def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
     assert list(samples["doc_id"]) == [0, 1, 2, 3]
     assert samples["prompt"].iloc[1] == "Q: What is the capital of Italy?\nA:"
     with warehouse.get_connection() as conn:  # each request's stored answer, and the run that computed it
-        answers = {key: (json.loads(arguments), json.loads(response), run_id) for key, arguments, response, run_id in
-                   conn.execute("SELECT request_key, arguments, response, run_id FROM harness_answers").fetchall()}
+        answers = {
+            key: (json.loads(arguments), json.loads(response), run_id)
+            for key, arguments, response, run_id in conn.execute(
+                "SELECT request_key, arguments, response, run_id FROM harness_answers"
+            ).fetchall()
+        }
         environments = conn.execute("SELECT run_id, dtype, batch_size FROM harness_runs").fetchall()
     assert environments == [(first.run_id, "float32", 8)]
     assert metadata["environment"].value["dtype"] == "float32"
@@ -101,70 +119,95 @@ def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
         assert [answers[key][1][0] for key in sample.request_keys] == likelihoods
         assert {answers[key][2] for key in sample.request_keys} == {first.run_id}
     with warehouse.get_connection() as conn:  # score -> item -> prompt -> document -> data file, in plain SQL
-        lineage = conn.execute("SELECT doc_id, item_value, prompt, doc ->> 'country', data_files FROM harness_lineage "
-                               "WHERE metric = 'acc' ORDER BY doc_id").fetchall()
+        lineage = conn.execute(
+            "SELECT doc_id, item_value, prompt, doc ->> 'country', data_files FROM harness_lineage "
+            "WHERE metric = 'acc' ORDER BY doc_id"
+        ).fetchall()
     assert [(row[0], row[3]) for row in lineage] == [(i, r["country"]) for i, r in enumerate(ROWS)]
     assert [float(row[1]) for row in lineage] == [json.loads(m)["acc"] for m in samples["metrics"]]
     assert "capitals.jsonl" in lineage[0][4]
     with warehouse.get_connection() as conn:  # the same documents in the one lineage view of either kind
-        either = conn.execute("SELECT item::INTEGER, item_value, prompt, source_row ->> 'country', source, num_fewshot "
-                              "FROM item_lineage WHERE kind = 'harness' AND metric = 'acc' ORDER BY 1").fetchall()
+        either = conn.execute(
+            "SELECT item::INTEGER, item_value, prompt, source_row ->> 'country', source, num_fewshot "
+            "FROM item_lineage WHERE kind = 'harness' AND metric = 'acc' ORDER BY 1"
+        ).fetchall()
     assert [(*row[:5], 0) for row in lineage] == either
     acc = next(r for r in results if r["metric"] == "acc")
-    assert acc["n"] == 4 and acc["value"] == pytest.approx(samples["metrics"].map(lambda m: json.loads(m)["acc"]).mean())
+    assert acc["n"] == 4 and acc["value"] == pytest.approx(
+        samples["metrics"].map(lambda m: json.loads(m)["acc"]).mean()
+    )
     assert acc["random_baseline"] == pytest.approx((3 * (1 / 3) + 1 / 2) / 4)
-    scored = defs.resolve_job_def("score_protocols").execute_in_process(instance=instance, run_config={
-        "resources": config["resources"]})
+    scored = defs.resolve_job_def("score_protocols").execute_in_process(
+        instance=instance, run_config={"resources": config["resources"]}
+    )
     assert scored.success
     board = {e.asset_key.path[-1]: e.materialization.metadata for e in scored.get_asset_materialization_events()}
     assert board["leaderboard"]["smollm2/capitals"].value == pytest.approx(acc["value"])
     assert "throwaway_capitals" in board["leaderboard"]["harness_benchmarks"].value
     with warehouse.get_connection() as conn:  # one leaderboard table for every kind of benchmark
-        row = conn.execute("SELECT model, mode, metric, num_fewshot, n, accuracy, ci_high - ci_low FROM leaderboard "
-                           "WHERE benchmark = 'capitals'").fetchall()
-    assert row == [("smollm2", "harness", "acc", 0, 4, pytest.approx(acc["value"]),
-                    pytest.approx(2 * 1.959964 * acc["stderr"]))]
+        row = conn.execute(
+            "SELECT model, mode, metric, num_fewshot, n, accuracy, ci_high - ci_low FROM leaderboard "
+            "WHERE benchmark = 'capitals'"
+        ).fetchall()
+    assert row == [
+        ("smollm2", "harness", "acc", 0, 4, pytest.approx(acc["value"]), pytest.approx(2 * 1.959964 * acc["stderr"]))
+    ]
     # a second model, compared with the first as its baseline on the same documents
-    write_entry(root / "roster", RosterEntry(name="smollm2-bf16", model="local/smollm2-135m-instruct", dtype="bfloat16",
-                                             baseline="smollm2"))
+    write_entry(
+        root / "roster",
+        RosterEntry(name="smollm2-bf16", model="local/smollm2-135m-instruct", dtype="bfloat16", baseline="smollm2"),
+    )
     instance.add_dynamic_partitions(roster_partitions.name, ["smollm2-bf16"])
     second = defs.resolve_job_def("model_evaluation").execute_in_process(
-        partition_key=evaluation_key("capitals", "smollm2-bf16"), instance=instance, run_config=config)
+        partition_key=evaluation_key("capitals", "smollm2-bf16"), instance=instance, run_config=config
+    )
     assert second.success
     with warehouse.store(BenchmarkStore) as store:
         comparisons = {(r["metric"], r["relation"]): r for r in store.rows("SELECT * FROM harness_comparisons")}
         bf16 = {r["metric"]: r["value"] for r in store.load_harness_results("capitals") if r["model"] == "smollm2-bf16"}
     assert set(comparisons) == {("acc", "baseline"), ("acc_norm", "baseline")}
     paired = comparisons[("acc", "baseline")]
-    assert (paired["model_a"], paired["model_b"], paired["items"], paired["mode"]) == \
-        ("smollm2-bf16", "smollm2", 4, "throwaway_capitals")
+    assert (paired["model_a"], paired["model_b"], paired["items"], paired["mode"]) == (
+        "smollm2-bf16",
+        "smollm2",
+        4,
+        "throwaway_capitals",
+    )
     assert paired["accuracy_a"] == pytest.approx(bf16["acc"]) and paired["accuracy_b"] == pytest.approx(acc["value"])
     assert paired["difference"] == pytest.approx((paired["only_a"] - paired["only_b"]) / 4)
     assert paired["environment_differences"] == "dtype: bfloat16 vs float32"  # where each side's answers were computed
     with warehouse.store(BenchmarkStore) as store:  # in the comparisons of either kind: its task and filter
         either = store.rows("SELECT * FROM comparisons WHERE kind = 'harness' AND metric = 'acc'")
-    assert [(r["task"], r["filter"], r["mode"], r["difference"]) for r in either] == \
-        [("throwaway_capitals", paired["prompt_format"], "harness", paired["difference"])]
+    assert [(r["task"], r["filter"], r["mode"], r["difference"]) for r in either] == [
+        ("throwaway_capitals", paired["prompt_format"], "harness", paired["difference"])
+    ]
     compared = {e.asset_key.path[-1]: e.materialization.metadata for e in second.get_asset_materialization_events()}
     assert "## smollm2-bf16 (a) against smollm2 (b)" in compared["harness_model_comparison"]["items"].value
     again = defs.resolve_job_def("model_evaluation").execute_in_process(
-        partition_key=evaluation_key("capitals", "smollm2"), instance=instance, run_config=config)
+        partition_key=evaluation_key("capitals", "smollm2"), instance=instance, run_config=config
+    )
     metadata = {e.asset_key.path[-1]: e.materialization.metadata for e in again.get_asset_materialization_events()}
     assert (metadata["harness_evaluation"]["computed"].value, metadata["harness_evaluation"]["reused"].value) == (0, 11)
     with warehouse.store(BenchmarkStore) as store:
         assert len(store.load_harness_samples("capitals", "smollm2")) == 4
         assert store.rows("SELECT count(*) AS n FROM harness_answers")[0]["n"] == 22  # 11 per fingerprint
-        history = store.rows("SELECT run_id, prediction_run_id, count(*) AS n FROM harness_history WHERE "
-                             "model = 'smollm2' AND metric = 'acc' GROUP BY ALL ORDER BY min(scored_at)")
+        history = store.rows(
+            "SELECT run_id, prediction_run_id, count(*) AS n FROM harness_history WHERE "
+            "model = 'smollm2' AND metric = 'acc' GROUP BY ALL ORDER BY min(scored_at)"
+        )
     # each run's document values, the reused answers still naming the run that computed them
-    assert [(h["run_id"], h["prediction_run_id"], h["n"]) for h in history] == [(first.run_id, first.run_id, 4),
-                                                                                (again.run_id, first.run_id, 4)]
+    assert [(h["run_id"], h["prediction_run_id"], h["n"]) for h in history] == [
+        (first.run_id, first.run_id, 4),
+        (again.run_id, first.run_id, 4),
+    ]
 
 
-MORE_ROWS = ROWS + [{"country": "Portugal", "choices": ["Porto", "Lisbon"], "answer": 1},
-                    {"country": "Austria", "choices": ["Vienna", "Graz"], "answer": 0},
-                    {"country": "Poland", "choices": ["Krakow", "Warsaw"], "answer": 1},
-                    {"country": "Greece", "choices": ["Athens", "Patras"], "answer": 0}]
+MORE_ROWS = ROWS + [
+    {"country": "Portugal", "choices": ["Porto", "Lisbon"], "answer": 1},
+    {"country": "Austria", "choices": ["Vienna", "Graz"], "answer": 0},
+    {"country": "Poland", "choices": ["Krakow", "Warsaw"], "answer": 1},
+    {"country": "Greece", "choices": ["Athens", "Patras"], "answer": 0},
+]
 
 
 def test_the_regression_watch_names_the_documents_that_flipped_on_a_harness_benchmark(project):
@@ -180,11 +223,16 @@ def test_the_regression_watch_names_the_documents_that_flipped_on_a_harness_benc
     gold = {f"Q: What is the capital of {r['country']}?\nA:": " " + r["choices"][r["answer"]] for r in MORE_ROWS}
 
     def regression_check(**config):
-        ops = {"harness_evaluation": {"config": {"data_files": {"throwaway_capitals": {"test": str(root / "more.jsonl")}},
-                                                 **config}}}
+        ops = {
+            "harness_evaluation": {
+                "config": {"data_files": {"throwaway_capitals": {"test": str(root / "more.jsonl")}}, **config}
+            }
+        }
         result = defs.resolve_job_def("model_evaluation").execute_in_process(
-            partition_key=evaluation_key("capitals", "smollm2"), instance=instance,
-            run_config=launchpad(root / "warehouse.duckdb", root / "roster", ops))
+            partition_key=evaluation_key("capitals", "smollm2"),
+            instance=instance,
+            run_config=launchpad(root / "warehouse.duckdb", root / "roster", ops),
+        )
         assert result.success
         [check] = [c for c in result.get_asset_check_evaluations() if c.check_name == "accuracy_regression"]
         assert check.asset_key.path[-1] == "harness_evaluation"
@@ -195,8 +243,9 @@ def test_the_regression_watch_names_the_documents_that_flipped_on_a_harness_benc
             for key, arguments in conn.execute("SELECT request_key, arguments FROM harness_answers").fetchall():
                 context, continuation = json.loads(arguments)
                 value = 0.0 if (continuation == gold[context]) == right else -1000.0
-                conn.execute("UPDATE harness_answers SET response = ? WHERE request_key = ?",
-                             [json.dumps([value, False]), key])
+                conn.execute(
+                    "UPDATE harness_answers SET response = ? WHERE request_key = ?", [json.dumps([value, False]), key]
+                )
 
     assert regression_check().passed  # one run: nothing to compare
     answer_every_document(right=True)
@@ -206,19 +255,24 @@ def test_the_regression_watch_names_the_documents_that_flipped_on_a_harness_benc
     assert not check.passed and check.severity == AssetCheckSeverity.WARN
     report = check.metadata["examples"].value
     for metric in ("acc", "acc_norm"):
-        assert (f"('capitals', 'smollm2', 'throwaway_capitals (default shots)', 'none', 0, '{metric}', 1.0, 0.0, "
-                "'p=0.0156'") in report
+        assert (
+            f"('capitals', 'smollm2', 'throwaway_capitals (default shots)', 'none', 0, '{metric}', 1.0, 0.0, 'p=0.0156'"
+        ) in report
     assert "flipped to wrong: " + ", ".join(f"throwaway_capitals/{i}" for i in range(7)) in report
     assert "environment changed: limit: None vs 7" in report  # the previous run's setting, then the latest's
     assert "'acc', 'limit: None vs 7')" in check.metadata["environment_changes"].value
     with warehouse.get_connection() as conn:
-        runs = conn.execute("SELECT run_id, count(*), count(DISTINCT settings ->> 'limit') FROM harness_history "
-                            "WHERE metric = 'acc' GROUP BY run_id ORDER BY min(scored_at)").fetchall()
+        runs = conn.execute(
+            "SELECT run_id, count(*), count(DISTINCT settings ->> 'limit') FROM harness_history "
+            "WHERE metric = 'acc' GROUP BY run_id ORDER BY min(scored_at)"
+        ).fetchall()
     assert [row[1:] for row in runs] == [(8, 0), (8, 0), (7, 1)]
     check = regression_check(num_fewshot=0)  # other settings: the first run of its key, compared with none
     report = check.metadata["examples"].value
-    assert "0-shot" not in report and "'throwaway_capitals (default shots)', 'none', 0, 'acc', 1.0, 0.0, 'p=0.0156'" \
-        in report
+    assert (
+        "0-shot" not in report
+        and "'throwaway_capitals (default shots)', 'none', 0, 'acc', 1.0, 0.0, 'p=0.0156'" in report
+    )
 
 
 def test_any_harness_task_runs_by_name_from_the_launchpad_on_local_files(project):
@@ -229,16 +283,28 @@ def test_any_harness_task_runs_by_name_from_the_launchpad_on_local_files(project
 
     root, instance = project
     rows = [json.loads(line) for line in (DATA_BENCHMARKS / "arc_easy.jsonl").read_text().split("\n")[:3]]
-    (root / "obqa.jsonl").write_text("".join(json.dumps({"question_stem": row["question"], "choices": row["choices"],
-                                                         "answerKey": row["answerKey"]}) + "\n" for row in rows))
+    (root / "obqa.jsonl").write_text(
+        "".join(
+            json.dumps({"question_stem": row["question"], "choices": row["choices"], "answerKey": row["answerKey"]})
+            + "\n"
+            for row in rows
+        )
+    )
     instance.add_dynamic_partitions(benchmark_partitions.name, ["openbookqa"])
     result = defs.resolve_job_def("model_evaluation").execute_in_process(
-        partition_key=evaluation_key("openbookqa", "smollm2"), instance=instance, run_config=launchpad(
-            root / "warehouse.duckdb", root / "roster",
-            {"harness_evaluation": {"config": {"data_files": {"openbookqa": {"test": str(root / "obqa.jsonl")}}}}}))
+        partition_key=evaluation_key("openbookqa", "smollm2"),
+        instance=instance,
+        run_config=launchpad(
+            root / "warehouse.duckdb",
+            root / "roster",
+            {"harness_evaluation": {"config": {"data_files": {"openbookqa": {"test": str(root / "obqa.jsonl")}}}}},
+        ),
+    )
     assert result.success
     assert {e.asset_key.path[-1] for e in result.get_asset_materialization_events()} == {
-        "harness_evaluation", "harness_model_comparison"}
+        "harness_evaluation",
+        "harness_model_comparison",
+    }
     skipped = {e.step_key for e in result.all_events if e.event_type_value == "STEP_SKIPPED"}
     assert {"benchmark_scores", "model_comparison"} <= skipped  # after benchmark_predictions, which yielded nothing
     with WarehouseResource(database=str(root / "warehouse.duckdb")).store(BenchmarkStore) as store:
@@ -253,23 +319,42 @@ def test_bad_tasks_and_files_are_refused_naming_them(project):
     root, _ = project
     with pytest.raises(HarnessTaskError, match="'no_such_task' is not a task"):
         build_task_dict(HarnessRun("no_such_task"))
-    with pytest.raises(HarnessTaskError, match=r"arc_easy: the harness could not build it: .*allenai/ai2_arc.*"
-                                                r"\(offline: point it at local files with data_files"):
+    with pytest.raises(
+        HarnessTaskError,
+        match=r"arc_easy: the harness could not build it: .*allenai/ai2_arc.*"
+        r"\(offline: point it at local files with data_files",
+    ):
         build_task_dict(HarnessRun("arc_easy"))  # offline, no data files: its hub dataset cannot be reached
     with pytest.raises(HarnessTaskError, match="data file .*missing.jsonl does not exist"):
         build_task_dict(HarnessRun("arc_easy", data_files={"arc_easy": {"test": str(root / "missing.jsonl")}}))
     with pytest.raises(HarnessTaskError, match=r"name \['mmlu_pro'\], which are not among its tasks"):
-        build_task_dict(HarnessRun("arc_easy", data_files={"arc_easy": {"test": str(DATA_BENCHMARKS / "arc_easy.jsonl")},
-                                                           "mmlu_pro": {"test": "x"}}))
-    for lines, problem in ((['{"country": "France"}', "{not json"], "line 2: invalid JSON: Expecting property name"),
-                           (['{"country": "France"}', "", '["Paris"]'], r"line 3: a JSON list where an object \(one row\)")):
+        build_task_dict(
+            HarnessRun(
+                "arc_easy",
+                data_files={"arc_easy": {"test": str(DATA_BENCHMARKS / "arc_easy.jsonl")}, "mmlu_pro": {"test": "x"}},
+            )
+        )
+    for lines, problem in (
+        (['{"country": "France"}', "{not json"], "line 2: invalid JSON: Expecting property name"),
+        (['{"country": "France"}', "", '["Paris"]'], r"line 3: a JSON list where an object \(one row\)"),
+    ):
         (root / "bad.jsonl").write_text("\n".join(lines) + "\n")
         with pytest.raises(HarnessTaskError, match=rf"throwaway_capitals: data file .*bad.jsonl, {problem}"):
-            build_task_dict(HarnessRun("throwaway_capitals", include_path=(str(root / "tasks"),),
-                                       data_files={"throwaway_capitals": {"test": str(root / "bad.jsonl")}}))
+            build_task_dict(
+                HarnessRun(
+                    "throwaway_capitals",
+                    include_path=(str(root / "tasks"),),
+                    data_files={"throwaway_capitals": {"test": str(root / "bad.jsonl")}},
+                )
+            )
     (root / "array.json").write_text(json.dumps(ROWS, indent=2))  # a .json file may hold one array of objects
-    built = build_task_dict(HarnessRun("throwaway_capitals", include_path=(str(root / "tasks"),),
-                                       data_files={"throwaway_capitals": {"test": str(root / "array.json")}}))
+    built = build_task_dict(
+        HarnessRun(
+            "throwaway_capitals",
+            include_path=(str(root / "tasks"),),
+            data_files={"throwaway_capitals": {"test": str(root / "array.json")}},
+        )
+    )
     assert [doc["country"] for doc in built["tasks"]["throwaway_capitals"].eval_docs] == [r["country"] for r in ROWS]
     bad = root / "harness" / "bad.yaml"
     bad.write_text("task: arc_easy\nshots: 5\n")
@@ -278,20 +363,30 @@ def test_bad_tasks_and_files_are_refused_naming_them(project):
 
 
 def result(model, task, metric, value, baseline=None, is_group=False):
-    return {"model": model, "model_fingerprint": "fp", "task": task, "metric": metric, "filter": "none",
-            "value": value, "random_baseline": baseline, "is_group": is_group}
+    return {
+        "model": model,
+        "model_fingerprint": "fp",
+        "task": task,
+        "metric": metric,
+        "filter": "none",
+        "value": value,
+        "random_baseline": baseline,
+        "is_group": is_group,
+    }
 
 
 def test_open_llm_leaderboard_v2_normalises_as_the_leaderboard_did():
     assert normalize(0.55, 0.1) == pytest.approx(50.0) and normalize(0.05, 0.1) == 0.0
-    rows = protocol_rows([
-        result("m", "leaderboard_bbh", "acc_norm", 0.55, is_group=True),
-        result("m", "leaderboard_bbh_navigate", "acc_norm", 0.5, 0.5),  # at chance: 0
-        result("m", "leaderboard_bbh_date_understanding", "acc_norm", 0.6, 0.2),  # (0.6 - 0.2) / 0.8 = 50
-        result("m", "leaderboard_mmlu_pro", "acc", 0.19),  # baseline 0.1: 10
-        result("m", "leaderboard_ifeval", "prompt_level_strict_acc", 0.3),
-        result("m", "leaderboard_ifeval", "inst_level_strict_acc", 0.5),  # mean 0.4: 40
-    ])
+    rows = protocol_rows(
+        [
+            result("m", "leaderboard_bbh", "acc_norm", 0.55, is_group=True),
+            result("m", "leaderboard_bbh_navigate", "acc_norm", 0.5, 0.5),  # at chance: 0
+            result("m", "leaderboard_bbh_date_understanding", "acc_norm", 0.6, 0.2),  # (0.6 - 0.2) / 0.8 = 50
+            result("m", "leaderboard_mmlu_pro", "acc", 0.19),  # baseline 0.1: 10
+            result("m", "leaderboard_ifeval", "prompt_level_strict_acc", 0.3),
+            result("m", "leaderboard_ifeval", "inst_level_strict_acc", 0.5),  # mean 0.4: 40
+        ]
+    )
     by_task = {r["benchmark"]: r for r in rows}
     assert by_task["leaderboard_bbh"]["normalized"] == pytest.approx(25.0)  # per subtask, then unweighted
     assert by_task["leaderboard_bbh"]["raw"] == pytest.approx(0.55) and by_task["leaderboard_bbh"]["subtasks"] == 2
@@ -299,36 +394,54 @@ def test_open_llm_leaderboard_v2_normalises_as_the_leaderboard_did():
     assert by_task["leaderboard_ifeval"]["normalized"] == pytest.approx(40.0)
     assert by_task["leaderboard_gpqa"]["status"].startswith("missing: GPQA")
     assert by_task["average"]["normalized"] == pytest.approx(25.0)
-    assert by_task["average"]["status"] == ("partial: 3 of 6 tasks (missing leaderboard_gpqa, leaderboard_math_hard, "
-                                            "leaderboard_musr)")
+    assert by_task["average"]["status"] == (
+        "partial: 3 of 6 tasks (missing leaderboard_gpqa, leaderboard_math_hard, leaderboard_musr)"
+    )
 
 
 def test_the_v2_protocol_counts_a_task_only_as_the_leaderboard_evaluated_it():
     as_the_leaderboard = {"overrides": {}, "system_instruction": None}
 
     def evaluated(task, metric, value, shots, baseline=None, is_group=False, **settings):
-        return {**result("m", task, metric, value, baseline, is_group), "num_fewshot": shots,
-                "settings": json.dumps({**as_the_leaderboard, **settings})}
+        return {
+            **result("m", task, metric, value, baseline, is_group),
+            "num_fewshot": shots,
+            "settings": json.dumps({**as_the_leaderboard, **settings}),
+        }
 
     def statuses(*results):
         return {r["benchmark"]: r["status"] for r in protocol_rows(results)}
 
-    ifeval = [evaluated("leaderboard_ifeval", metric, 0.4, 0) for metric in ("prompt_level_strict_acc",
-                                                                             "inst_level_strict_acc")]
-    bbh = [evaluated("leaderboard_bbh", "acc_norm", 0.6, None, is_group=True),
-           evaluated("leaderboard_bbh_navigate", "acc_norm", 0.6, 3, 0.5)]
-    math = [evaluated("leaderboard_math_hard", "exact_match", 0.1, None, is_group=True),
-            evaluated("leaderboard_math_algebra_hard", "exact_match", 0.1, 4)]
+    ifeval = [
+        evaluated("leaderboard_ifeval", metric, 0.4, 0)
+        for metric in ("prompt_level_strict_acc", "inst_level_strict_acc")
+    ]
+    bbh = [
+        evaluated("leaderboard_bbh", "acc_norm", 0.6, None, is_group=True),
+        evaluated("leaderboard_bbh_navigate", "acc_norm", 0.6, 3, 0.5),
+    ]
+    math = [
+        evaluated("leaderboard_math_hard", "exact_match", 0.1, None, is_group=True),
+        evaluated("leaderboard_math_algebra_hard", "exact_match", 0.1, 4),
+    ]
     assert statuses(evaluated("leaderboard_mmlu_pro", "acc", 0.19, 5), *ifeval, *bbh, *math) == {
-        "leaderboard_bbh": "scored", "leaderboard_ifeval": "scored", "leaderboard_math_hard": "scored",
-        "leaderboard_mmlu_pro": "scored", "leaderboard_gpqa": "missing: " + V2_TASKS[1].unavailable_offline,
+        "leaderboard_bbh": "scored",
+        "leaderboard_ifeval": "scored",
+        "leaderboard_math_hard": "scored",
+        "leaderboard_mmlu_pro": "scored",
+        "leaderboard_gpqa": "missing: " + V2_TASKS[1].unavailable_offline,
         "leaderboard_musr": "missing: " + V2_TASKS[5].unavailable_offline,
-        "average": "partial: 4 of 6 tasks (missing leaderboard_gpqa, leaderboard_musr)"}
-    assert statuses(evaluated("leaderboard_mmlu_pro", "acc", 0.19, 0))["leaderboard_mmlu_pro"] == \
-        "missing: evaluated 0-shot, not the protocol's 5-shot"
+        "average": "partial: 4 of 6 tasks (missing leaderboard_gpqa, leaderboard_musr)",
+    }
+    assert (
+        statuses(evaluated("leaderboard_mmlu_pro", "acc", 0.19, 0))["leaderboard_mmlu_pro"]
+        == "missing: evaluated 0-shot, not the protocol's 5-shot"
+    )
     # a benchmark declared with other shots beside the task's own: the protocol takes the run as it says
-    zero, five = ({**evaluated("leaderboard_mmlu_pro", "acc", value, shots), "benchmark": benchmark}
-                  for value, shots, benchmark in ((0.55, 0, "mmlu_pro_0shot"), (0.19, 5, "leaderboard_mmlu_pro")))
+    zero, five = (
+        {**evaluated("leaderboard_mmlu_pro", "acc", value, shots), "benchmark": benchmark}
+        for value, shots, benchmark in ((0.55, 0, "mmlu_pro_0shot"), (0.19, 5, "leaderboard_mmlu_pro"))
+    )
     [chosen] = [r for r in protocol_rows([zero, five]) if r["benchmark"] == "leaderboard_mmlu_pro"]
     assert (chosen["status"], chosen["raw"]) == ("scored", 0.19)
     # one subtask at other shots takes the whole task out; MATH-hard's subtasks are leaderboard_math_*_hard
@@ -338,20 +451,33 @@ def test_the_v2_protocol_counts_a_task_only_as_the_leaderboard_evaluated_it():
     assert statuses(*math, two_shot)["leaderboard_math_hard"] == "missing: evaluated 2-shot, not the protocol's 4-shot"
     # where the data comes from may be overridden; how the task is evaluated may not
     local = {"leaderboard_ifeval": {"dataset_path": "json", "dataset_kwargs": {"data_files": {"train": "i.jsonl"}}}}
-    assert statuses(*[{**r, "settings": json.dumps({**as_the_leaderboard, "overrides": local})} for r in ifeval]
-                    )["leaderboard_ifeval"] == "scored"
+    assert (
+        statuses(*[{**r, "settings": json.dumps({**as_the_leaderboard, "overrides": local})} for r in ifeval])[
+            "leaderboard_ifeval"
+        ]
+        == "scored"
+    )
     short = {"leaderboard_ifeval": {"generation_kwargs": {"max_gen_toks": 24}}}
-    assert statuses(*[evaluated(r["task"], r["metric"], 0.4, 0, overrides=short) for r in ifeval]
-                    )["leaderboard_ifeval"] == "missing: evaluated with its task config overridden (generation_kwargs)"
-    assert statuses(*[evaluated(r["task"], r["metric"], 0.4, 0, system_instruction="Be brief.") for r in ifeval]
-                    )["leaderboard_ifeval"] == "missing: evaluated with a system instruction"
+    assert (
+        statuses(*[evaluated(r["task"], r["metric"], 0.4, 0, overrides=short) for r in ifeval])["leaderboard_ifeval"]
+        == "missing: evaluated with its task config overridden (generation_kwargs)"
+    )
+    assert (
+        statuses(*[evaluated(r["task"], r["metric"], 0.4, 0, system_instruction="Be brief.") for r in ifeval])[
+            "leaderboard_ifeval"
+        ]
+        == "missing: evaluated with a system instruction"
+    )
 
 
 def test_the_v2_protocols_shots_are_the_harness_tasks_own():
     registry = task_manager((), True)
     for spec in V2_TASKS:
-        shots = {name: entry.cfg.get("num_fewshot") or 0 for name, entry in registry.task_index.items()
-                 if spec.covers(name) and entry.kind.name == "TASK"}
+        shots = {
+            name: entry.cfg.get("num_fewshot") or 0
+            for name, entry in registry.task_index.items()
+            if spec.covers(name) and entry.kind.name == "TASK"
+        }
         assert shots and set(shots.values()) == {spec.shots}, (spec.task, shots)
 
 
@@ -370,13 +496,20 @@ def test_a_v2_task_evaluated_with_other_shots_from_the_launchpad_is_kept_beside_
     files = {"leaderboard_mmlu_pro": {"test": str(data / "test.jsonl"), "validation": str(data / "validation.jsonl")}}
 
     def evaluate_then_score(**settings):
-        config = launchpad(root / "warehouse.duckdb", root / "roster",
-                           {"harness_evaluation": {"config": {"data_files": files, "limit": 1, **settings}}})
+        config = launchpad(
+            root / "warehouse.duckdb",
+            root / "roster",
+            {"harness_evaluation": {"config": {"data_files": files, "limit": 1, **settings}}},
+        )
         for job, partition, run_config in (
-                ("model_evaluation", evaluation_key("leaderboard_mmlu_pro", "smollm2"), config),
-                ("score_protocols", None, {"resources": config["resources"]})):
-            assert defs.resolve_job_def(job).execute_in_process(partition_key=partition, instance=instance,
-                                                                run_config=run_config).success
+            ("model_evaluation", evaluation_key("leaderboard_mmlu_pro", "smollm2"), config),
+            ("score_protocols", None, {"resources": config["resources"]}),
+        ):
+            assert (
+                defs.resolve_job_def(job)
+                .execute_in_process(partition_key=partition, instance=instance, run_config=run_config)
+                .success
+            )
         with duckdb.connect(str(root / "warehouse.duckdb"), read_only=True) as conn:
             results = conn.execute("""
                 SELECT r.settings_key, r.num_fewshot, r.value IS NOT NULL, n.status FROM harness_results r
@@ -391,10 +524,20 @@ def test_a_v2_task_evaluated_with_other_shots_from_the_launchpad_is_kept_beside_
 
     missing = "missing: evaluated 0-shot, not the protocol's 5-shot"
     assert evaluate_then_score(num_fewshot=0) == (
-        [("0-shot", 0, True, missing)], [("history", "0-shot", 1), ("lineage", "0-shot", 1), ("samples", "0-shot", 1)])
-    both = ([("0-shot", 0, True, "scored"), ("default shots", 5, True, "scored")],
-            [("history", "0-shot", 1), ("history", "default shots", 1), ("lineage", "0-shot", 1),
-             ("lineage", "default shots", 1), ("samples", "0-shot", 1), ("samples", "default shots", 1)])
+        [("0-shot", 0, True, missing)],
+        [("history", "0-shot", 1), ("lineage", "0-shot", 1), ("samples", "0-shot", 1)],
+    )
+    both = (
+        [("0-shot", 0, True, "scored"), ("default shots", 5, True, "scored")],
+        [
+            ("history", "0-shot", 1),
+            ("history", "default shots", 1),
+            ("lineage", "0-shot", 1),
+            ("lineage", "default shots", 1),
+            ("samples", "0-shot", 1),
+            ("samples", "default shots", 1),
+        ],
+    )
     assert evaluate_then_score() == both
     results, stored = evaluate_then_score()  # the same settings again: replaced, one more run in the history
     assert results == both[0] and stored == [*both[1][:1], ("history", "default shots", 2), *both[1][2:]]
@@ -408,11 +551,22 @@ def test_a_runs_settings_key_names_what_it_measured_beyond_its_task_and_data():
     from dataclasses import replace
 
     base = HarnessRun(task="leaderboard_mmlu_pro", data_files={"leaderboard_mmlu_pro": {"test": "a.jsonl"}}, limit=3)
-    same = replace(base, data_files={}, limit=None, include_path=("tasks",), apply_chat_template=True,
-                   fewshot_as_multiturn=True, overrides={"leaderboard_mmlu_pro": {"dataset_path": "json"}})
+    same = replace(
+        base,
+        data_files={},
+        limit=None,
+        include_path=("tasks",),
+        apply_chat_template=True,
+        fewshot_as_multiturn=True,
+        overrides={"leaderboard_mmlu_pro": {"dataset_path": "json"}},
+    )
     assert base.settings_key() == same.settings_key() == "default shots"
-    other = replace(base, num_fewshot=0, system_instruction="Answer briefly.",
-                    overrides={"leaderboard_mmlu_pro": {"dataset_path": "json", "generation_kwargs": {"until": []}}})
+    other = replace(
+        base,
+        num_fewshot=0,
+        system_instruction="Answer briefly.",
+        overrides={"leaderboard_mmlu_pro": {"dataset_path": "json", "generation_kwargs": {"until": []}}},
+    )
     assert re.fullmatch(r"0-shot, system instruction [0-9a-f]{8}, overrides [0-9a-f]{8}", other.settings_key())
     assert replace(other, system_instruction="Answer at length.").settings_key() != other.settings_key()
 
@@ -428,17 +582,33 @@ def test_a_benchmarks_headline_comes_from_its_run_with_the_declared_settings():
     declarations = {"leaderboard_mmlu_pro": HarnessBenchmark("leaderboard_mmlu_pro", "MMLU-Pro", declared, "acc")}
 
     def result(model, run, value, day):
-        return {"benchmark": "leaderboard_mmlu_pro", "model": model, "model_fingerprint": f"{model}@1",
-                "settings_key": run.settings_key(), "settings": json.dumps(run.describe()),
-                "task": "leaderboard_mmlu_pro", "metric": "acc", "filter": "none", "value": value, "stderr": 0.1,
-                "n": 10, "num_fewshot": run.num_fewshot if run.num_fewshot is not None else 5,
-                "computed_at": datetime(2026, 11, day)}
+        return {
+            "benchmark": "leaderboard_mmlu_pro",
+            "model": model,
+            "model_fingerprint": f"{model}@1",
+            "settings_key": run.settings_key(),
+            "settings": json.dumps(run.describe()),
+            "task": "leaderboard_mmlu_pro",
+            "metric": "acc",
+            "filter": "none",
+            "value": value,
+            "stderr": 0.1,
+            "n": 10,
+            "num_fewshot": run.num_fewshot if run.num_fewshot is not None else 5,
+            "computed_at": datetime(2026, 11, day),
+        }
 
     zero = HarnessRun(task="leaderboard_mmlu_pro", num_fewshot=0)
-    results = [result("a", declared, 0.3, 1), result("a", zero, 0.2, 2), result("b", zero, 0.1, 1),
-               result("b", HarnessRun(task="leaderboard_mmlu_pro", num_fewshot=1), 0.4, 2)]
+    results = [
+        result("a", declared, 0.3, 1),
+        result("a", zero, 0.2, 2),
+        result("b", zero, 0.1, 1),
+        result("b", HarnessRun(task="leaderboard_mmlu_pro", num_fewshot=1), 0.4, 2),
+    ]
     assert [(row["model"], row["num_fewshot"], row["value"]) for row in headline_rows(results, declarations)] == [
-        ("a", 5, 0.3), ("b", 1, 0.4)]
+        ("a", 5, 0.3),
+        ("b", 1, 0.4),
+    ]
 
 
 def test_a_reasoning_block_is_what_comes_before_the_last_marker_and_a_marker_is_never_empty():
@@ -460,8 +630,11 @@ def test_the_nightly_schedule_evaluates_every_roster_model_on_every_declared_har
     root, _ = project
     write_entry(root / "roster", RosterEntry(name="legacy-only", benchmarks=("arc_easy",)))
     with instance_for_test() as instance:
-        context = build_schedule_context(instance=instance, scheduled_execution_time=datetime(2026, 11, 24, 2),
-                                         resources={"roster": RosterResource(directory=str(root / "roster"))})
+        context = build_schedule_context(
+            instance=instance,
+            scheduled_execution_time=datetime(2026, 11, 24, 2),
+            resources={"roster": RosterResource(directory=str(root / "roster"))},
+        )
         requests = nightly_harness_evaluation(context)
         # legacy-only lists no harness benchmark; both dimensions gain their keys
         assert [str(r.partition_key) for r in requests] == ["capitals|smollm2"]
@@ -495,9 +668,12 @@ def test_a_chat_api_answers_a_generation_task_over_http_and_a_reasoning_block_is
     (root / "tasks" / "echo.yaml").write_text(GENERATION_YAML)
     (root / "harness" / "words.jsonl").write_text("".join(json.dumps({"word": w}) + "\n" for w in ("apple", "pear")))
     (root / "harness" / "echo.yaml").write_text(
-        "task: throwaway_echo\ninclude_path: ../tasks\ndata_files:\n  throwaway_echo: {test: words.jsonl}\n")
-    write_entry(root / "roster", RosterEntry(name="api-echo", model="openai/echo", apply_chat_template=True,
-                                             reasoning_end="Final answer:"))
+        "task: throwaway_echo\ninclude_path: ../tasks\ndata_files:\n  throwaway_echo: {test: words.jsonl}\n"
+    )
+    write_entry(
+        root / "roster",
+        RosterEntry(name="api-echo", model="openai/echo", apply_chat_template=True, reasoning_end="Final answer:"),
+    )
     instance.add_dynamic_partitions(benchmark_partitions.name, ["echo"])
     instance.add_dynamic_partitions(roster_partitions.name, ["api-echo"])
     with StubServer() as server, pytest.MonkeyPatch.context() as patch:
@@ -505,18 +681,24 @@ def test_a_chat_api_answers_a_generation_task_over_http_and_a_reasoning_block_is
         config = launchpad(root / "warehouse.duckdb", root / "roster")
         config["resources"]["gateway"] = {"config": {"api_base": server.api_base, "max_retries": 0}}
         result = defs.resolve_job_def("model_evaluation").execute_in_process(
-            partition_key=evaluation_key("echo", "api-echo"), instance=instance, run_config=config)
+            partition_key=evaluation_key("echo", "api-echo"), instance=instance, run_config=config
+        )
         assert result.success and server.calls
     with WarehouseResource(database=str(root / "warehouse.duckdb")).store(BenchmarkStore) as store:
         samples = store.load_harness_samples("echo", "api-echo")
         results = store.load_harness_results("echo")
         stored = sorted(json.loads(r["response"]) for r in store.rows("SELECT response FROM harness_answers"))
-        by_document = store.rows("SELECT s.doc_id, a.response FROM harness_samples s JOIN harness_answers a "
-                                 "ON list_contains(s.request_keys, a.request_key) ORDER BY s.doc_id")
+        by_document = store.rows(
+            "SELECT s.doc_id, a.response FROM harness_samples s JOIN harness_answers a "
+            "ON list_contains(s.request_keys, a.request_key) ORDER BY s.doc_id"
+        )
     assert [json.loads(r)[0][0] for r in samples["responses"]] == ["apple", "pear"]
     assert [json.loads(r["response"]) for r in by_document] == stored  # a document's unstripped answer, by its key
     assert [r["value"] for r in results if r["metric"] == "exact_match"] == [1.0]
-    assert stored == ["Thinking: apple is a fruit. Final answer: apple", "Thinking: pear is a fruit. Final answer: pear"]
+    assert stored == [
+        "Thinking: apple is a fruit. Final answer: apple",
+        "Thinking: pear is a fruit. Final answer: pear",
+    ]
 
 
 def test_the_main_command_runs_the_v2_protocol_offline_and_prints_raw_and_normalised_scores(tmp_path):
@@ -529,27 +711,47 @@ def test_the_main_command_runs_the_v2_protocol_offline_and_prints_raw_and_normal
     from tests.test_readme import sql_statements
 
     (tmp_path / "home").mkdir()
-    environment = {**os.environ, "EVAL_WAREHOUSE": str(tmp_path / "warehouse.duckdb"),
-                   "DAGSTER_HOME": str(tmp_path / "home"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    returncode, output = run_to_end([sys.executable, "-m", "jobs.run_all", "--protocol", "open_llm_leaderboard_v2",
-                                     "--limit", "1"], timeout_s=3600, cwd=PROJECT_ROOT, env=environment)
+    environment = {
+        **os.environ,
+        "EVAL_WAREHOUSE": str(tmp_path / "warehouse.duckdb"),
+        "DAGSTER_HOME": str(tmp_path / "home"),
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+    }
+    returncode, output = run_to_end(
+        [sys.executable, "-m", "jobs.run_all", "--protocol", "open_llm_leaderboard_v2", "--limit", "1"],
+        timeout_s=3600,
+        cwd=PROJECT_ROOT,
+        env=environment,
+    )
     assert returncode == 0, output[-3000:]
     for task in ("leaderboard_gpqa", "leaderboard_math_hard", "leaderboard_musr"):
         assert f"open_llm_leaderboard_v2 [{task}]: skipped:" in output
     assert "partial: 3 of 6 tasks (missing leaderboard_gpqa, leaderboard_math_hard, leaderboard_musr)" in output
     with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:
         rows = conn.execute("SELECT model, benchmark, raw, normalized, status FROM normalized_scores").fetchall()
-        documents = dict(conn.execute("SELECT benchmark, count(DISTINCT task || doc_id) FROM harness_samples "
-                                      "GROUP BY ALL").fetchall())
-        wide = conn.execute("SELECT leaderboard_bbh, leaderboard_gpqa, leaderboard_ifeval, leaderboard_mmlu_pro, "
-                            "open_llm_leaderboard_v2, open_llm_leaderboard_v2_status FROM leaderboard_wide "
-                            "WHERE model = 'smollm2-135m-instruct-float32'").fetchone()
+        documents = dict(
+            conn.execute(
+                "SELECT benchmark, count(DISTINCT task || doc_id) FROM harness_samples GROUP BY ALL"
+            ).fetchall()
+        )
+        wide = conn.execute(
+            "SELECT leaderboard_bbh, leaderboard_gpqa, leaderboard_ifeval, leaderboard_mmlu_pro, "
+            "open_llm_leaderboard_v2, open_llm_leaderboard_v2_status FROM leaderboard_wide "
+            "WHERE model = 'smollm2-135m-instruct-float32'"
+        ).fetchone()
     scored = {benchmark: (raw, normalized) for model, benchmark, raw, normalized, status in rows if status == "scored"}
     assert set(scored) == {"leaderboard_bbh", "leaderboard_ifeval", "leaderboard_mmlu_pro"}
     # The wide leaderboard has a column per v2 task (normalised) beside the specs', and the v2 average.
     average = next(row for row in rows if row[1] == "average")
-    assert wide == (scored["leaderboard_bbh"][1], None, scored["leaderboard_ifeval"][1],
-                    scored["leaderboard_mmlu_pro"][1], average[3], average[4])
+    assert wide == (
+        scored["leaderboard_bbh"][1],
+        None,
+        scored["leaderboard_ifeval"][1],
+        scored["leaderboard_mmlu_pro"][1],
+        average[3],
+        average[4],
+    )
     assert {model for model, *_ in rows} == {"smollm2-135m-instruct-float32"}  # the entry that lists no benchmarks
     assert documents == {"leaderboard_bbh": 24, "leaderboard_ifeval": 1, "leaderboard_mmlu_pro": 1}
     with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:  # the README's queries answer
@@ -560,8 +762,11 @@ def test_the_main_command_runs_the_v2_protocol_offline_and_prints_raw_and_normal
             LEFT JOIN harness_answers a ON a.model_fingerprint = s.model_fingerprint
                                        AND a.request_key = k.request_key""").fetchone()
     assert keys[0] == keys[1] and keys[2] == sum(documents.values())  # every document's requests, answered
-    printed = {cells[1]: cells for line in output.splitlines()
-               if len(cells := [cell.strip() for cell in line.strip().strip("|").split("|")]) == 6}
+    printed = {
+        cells[1]: cells
+        for line in output.splitlines()
+        if len(cells := [cell.strip() for cell in line.strip().strip("|").split("|")]) == 6
+    }
     for benchmark, (raw, normalized) in scored.items():  # the printed table holds what the warehouse holds
         assert printed[benchmark][5] == "scored"
         assert float(printed[benchmark][3]) == pytest.approx(raw, abs=1e-4)
@@ -577,33 +782,52 @@ def test_the_main_command_runs_named_benchmarks_of_either_kind_and_shows_their_l
     from tests.processes import run_to_end
 
     (tmp_path / "home").mkdir()
-    environment = {**os.environ, "EVAL_WAREHOUSE": str(tmp_path / "warehouse.duckdb"),
-                   "DAGSTER_HOME": str(tmp_path / "home"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    environment = {
+        **os.environ,
+        "EVAL_WAREHOUSE": str(tmp_path / "warehouse.duckdb"),
+        "DAGSTER_HOME": str(tmp_path / "home"),
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+    }
     command = [sys.executable, "-m", "jobs.run_all", "--limit", "1", "--benchmarks"]
     returncode, output = run_to_end([*command, "arc_easy", "nope"], timeout_s=600, cwd=PROJECT_ROOT, env=environment)
     assert returncode == 2 and "unknown benchmark(s) nope: a spec's (arc_easy, " in output
     assert f"or one declared in {PROJECT_ROOT / 'data' / 'harness'} (leaderboard_bbh, " in output
     assert not (tmp_path / "warehouse.duckdb").exists()  # refused before anything ran
 
-    returncode, output = run_to_end([*command, "arc_easy", "leaderboard_mmlu_pro"], timeout_s=3600, cwd=PROJECT_ROOT,
-                                    env=environment)
+    returncode, output = run_to_end(
+        [*command, "arc_easy", "leaderboard_mmlu_pro"], timeout_s=3600, cwd=PROJECT_ROOT, env=environment
+    )
     assert returncode == 0, output[-3000:]
     runs = [line.split(": ")[0] for line in output.splitlines() if ": success in " in line]
-    assert runs == ["benchmark_inputs [arc_easy]", "model_evaluation [arc_easy|smollm2-135m-instruct-float32]",
-                    "model_evaluation [arc_easy|smollm2-135m-instruct-bfloat16]",  # after its baseline
-                    # the bfloat16 entry lists its benchmarks, and not this one
-                    "model_evaluation [leaderboard_mmlu_pro|smollm2-135m-instruct-float32]", "score_protocols"]
+    assert runs == [
+        "benchmark_inputs [arc_easy]",
+        "model_evaluation [arc_easy|smollm2-135m-instruct-float32]",
+        "model_evaluation [arc_easy|smollm2-135m-instruct-bfloat16]",  # after its baseline
+        # the bfloat16 entry lists its benchmarks, and not this one
+        "model_evaluation [leaderboard_mmlu_pro|smollm2-135m-instruct-float32]",
+        "score_protocols",
+    ]
     with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:
         headlines = conn.execute("SELECT model, benchmark, mode, accuracy FROM leaderboard").fetchall()
     assert sorted((model, benchmark, mode) for model, benchmark, mode, _ in headlines) == [
         ("smollm2-135m-instruct-bfloat16", "arc_easy", "loglikelihood"),
         ("smollm2-135m-instruct-float32", "arc_easy", "loglikelihood"),
-        ("smollm2-135m-instruct-float32", "leaderboard_mmlu_pro", "harness")]
-    table = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in output.splitlines()
-             if line.startswith("| ")]
-    header, rows = table[0], {row[0]: dict(zip(table[0], row)) for row in table[1:]}
-    assert header == ["model", "fingerprint", "arc_easy (0-shot acc_norm)", "leaderboard_mmlu_pro (harness, 5-shot acc)",
-                      "open_llm_leaderboard_v1"]
+        ("smollm2-135m-instruct-float32", "leaderboard_mmlu_pro", "harness"),
+    ]
+    table = [
+        [cell.strip() for cell in line.strip().strip("|").split("|")]
+        for line in output.splitlines()
+        if line.startswith("| ")
+    ]
+    header, rows = table[0], {row[0]: dict(zip(table[0], row, strict=False)) for row in table[1:]}
+    assert header == [
+        "model",
+        "fingerprint",
+        "arc_easy (0-shot acc_norm)",
+        "leaderboard_mmlu_pro (harness, 5-shot acc)",
+        "open_llm_leaderboard_v1",
+    ]
     for model, benchmark, _, accuracy in headlines:  # each cell is the warehouse's headline, as text
         column = next(label for label in header if label.startswith(benchmark + " "))
         assert rows[model][column].startswith(f"{accuracy:.3f}")
@@ -640,12 +864,17 @@ def test_the_index_of_a_task_folder_is_read_from_a_cache_until_one_of_its_files_
     own = TaskIndex.build([harness_tasks.Path(lm_eval.__file__).parent / "tasks"])
     registered = harness_tasks.task_manager().task_index
     assert len(own) > 14_000 and registered.keys() == own.keys()
-    assert all((registered[name].kind, registered[name].cfg, registered[name].tags, registered[name].yaml_path)
-               == (entry.kind, entry.cfg, entry.tags, entry.yaml_path) for name, entry in own.items())
+    assert all(
+        (registered[name].kind, registered[name].cfg, registered[name].tags, registered[name].yaml_path)
+        == (entry.kind, entry.cfg, entry.tags, entry.yaml_path)
+        for name, entry in own.items()
+    )
 
     monkeypatch.setattr(harness_tasks, "INDEX_CACHE", tmp_path / "cache")
     builds, build = [], TaskIndex.build
-    monkeypatch.setattr(TaskIndex, "build", staticmethod(lambda paths, **kw: builds.append(paths) or build(paths, **kw)))
+    monkeypatch.setattr(
+        TaskIndex, "build", staticmethod(lambda paths, **kw: builds.append(paths) or build(paths, **kw))
+    )
     folder = tmp_path / "tasks"
     folder.mkdir()
     (folder / "_template_yaml").write_text("output_type: multiple_choice\ntest_split: test\n")

@@ -16,8 +16,17 @@ from tests.conftest import DATA_BENCHMARKS
 
 # (benchmark, shots, items): every benchmark, every sampler (random, random without the evaluated
 # doc, first-n of the subject) at the leaderboard's shots, and both request types
-CASES = [("arc_challenge", 25, 3), ("mmlu", 5, 3), ("winogrande", 5, 3), ("hellaswag", 0, 3),
-         ("truthfulqa", 0, 3), ("truthfulqa_mc2", 0, 2), ("arc_easy", 0, 3), ("gsm8k", 5, 1), ("gsm8k_cot", 8, 2)]
+CASES = [
+    ("arc_challenge", 25, 3),
+    ("mmlu", 5, 3),
+    ("winogrande", 5, 3),
+    ("hellaswag", 0, 3),
+    ("truthfulqa", 0, 3),
+    ("truthfulqa_mc2", 0, 2),
+    ("arc_easy", 0, 3),
+    ("gsm8k", 5, 1),
+    ("gsm8k_cot", 8, 2),
+]
 
 
 def jsonl(path, count=None):
@@ -43,7 +52,8 @@ def test_per_item_results_equal_lm_evaluation_harness(name, shots, items, harnes
     assert report["prompt_mismatches"] == 0
     assert report["max_ll_diff"] < LOGLIKELIHOOD_TOLERANCE
     # a generated text differs only at a near-tie that float noise may flip
-    assert all(d["gap"] is not None and d["gap"] < LOGLIKELIHOOD_TOLERANCE for d in report.get("text_differences", ())), \
-        report["text_differences"]
+    assert all(
+        d["gap"] is not None and d["gap"] < LOGLIKELIHOOD_TOLERANCE for d in report.get("text_differences", ())
+    ), report["text_differences"]
     for metric, values in report["metrics"].items():
         assert values["agreement"] == 1.0, (metric, values)

@@ -7,7 +7,12 @@ from dagster import AssetCheckSeverity, DagsterInstance
 from eval_platform.benchmarks import checks
 from eval_platform.benchmarks.assets import benchmark_scores, model_comparison
 from eval_platform.benchmarks.comparison import (
-    NO_PAIRED_TEST, compare, comparison_rows, exact_mcnemar, flipped_to_wrong, paired_bootstrap_interval,
+    NO_PAIRED_TEST,
+    compare,
+    comparison_rows,
+    exact_mcnemar,
+    flipped_to_wrong,
+    paired_bootstrap_interval,
 )
 from eval_platform.benchmarks.samples import side_by_side
 from eval_platform.common.reproducibility import cpu_name
@@ -18,7 +23,7 @@ BFLOAT16 = LanguageModelResource(device="cpu", dtype="bfloat16")
 
 
 def test_exact_mcnemar_and_the_paired_bootstrap():
-    assert exact_mcnemar(5, 0) == pytest.approx(2 * 0.5 ** 5)
+    assert exact_mcnemar(5, 0) == pytest.approx(2 * 0.5**5)
     assert exact_mcnemar(3, 3) == pytest.approx(1.0) and exact_mcnemar(0, 0) == 1.0
     first, second = [1.0] * 30 + [0.0] * 10, [1.0] * 20 + [0.0] * 20
     low, high = paired_bootstrap_interval(first, second)
@@ -31,18 +36,36 @@ def test_exact_mcnemar_and_the_paired_bootstrap():
 
 
 def item_rows(model: str, values: dict[str, float], metric: str = "acc") -> list[dict]:
-    return [{"model": model, "model_fingerprint": f"{model}@1", "mode": "loglikelihood", "prompt_format": "harness",
-             "num_fewshot": 0, "metric": metric, "prompt_id": item, "source_row_id": f"row-{item}", "value": value,
-             "prediction_run_id": None} for item, value in values.items()]
+    return [
+        {
+            "model": model,
+            "model_fingerprint": f"{model}@1",
+            "mode": "loglikelihood",
+            "prompt_format": "harness",
+            "num_fewshot": 0,
+            "metric": metric,
+            "prompt_id": item,
+            "source_row_id": f"row-{item}",
+            "value": value,
+            "prediction_run_id": None,
+        }
+        for item, value in values.items()
+    ]
 
 
 def test_a_comparison_names_flipped_items_and_says_when_no_paired_test_applies():
     references = {"baseline": "base", "previous": "step-1"}
-    rows = (item_rows("new", {"a": 0.0, "b": 1.0, "c": 1.0}) + item_rows("base", {"a": 1.0, "b": 1.0, "c": 0.0})
-            + item_rows("new", {"a": 0.2, "b": 0.9}, "mc2") + item_rows("base", {"a": 0.3, "b": 0.8}, "mc2"))
+    rows = (
+        item_rows("new", {"a": 0.0, "b": 1.0, "c": 1.0})
+        + item_rows("base", {"a": 1.0, "b": 1.0, "c": 0.0})
+        + item_rows("new", {"a": 0.2, "b": 0.9}, "mc2")
+        + item_rows("base", {"a": 0.3, "b": 0.8}, "mc2")
+    )
     compared = comparison_rows("arc_easy", "new", references, rows, {})
-    assert [(c["metric"], c["model_b"], c["relation"]) for c in compared] == [("acc", "base", "baseline"),
-                                                                               ("mc2", "base", "baseline")]
+    assert [(c["metric"], c["model_b"], c["relation"]) for c in compared] == [
+        ("acc", "base", "baseline"),
+        ("mc2", "base", "baseline"),
+    ]
     binary, fractional = compared
     assert binary["flipped_to_wrong"] == ["row-a"] and binary["difference"] == pytest.approx(0.0)
     assert binary["paired_test"] == "exact McNemar" and binary["mcnemar_p"] == pytest.approx(1.0)
@@ -60,14 +83,24 @@ def test_a_significant_drop_against_the_baseline_warns_naming_the_flipped_items(
     spec_check, harness_check = checks.no_drop_against_baseline, checks.harness_no_drop_against_baseline
     check, other = (spec_check, harness_check) if kind == "spec" else (harness_check, spec_check)
     assert check(warehouse=warehouse).passed
-    rows = item_rows("base", {str(i): 1.0 for i in range(12)}) + item_rows("new", {str(i): float(i >= 10)
-                                                                          for i in range(12)})
+    rows = item_rows("base", {str(i): 1.0 for i in range(12)}) + item_rows(
+        "new", {str(i): float(i >= 10) for i in range(12)}
+    )
     if kind == "harness":  # as load_harness_item_values gives them: the task as mode, the filter as format
-        rows = [{**row, "settings_key": "default shots", "mode": "leaderboard_bbh_navigate", "prompt_format": "none",
-                 "source_row_id": f"leaderboard_bbh_navigate/{row['prompt_id']}"} for row in rows]
+        rows = [
+            {
+                **row,
+                "settings_key": "default shots",
+                "mode": "leaderboard_bbh_navigate",
+                "prompt_format": "none",
+                "source_row_id": f"leaderboard_bbh_navigate/{row['prompt_id']}",
+            }
+            for row in rows
+        ]
     benchmark = "arc_easy" if kind == "spec" else "leaderboard_bbh"
     compared = pd.DataFrame(comparison_rows(benchmark, "new", {"baseline": "base"}, rows, {})).assign(
-        compared_at=pd.Timestamp.now())
+        compared_at=pd.Timestamp.now()
+    )
     with warehouse.store(BenchmarkStore) as store:
         replace = store.replace_model_comparisons if kind == "spec" else store.replace_harness_comparisons
         replace(benchmark, "new", compared)
@@ -82,14 +115,23 @@ def test_a_significant_drop_against_the_baseline_warns_naming_the_flipped_items(
 
 
 def test_side_by_side_lists_the_items_scored_differently_first():
-    rows = [{**row, "predicted": f"{row['model']}-{row['prompt_id']}", "reference": "B",
-             "question": f"Q {row['prompt_id']}"}
-            for row in item_rows("new", {"a": 1.0, "b": 1.0, "c": 0.0, "d": 1.0})
-            + item_rows("base", {"a": 1.0, "b": 0.0, "c": 1.0, "d": 1.0})]
+    rows = [
+        {
+            **row,
+            "predicted": f"{row['model']}-{row['prompt_id']}",
+            "reference": "B",
+            "question": f"Q {row['prompt_id']}",
+        }
+        for row in item_rows("new", {"a": 1.0, "b": 1.0, "c": 0.0, "d": 1.0})
+        + item_rows("base", {"a": 1.0, "b": 0.0, "c": 1.0, "d": 1.0})
+    ]
     view = side_by_side("new", "base", rows)
     assert "2 of 4 items differ" in view
-    listed = [line.split("|")[1].strip().strip("*") for line in view.splitlines() if line.startswith("| **row-")
-              or line.startswith("| row-")]
+    listed = [
+        line.split("|")[1].strip().strip("*")
+        for line in view.splitlines()
+        if line.startswith("| **row-") or line.startswith("| row-")
+    ]
     assert listed == ["row-b", "row-c", "row-a", "row-d"]  # the two that differ, then the rest
     assert "| new-b | 1 | base-b | 0 |" in view  # each side's answer beside its score
 
@@ -100,9 +142,12 @@ def test_two_precisions_of_smollm2_compared_on_shared_items(warehouse, tmp_path)
     roster = roster_with(tmp_path, "bf16", baseline="f32")
     assert materialize_inputs(warehouse, "arc_easy", 6).success
     for name, model in (("f32", LanguageModelResource()), ("bf16", BFLOAT16)):
-        result = materialize_evaluation(warehouse, "arc_easy", name, roster, {"modes": ["loglikelihood"]},
-                                        evaluation_model=model, instance=instance)
-        scores = next(e for e in result.get_asset_materialization_events() if e.asset_key.path[-1] == "benchmark_scores")
+        result = materialize_evaluation(
+            warehouse, "arc_easy", name, roster, {"modes": ["loglikelihood"]}, evaluation_model=model, instance=instance
+        )
+        scores = next(
+            e for e in result.get_asset_materialization_events() if e.asset_key.path[-1] == "benchmark_scores"
+        )
         metadata = scores.materialization.metadata
         assert 0 <= metadata["accuracy/loglikelihood/harness/0-shot/acc_norm"].value <= 1  # a number Dagster plots
         tags = instance.get_run_by_id(result.run_id).tags
@@ -114,24 +159,34 @@ def test_two_precisions_of_smollm2_compared_on_shared_items(warehouse, tmp_path)
     assert "| f32 " in metadata["comparison"].value and "baseline" in metadata["comparison"].value
     assert "## bf16 (a) against f32 (b)" in metadata["items"].value and "of 6 items differ" in metadata["items"].value
     # any two entries: float32 against bfloat16, chosen in the launchpad
-    chosen = materialize_evaluation(warehouse, "arc_easy", "f32", roster, assets=[model_comparison],
-                                    ops={"model_comparison": {"config": {"compare_with": "bf16"}}})
+    chosen = materialize_evaluation(
+        warehouse,
+        "arc_easy",
+        "f32",
+        roster,
+        assets=[model_comparison],
+        ops={"model_comparison": {"config": {"compare_with": "bf16"}}},
+    )
     metadata = chosen.get_asset_materialization_events()[0].materialization.metadata
     assert metadata["compared_with"].value == {"chosen": "bf16"}
     assert "## f32 (a) against bf16 (b)" in metadata["items"].value
     with warehouse.get_connection() as conn:
-        rows = conn.execute("SELECT metric, items, accuracy_a, accuracy_b, difference, only_a, only_b, mcnemar_p, "
-                            "ci_low, ci_high FROM model_comparisons WHERE model_a = 'bf16' AND model_b = 'f32' "
-                            "AND fingerprint_a LIKE '%+bfloat16' ORDER BY metric").fetchall()
+        rows = conn.execute(
+            "SELECT metric, items, accuracy_a, accuracy_b, difference, only_a, only_b, mcnemar_p, "
+            "ci_low, ci_high FROM model_comparisons WHERE model_a = 'bf16' AND model_b = 'f32' "
+            "AND fingerprint_a LIKE '%+bfloat16' ORDER BY metric"
+        ).fetchall()
     assert [r[0] for r in rows] == ["acc", "acc_norm"]
     for _, items, a, b, difference, only_a, only_b, p, low, high in rows:
         assert items == 6 and difference == pytest.approx(a - b) and low <= difference <= high
         assert p == pytest.approx(exact_mcnemar(only_a, only_b))
     with warehouse.get_connection() as conn:  # the comparisons of either kind of benchmark, in one view
         stored = conn.execute("SELECT * EXCLUDE (compared_at) FROM model_comparisons ORDER BY ALL").fetchall()
-        either = conn.execute("SELECT * EXCLUDE (compared_at, kind, task, filter, settings_key) FROM comparisons "
-                              "WHERE kind = 'spec' AND task = benchmark AND filter = 'none' "
-                              "AND settings_key IS NULL ORDER BY ALL").fetchall()  # a spec's: mode, format, shots
+        either = conn.execute(
+            "SELECT * EXCLUDE (compared_at, kind, task, filter, settings_key) FROM comparisons "
+            "WHERE kind = 'spec' AND task = benchmark AND filter = 'none' "
+            "AND settings_key IS NULL ORDER BY ALL"
+        ).fetchall()  # a spec's: mode, format, shots
     assert either == stored and len(stored) == 4
 
 
@@ -145,12 +200,16 @@ def test_the_regression_watch_names_items_that_flipped_to_wrong(warehouse, tmp_p
     assert materialize_evaluation(warehouse, "arc_easy", "m", roster, {"modes": ["letter"]}).success
     assert checks.accuracy_regression(warehouse=warehouse).passed  # one run: nothing to compare
     with warehouse.get_connection() as conn:  # a model that answers every question right ...
-        conn.execute("UPDATE predictions p SET predicted = q.real_answer FROM prompts q WHERE p.prompt_id = q.prompt_id")
+        conn.execute(
+            "UPDATE predictions p SET predicted = q.real_answer FROM prompts q WHERE p.prompt_id = q.prompt_id"
+        )
     score()
     assert checks.accuracy_regression(warehouse=warehouse).passed  # better is no regression
     with warehouse.get_connection() as conn:  # ... then, refreshed, none
-        conn.execute("UPDATE predictions p SET predicted = CASE q.real_answer WHEN 'A' THEN 'B' ELSE 'A' END "
-                     "FROM prompts q WHERE p.prompt_id = q.prompt_id")
+        conn.execute(
+            "UPDATE predictions p SET predicted = CASE q.real_answer WHEN 'A' THEN 'B' ELSE 'A' END "
+            "FROM prompts q WHERE p.prompt_id = q.prompt_id"
+        )
         flipped = {r[0] for r in conn.execute("SELECT source_row_id FROM prompts").fetchall()}
     score()
     result = checks.accuracy_regression(warehouse=warehouse)
@@ -160,8 +219,9 @@ def test_the_regression_watch_names_items_that_flipped_to_wrong(warehouse, tmp_p
 
 
 def predictions_metadata(result) -> dict:
-    return next(e for e in result.get_asset_materialization_events()
-                if e.asset_key.path[-1] == "benchmark_predictions").materialization.metadata
+    return next(
+        e for e in result.get_asset_materialization_events() if e.asset_key.path[-1] == "benchmark_predictions"
+    ).materialization.metadata
 
 
 def test_each_prediction_run_records_where_it_ran_and_comparisons_name_what_differs(warehouse, tmp_path):
@@ -170,40 +230,58 @@ def test_each_prediction_run_records_where_it_ran_and_comparisons_name_what_diff
     assert materialize_inputs(warehouse, "arc_easy", 6).success
 
     def refresh(name, model, recompute=False):
-        result = materialize_evaluation(warehouse, "arc_easy", name, roster,
-                                        {"modes": ["loglikelihood"], "recompute": recompute}, evaluation_model=model)
+        result = materialize_evaluation(
+            warehouse,
+            "arc_easy",
+            name,
+            roster,
+            {"modes": ["loglikelihood"], "recompute": recompute},
+            evaluation_model=model,
+        )
         assert result.success
         return result
 
     def prediction_run_ids() -> dict[str, set[str]]:
         with warehouse.get_connection() as conn:
-            return {fingerprint: set(ids) for fingerprint, ids in conn.execute(
-                "SELECT model_fingerprint, list(DISTINCT run_id) FROM predictions GROUP BY ALL").fetchall()}
+            return {
+                fingerprint: set(ids)
+                for fingerprint, ids in conn.execute(
+                    "SELECT model_fingerprint, list(DISTINCT run_id) FROM predictions GROUP BY ALL"
+                ).fetchall()
+            }
 
     first = refresh("f32", LanguageModelResource(batch_size=4))
     second = refresh("bf16", LanguageModelResource(device="cpu", dtype="bfloat16", batch_size=8))
     assert predictions_metadata(first)["environment"].value["batch_size"] == 4
     with warehouse.get_connection() as conn:
-        stored = conn.execute("SELECT run_id, batch_size, device, device_name, dtype, threads, cpu_features, "
-                              "torch_version, transformers_version FROM prediction_runs ORDER BY batch_size").fetchall()
-        named = conn.execute("SELECT count(*), count(r.run_id) FROM predictions p "
-                             "LEFT JOIN prediction_runs r USING (run_id, benchmark)").fetchone()
-    assert [row[:3] + (row[4],) for row in stored] == [(first.run_id, 4, "cpu", "float32"),
-                                                       (second.run_id, 8, "cpu", "bfloat16")]
+        stored = conn.execute(
+            "SELECT run_id, batch_size, device, device_name, dtype, threads, cpu_features, "
+            "torch_version, transformers_version FROM prediction_runs ORDER BY batch_size"
+        ).fetchall()
+        named = conn.execute(
+            "SELECT count(*), count(r.run_id) FROM predictions p LEFT JOIN prediction_runs r USING (run_id, benchmark)"
+        ).fetchone()
+    assert [row[:3] + (row[4],) for row in stored] == [
+        (first.run_id, 4, "cpu", "float32"),
+        (second.run_id, 8, "cpu", "bfloat16"),
+    ]
     assert all(row[3] == cpu_name() and row[5] >= 1 and row[7] and row[8] for row in stored)
     assert named == (12, 12)  # every prediction names the run that computed it
 
     assert materialize_evaluation(warehouse, "arc_easy", "bf16", roster, assets=[model_comparison]).success
     with warehouse.get_connection() as conn:
-        (differences,), = conn.execute("SELECT DISTINCT environment_differences FROM model_comparisons").fetchall()
+        ((differences,),) = conn.execute("SELECT DISTINCT environment_differences FROM model_comparisons").fetchall()
     assert differences == "batch_size: 8 vs 4; dtype: bfloat16 vs float32"
 
     before = prediction_run_ids()
     reused = refresh("f32", LanguageModelResource(batch_size=16))  # nothing to compute: reused, with their run
     assert predictions_metadata(reused)["modes"].value["loglikelihood/harness/0-shot"]["computed"] == 0
     assert prediction_run_ids() == before
-    assert checks.accuracy_regression(warehouse=warehouse).metadata["environment_changes"].value.startswith(
-        "_the compared runs had the same environment")
+    assert (
+        checks.accuracy_regression(warehouse=warehouse)
+        .metadata["environment_changes"]
+        .value.startswith("_the compared runs had the same environment")
+    )
     refresh("f32", LanguageModelResource(batch_size=16), recompute=True)
     changes = checks.accuracy_regression(warehouse=warehouse).metadata["environment_changes"].value
     assert "'acc', 'batch_size: 4 vs 16')" in changes and "'acc_norm', 'batch_size: 4 vs 16')" in changes

@@ -17,8 +17,14 @@ README = PROJECT_ROOT / "README.md"
 
 # What the Open LLM Leaderboard v2 run of the main command writes, its tables and the wide leaderboard's
 # v2 columns (its statements are run on that command's warehouse in tests/test_harness_tasks.py)
-HARNESS_SOURCES = ("harness_samples", "harness_results", "harness_history", "harness_lineage",
-                   "normalized_scores", "open_llm_leaderboard_v2")
+HARNESS_SOURCES = (
+    "harness_samples",
+    "harness_results",
+    "harness_history",
+    "harness_lineage",
+    "normalized_scores",
+    "open_llm_leaderboard_v2",
+)
 
 
 def sql_statements(harness: bool | None = None) -> list[str]:
@@ -37,14 +43,20 @@ ABOUT_BAD_INPUT = ("FROM rejected_rows", "FROM blind_sheet_problems")
 def main_warehouse(tmp_path_factory):
     """The main command's warehouse: its jobs, era and blind demo, on the first 3 rows of each benchmark."""
     folder = tmp_path_factory.mktemp("main")
-    shutil.copytree(PROJECT_ROOT / "data" / "blind_eval", folder / "blind_eval",
-                    ignore=shutil.ignore_patterns("issued", "*.xlsx"))
+    shutil.copytree(
+        PROJECT_ROOT / "data" / "blind_eval", folder / "blind_eval", ignore=shutil.ignore_patterns("issued", "*.xlsx")
+    )
     (folder / "home").mkdir()
-    environment = {**os.environ, "EVAL_WAREHOUSE": str(folder / "warehouse.duckdb"), "DAGSTER_HOME": str(folder / "home"),
-                   "EVAL_BLIND_DIR": str(folder / "blind_eval")}
+    environment = {
+        **os.environ,
+        "EVAL_WAREHOUSE": str(folder / "warehouse.duckdb"),
+        "DAGSTER_HOME": str(folder / "home"),
+        "EVAL_BLIND_DIR": str(folder / "blind_eval"),
+    }
     # a bound for a hang, far above the minutes it takes
-    returncode, output = run_to_end([sys.executable, "-m", "jobs.run_all", "--limit", "3"], timeout_s=3600,
-                                    cwd=PROJECT_ROOT, env=environment)
+    returncode, output = run_to_end(
+        [sys.executable, "-m", "jobs.run_all", "--limit", "3"], timeout_s=3600, cwd=PROJECT_ROOT, env=environment
+    )
     assert returncode == 0, output[-3000:]
     return folder / "warehouse.duckdb"
 

@@ -33,8 +33,23 @@ MIN_SHARED_GSM8K_CHARACTERS = 20
 @pytest.fixture(scope="module")
 def engine():
     port = free_port()
-    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_gguf()), "--host", "127.0.0.1",
-               "--port", str(port), "--logits_all", "true", "--n_ctx", "2048", "--verbose", "false"]
+    command = [
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(smollm2_gguf()),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--logits_all",
+        "true",
+        "--n_ctx",
+        "2048",
+        "--verbose",
+        "false",
+    ]
     with running(command, f"http://127.0.0.1:{port}/v1/models"), pytest.MonkeyPatch.context() as patch:
         patch.delenv("OPENAI_API_KEY", raising=False)  # a local engine needs no key
         yield f"http://127.0.0.1:{port}/v1"
@@ -48,7 +63,9 @@ def test_the_engines_completions_logprobs_are_refused_as_one_position_off(engine
 
 
 def test_the_engine_takes_no_token_ids_and_the_check_says_so(engine, local_model):
-    served = ServedCompletionsModel("served/smollm2", ModelGateway(api_base=engine, max_retries=0), tokenizer=local_model)
+    served = ServedCompletionsModel(
+        "served/smollm2", ModelGateway(api_base=engine, max_retries=0), tokenizer=local_model
+    )
     with pytest.raises(ServerCheckFailed, match="it may take no token ids: leave served_tokenizer unset"):
         served.loglikelihoods(requests_of("arc_easy", 1))
 
@@ -56,19 +73,28 @@ def test_the_engine_takes_no_token_ids_and_the_check_says_so(engine, local_model
 def run(warehouse, model, mode, limit, partition, engine=None, max_new_tokens=160):
     """The model as a roster entry named after it, on the benchmark's first `limit` rows (letter and
     generation in the chat format)."""
-    roster = roster_with(Path(warehouse.database).parent / "roster", model.replace("/", "-"), model=model,
-                         max_new_tokens=max_new_tokens)
-    assert materialize_benchmark(warehouse, partition, roster, model.replace("/", "-"), limit,
-                                 predictions={"modes": [mode]},
-                                 gateway=ModelGatewayResource(api_base=engine)).success
+    roster = roster_with(
+        Path(warehouse.database).parent / "roster", model.replace("/", "-"), model=model, max_new_tokens=max_new_tokens
+    )
+    assert materialize_benchmark(
+        warehouse,
+        partition,
+        roster,
+        model.replace("/", "-"),
+        limit,
+        predictions={"modes": [mode]},
+        gateway=ModelGatewayResource(api_base=engine),
+    ).success
 
 
 def pairs(warehouse, mode, column):
     with warehouse.get_connection() as conn:
-        return conn.execute(f"""
+        return conn.execute(
+            f"""
             SELECT a.prompt_id, a.{column}, b.{column} FROM predictions a JOIN predictions b USING (prompt_id, mode)
             WHERE a.mode = ? AND a.model = 'served/smollm2' AND b.model = ? ORDER BY a.prompt_id""",
-                            [mode, DEFAULT_LOCAL_MODEL]).fetchall()
+            [mode, DEFAULT_LOCAL_MODEL],
+        ).fetchall()
 
 
 def test_letter_mode_over_the_engines_chat_endpoint(engine, warehouse):
@@ -76,8 +102,10 @@ def test_letter_mode_over_the_engines_chat_endpoint(engine, warehouse):
     run(warehouse, DEFAULT_LOCAL_MODEL, "letter", 10, "arc_easy")
     letters = pairs(warehouse, "letter", "predicted")
     agreement = sum(ours == theirs for _, ours, theirs in letters) / len(letters)
-    print(f"\nletter mode, ARC-Easy: the engine agrees with the in-process model on "
-          f"{sum(o == t for _, o, t in letters)}/{len(letters)} items")
+    print(
+        f"\nletter mode, ARC-Easy: the engine agrees with the in-process model on "
+        f"{sum(o == t for _, o, t in letters)}/{len(letters)} items"
+    )
     assert len(letters) == 10 and all(engine_letter in "ABCDE" for _, engine_letter, _ in letters)
     assert agreement >= MIN_LETTER_AGREEMENT
 
@@ -89,7 +117,9 @@ def test_gsm8k_generation_over_the_engines_chat_endpoint(engine, warehouse):
     same = sum(ours == theirs for _, ours, theirs in texts)
     shared = []
     for prompt_id, ours, theirs in texts:
-        common = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
+        common = next(
+            (i for i, (a, b) in enumerate(zip(ours, theirs, strict=False)) if a != b), min(len(ours), len(theirs))
+        )
         shared.append(len(ours) if ours == theirs else common)
         print(f"\n{prompt_id}: {'same text' if ours == theirs else f'texts part at character {common}'}")
     print(f"GSM8K generation: {same}/{len(texts)} texts identical")

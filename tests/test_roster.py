@@ -11,7 +11,10 @@ from dagster import DagsterInstance, Definitions, SkipReason, build_sensor_conte
 
 from eval_platform.benchmarks import checks
 from eval_platform.benchmarks.leaderboard import (
-    harness_headline_scores, headline_scores, leaderboard_plot, leaderboard_table,
+    harness_headline_scores,
+    headline_scores,
+    leaderboard_plot,
+    leaderboard_table,
 )
 from eval_platform.benchmarks.partitions import benchmark_partitions, evaluation_key, roster_partitions
 from eval_platform.benchmarks.resources import ROSTER_DIR, RosterResource
@@ -31,26 +34,34 @@ def write(folder, stem, **fields):
 
 # --- the roster as data ---------------------------------------------------------------------------
 
+
 def test_the_demo_roster_is_smollm2_in_two_precisions():
     roster = load_roster(ROSTER_DIR)
     assert sorted(roster) == ["smollm2-135m-instruct-bfloat16", "smollm2-135m-instruct-float32"]
     float32, bfloat16 = roster["smollm2-135m-instruct-float32"], roster["smollm2-135m-instruct-bfloat16"]
     assert (float32.model, float32.dtype, bfloat16.model, bfloat16.dtype) == (
-        "local/smollm2-135m-instruct", "float32", "local/smollm2-135m-instruct", "bfloat16")
+        "local/smollm2-135m-instruct",
+        "float32",
+        "local/smollm2-135m-instruct",
+        "bfloat16",
+    )
     assert bfloat16.references() == {"baseline": float32.name}
     assert "gsm8k" in float32.evaluated_on() and "gsm8k" not in bfloat16.evaluated_on()
     assert evaluation_order(roster) == [float32.name, bfloat16.name]  # a baseline first
 
 
-@pytest.mark.parametrize("content, problem", [
-    ("model: [unclosed", "not readable as YAML"),
-    ("- a list", "a roster entry is a mapping"),
-    ("model: local/x\ndtpye: bfloat16", "dtpye: Extra inputs are not permitted"),
-    ("benchmarks: [arc_easy, arc_hard]", "benchmarks: unknown ['arc_hard']"),
-    ("baseline: nobody", "baseline: 'nobody' is not in the roster"),
-    ("batch_size: 0", "batch_size: Input should be greater than 0"),
-    ("name: two words", "name 'two words' must be letters"),
-])
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        ("model: [unclosed", "not readable as YAML"),
+        ("- a list", "a roster entry is a mapping"),
+        ("model: local/x\ndtpye: bfloat16", "dtpye: Extra inputs are not permitted"),
+        ("benchmarks: [arc_easy, arc_hard]", "benchmarks: unknown ['arc_hard']"),
+        ("baseline: nobody", "baseline: 'nobody' is not in the roster"),
+        ("batch_size: 0", "batch_size: Input should be greater than 0"),
+        ("name: two words", "name 'two words' must be letters"),
+    ],
+)
 def test_a_bad_roster_file_is_refused_naming_the_file_and_field(tmp_path, content, problem):
     (tmp_path / "bad.yaml").write_text(content)
     with pytest.raises(RosterError, match=str(tmp_path / "bad.yaml")) as refused:
@@ -67,9 +78,10 @@ def test_an_entrys_run_tags_are_on_every_run_requested_for_it(tmp_path):
     write(tmp_path, "cpu", model="local/y", benchmarks=["arc_easy"])
     with DagsterInstance.ephemeral() as instance:
         requests = evaluation_run_requests(instance, load_roster(tmp_path), ["arc_easy", "mmlu"], "night")
-    assert sorted((r.partition_key.keys_by_dimension["model"], r.partition_key.keys_by_dimension["benchmark"],
-                   dict(r.tags)) for r in requests) == [
-        ("cpu", "arc_easy", {}), ("gpu", "arc_easy", {"eval/gpu": "a100"}), ("gpu", "mmlu", {"eval/gpu": "a100"})]
+    assert sorted(
+        (r.partition_key.keys_by_dimension["model"], r.partition_key.keys_by_dimension["benchmark"], dict(r.tags))
+        for r in requests
+    ) == [("cpu", "arc_easy", {}), ("gpu", "arc_easy", {"eval/gpu": "a100"}), ("gpu", "mmlu", {"eval/gpu": "a100"})]
     (tmp_path / "cpu.yaml").write_text("run_tags: {eval/gpu: [a100]}")
     with pytest.raises(RosterError, match="run_tags"):
         load_roster(tmp_path)
@@ -88,39 +100,68 @@ def test_a_name_used_twice_or_a_cycle_is_refused(tmp_path):
 
 
 def test_models_scored_before_the_roster_are_named_by_model_and_precision():
-    assert legacy_names([("local/smollm2-135m-instruct", "local/smollm2-135m-instruct@b1"),
-                         ("local/smollm2-135m-instruct", "local/smollm2-135m-instruct@b1+bfloat16"),
-                         ("served/smollm2", "served/smollm2@http://a"), ("openai/gpt-4o-mini", "openai/gpt-4o-mini@x"),
-                         ("local//ckpt/step-1", "local//ckpt/step-1@c1"),
-                         ("local//ckpt/step-1", "local//ckpt/step-1@c2")]) == {
+    assert legacy_names(
+        [
+            ("local/smollm2-135m-instruct", "local/smollm2-135m-instruct@b1"),
+            ("local/smollm2-135m-instruct", "local/smollm2-135m-instruct@b1+bfloat16"),
+            ("served/smollm2", "served/smollm2@http://a"),
+            ("openai/gpt-4o-mini", "openai/gpt-4o-mini@x"),
+            ("local//ckpt/step-1", "local//ckpt/step-1@c1"),
+            ("local//ckpt/step-1", "local//ckpt/step-1@c2"),
+        ]
+    ) == {
         "local/smollm2-135m-instruct@b1": "smollm2-135m-instruct-float32",
         "local/smollm2-135m-instruct@b1+bfloat16": "smollm2-135m-instruct-bfloat16",
-        "served/smollm2@http://a": "smollm2", "openai/gpt-4o-mini@x": "gpt-4o-mini",
-        "local//ckpt/step-1@c1": "step-1-float32-c1", "local//ckpt/step-1@c2": "step-1-float32-c2"}
+        "served/smollm2@http://a": "smollm2",
+        "openai/gpt-4o-mini@x": "gpt-4o-mini",
+        "local//ckpt/step-1@c1": "step-1-float32-c1",
+        "local//ckpt/step-1@c2": "step-1-float32-c2",
+    }
 
 
 # --- the leaderboard --------------------------------------------------------------------------------
 
-def score(model, benchmark, metric, shots, accuracy, mode="loglikelihood", prompt_format="harness",
-          fingerprint=None):
-    return {"model": model, "model_fingerprint": fingerprint or f"local/{model}@1", "benchmark": benchmark,
-            "mode": mode, "prompt_format": prompt_format, "num_fewshot": shots, "metric": metric, "n": 10,
-            "accuracy": accuracy, "ci_low": accuracy - 0.1, "ci_high": accuracy + 0.1}
+
+def score(model, benchmark, metric, shots, accuracy, mode="loglikelihood", prompt_format="harness", fingerprint=None):
+    return {
+        "model": model,
+        "model_fingerprint": fingerprint or f"local/{model}@1",
+        "benchmark": benchmark,
+        "mode": mode,
+        "prompt_format": prompt_format,
+        "num_fewshot": shots,
+        "metric": metric,
+        "n": 10,
+        "accuracy": accuracy,
+        "ci_low": accuracy - 0.1,
+        "ci_high": accuracy + 0.1,
+    }
 
 
 def test_the_leaderboard_shows_each_models_headline_and_labels_what_differs():
-    scores = [score("f32", "arc_challenge", "acc", 25, 0.3), score("f32", "arc_challenge", "acc_norm", 0, 0.4),
-              score("f32", "arc_challenge", "acc_norm", 25, 0.5), score("bf16", "arc_challenge", "acc_norm", 0, 0.45,
-                                                                        fingerprint="local/f32@1+bfloat16"),
-              score("f32", "gsm8k", "strict-match", 0, 0.1, mode="generate", prompt_format="chat")]
+    scores = [
+        score("f32", "arc_challenge", "acc", 25, 0.3),
+        score("f32", "arc_challenge", "acc_norm", 0, 0.4),
+        score("f32", "arc_challenge", "acc_norm", 25, 0.5),
+        score("bf16", "arc_challenge", "acc_norm", 0, 0.45, fingerprint="local/f32@1+bfloat16"),
+        score("f32", "gsm8k", "strict-match", 0, 0.1, mode="generate", prompt_format="chat"),
+    ]
     headlines = headline_scores(scores)
     assert [(h["model"], h["benchmark"], h["metric"], h["num_fewshot"], h["accuracy"]) for h in headlines] == [
-        ("bf16", "arc_challenge", "acc_norm", 0, 0.45), ("f32", "arc_challenge", "acc_norm", 25, 0.5),
-        ("f32", "gsm8k", "strict-match", 0, 0.1)]
-    averages = [{"model": "f32", "model_fingerprint": "local/f32@1", "n": 2, "accuracy": 0.3,
-                 "status": "partial: 2 of 6 tasks (missing hellaswag, mmlu, truthfulqa_mc2, winogrande)"},
-                {"model": "bf16", "model_fingerprint": "local/f32@1+bfloat16", "n": 6, "accuracy": 0.35,
-                 "status": "complete"}]
+        ("bf16", "arc_challenge", "acc_norm", 0, 0.45),
+        ("f32", "arc_challenge", "acc_norm", 25, 0.5),
+        ("f32", "gsm8k", "strict-match", 0, 0.1),
+    ]
+    averages = [
+        {
+            "model": "f32",
+            "model_fingerprint": "local/f32@1",
+            "n": 2,
+            "accuracy": 0.3,
+            "status": "partial: 2 of 6 tasks (missing hellaswag, mmlu, truthfulqa_mc2, winogrande)",
+        },
+        {"model": "bf16", "model_fingerprint": "local/f32@1+bfloat16", "n": 6, "accuracy": 0.35, "status": "complete"},
+    ]
     table = leaderboard_table(headlines, averages).set_index("model")
     assert list(table.index) == ["bf16", "f32"]  # a complete average first
     assert table.loc["f32", "arc_challenge (25-shot acc_norm)"] == "0.500 [0.400, 0.600]"
@@ -131,23 +172,59 @@ def test_the_leaderboard_shows_each_models_headline_and_labels_what_differs():
     assert (table.loc["f32", "fingerprint"], table.loc["bf16", "fingerprint"]) == ("f32@1", "f32@1+bfloat16")
 
 
-
 def test_a_harness_benchmark_is_a_leaderboard_column_beside_a_spec_of_the_same_name():
     """A harness task launched by a spec's name (`arc_easy`) is its own column; a group's headline
     has no shots, documents or standard error, so no interval is shown for it."""
-    harness = [{"benchmark": "arc_easy", "model": "f32", "model_fingerprint": "local/f32@1", "task": "arc_easy",
-                "metric": "acc", "filter": "none", "value": 0.6, "stderr": 0.05, "n": 20, "num_fewshot": 0},
-               {"benchmark": "leaderboard_bbh", "model": "f32", "model_fingerprint": "local/f32@1",
-                "task": "leaderboard_bbh", "metric": "acc_norm", "filter": "none", "value": 0.3, "stderr": None,
-                "n": None, "num_fewshot": None},
-               {"benchmark": "gsm8k_local", "model": "f32", "model_fingerprint": "local/f32@1", "task": "gsm8k",
-                "metric": "exact_match", "filter": "strict-match", "value": 0.1, "stderr": 0.1, "n": 5,
-                "num_fewshot": 5}]
+    harness = [
+        {
+            "benchmark": "arc_easy",
+            "model": "f32",
+            "model_fingerprint": "local/f32@1",
+            "task": "arc_easy",
+            "metric": "acc",
+            "filter": "none",
+            "value": 0.6,
+            "stderr": 0.05,
+            "n": 20,
+            "num_fewshot": 0,
+        },
+        {
+            "benchmark": "leaderboard_bbh",
+            "model": "f32",
+            "model_fingerprint": "local/f32@1",
+            "task": "leaderboard_bbh",
+            "metric": "acc_norm",
+            "filter": "none",
+            "value": 0.3,
+            "stderr": None,
+            "n": None,
+            "num_fewshot": None,
+        },
+        {
+            "benchmark": "gsm8k_local",
+            "model": "f32",
+            "model_fingerprint": "local/f32@1",
+            "task": "gsm8k",
+            "metric": "exact_match",
+            "filter": "strict-match",
+            "value": 0.1,
+            "stderr": 0.1,
+            "n": 5,
+            "num_fewshot": 5,
+        },
+    ]
     rows = harness_headline_scores(harness)
     assert [(r["benchmark"], r["mode"], r["metric"], r["ci_low"], r["ci_high"]) for r in rows] == [
         ("arc_easy", "harness", "acc", pytest.approx(0.6 - 1.959964 * 0.05), pytest.approx(0.6 + 1.959964 * 0.05)),
         ("leaderboard_bbh", "harness", "acc_norm", None, None),
-        ("gsm8k_local", "harness", "exact_match,strict-match", pytest.approx(0.1 - 0.1959964), pytest.approx(0.1 + 0.1959964))]
+        (
+            "gsm8k_local",
+            "harness",
+            "exact_match,strict-match",
+            pytest.approx(0.1 - 0.1959964),
+            pytest.approx(0.1 + 0.1959964),
+        ),
+    ]
     table = leaderboard_table(headline_scores([score("f32", "arc_easy", "acc", 0, 0.5)]) + rows, []).set_index("model")
     assert table.loc["f32", "arc_easy (0-shot acc_norm)"] == "0.500 [0.400, 0.600] (acc)"
     assert table.loc["f32", "arc_easy (harness, 0-shot acc)"] == "0.600 [0.502, 0.698]"
@@ -158,6 +235,7 @@ def test_a_harness_benchmark_is_a_leaderboard_column_beside_a_spec_of_the_same_n
 
 # --- nightly, sensors -------------------------------------------------------------------------------
 
+
 @pytest.fixture
 def platform(tmp_path, warehouse):
     """The code location's jobs over a test warehouse and a roster of two models (the demo's two
@@ -165,13 +243,32 @@ def platform(tmp_path, warehouse):
     from eval_platform.definitions import defs
 
     roster = RosterResource(directory=str(tmp_path / "roster"))
-    write(tmp_path / "roster", "f32", model="local/smollm2-135m-instruct", dtype="float32",
-          benchmarks=["arc_easy", "mmlu"])
-    write(tmp_path / "roster", "bf16", model="local/smollm2-135m-instruct", dtype="bfloat16",
-          modes=["loglikelihood"], benchmarks=["arc_easy", "mmlu"], baseline="f32")
-    test_defs = Definitions(assets=list(defs.assets), jobs=list(defs.jobs), resources={
-        "warehouse": warehouse, "roster": roster, "evaluation_model": LanguageModelResource(),
-        "gateway": ModelGatewayResource()})
+    write(
+        tmp_path / "roster",
+        "f32",
+        model="local/smollm2-135m-instruct",
+        dtype="float32",
+        benchmarks=["arc_easy", "mmlu"],
+    )
+    write(
+        tmp_path / "roster",
+        "bf16",
+        model="local/smollm2-135m-instruct",
+        dtype="bfloat16",
+        modes=["loglikelihood"],
+        benchmarks=["arc_easy", "mmlu"],
+        baseline="f32",
+    )
+    test_defs = Definitions(
+        assets=list(defs.assets),
+        jobs=list(defs.jobs),
+        resources={
+            "warehouse": warehouse,
+            "roster": roster,
+            "evaluation_model": LanguageModelResource(),
+            "gateway": ModelGatewayResource(),
+        },
+    )
     # a persistent instance, as the daemon's: the nightly schedule adds the specs to the benchmark dimension
     (tmp_path / "dagster").mkdir()
     return test_defs, roster, warehouse, DagsterInstance.local_temp(str(tmp_path / "dagster")), tmp_path
@@ -205,15 +302,25 @@ def test_an_unchanged_nightly_refresh_computes_no_prediction(platform):
     assert computed(second) == {key: 0 for key in first}
     assert all(mode["forward_passes"] == 0 for modes in second.values() for mode in modes.values())
     _, _, warehouse, _, tmp_path = platform
-    write(tmp_path / "roster", "bf16", model="local/smollm2-135m-instruct", dtype="float16",  # a changed entry
-          modes=["loglikelihood"], benchmarks=["arc_easy", "mmlu"], baseline="f32")
+    write(
+        tmp_path / "roster",
+        "bf16",
+        model="local/smollm2-135m-instruct",
+        dtype="float16",  # a changed entry
+        modes=["loglikelihood"],
+        benchmarks=["arc_easy", "mmlu"],
+        baseline="f32",
+    )
     third, _ = night(platform, 25)
     assert {key: count > 0 for key, count in computed(third).items()} == {
-        key: key.endswith("|bf16") for key in first}  # only the changed entry is evaluated again
+        key: key.endswith("|bf16") for key in first
+    }  # only the changed entry is evaluated again
     with warehouse.get_connection() as conn:
         fingerprints = conn.execute("SELECT DISTINCT model, model_fingerprint FROM scores ORDER BY 1").fetchall()
     assert [(m, f.rsplit("@")[-1].split("+")[-1] if "+" in f else "float32") for m, f in fingerprints] == [
-        ("bf16", "float16"), ("f32", "float32")]
+        ("bf16", "float16"),
+        ("f32", "float32"),
+    ]
 
 
 def test_the_roster_sensor_adds_partitions_and_evaluates_a_changed_entry(platform):
@@ -222,20 +329,36 @@ def test_the_roster_sensor_adds_partitions_and_evaluates_a_changed_entry(platfor
     assert first.run_requests == [] and first.dynamic_partitions_requests[0].partition_keys == ["bf16", "f32"]
     again = roster_sensor(build_sensor_context(instance=instance, resources={"roster": roster}, cursor=first.cursor))
     assert again.run_requests == []
-    write(tmp_path / "roster", "f32", model="local/smollm2-135m-instruct", dtype="float32", benchmarks=["arc_easy"],
-          batch_size=4)
+    write(
+        tmp_path / "roster",
+        "f32",
+        model="local/smollm2-135m-instruct",
+        dtype="float32",
+        benchmarks=["arc_easy"],
+        batch_size=4,
+    )
     changed = roster_sensor(build_sensor_context(instance=instance, resources={"roster": roster}, cursor=again.cursor))
     assert [r.partition_key for r in changed.run_requests] == [evaluation_key("arc_easy", "f32")]
     # an entry that now lists a harness benchmark (data/harness/) too: both by the one job, checked as the
     # daemon checks a sensor's requests
-    write(tmp_path / "roster", "f32", model="local/smollm2-135m-instruct", dtype="float32",
-          benchmarks=["arc_easy", "leaderboard_ifeval"], batch_size=4)
+    write(
+        tmp_path / "roster",
+        "f32",
+        model="local/smollm2-135m-instruct",
+        dtype="float32",
+        benchmarks=["arc_easy", "leaderboard_ifeval"],
+        batch_size=4,
+    )
     with partition_loading_context(dynamic_partitions_store=instance):
-        both = roster_sensor.evaluate_tick(build_sensor_context(instance=instance, resources={"roster": roster},
-                                                                cursor=changed.cursor, definitions=test_defs))
+        both = roster_sensor.evaluate_tick(
+            build_sensor_context(
+                instance=instance, resources={"roster": roster}, cursor=changed.cursor, definitions=test_defs
+            )
+        )
     assert [(r.job_name, r.partition_key) for r in both.run_requests] == [
         ("model_evaluation", evaluation_key("arc_easy", "f32")),
-        ("model_evaluation", evaluation_key("leaderboard_ifeval", "f32"))]
+        ("model_evaluation", evaluation_key("leaderboard_ifeval", "f32")),
+    ]
 
 
 def test_a_new_checkpoint_is_evaluated_and_compared_with_its_predecessor_and_baseline(platform):
@@ -266,11 +389,16 @@ def test_a_new_checkpoint_is_evaluated_and_compared_with_its_predecessor_and_bas
     entry = load_roster(tmp_path / "roster")["step-200"]
     assert (entry.model, entry.previous, entry.baseline) == (f"local/{checkpoints / 'step-200'}", "step-100", "f32")
     with warehouse.get_connection() as conn:
-        compared = conn.execute("SELECT model_b, relation, metric, items, difference, flipped_to_wrong "
-                                "FROM model_comparisons WHERE model_a = 'step-200' ORDER BY 1, 3").fetchall()
-    assert [row[:4] for row in compared] == [("f32", "baseline", "acc", ROWS), ("f32", "baseline", "acc_norm", ROWS),
-                                             ("step-100", "previous", "acc", ROWS),
-                                             ("step-100", "previous", "acc_norm", ROWS)]
+        compared = conn.execute(
+            "SELECT model_b, relation, metric, items, difference, flipped_to_wrong "
+            "FROM model_comparisons WHERE model_a = 'step-200' ORDER BY 1, 3"
+        ).fetchall()
+    assert [row[:4] for row in compared] == [
+        ("f32", "baseline", "acc", ROWS),
+        ("f32", "baseline", "acc_norm", ROWS),
+        ("step-100", "previous", "acc", ROWS),
+        ("step-100", "previous", "acc_norm", ROWS),
+    ]
     assert all(row[4] == 0 and row[5] == [] for row in compared)  # the same weights: no difference, nothing flipped
     assert checks.no_drop_against_baseline(warehouse=warehouse).passed  # the same weights: no drop
 
@@ -284,6 +412,7 @@ def test_a_benchmark_declares_its_own_headline_and_a_new_one_needs_no_other_file
     arc_easy = headline_task("arc_easy")  # ARC-Easy is in no protocol: its spec's zero-shot acc_norm
     assert (arc_easy.metric, arc_easy.num_fewshot) == ("acc_norm", 0)
     assert (headline_task("gsm8k_cot").metric, headline_task("gsm8k_cot").num_fewshot) == ("strict-match", 8)
-    monkeypatch.setitem(BENCHMARKS, "arc_easy_copy", replace(BENCHMARKS["arc_easy"], name="arc_easy_copy",
-                                                             headline_metric="acc"))
+    monkeypatch.setitem(
+        BENCHMARKS, "arc_easy_copy", replace(BENCHMARKS["arc_easy"], name="arc_easy_copy", headline_metric="acc")
+    )
     assert (headline_task("arc_easy_copy").metric, headline_task("arc_easy_copy").mode) == ("acc", "loglikelihood")

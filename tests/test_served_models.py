@@ -19,9 +19,9 @@ from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
 from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource
 from tests.conftest import DATA_BENCHMARKS, PROJECT_ROOT
 from tests.evaluation import materialize_evaluation, materialize_inputs, roster_with
-from tests.test_continuous_generation import assert_same_texts
 from tests.processes import free_port, running
 from tests.reference_scoring import naive_loglikelihoods
+from tests.test_continuous_generation import assert_same_texts
 
 LOGLIKELIHOOD = {"modes": ["loglikelihood"]}
 
@@ -29,8 +29,14 @@ LOGLIKELIHOOD = {"modes": ["loglikelihood"]}
 @pytest.fixture(scope="module")
 def server():
     port = free_port()
-    with running([sys.executable, "-m", "tests.completions_server", "--port", str(port)],
-                 f"http://127.0.0.1:{port}/health", cwd=PROJECT_ROOT), pytest.MonkeyPatch.context() as patch:
+    with (
+        running(
+            [sys.executable, "-m", "tests.completions_server", "--port", str(port)],
+            f"http://127.0.0.1:{port}/health",
+            cwd=PROJECT_ROOT,
+        ),
+        pytest.MonkeyPatch.context() as patch,
+    ):
         patch.setenv("OPENAI_API_KEY", "sk-test-served-not-a-real-key")
         yield f"http://127.0.0.1:{port}"
 
@@ -41,18 +47,23 @@ def calls(server) -> int:
 
 def requests_of(name: str, rows: int) -> list[LoglikelihoodRequest]:
     lines = (DATA_BENCHMARKS / BENCHMARKS[name].data_file).read_text().rstrip("\n").split("\n")[:rows]
-    return [LoglikelihoodRequest(c, k) for item in zero_shot_items(BENCHMARKS[name], [json.loads(line) for line in lines])
-            for c, k in item.requests()]
+    return [
+        LoglikelihoodRequest(c, k)
+        for item in zero_shot_items(BENCHMARKS[name], [json.loads(line) for line in lines])
+        for c, k in item.requests()
+    ]
 
 
 def test_served_loglikelihoods_equal_the_in_process_model(server, local_model):
     requests = requests_of("arc_easy", 3) + requests_of("mmlu", 3)
     served = ServedCompletionsModel("served/smollm2", ModelGateway(api_base=f"{server}/v1"), tokenizer=local_model)
-    assert served.loglikelihoods(requests, batch_size=4) == pytest.approx(naive_loglikelihoods(local_model, requests),
-                                                                          abs=LOGLIKELIHOOD_TOLERANCE)
+    assert served.loglikelihoods(requests, batch_size=4) == pytest.approx(
+        naive_loglikelihoods(local_model, requests), abs=LOGLIKELIHOOD_TOLERANCE
+    )
     by_text = ServedCompletionsModel("served/smollm2", ModelGateway(api_base=f"{server}/v1"))  # no tokenizer
     assert by_text.loglikelihoods(requests[:4], batch_size=4) == pytest.approx(
-        naive_loglikelihoods(local_model, requests[:4]), abs=LOGLIKELIHOOD_TOLERANCE)
+        naive_loglikelihoods(local_model, requests[:4]), abs=LOGLIKELIHOOD_TOLERANCE
+    )
 
 
 @pytest.mark.parametrize("model", ["served/smollm2-500-once", "served/smollm2-slow-once"])
@@ -73,30 +84,40 @@ def test_served_model_scores_arc_easy_and_mmlu_as_the_in_process_model_does(serv
     for partition in ("arc_easy", "mmlu"):
         assert materialize_inputs(warehouse, partition, 6).success
         for name in ("served", "in-process"):
-            assert materialize_evaluation(warehouse, partition, name, roster, LOGLIKELIHOOD,
-                                          gateway=ModelGatewayResource(api_base=f"{server}/v1")).success
+            assert materialize_evaluation(
+                warehouse, partition, name, roster, LOGLIKELIHOOD, gateway=ModelGatewayResource(api_base=f"{server}/v1")
+            ).success
     with warehouse.get_connection() as conn:
-        pairs = conn.execute("""
+        pairs = conn.execute(
+            """
             SELECT a.prompt_id, a.predicted, b.predicted, a.predicted_norm, b.predicted_norm,
                    a.choice_loglikelihoods, b.choice_loglikelihoods
             FROM predictions a JOIN predictions b USING (prompt_id, mode, prompt_format, num_fewshot)
-            WHERE a.model = 'served/smollm2' AND b.model = ?""", [DEFAULT_LOCAL_MODEL]).fetchall()
-        accuracies = conn.execute("SELECT benchmark, metric, list(DISTINCT accuracy) FROM scores GROUP BY ALL").fetchall()
+            WHERE a.model = 'served/smollm2' AND b.model = ?""",
+            [DEFAULT_LOCAL_MODEL],
+        ).fetchall()
+        accuracies = conn.execute(
+            "SELECT benchmark, metric, list(DISTINCT accuracy) FROM scores GROUP BY ALL"
+        ).fetchall()
     assert len(pairs) == 12
     assert all(p[1] == p[2] and p[3] == p[4] for p in pairs)
-    assert max(abs(x - y) for p in pairs for x, y in zip(p[5], p[6])) <= LOGLIKELIHOOD_TOLERANCE
+    assert max(abs(x - y) for p in pairs for x, y in zip(p[5], p[6], strict=False)) <= LOGLIKELIHOOD_TOLERANCE
     assert all(len(values) == 1 for _, _, values in accuracies)  # same accuracy for both models
 
 
-@pytest.mark.parametrize("suffix, problem", [
-    ("generated-only", "the generated token's only, not the prompt's"),
-    ("no-logprobs", "no log-probabilities at all"),
-    ("off-by-one", "values one position off"),
-])
+@pytest.mark.parametrize(
+    "suffix, problem",
+    [
+        ("generated-only", "the generated token's only, not the prompt's"),
+        ("no-logprobs", "no log-probabilities at all"),
+        ("off-by-one", "values one position off"),
+    ],
+)
 @pytest.mark.parametrize("by_tokens", [True, False], ids=["token-ids", "text"])
 def test_a_server_with_wrong_prompt_logprobs_is_refused_before_scoring(server, local_model, suffix, problem, by_tokens):
-    served = ServedCompletionsModel(f"served/smollm2-{suffix}", ModelGateway(api_base=f"{server}/v1"),
-                                    tokenizer=local_model if by_tokens else None)
+    served = ServedCompletionsModel(
+        f"served/smollm2-{suffix}", ModelGateway(api_base=f"{server}/v1"), tokenizer=local_model if by_tokens else None
+    )
     before = calls(server)
     with pytest.raises(ServerCheckFailed) as refused:
         served.loglikelihoods(requests_of("arc_easy", 2))
@@ -108,27 +129,36 @@ def test_a_server_with_wrong_prompt_logprobs_is_refused_before_scoring(server, l
 def test_a_server_that_refuses_max_tokens_0_is_scored_and_the_check_passes_on_a_right_one(server, local_model):
     requests = requests_of("arc_easy", 2)
     for by_tokens in (local_model, None):
-        served = ServedCompletionsModel("served/smollm2-min-tokens-1", ModelGateway(api_base=f"{server}/v1"),
-                                        tokenizer=by_tokens)
-        assert served.loglikelihoods(requests) == pytest.approx(naive_loglikelihoods(local_model, requests),
-                                                                abs=LOGLIKELIHOOD_TOLERANCE)
+        served = ServedCompletionsModel(
+            "served/smollm2-min-tokens-1", ModelGateway(api_base=f"{server}/v1"), tokenizer=by_tokens
+        )
+        assert served.loglikelihoods(requests) == pytest.approx(
+            naive_loglikelihoods(local_model, requests), abs=LOGLIKELIHOOD_TOLERANCE
+        )
 
 
 def test_batches_spread_over_replicas_and_a_dead_one_costs_a_retry(server, local_model):
     requests = requests_of("arc_easy", 2)  # 8 requests: 4 calls of 2
     expected = naive_loglikelihoods(local_model, requests)
     port = free_port()
-    with running([sys.executable, "-m", "tests.completions_server", "--port", str(port)],
-                 f"http://127.0.0.1:{port}/health", cwd=PROJECT_ROOT):
+    with running(
+        [sys.executable, "-m", "tests.completions_server", "--port", str(port)],
+        f"http://127.0.0.1:{port}/health",
+        cwd=PROJECT_ROOT,
+    ):
         other = f"http://127.0.0.1:{port}"
         before = calls(server), calls(other)
-        both = ServedCompletionsModel("served/smollm2", ModelGateway(api_base=f"{server}/v1, {other}/v1"),
-                                      tokenizer=local_model)
+        both = ServedCompletionsModel(
+            "served/smollm2", ModelGateway(api_base=f"{server}/v1, {other}/v1"), tokenizer=local_model
+        )
         assert both.loglikelihoods(requests, batch_size=2) == pytest.approx(expected, abs=LOGLIKELIHOOD_TOLERANCE)
         assert (calls(server) - before[0], calls(other) - before[1]) == (3, 2)  # the check and 4 calls, in turn
     dead = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
-    with_dead = ServedCompletionsModel("served/smollm2", ModelGateway(api_base=f"{server}/v1,{dead}", max_retries=1,
-                                                                      backoff_s=0.05), tokenizer=local_model)
+    with_dead = ServedCompletionsModel(
+        "served/smollm2",
+        ModelGateway(api_base=f"{server}/v1,{dead}", max_retries=1, backoff_s=0.05),
+        tokenizer=local_model,
+    )
     assert with_dead.loglikelihoods(requests, batch_size=2) == pytest.approx(expected, abs=LOGLIKELIHOOD_TOLERANCE)
 
 
@@ -145,18 +175,28 @@ def test_a_served_model_of_the_roster_reaches_its_server_and_needs_no_key(server
     entry = {**readme_served_entry(), "api_base": f"{server}/v1"}
     (tmp_path / "roster").mkdir()
     (tmp_path / "roster" / "my-served-model.yaml").write_text(yaml.safe_dump(entry))
-    resources = {"warehouse": {"config": {"database": str(tmp_path / "served.duckdb")}},
-                 "roster": {"config": {"directory": str(tmp_path / "roster")}}}
+    resources = {
+        "warehouse": {"config": {"database": str(tmp_path / "served.duckdb")}},
+        "roster": {"config": {"directory": str(tmp_path / "roster")}},
+    }
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(roster_partitions.name, ["my-served-model"])  # as roster_sensor does
     instance.add_dynamic_partitions(benchmark_partitions.name, ["arc_easy"])
-    assert defs.resolve_job_def("benchmark_inputs").execute_in_process(
-        partition_key="arc_easy", instance=instance, run_config={
-            "resources": resources, "ops": {"benchmark_raw_rows": {"config": {"limit": 4}}}}).success
+    assert (
+        defs.resolve_job_def("benchmark_inputs")
+        .execute_in_process(
+            partition_key="arc_easy",
+            instance=instance,
+            run_config={"resources": resources, "ops": {"benchmark_raw_rows": {"config": {"limit": 4}}}},
+        )
+        .success
+    )
     before = calls(server)
     result = defs.resolve_job_def("model_evaluation").execute_in_process(
-        partition_key=evaluation_key("arc_easy", "my-served-model"), instance=instance,
-        run_config={"resources": resources, "ops": {"benchmark_predictions": {"config": LOGLIKELIHOOD}}})
+        partition_key=evaluation_key("arc_easy", "my-served-model"),
+        instance=instance,
+        run_config={"resources": resources, "ops": {"benchmark_predictions": {"config": LOGLIKELIHOOD}}},
+    )
     assert result.success
     assert calls(server) - before >= 2  # the check and the scoring reached the entry's server
     with duckdb.connect(str(tmp_path / "served.duckdb")) as conn:
@@ -182,25 +222,30 @@ def test_skipping_the_check_is_explicit_and_recorded(server, warehouse, tmp_path
     roster = roster_with(tmp_path, "skipped", **broken, skip_logprob_check=True)
     gateway = ModelGatewayResource(api_base=f"{server}/v1")
     assert materialize_inputs(warehouse, "arc_easy", 2).success
-    refused = materialize_evaluation(warehouse, "arc_easy", "broken", roster, LOGLIKELIHOOD, gateway=gateway,
-                                     raise_on_error=False)
+    refused = materialize_evaluation(
+        warehouse, "arc_easy", "broken", roster, LOGLIKELIHOOD, gateway=gateway, raise_on_error=False
+    )
     assert not refused.success
     with warehouse.get_connection() as conn:
         assert conn.execute("SELECT count(*) FROM predictions").fetchone() == (0,)  # never scored
     assert materialize_evaluation(warehouse, "arc_easy", "skipped", roster, LOGLIKELIHOOD, gateway=gateway).success
     with warehouse.get_connection() as conn:
         assert conn.execute("SELECT device_name FROM prediction_runs").fetchall() == [
-            (f"{server}/v1 (log-probability check skipped)",)]
+            (f"{server}/v1 (log-probability check skipped)",)
+        ]
 
 
-@pytest.mark.parametrize("device, dtype, cuda, bf16, mps, expected", [
-    ("auto", "auto", False, False, False, Placement("cpu", "float32")),
-    ("auto", "auto", True, True, False, Placement("cuda", "bfloat16")),
-    ("auto", "auto", True, False, False, Placement("cuda", "float16")),
-    ("auto", "auto", False, False, True, Placement("mps", "float16")),
-    ("cpu", "bfloat16", True, True, False, Placement("cpu", "bfloat16")),
-    ("cuda:1", "auto", True, True, False, Placement("cuda:1", "bfloat16")),
-])
+@pytest.mark.parametrize(
+    "device, dtype, cuda, bf16, mps, expected",
+    [
+        ("auto", "auto", False, False, False, Placement("cpu", "float32")),
+        ("auto", "auto", True, True, False, Placement("cuda", "bfloat16")),
+        ("auto", "auto", True, False, False, Placement("cuda", "float16")),
+        ("auto", "auto", False, False, True, Placement("mps", "float16")),
+        ("cpu", "bfloat16", True, True, False, Placement("cpu", "bfloat16")),
+        ("cuda:1", "auto", True, True, False, Placement("cuda:1", "bfloat16")),
+    ],
+)
 def test_device_and_dtype_choice(device, dtype, cuda, bf16, mps, expected):
     assert choose_placement(device, dtype, None, cuda, bf16, mps) == expected
 
@@ -212,13 +257,18 @@ def test_a_pass_that_runs_out_of_gpu_memory_is_tried_again_smaller(local_model, 
     requests = requests_of("arc_easy", 3)
     chats = [Chat("Answer with a letter.", f"Question {i}: pick A or B.") for i in range(5)]
     prompts = [GenerationRequest(f"Question: what is {i} plus {i}?\nAnswer:", 6) for i in range(4)]
-    expected = local_model.loglikelihoods(requests, batch_size=8), local_model.label_probabilities(chats, [["A", "B"]] * 5)
+    expected = (
+        local_model.loglikelihoods(requests, batch_size=8),
+        local_model.label_probabilities(chats, [["A", "B"]] * 5),
+    )
     expected_texts = [local_model.generate([prompt])[0] for prompt in prompts]
     for module in (local_model.network, local_model.network.get_decoder()):
         forward = module.forward
 
         def small_batches_only(*args, forward=forward, **kwargs):
-            rows = (kwargs.get("input_ids") if kwargs.get("input_ids") is not None else kwargs["inputs_embeds"]).shape[0]
+            rows = (kwargs.get("input_ids") if kwargs.get("input_ids") is not None else kwargs["inputs_embeds"]).shape[
+                0
+            ]
             if rows > 2:
                 raise torch.OutOfMemoryError(f"simulated: {rows} rows")
             return forward(*args, **kwargs)

@@ -87,16 +87,20 @@ def test_layering_logic_stores_and_domains():
 
 def test_no_import_cycle_in_the_package():
     modules = package_modules()
-    graph = {module: sorted(t for t in imports(path) if t in modules and t != module)
-             for module, path in modules.items()}
+    graph = {
+        module: sorted(t for t in imports(path) if t in modules and t != module) for module, path in modules.items()
+    }
     cycles, state = [], {}
 
     def visit(module: str, trail: list[str]) -> None:
         state[module] = "open"
         for target in graph[module]:
             if state.get(target) == "open":
-                cycles.append(" -> ".join(trail[trail.index(target):] + [module, target]) if target in trail
-                              else f"{module} -> {target}")
+                cycles.append(
+                    " -> ".join(trail[trail.index(target) :] + [module, target])
+                    if target in trail
+                    else f"{module} -> {target}"
+                )
             elif target not in state:
                 visit(target, trail + [module])
         state[module] = "done"
@@ -116,8 +120,10 @@ def test_the_layering_test_catches_what_it_forbids(tmp_path, monkeypatch):
         "blind/store.py": "from eval_platform.blind.assets import SHEET_FILE\n",
     }
     package = tmp_path / "eval_platform"
-    for relative, source in {**dict.fromkeys(["evolution/genetic.py", "benchmarks/specs.py", "blind/assets.py"], ""),
-                             **offenders}.items():
+    for relative, source in {
+        **dict.fromkeys(["evolution/genetic.py", "benchmarks/specs.py", "blind/assets.py"], ""),
+        **offenders,
+    }.items():
         (package / relative).parent.mkdir(parents=True, exist_ok=True)
         (package / relative).write_text(source)
     monkeypatch.setitem(globals(), "PACKAGE", package)
@@ -138,6 +144,7 @@ def test_thin_folders_only_re_export_the_package():
 
 
 # --- asset graph == table graph -----------------------------------------------------------------
+
 
 def store_methods():
     from eval_platform.common.warehouse import table_access
@@ -233,6 +240,7 @@ def test_a_store_method_cannot_touch_an_undeclared_table(warehouse):
 
 # --- schema versions ----------------------------------------------------------------------------
 
+
 def test_a_new_warehouse_records_every_store_version(warehouse):
     from eval_platform.definitions import ALL_STORES
 
@@ -251,13 +259,18 @@ def test_an_unversioned_warehouse_is_migrated(tmp_path):
         rejected = conn.execute("SELECT stage, source_row_id FROM rejected_rows ORDER BY stage").fetchall()
         assert rejected == [("ingest", "row-0"), ("preprocess", "row-1")]
         assert conn.execute("SELECT count(*) FROM ingest_rejections").fetchone()[0] == 1
-        predictions = conn.execute("SELECT mode, prompt_format, num_fewshot, predicted, choice_loglikelihoods "
-                                   "FROM predictions ORDER BY mode").fetchall()
+        predictions = conn.execute(
+            "SELECT mode, prompt_format, num_fewshot, predicted, choice_loglikelihoods FROM predictions ORDER BY mode"
+        ).fetchall()
         assert predictions == [("letter", "chat", 0, "A", None), ("loglikelihood", "harness", 0, "B", [-1.5, -0.5])]
         assert conn.execute("SELECT prompt_format, num_fewshot FROM scores").fetchall() == [("chat", 0)]
         assert conn.execute("SELECT total_generations, final_max_fitness FROM era_summaries").fetchall() == [(2, 0.6)]
-        columns = {r[0] for r in conn.execute("SELECT column_name FROM information_schema.columns "
-                                              "WHERE table_name = 'eras'").fetchall()}
+        columns = {
+            r[0]
+            for r in conn.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'eras'"
+            ).fetchall()
+        }
         assert "total_generations" not in columns and "config" in columns
         assert conn.execute("SELECT count(*) FROM blind_questions").fetchone()[0] == 1
         assert conn.execute("SELECT count(*) FROM score_lineage").fetchone()[0] == 0  # views rebuilt
@@ -278,11 +291,14 @@ def test_a_version_1_warehouse_is_migrated(tmp_path):
         assert versions == {store.name: store.version for store in ALL_STORES}
         assert conn.execute("SELECT prompt_id, row_number FROM prompts").fetchall() == [("p1", 0)]
         assert conn.execute("SELECT stage, source_row_id FROM rejected_rows ORDER BY stage").fetchall() == [
-            ("ingest", "row-0"), ("preprocess", "row-1")]
+            ("ingest", "row-0"),
+            ("preprocess", "row-1"),
+        ]
         assert conn.execute("SELECT correct FROM scores").fetchall() == [(1.0,)]
         assert conn.execute("SELECT status, generations_done FROM eras").fetchall() == [("complete", 2)]
         assert conn.execute("SELECT status, total_generations, final_max_fitness FROM era_summaries").fetchall() == [
-            ("complete", 2, 0.6)]
+            ("complete", 2, 0.6)
+        ]
         assert conn.execute("SELECT population, calls, cost_usd FROM generation_stats").fetchall() == [(5, None, None)]
         assert conn.execute("SELECT count(*) FROM era_checkpoints").fetchone()[0] == 0  # tables added since
         assert conn.execute("SELECT count(*) FROM harness_requests").fetchone()[0] == 0
@@ -293,8 +309,12 @@ def imported_export(fixture: str, path: Path) -> dict[str, list[tuple]]:
     release wrote; its load.sql names its files from the project root): every table's rows, sorted."""
     with duckdb.connect(str(path)) as conn:
         conn.execute(f"IMPORT DATABASE 'tests/data/{fixture}'")
-        tables = [t for (t,) in conn.execute("SELECT table_name FROM duckdb_tables() WHERE table_name != "
-                                             "'schema_versions'").fetchall()]
+        tables = [
+            t
+            for (t,) in conn.execute(
+                "SELECT table_name FROM duckdb_tables() WHERE table_name != 'schema_versions'"
+            ).fetchall()
+        ]
         return {table: conn.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall() for table in tables}
 
 
@@ -312,10 +332,12 @@ def test_a_version_2_warehouse_is_migrated_with_every_row(tmp_path, monkeypatch)
     with WarehouseResource(database=str(path)).get_connection() as conn:
         versions = dict(conn.execute("SELECT store, version FROM schema_versions").fetchall())
         after = {table: conn.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall() for table in tables}
-        added = conn.execute("SELECT count(*), count(run_id) FROM predictions").fetchone(), \
-            conn.execute("SELECT count(*), count(prediction_run_id) FROM score_history").fetchone(), \
-            conn.execute("SELECT count(*), count(environment_differences) FROM model_comparisons").fetchone(), \
-            conn.execute("SELECT count(*) FROM prediction_runs").fetchone()
+        added = (
+            conn.execute("SELECT count(*), count(run_id) FROM predictions").fetchone(),
+            conn.execute("SELECT count(*), count(prediction_run_id) FROM score_history").fetchone(),
+            conn.execute("SELECT count(*), count(environment_differences) FROM model_comparisons").fetchone(),
+            conn.execute("SELECT count(*) FROM prediction_runs").fetchone(),
+        )
     assert versions == {store.name: store.version for store in ALL_STORES}
     assert added == ((4, 0), (12, 0), (2, 0), (0,))
     # Tables whose `model` became the roster name (version 5) keep every row (see the version 4 test).
@@ -323,13 +345,27 @@ def test_a_version_2_warehouse_is_migrated_with_every_row(tmp_path, monkeypatch)
     assert {table: len(after[table]) for table in renamed} == {table: len(before[table]) for table in renamed}
     # Version 6: a harness request whole (its few-shot prefix joined to each context, one pair per
     # choice), a prediction without `predicted_flexible` (and, since version 3, with its run).
-    requests = [(prompt_id, benchmark, shots, [prefix + c for c in contexts] * len(continuations), continuations,
-                 choices, None, ids) for prompt_id, benchmark, shots, prefix, contexts, continuations, choices, _, _, ids
-                in before["harness_requests"]]
+    requests = [
+        (
+            prompt_id,
+            benchmark,
+            shots,
+            [prefix + c for c in contexts] * len(continuations),
+            continuations,
+            choices,
+            None,
+            ids,
+        )
+        for prompt_id, benchmark, shots, prefix, contexts, continuations, choices, _, _, ids in before[
+            "harness_requests"
+        ]
+    ]
     predictions = [row[:9] + row[10:] + (None,) for row in before["predictions"]]
     assert (after.pop("harness_requests"), after.pop("predictions")) == (requests, predictions)
     after = {table: rows for table, rows in after.items() if table not in renamed}
-    assert after == {table: rows for table, rows in before.items() if table not in renamed | {"harness_requests", "predictions"}}
+    assert after == {
+        table: rows for table, rows in before.items() if table not in renamed | {"harness_requests", "predictions"}
+    }
 
 
 def test_a_version_8_warehouse_keeps_every_harness_row_under_the_key_of_its_settings(tmp_path, monkeypatch):
@@ -345,16 +381,23 @@ def test_a_version_8_warehouse_keeps_every_harness_row_under_the_key_of_its_sett
     before = imported_export("v8_warehouse", path)
     with WarehouseResource(database=str(path)).get_connection() as conn:
         versions = dict(conn.execute("SELECT store, version FROM schema_versions").fetchall())
-        after = {table: conn.execute(f"SELECT * {'EXCLUDE (settings_key)' if table in SETTINGS_KEYED_TABLES else ''} "
-                                     f"FROM {table} ORDER BY ALL").fetchall() for table in before}
+        after = {
+            table: conn.execute(
+                f"SELECT * {'EXCLUDE (settings_key)' if table in SETTINGS_KEYED_TABLES else ''} "
+                f"FROM {table} ORDER BY ALL"
+            ).fetchall()
+            for table in before
+        }
         keys = settings_keys(conn)
     assert versions == {store.name: store.version for store in ALL_STORES}
     assert after == before and sum(map(len, before.values())) > 0
     assert keys == V8_SETTINGS_KEYS
 
 
-V4_NAMES = {"local/smollm2-135m-instruct@b179c9523d0e6a0f": "smollm2-135m-instruct-float32",
-            "local/smollm2-135m-instruct@b179c9523d0e6a0f+bfloat16": "smollm2-135m-instruct-bfloat16"}
+V4_NAMES = {
+    "local/smollm2-135m-instruct@b179c9523d0e6a0f": "smollm2-135m-instruct-float32",
+    "local/smollm2-135m-instruct@b179c9523d0e6a0f+bfloat16": "smollm2-135m-instruct-bfloat16",
+}
 
 
 def test_a_version_4_warehouse_carries_every_row_over_to_the_roster_names(tmp_path):
@@ -368,50 +411,83 @@ def test_a_version_4_warehouse_carries_every_row_over_to_the_roster_names(tmp_pa
     from tests.evaluation import materialize_evaluation, materialize_inputs
 
     path = v4_warehouse(tmp_path)
-    keyed = {"scores": "model_fingerprint", "item_scores": "model_fingerprint", "score_history": "model_fingerprint",
-             "protocol_results": "model_fingerprint", "model_comparisons": "fingerprint_a"}
+    keyed = {
+        "scores": "model_fingerprint",
+        "item_scores": "model_fingerprint",
+        "score_history": "model_fingerprint",
+        "protocol_results": "model_fingerprint",
+        "model_comparisons": "fingerprint_a",
+    }
     with duckdb.connect(str(path)) as conn:
         assert conn.execute("SELECT version FROM schema_versions WHERE store = 'benchmarks'").fetchone() == (4,)
-        tables = [t for (t,) in conn.execute("SELECT table_name FROM duckdb_tables() WHERE table_name != "
-                                             "'schema_versions'").fetchall()]
+        tables = [
+            t
+            for (t,) in conn.execute(
+                "SELECT table_name FROM duckdb_tables() WHERE table_name != 'schema_versions'"
+            ).fetchall()
+        ]
         before = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}
-        per_fingerprint = {t: dict(conn.execute(f"SELECT {c}, count(*) FROM {t} GROUP BY ALL").fetchall())
-                           for t, c in keyed.items()}
-        scores = conn.execute("SELECT model_fingerprint, benchmark, mode, metric, n, accuracy, ci_low, ci_high "
-                              "FROM scores ORDER BY ALL").fetchall()
-        predictions = conn.execute("SELECT count(DISTINCT (model_fingerprint, benchmark, mode, prompt_format, "
-                                   "num_fewshot)) FROM predictions").fetchone()[0]
-        runs_before = conn.execute("SELECT count(DISTINCT run_id) FROM score_history WHERE benchmark = 'arc_easy' "
-                                   "AND model_fingerprint = ?", [next(iter(V4_NAMES))]).fetchone()[0]
+        per_fingerprint = {
+            t: dict(conn.execute(f"SELECT {c}, count(*) FROM {t} GROUP BY ALL").fetchall()) for t, c in keyed.items()
+        }
+        scores = conn.execute(
+            "SELECT model_fingerprint, benchmark, mode, metric, n, accuracy, ci_low, ci_high FROM scores ORDER BY ALL"
+        ).fetchall()
+        predictions = conn.execute(
+            "SELECT count(DISTINCT (model_fingerprint, benchmark, mode, prompt_format, num_fewshot)) FROM predictions"
+        ).fetchone()[0]
+        runs_before = conn.execute(
+            "SELECT count(DISTINCT run_id) FROM score_history WHERE benchmark = 'arc_easy' AND model_fingerprint = ?",
+            [next(iter(V4_NAMES))],
+        ).fetchone()[0]
     warehouse = WarehouseResource(database=str(path))
     with warehouse.get_connection() as conn:
         after = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}
-        named = {t: {(fingerprint, name): n for fingerprint, name, n in conn.execute(
-            f"SELECT {c}, {'model_a' if t == 'model_comparisons' else 'model'}, count(*) FROM {t} GROUP BY ALL").fetchall()}
-            for t, c in keyed.items()}
-        migrated = conn.execute("SELECT model_fingerprint, benchmark, mode, metric, n, accuracy, ci_low, ci_high "
-                                "FROM scores ORDER BY ALL").fetchall()
+        named = {
+            t: {
+                (fingerprint, name): n
+                for fingerprint, name, n in conn.execute(
+                    f"SELECT {c}, {'model_a' if t == 'model_comparisons' else 'model'}, count(*) FROM {t} GROUP BY ALL"
+                ).fetchall()
+            }
+            for t, c in keyed.items()
+        }
+        migrated = conn.execute(
+            "SELECT model_fingerprint, benchmark, mode, metric, n, accuracy, ci_low, ci_high FROM scores ORDER BY ALL"
+        ).fetchall()
         evaluations = conn.execute("SELECT count(*) FROM model_evaluations").fetchone()[0]
-        comparisons = conn.execute("SELECT metric, model_a, model_b, paired_test FROM model_comparisons "
-                                   "ORDER BY metric").fetchall()
+        comparisons = conn.execute(
+            "SELECT metric, model_a, model_b, paired_test FROM model_comparisons ORDER BY metric"
+        ).fetchall()
     assert after == before and migrated == scores  # no row lost
-    assert named == {t: {(fingerprint, V4_NAMES[fingerprint]): n for fingerprint, n in counts.items()}
-                     for t, counts in per_fingerprint.items()}  # each under its model's roster name
+    assert named == {
+        t: {(fingerprint, V4_NAMES[fingerprint]): n for fingerprint, n in counts.items()}
+        for t, counts in per_fingerprint.items()
+    }  # each under its model's roster name
     assert evaluations == predictions
     float32, bfloat16 = V4_NAMES.values()
-    assert comparisons == [("acc", float32, bfloat16, "exact McNemar"), ("acc_norm", float32, bfloat16, "exact McNemar"),
-                           ("mc2", float32, bfloat16, NO_PAIRED_TEST)]
+    assert comparisons == [
+        ("acc", float32, bfloat16, "exact McNemar"),
+        ("acc_norm", float32, bfloat16, "exact McNemar"),
+        ("mc2", float32, bfloat16, NO_PAIRED_TEST),
+    ]
 
     roster = RosterResource(directory=str(PROJECT_ROOT / "data" / "roster"))  # the demo roster
     assert materialize_inputs(warehouse, "arc_easy", 4).success
     result = materialize_evaluation(warehouse, "arc_easy", float32, roster)
-    modes = next(e for e in result.get_asset_materialization_events()
-                 if e.asset_key.path[-1] == "benchmark_predictions").materialization.metadata["modes"].value
+    modes = (
+        next(e for e in result.get_asset_materialization_events() if e.asset_key.path[-1] == "benchmark_predictions")
+        .materialization.metadata["modes"]
+        .value
+    )
     assert {mode: counts["computed"] for mode, counts in modes.items()} == {
-        "letter/chat/0-shot": 0, "loglikelihood/harness/0-shot": 0}
+        "letter/chat/0-shot": 0,
+        "loglikelihood/harness/0-shot": 0,
+    }
     with warehouse.get_connection() as conn:
-        runs = conn.execute("SELECT count(DISTINCT run_id) FROM score_history WHERE model = ? AND benchmark = "
-                            "'arc_easy'", [float32]).fetchone()[0]
+        runs = conn.execute(
+            "SELECT count(DISTINCT run_id) FROM score_history WHERE model = ? AND benchmark = 'arc_easy'", [float32]
+        ).fetchone()[0]
     assert runs == runs_before + 1  # the runs that scored it before the roster, and this one
 
 
@@ -431,27 +507,33 @@ def test_a_version_3_warehouse_takes_the_harness_metric_names(tmp_path):
     with duckdb.connect(str(path)) as conn:  # a version 3 warehouse: the metrics' old names
         conn.execute("DELETE FROM score_history WHERE benchmark = 'gsm8k'")
         for metric, value in (("strict_match", 1.0), ("flexible_match", 0.0)):
-            conn.execute("INSERT INTO score_history VALUES ('run-1', now(), 'm', 'm@1', 'gsm8k', 'p1', 'r1', "
-                         "'generate', 'harness', 5, ?, ?, NULL)", [metric, value])
+            conn.execute(
+                "INSERT INTO score_history VALUES ('run-1', now(), 'm', 'm@1', 'gsm8k', 'p1', 'r1', "
+                "'generate', 'harness', 5, ?, ?, NULL)",
+                [metric, value],
+            )
         conn.execute("UPDATE schema_versions SET version = 3 WHERE store = 'benchmarks'")
     with WarehouseResource(database=str(path)).get_connection() as conn:
-        assert conn.execute("SELECT metric, value FROM score_history WHERE benchmark = 'gsm8k' "
-                            "ORDER BY metric").fetchall() == [("flexible-extract", 0.0), ("strict-match", 1.0)]
+        assert conn.execute(
+            "SELECT metric, value FROM score_history WHERE benchmark = 'gsm8k' ORDER BY metric"
+        ).fetchall() == [("flexible-extract", 0.0), ("strict-match", 1.0)]
 
 
 def columns_of(conn) -> dict[str, list[tuple[str, str, bool]]]:
     """Each table's columns, types and whether they take NULL (in any order: a migration appends the
     columns it adds)."""
-    rows = conn.execute("SELECT table_name, column_name, data_type, is_nullable FROM duckdb_columns() "
-                        "WHERE table_name != ? ORDER BY table_name, column_name", ["schema_versions"]).fetchall()
+    rows = conn.execute(
+        "SELECT table_name, column_name, data_type, is_nullable FROM duckdb_columns() "
+        "WHERE table_name != ? ORDER BY table_name, column_name",
+        ["schema_versions"],
+    ).fetchall()
     found: dict[str, list[tuple[str, str, bool]]] = {}
     for table, column, kind, nullable in rows:
         found.setdefault(table, []).append((column, kind, nullable))
     return found
 
 
-@pytest.mark.parametrize("fixture", ["unversioned_warehouse.sql", "v1_warehouse.sql", "v2_warehouse",
-                                     "v8_warehouse"])
+@pytest.mark.parametrize("fixture", ["unversioned_warehouse.sql", "v1_warehouse.sql", "v2_warehouse", "v8_warehouse"])
 def test_a_migrated_warehouse_has_the_tables_and_columns_a_new_one_has(fixture, tmp_path, monkeypatch):
     """A column added to a table's declaration without its migration fails here (a new table needs
     none: it is created in an existing warehouse as in a new one)."""
@@ -518,6 +600,7 @@ def test_a_newer_warehouse_is_refused_clearly(warehouse):
 
 # --- one gateway ----------------------------------------------------------------------------------
 
+
 def test_api_models_call_through_the_configured_gateway(monkeypatch):
     """An API model opened by the model resource calls the gateway's server, with its retries."""
     import asyncio
@@ -540,8 +623,10 @@ def test_a_view_whose_definition_changed_is_rebuilt_with_every_row_kept(warehous
     from eval_platform.benchmarks.store import BenchmarkStore
 
     with warehouse.get_connection() as conn:
-        conn.execute("INSERT INTO leaderboard VALUES ('m', 'fp', 'arc_easy', 'loglikelihood', 'harness', 0, "
-                     "'acc_norm', 3, 0.5, 0.1, 0.9, now())")
+        conn.execute(
+            "INSERT INTO leaderboard VALUES ('m', 'fp', 'arc_easy', 'loglikelihood', 'harness', 0, "
+            "'acc_norm', 3, 0.5, 0.1, 0.9, now())"
+        )
     wide = BenchmarkStore.views["leaderboard_wide"].replace("SELECT l.model, ", "SELECT l.model, 1 AS added, ", 1)
     monkeypatch.setattr(BenchmarkStore, "views", {**BenchmarkStore.views, "leaderboard_wide": wide})
     with warehouse.get_connection() as conn:  # as a new benchmark's column reaches an existing warehouse

@@ -25,8 +25,12 @@ SCREENSHOTS = PROJECT_ROOT / ".test-artifacts"
 ROSTER = ("smollm2-135m-instruct-float32", "smollm2-135m-instruct-bfloat16")  # the demo roster, data/roster/
 # the benchmark dimension as the roster sensor makes it: every spec and every harness benchmark of data/harness/
 BENCHMARK_NAMES = [*BENCHMARKS, *load_declarations()]
-ERA = {"population_size": 6, "generations": 2, "compression_model": "openai/compressor", "judge_panel": {
-    "openai": "openai/judge-harsh", "claude": "openai/judge-fast", "gemini": "openai/judge-lenient"}}
+ERA = {
+    "population_size": 6,
+    "generations": 2,
+    "compression_model": "openai/compressor",
+    "judge_panel": {"openai": "openai/judge-harsh", "claude": "openai/judge-fast", "gemini": "openai/judge-lenient"},
+}
 
 
 def materialise_history(home: Path, warehouse: Path) -> None:
@@ -41,29 +45,56 @@ def materialise_history(home: Path, warehouse: Path) -> None:
     from eval_platform.definitions import defs
     from tests.openai_stub_server import StubServer
 
-    test_defs = Definitions(assets=list(defs.assets), jobs=list(defs.jobs), resources={
-        "warehouse": WarehouseResource(database=str(warehouse)), "gateway": ModelGatewayResource(),
-        "evaluation_model": LanguageModelResource(), "roster": RosterResource()})
+    test_defs = Definitions(
+        assets=list(defs.assets),
+        jobs=list(defs.jobs),
+        resources={
+            "warehouse": WarehouseResource(database=str(warehouse)),
+            "gateway": ModelGatewayResource(),
+            "evaluation_model": LanguageModelResource(),
+            "roster": RosterResource(),
+        },
+    )
     with pytest.MonkeyPatch.context() as patch, StubServer() as stub:
         patch.setenv("DAGSTER_HOME", str(home))
         patch.setenv("OPENAI_API_KEY", "sk-test-ui-not-a-real-key")
         with DagsterInstance.get() as instance:
             assert test_defs.resolve_job_def("evolution_inputs").execute_in_process(instance=instance).success
             instance.add_dynamic_partitions("eras", ["ui-era"])
-            assert test_defs.resolve_job_def("prompt_evolution_era").execute_in_process(
-                partition_key="ui-era", instance=instance, run_config={
-                    "ops": {"evolution_era": {"config": ERA}},
-                    "resources": {"gateway": {"config": {"api_base": stub.api_base}}}}).success
+            assert (
+                test_defs.resolve_job_def("prompt_evolution_era")
+                .execute_in_process(
+                    partition_key="ui-era",
+                    instance=instance,
+                    run_config={
+                        "ops": {"evolution_era": {"config": ERA}},
+                        "resources": {"gateway": {"config": {"api_base": stub.api_base}}},
+                    },
+                )
+                .success
+            )
             instance.add_dynamic_partitions(roster_partitions.name, list(ROSTER))
             instance.add_dynamic_partitions(benchmark_partitions.name, BENCHMARK_NAMES)  # as roster_sensor does
             for benchmark in ("winogrande", "arc_easy", "mmlu"):  # the latest comparison: bfloat16 on MMLU
-                assert test_defs.resolve_job_def("benchmark_inputs").execute_in_process(
-                    partition_key=benchmark, instance=instance,
-                    run_config={"ops": {"benchmark_raw_rows": {"config": {"limit": 5}}}}).success
-                for model in ROSTER[:1 if benchmark == "winogrande" else 2]:
-                    assert test_defs.resolve_job_def("model_evaluation").execute_in_process(
-                        partition_key=evaluation_key(benchmark, model), instance=instance, run_config={
-                            "ops": {"benchmark_predictions": {"config": {"modes": ["loglikelihood"]}}}}).success
+                assert (
+                    test_defs.resolve_job_def("benchmark_inputs")
+                    .execute_in_process(
+                        partition_key=benchmark,
+                        instance=instance,
+                        run_config={"ops": {"benchmark_raw_rows": {"config": {"limit": 5}}}},
+                    )
+                    .success
+                )
+                for model in ROSTER[: 1 if benchmark == "winogrande" else 2]:
+                    assert (
+                        test_defs.resolve_job_def("model_evaluation")
+                        .execute_in_process(
+                            partition_key=evaluation_key(benchmark, model),
+                            instance=instance,
+                            run_config={"ops": {"benchmark_predictions": {"config": {"modes": ["loglikelihood"]}}}},
+                        )
+                        .success
+                    )
             assert test_defs.resolve_job_def("score_protocols").execute_in_process(instance=instance).success
 
 
@@ -79,9 +110,15 @@ def dagster_ui(tmp_path_factory):
     env = {**os.environ, "DAGSTER_HOME": str(home), "EVAL_WAREHOUSE": str(warehouse)}
     dagster = Path(sys.executable).with_name("dagster")
     base = f"http://127.0.0.1:{port}"
-    with running([str(dagster), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
-                 f"{base}/server_info", timeout_s=120, cwd=PROJECT_ROOT, env=env, stdout=subprocess.DEVNULL,
-                 stderr=subprocess.DEVNULL):
+    with running(
+        [str(dagster), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
+        f"{base}/server_info",
+        timeout_s=120,
+        cwd=PROJECT_ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ):
         yield base, warehouse
 
 
@@ -92,9 +129,17 @@ def browser():
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--window-size=1600,1000"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1600,1000",
+    ):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     yield driver
@@ -134,16 +179,45 @@ def launched_run_status(home: Path, asset: str, timeout_s: float = 240) -> str:
 
 def test_asset_groups_jobs_schedule_and_sensor_are_shown(dagster_ui, browser):
     base, _ = dagster_ui
-    page_text(browser, f"{base}/asset-groups", [
-        "benchmark_ingestion", "benchmark_preprocessing", "benchmark_prediction", "benchmark_scoring", "benchmark_protocols",
-        "prompt_evolution", "blind_evaluation"])
+    page_text(
+        browser,
+        f"{base}/asset-groups",
+        [
+            "benchmark_ingestion",
+            "benchmark_preprocessing",
+            "benchmark_prediction",
+            "benchmark_scoring",
+            "benchmark_protocols",
+            "prompt_evolution",
+            "blind_evaluation",
+        ],
+    )
     SCREENSHOTS.mkdir(exist_ok=True)
     browser.save_screenshot(str(SCREENSHOTS / "asset_groups.png"))
-    page_text(browser, f"{base}/jobs", ["benchmark_inputs", "model_evaluation", "open_llm_leaderboard_v1",
-                                        "score_protocols", "prompt_evolution_era", "blind_evaluation_sheet",
-                                        "blind_evaluation_tally"])
-    page_text(browser, f"{base}/automation", ["nightly_benchmark_refresh", "roster_evaluation_sensor", "roster_sensor",
-                                              "checkpoint_sensor", "blind_eval_filled_sheet_sensor"])
+    page_text(
+        browser,
+        f"{base}/jobs",
+        [
+            "benchmark_inputs",
+            "model_evaluation",
+            "open_llm_leaderboard_v1",
+            "score_protocols",
+            "prompt_evolution_era",
+            "blind_evaluation_sheet",
+            "blind_evaluation_tally",
+        ],
+    )
+    page_text(
+        browser,
+        f"{base}/automation",
+        [
+            "nightly_benchmark_refresh",
+            "roster_evaluation_sensor",
+            "roster_sensor",
+            "checkpoint_sensor",
+            "blind_eval_filled_sheet_sensor",
+        ],
+    )
 
 
 def test_the_partition_view_shows_which_model_was_evaluated_on_which_benchmark(dagster_ui, browser):
@@ -154,9 +228,12 @@ def test_the_partition_view_shows_which_model_was_evaluated_on_which_benchmark(d
     from selenium.webdriver.common.by import By
 
     base, _ = dagster_ui
-    text = page_text(browser, f"{base}/assets/benchmark_scores?view=partitions",
-                     ["Materialized (5)", f"Missing ({2 * len(BENCHMARK_NAMES) - 5})", "arc_easy", "winogrande"],
-                     timeout=90)
+    text = page_text(
+        browser,
+        f"{base}/assets/benchmark_scores?view=partitions",
+        ["Materialized (5)", f"Missing ({2 * len(BENCHMARK_NAMES) - 5})", "arc_easy", "winogrande"],
+        timeout=90,
+    )
     assert f"{2 * len(BENCHMARK_NAMES)} Partitions" in text
     SCREENSHOTS.mkdir(exist_ok=True)
     browser.save_screenshot(str(SCREENSHOTS / "partition_matrix.png"))
@@ -188,8 +265,11 @@ def markdown_metadata(browser, url: str, key: str, name: str) -> str:
     row = browser.find_element(By.XPATH, f"//tr[td[normalize-space()='{key}']]")
     if row.find_elements(By.TAG_NAME, "table"):
         return row.text
-    WebDriverWait(browser, 30).until(expected_conditions.element_to_be_clickable(
-        row.find_element(By.XPATH, ".//*[contains(text(), 'Show Markdown')]"))).click()
+    WebDriverWait(browser, 30).until(
+        expected_conditions.element_to_be_clickable(
+            row.find_element(By.XPATH, ".//*[contains(text(), 'Show Markdown')]")
+        )
+    ).click()
     WebDriverWait(browser, 30).until(lambda driver: driver.find_elements(By.CSS_SELECTOR, "[role=dialog] table"))
     SCREENSHOTS.mkdir(exist_ok=True)
     browser.save_screenshot(str(SCREENSHOTS / f"{name}.png"))
@@ -208,8 +288,12 @@ def test_every_item_of_a_model_and_two_models_side_by_side_render(dagster_ui, br
     .test-artifacts/samples.png, items_side_by_side.png)."""
     base, warehouse = dagster_ui
     with duckdb.connect(str(warehouse), read_only=True) as conn:
-        questions = [q for (q,) in conn.execute("SELECT json_extract_string(row_json, '$.question') FROM raw_rows "
-                                                 "WHERE benchmark = 'mmlu'").fetchall()]
+        questions = [
+            q
+            for (q,) in conn.execute(
+                "SELECT json_extract_string(row_json, '$.question') FROM raw_rows WHERE benchmark = 'mmlu'"
+            ).fetchall()
+        ]
     samples = markdown_metadata(browser, f"{base}/assets/benchmark_scores", "samples", "samples")
     assert f"MMLU: {ROSTER[1]}" in samples and "log-likelihood" in samples and "prompt:" in samples
     assert len(questions) == 5 and all(" ".join(q.split()[:6]) in " ".join(samples.split()) for q in questions)
@@ -238,12 +322,14 @@ def test_materialise_from_the_ui(dagster_ui, browser):
     launched = False
     for _ in range(3):  # the UI may still be loading
         page_text(browser, f"{base}/assets/source_paragraphs", ["source_paragraphs", "Materialize"])
-        button = WebDriverWait(browser, 60).until(expected_conditions.element_to_be_clickable(
-            (By.XPATH, "//button[normalize-space()='Materialize']")))
+        button = WebDriverWait(browser, 60).until(
+            expected_conditions.element_to_be_clickable((By.XPATH, "//button[normalize-space()='Materialize']"))
+        )
         button.click()
         try:  # stay on the page until the UI confirms the launch (leaving earlier can cancel it)
             WebDriverWait(browser, 60).until(
-                lambda driver: "Launched run" in driver.find_element(By.TAG_NAME, "body").text)
+                lambda driver: "Launched run" in driver.find_element(By.TAG_NAME, "body").text
+            )
             launched = True
             break
         except TimeoutException:

@@ -3,8 +3,9 @@ on the items where they disagree, and a paired bootstrap 95% interval of the dif
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 
 def exact_mcnemar(only_first: int, only_second: int) -> float:
@@ -15,8 +16,9 @@ def exact_mcnemar(only_first: int, only_second: int) -> float:
     return 1.0 if discordant == 0 else float(binomtest(only_first, discordant, 0.5).pvalue)
 
 
-def paired_bootstrap_interval(first: list[float], second: list[float], resamples: int = 2000,
-                              seed: int = 0) -> tuple[float, float]:
+def paired_bootstrap_interval(
+    first: list[float], second: list[float], resamples: int = 2000, seed: int = 0
+) -> tuple[float, float]:
     """95% percentile interval of mean(first) - mean(second), resampling items (pairs kept)."""
     import numpy as np
 
@@ -47,12 +49,21 @@ def compare(first: Mapping[str, float], second: Mapping[str, float], seed: int =
     a, b = [first[item] for item in shared], [second[item] for item in shared]
     n = len(shared)
     binary = all(v in (0.0, 1.0) for v in a + b)
-    only_first = sum(x == 1.0 and y == 0.0 for x, y in zip(a, b))
-    only_second = sum(x == 0.0 and y == 1.0 for x, y in zip(a, b))
+    only_first = sum(x == 1.0 and y == 0.0 for x, y in zip(a, b, strict=False))
+    only_second = sum(x == 0.0 and y == 1.0 for x, y in zip(a, b, strict=False))
     low, high = paired_bootstrap_interval(a, b, seed=seed)
     first_accuracy, second_accuracy = (sum(a) / n, sum(b) / n) if n else (0.0, 0.0)
-    return PairedComparison(n, first_accuracy, second_accuracy, first_accuracy - second_accuracy, only_first,
-                            only_second, exact_mcnemar(only_first, only_second) if binary else None, low, high)
+    return PairedComparison(
+        n,
+        first_accuracy,
+        second_accuracy,
+        first_accuracy - second_accuracy,
+        only_first,
+        only_second,
+        exact_mcnemar(only_first, only_second) if binary else None,
+        low,
+        high,
+    )
 
 
 def flipped_to_wrong(before: Mapping[str, float], after: Mapping[str, float]) -> list[str]:
@@ -64,8 +75,13 @@ def flipped_to_wrong(before: Mapping[str, float], after: Mapping[str, float]) ->
 NO_PAIRED_TEST = "n/a: the metric is not 0/1 (no McNemar test)"
 
 
-def comparison_rows(benchmark: str, model: str, references: Mapping[str, str], rows: Sequence[Mapping[str, Any]],
-                    environments: Mapping[str, Any]) -> list[dict[str, Any]]:
+def comparison_rows(
+    benchmark: str,
+    model: str,
+    references: Mapping[str, str],
+    rows: Sequence[Mapping[str, Any]],
+    environments: Mapping[str, Any],
+) -> list[dict[str, Any]]:
     """`model` against each of its references (relation -> name) on every mode, format, shots and
     metric both were scored on, from item-score rows (model, model_fingerprint, mode, prompt_format,
     num_fewshot, metric, prompt_id, source_row_id, value, prediction_run_id; a harness document's
@@ -91,18 +107,38 @@ def comparison_rows(benchmark: str, model: str, references: Mapping[str, str], r
             if not result.items:
                 continue
             settings, mode, prompt_format, shots, metric = key
-            comparisons.append({**({"settings_key": settings} if settings is not None else {}),
-                "benchmark": benchmark, "mode": mode, "prompt_format": prompt_format, "num_fewshot": shots,
-                "metric": metric, "model_a": model, "fingerprint_a": fingerprints[(*key, model)],
-                "model_b": reference, "fingerprint_b": fingerprints[(*key, reference)], "relation": relation,
-                "items": result.items, "accuracy_a": result.first_accuracy, "accuracy_b": result.second_accuracy,
-                "difference": result.difference, "only_a": result.only_first, "only_b": result.only_second,
-                "mcnemar_p": result.mcnemar_p,
-                "paired_test": "exact McNemar" if result.mcnemar_p is not None else NO_PAIRED_TEST,
-                "ci_low": result.ci_low, "ci_high": result.ci_high,
-                "flipped_to_wrong": [sources[item] for item in flipped_to_wrong(by_model[reference], by_model[model])]
-                if result.mcnemar_p is not None else None,
-                "environment_differences": environment_differences(
-                    [environments.get(run) for run in runs[(*key, model)]],
-                    [environments.get(run) for run in runs[(*key, reference)]])})
+            comparisons.append(
+                {
+                    **({"settings_key": settings} if settings is not None else {}),
+                    "benchmark": benchmark,
+                    "mode": mode,
+                    "prompt_format": prompt_format,
+                    "num_fewshot": shots,
+                    "metric": metric,
+                    "model_a": model,
+                    "fingerprint_a": fingerprints[(*key, model)],
+                    "model_b": reference,
+                    "fingerprint_b": fingerprints[(*key, reference)],
+                    "relation": relation,
+                    "items": result.items,
+                    "accuracy_a": result.first_accuracy,
+                    "accuracy_b": result.second_accuracy,
+                    "difference": result.difference,
+                    "only_a": result.only_first,
+                    "only_b": result.only_second,
+                    "mcnemar_p": result.mcnemar_p,
+                    "paired_test": "exact McNemar" if result.mcnemar_p is not None else NO_PAIRED_TEST,
+                    "ci_low": result.ci_low,
+                    "ci_high": result.ci_high,
+                    "flipped_to_wrong": [
+                        sources[item] for item in flipped_to_wrong(by_model[reference], by_model[model])
+                    ]
+                    if result.mcnemar_p is not None
+                    else None,
+                    "environment_differences": environment_differences(
+                        [environments.get(run) for run in runs[(*key, model)]],
+                        [environments.get(run) for run in runs[(*key, reference)]],
+                    ),
+                }
+            )
     return comparisons

@@ -19,8 +19,9 @@ import hashlib
 import json
 import logging
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
@@ -37,26 +38,32 @@ def as_chat(context: str, model_name: str) -> Chat | str:
     one user turn); any other prompt as it is."""
     if not context.startswith(CHAT_MESSAGES):
         return context
-    messages = json.loads(context[len(CHAT_MESSAGES):])
+    messages = json.loads(context[len(CHAT_MESSAGES) :])
     users = [m["content"] for m in messages if m["role"] == "user"]
     if len(users) != 1 or any(m["role"] not in ("system", "user") for m in messages):
-        raise UnsupportedRequest(f"{model_name} is a chat API answered one system and one user turn at a time; this "
-                                 f"prompt has the turns {[m['role'] for m in messages]} (set fewshot_as_multiturn: false)")
+        raise UnsupportedRequest(
+            f"{model_name} is a chat API answered one system and one user turn at a time; this "
+            f"prompt has the turns {[m['role'] for m in messages]} (set fewshot_as_multiturn: false)"
+        )
     return Chat("\n".join(m["content"] for m in messages if m["role"] == "system"), users[0])
 
 
-def generation_request(context: Chat | str, gen_kwargs: Mapping[str, Any] | None,
-                       max_new_tokens: int | None = None) -> GenerationRequest:
+def generation_request(
+    context: Chat | str, gen_kwargs: Mapping[str, Any] | None, max_new_tokens: int | None = None
+) -> GenerationRequest:
     """A harness `generate_until` request as the engine's: greedy, cut at the task's stop sequences,
     within its `max_gen_toks` (or `max_new_tokens` where given)."""
     from lm_eval.models.utils import normalize_gen_kwargs
 
     settings = normalize_gen_kwargs(dict(gen_kwargs or {}), DEFAULT_MAX_GEN_TOKS)
     if settings.get("do_sample"):
-        raise UnsupportedRequest(f"sampled generation ({gen_kwargs}): the engine decodes greedily; set "
-                                 "do_sample: false in the task's generation_kwargs")
-    return GenerationRequest(context, max_new_tokens or settings["max_gen_toks"],
-                             tuple(s for s in settings["until"] if s))
+        raise UnsupportedRequest(
+            f"sampled generation ({gen_kwargs}): the engine decodes greedily; set "
+            "do_sample: false in the task's generation_kwargs"
+        )
+    return GenerationRequest(
+        context, max_new_tokens or settings["max_gen_toks"], tuple(s for s in settings["until"] if s)
+    )
 
 
 def request_key(request_type: str, arguments: Sequence[Any]) -> str:
@@ -84,8 +91,13 @@ class Answer:
 class EngineLM(LM):
     """The harness's model protocol over a platform `LanguageModel`."""
 
-    def __init__(self, model: LanguageModel, batch_size: int = 8, stored: Mapping[str, Any] | None = None,
-                 reasoning_end: str | None = None) -> None:
+    def __init__(
+        self,
+        model: LanguageModel,
+        batch_size: int = 8,
+        stored: Mapping[str, Any] | None = None,
+        reasoning_end: str | None = None,
+    ) -> None:
         super().__init__()
         self.model, self.batch_size, self.reasoning_end = model, batch_size, reasoning_end
         self.stored = dict(stored or {})
@@ -95,7 +107,7 @@ class EngineLM(LM):
     def _answer(self, request_type: str, requests: Sequence[Any], compute) -> list[Any]:
         keys = [request_key(request_type, request.args) for request in requests]
         todo = {}
-        for key, request in zip(keys, requests):
+        for key, request in zip(keys, requests, strict=False):
             if key in self.stored:
                 self.answers.setdefault(key, Answer(request_type, list(request.args), self.stored[key], False))
             elif key not in self.answers:
@@ -104,7 +116,7 @@ class EngineLM(LM):
             start = time.perf_counter()
             responses = compute(list(todo.values()))
             self.model_seconds += time.perf_counter() - start
-            for (key, arguments), response in zip(todo.items(), responses):
+            for (key, arguments), response in zip(todo.items(), responses, strict=False):
                 self.answers[key] = Answer(request_type, list(arguments), response, True)
         return [self.answers[key].response for key in keys]
 
@@ -114,19 +126,27 @@ class EngineLM(LM):
             greedy = getattr(self.model, "greedy_loglikelihoods", None)
             if greedy is not None:
                 return [[value, is_greedy] for value, is_greedy in greedy(batch, self.batch_size)]
-            LOG.warning(f"{self.model.name} does not report whether a continuation is its greedy one; is_greedy "
-                        "is False (metrics that need it, such as lambada's acc, do not apply)")
+            LOG.warning(
+                f"{self.model.name} does not report whether a continuation is its greedy one; is_greedy "
+                "is False (metrics that need it, such as lambada's acc, do not apply)"
+            )
             return [[value, False] for value in self.model.loglikelihoods(batch, self.batch_size)]
 
-        return [(float(value), bool(is_greedy)) for value, is_greedy in self._answer("loglikelihood", requests, compute)]
+        return [
+            (float(value), bool(is_greedy)) for value, is_greedy in self._answer("loglikelihood", requests, compute)
+        ]
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
-        raise UnsupportedRequest("loglikelihood_rolling (perplexity tasks such as wikitext) is not answered by the "
-                                 "platform's engine yet; run such a task with lm-evaluation-harness's own models")
+        raise UnsupportedRequest(
+            "loglikelihood_rolling (perplexity tasks such as wikitext) is not answered by the "
+            "platform's engine yet; run such a task with lm-evaluation-harness's own models"
+        )
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         def compute(arguments: list[tuple[str, dict]]) -> list[str]:
-            batch = [generation_request(as_chat(context, self.model.name), gen_kwargs) for context, gen_kwargs in arguments]
+            batch = [
+                generation_request(as_chat(context, self.model.name), gen_kwargs) for context, gen_kwargs in arguments
+            ]
             return self.model.generate(batch, self.batch_size)
 
         return [strip_reasoning(text, self.reasoning_end) for text in self._answer("generate_until", requests, compute)]
@@ -152,6 +172,9 @@ class EngineLM(LM):
         a model without a template of its own (a chat API), its messages, sent as a chat."""
         if self._tokenizer is None:
             return CHAT_MESSAGES + json.dumps(chat_history, ensure_ascii=False)
-        return self._tokenizer.apply_chat_template(chat_history, tokenize=False,
-                                                   add_generation_prompt=add_generation_prompt,
-                                                   continue_final_message=not add_generation_prompt)
+        return self._tokenizer.apply_chat_template(
+            chat_history,
+            tokenize=False,
+            add_generation_prompt=add_generation_prompt,
+            continue_final_message=not add_generation_prompt,
+        )

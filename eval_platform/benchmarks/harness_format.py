@@ -18,9 +18,10 @@ import json
 import os
 import re
 from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 from eval_platform.benchmarks.harness_tasks import FEWSHOT_SEED, HarnessRun, build_tasks, registered_config, write_whole
 from eval_platform.benchmarks.scoring import ItemScore
@@ -60,9 +61,13 @@ class HarnessItem:
 
     def fields(self) -> dict[str, Any]:
         """Its fields as a prompt record carries them (`BenchmarkStore.load_prompts`)."""
-        return {"contexts": list(self.contexts), "continuations": list(self.continuations),
-                "choice_texts": list(self.choice_texts), "generation_kwargs": self.generation_kwargs,
-                "fewshot_ids": list(self.fewshot_ids)}
+        return {
+            "contexts": list(self.contexts),
+            "continuations": list(self.continuations),
+            "choice_texts": list(self.choice_texts),
+            "generation_kwargs": self.generation_kwargs,
+            "fewshot_ids": list(self.fewshot_ids),
+        }
 
 
 @dataclass
@@ -93,7 +98,9 @@ def _harness_run(spec: HarnessFormatted, name: str, files: Mapping[str, str] | N
     return HarnessRun(name, include_path=(folder,), include_defaults=False, data_files={name: files} if files else {})
 
 
-def _data_files(run: HarnessRun, rows: Sequence[Mapping[str, Any]], pool: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+def _data_files(
+    run: HarnessRun, rows: Sequence[Mapping[str, Any]], pool: Sequence[Mapping[str, Any]]
+) -> dict[str, str]:
     """The task's splits as local files: the split it evaluates, and its few-shot (or training)
     split where a pool is given, with the evaluated rows' columns only (`datasets` reads the files
     as one dataset, of one schema)."""
@@ -104,8 +111,9 @@ def _data_files(run: HarnessRun, rows: Sequence[Mapping[str, Any]], pool: Sequen
     fewshot_split = config.get("fewshot_split") or config.get("training_split")
     if pool and fewshot_split and fewshot_split != evaluated:
         columns = set(rows[0])
-        files[fewshot_split] = _jsonl_file(f"{name}-{fewshot_split}",
-                                           [{k: v for k, v in row.items() if k in columns} for row in pool])
+        files[fewshot_split] = _jsonl_file(
+            f"{name}-{fewshot_split}", [{k: v for k, v in row.items() if k in columns} for row in pool]
+        )
     return files
 
 
@@ -125,8 +133,12 @@ def _recorded_draws(task: Any) -> list[list[Any]]:
     return draws
 
 
-def harness_documents(spec: HarnessFormatted, docs: Sequence[tuple[str, Mapping[str, Any]]],
-                      pool: Sequence[tuple[str, Mapping[str, Any]]] = (), shots: int = 0) -> list[HarnessDocuments]:
+def harness_documents(
+    spec: HarnessFormatted,
+    docs: Sequence[tuple[str, Mapping[str, Any]]],
+    pool: Sequence[tuple[str, Mapping[str, Any]]] = (),
+    shots: int = 0,
+) -> list[HarnessDocuments]:
     """The spec's harness task(s) over `docs` (key, raw row), in order, with `pool` (id, raw row) as
     their few-shot split and `shots` examples each, their requests built with the harness's seed."""
     fields = re.findall(r"{(\w+)}", spec.harness_task)
@@ -160,8 +172,9 @@ def harness_documents(spec: HarnessFormatted, docs: Sequence[tuple[str, Mapping[
         task.build_all_requests()
         examples = {id(doc): index for index, doc in enumerate(task.sampler.fewshot_docs())} if draws else {}
         ids = [row_id for row_id, _ in task_pool]  # the pool's rows in order, as the harness holds them
-        fewshot_ids = [[ids[examples[id(doc)]] for doc in drawn] if len(ids) == len(examples) else []
-                       for drawn in draws] or [[] for _ in members]
+        fewshot_ids = [
+            [ids[examples[id(doc)]] for doc in drawn] if len(ids) == len(examples) else [] for drawn in draws
+        ] or [[] for _ in members]
         built.append(HarnessDocuments(task, [key for key, _ in members], fewshot_ids))
     return built
 
@@ -184,8 +197,12 @@ def harness_items(documents: Sequence[HarnessDocuments]) -> dict[str, HarnessIte
                 context, generation_kwargs = first.args
                 item = HarnessItem((context,), generation_kwargs=dict(generation_kwargs), fewshot_ids=fewshot_ids)
             else:
-                item = HarnessItem(tuple(i.args[0] for i in instances), tuple(i.args[1] for i in instances),
-                                   tuple(str(c) for c in task.doc_to_choice(first.doc)), fewshot_ids=fewshot_ids)
+                item = HarnessItem(
+                    tuple(i.args[0] for i in instances),
+                    tuple(i.args[1] for i in instances),
+                    tuple(str(c) for c in task.doc_to_choice(first.doc)),
+                    fewshot_ids=fewshot_ids,
+                )
             items[built.keys[doc_id]] = item
     return items
 
@@ -225,6 +242,7 @@ def harness_item_scores(spec: HarnessFormatted, rows: Sequence[Mapping[str, Any]
                         scored[filter_key] = ItemScore(float(value), str(answers[0]), row["real_answer"])
                     else:
                         predicted = row["predicted_norm"] if metric == "acc_norm" else row["predicted"]
-                        scored[spec.harness_metric_names.get(metric, metric)] = \
-                            ItemScore(float(value), predicted, row["real_answer"])
+                        scored[spec.harness_metric_names.get(metric, metric)] = ItemScore(
+                            float(value), predicted, row["real_answer"]
+                        )
     return scores

@@ -29,10 +29,11 @@ import os
 import pickle
 import random
 import sys
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 from eval_platform.common.ingestion import Rejection, jsonl_records, not_an_object
 
@@ -74,11 +75,19 @@ class HarnessRun:
 
     def describe(self) -> dict[str, Any]:
         """The settings that make a result what it is, for the warehouse and the run's metadata."""
-        return {"task": self.task, "include_path": list(self.include_path), "data_files": dict(self.data_files),
-                "overrides": dict(self.overrides), "num_fewshot": self.num_fewshot, "limit": self.limit,
-                "apply_chat_template": self.apply_chat_template, "fewshot_as_multiturn": self.fewshot_as_multiturn,
-                "system_instruction": self.system_instruction, "fewshot_seed": self.fewshot_seed,
-                "harness_version": HARNESS_VERSION}
+        return {
+            "task": self.task,
+            "include_path": list(self.include_path),
+            "data_files": dict(self.data_files),
+            "overrides": dict(self.overrides),
+            "num_fewshot": self.num_fewshot,
+            "limit": self.limit,
+            "apply_chat_template": self.apply_chat_template,
+            "fewshot_as_multiturn": self.fewshot_as_multiturn,
+            "system_instruction": self.system_instruction,
+            "fewshot_seed": self.fewshot_seed,
+            "harness_version": HARNESS_VERSION,
+        }
 
     def settings_key(self) -> str:
         return settings_key(self.describe())
@@ -95,6 +104,7 @@ def settings_key(settings: Mapping[str, Any]) -> str:
     are replaced by the next run with that key, and kept beside those of other keys. The chat
     format is not part of it: it is how the roster entry runs its model (as its dtype is), so an
     instruct model with its chat template is compared with a base model's plain prompts."""
+
     def digest(value: Any) -> str:
         return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:8]
 
@@ -102,8 +112,10 @@ def settings_key(settings: Mapping[str, Any]) -> str:
     parts = [f"{shots}-shot" if shots is not None else "default shots"]
     if settings.get("system_instruction"):
         parts.append(f"system instruction {digest(settings['system_instruction'])}")
-    overridden = {task: {key: value for key, value in config.items() if key not in DATA_LOCATION_KEYS}
-                  for task, config in (settings.get("overrides") or {}).items()}
+    overridden = {
+        task: {key: value for key, value in config.items() if key not in DATA_LOCATION_KEYS}
+        for task, config in (settings.get("overrides") or {}).items()
+    }
     if any(overridden.values()):
         parts.append(f"overrides {digest({task: config for task, config in overridden.items() if config})}")
     return ", ".join(parts)
@@ -149,8 +161,11 @@ def cached_task_index(folder: Path) -> dict[str, Any]:
     state = [lm_eval.__version__, str(folder.resolve())]
     for root, folders, files in os.walk(folder):
         folders[:] = sorted(name for name in folders if name != "__pycache__")
-        state += [f"{root}/{name}:{stat.st_size}:{stat.st_mtime_ns}" for name in sorted(files)
-                  for stat in [os.stat(os.path.join(root, name))]]
+        state += [
+            f"{root}/{name}:{stat.st_size}:{stat.st_mtime_ns}"
+            for name in sorted(files)
+            for stat in [os.stat(os.path.join(root, name))]
+        ]
     key = hashlib.sha256("\n".join(state).encode()).hexdigest()[:24]
     cached = INDEX_CACHE / f"{key}.pickle"
     try:
@@ -177,8 +192,9 @@ def _index_with_own_tasks_cached(paths: Sequence[Path], *, resolve_includes: boo
     index = dict(cached_task_index(own)) if cached else {}
     for name, entry in TaskIndex.build(paths[1:] if cached else paths, resolve_includes=resolve_includes).items():
         if name in index:
-            log.warning("Task '%s' from %s overrides existing task from %s", name, entry.yaml_path,
-                        index[name].yaml_path)
+            log.warning(
+                "Task '%s' from %s overrides existing task from %s", name, entry.yaml_path, index[name].yaml_path
+            )
         index[name] = entry
     return index
 
@@ -189,9 +205,14 @@ def _versions_only(storage: dict[str, Any]) -> None:
 
     from lm_eval.loggers.utils import get_commit_from_path
 
-    storage.update({"pretty_env_info": "not collected: the platform records where answers were computed (harness_runs)",
-                    "transformers_version": version("transformers"), "lm_eval_version": version("lm_eval"),
-                    "upper_git_hash": get_commit_from_path(Path(os.getcwd(), ".."))})
+    storage.update(
+        {
+            "pretty_env_info": "not collected: the platform records where answers were computed (harness_runs)",
+            "transformers_version": version("transformers"),
+            "lm_eval_version": version("lm_eval"),
+            "upper_git_hash": get_commit_from_path(Path(os.getcwd(), "..")),
+        }
+    )
 
 
 def adapt_harness() -> None:
@@ -258,14 +279,19 @@ def local_data(files: Mapping[str, str], base: Mapping[str, Any]) -> dict[str, A
         raise HarnessTaskError(f"{base.get('task')}: data file {missing[0]} does not exist")
     for path in files.values():
         check_json_records(Path(path), base.get("task"))
-    overrides: dict[str, Any] = {"dataset_path": "json", "dataset_name": None,
-                                 "dataset_kwargs": {"data_files": {split: str(path) for split, path in files.items()}}}
+    overrides: dict[str, Any] = {
+        "dataset_path": "json",
+        "dataset_name": None,
+        "dataset_kwargs": {"data_files": {split: str(path) for split, path in files.items()}},
+    }
     for key in SPLIT_KEYS:
         if base.get(key) and base[key] not in files:
             overrides[key] = None
     if (base.get("test_split") or base.get("validation_split")) not in files:
-        raise HarnessTaskError(f"{base.get('task')}: data_files give splits {sorted(files)}, but the task evaluates "
-                               f"the split {base.get('test_split') or base.get('validation_split')!r}")
+        raise HarnessTaskError(
+            f"{base.get('task')}: data_files give splits {sorted(files)}, but the task evaluates "
+            f"the split {base.get('test_split') or base.get('validation_split')!r}"
+        )
     return overrides
 
 
@@ -305,8 +331,10 @@ def build_tasks(run: HarnessRun) -> list[Any]:
     def build(name: str, inherited: Mapping[str, Any]) -> Any:
         entry = index.get(name)
         if entry is None:
-            raise HarnessTaskError(f"{name!r} is not a task, group or tag of lm-evaluation-harness {HARNESS_VERSION}"
-                                   + (f" or of include_path {list(run.include_path)}" if run.include_path else ""))
+            raise HarnessTaskError(
+                f"{name!r} is not a task, group or tag of lm-evaluation-harness {HARNESS_VERSION}"
+                + (f" or of include_path {list(run.include_path)}" if run.include_path else "")
+            )
         if entry.kind == Kind.GROUP:
             raw = factory._load_full_config(entry, None)
             group = factory._build_group(name, {**raw, "task": []}, None, index)
@@ -331,10 +359,14 @@ def build_tasks(run: HarnessRun) -> list[Any]:
     except HarnessTaskError:
         raise
     except Exception as error:  # the harness's own error, e.g. a dataset it cannot load offline
-        hint = " (offline: point it at local files with data_files, {task: {split: file}})" \
-            if "Hub" in str(error) or "offline" in str(error).lower() else ""
-        raise HarnessTaskError(f"{run.task}: the harness could not build it: {type(error).__name__}: {error}{hint}") \
-            from error
+        hint = (
+            " (offline: point it at local files with data_files, {task: {split: file}})"
+            if "Hub" in str(error) or "offline" in str(error).lower()
+            else ""
+        )
+        raise HarnessTaskError(
+            f"{run.task}: the harness could not build it: {type(error).__name__}: {error}{hint}"
+        ) from error
     unknown = sorted((set(run.data_files) | set(run.overrides)) - used)
     if unknown:
         raise HarnessTaskError(f"{run.task}: data_files or overrides name {unknown}, which are not among its tasks")
@@ -352,8 +384,13 @@ class HarnessOutcome:
     model_seconds: float
 
 
-def evaluate_run(run: HarnessRun, model: Any, batch_size: int = 8, stored: Mapping[str, Any] | None = None,
-                 reasoning_end: str | None = None) -> HarnessOutcome:
+def evaluate_run(
+    run: HarnessRun,
+    model: Any,
+    batch_size: int = 8,
+    stored: Mapping[str, Any] | None = None,
+    reasoning_end: str | None = None,
+) -> HarnessOutcome:
     """The harness's own `simple_evaluate` on the run's tasks, answered by `model` through EngineLM:
     its num_fewshot rule, few-shot seed and global seeds, so results equal a harness run on its own
     (IFEval's checkers draw any argument a row leaves out from Python's global generator, whose state
@@ -366,11 +403,19 @@ def evaluate_run(run: HarnessRun, model: Any, batch_size: int = 8, stored: Mappi
 
     lm = EngineLM(model, batch_size, stored, reasoning_end)
     with preserved_global_generators():
-        results = simple_evaluate(model=lm, tasks=tasks, task_manager=run.registry(),
-                                  num_fewshot=run.num_fewshot, limit=run.limit, bootstrap_iters=run.bootstrap_iters,
-                                  log_samples=True, system_instruction=run.system_instruction,
-                                  apply_chat_template=run.apply_chat_template,
-                                  fewshot_as_multiturn=run.fewshot_as_multiturn, fewshot_random_seed=run.fewshot_seed)
+        results = simple_evaluate(
+            model=lm,
+            tasks=tasks,
+            task_manager=run.registry(),
+            num_fewshot=run.num_fewshot,
+            limit=run.limit,
+            bootstrap_iters=run.bootstrap_iters,
+            log_samples=True,
+            system_instruction=run.system_instruction,
+            apply_chat_template=run.apply_chat_template,
+            fewshot_as_multiturn=run.fewshot_as_multiturn,
+            fewshot_random_seed=run.fewshot_seed,
+        )
     return HarnessOutcome(results, results.pop("samples"), lm.answers, lm.model_seconds)
 
 
@@ -407,8 +452,11 @@ def _number(value: Any) -> float | None:
 def random_baseline(samples: Sequence[Mapping[str, Any]]) -> float | None:
     """A multiple-choice task's chance accuracy: the mean over its documents of 1 / choices (one
     log-likelihood request per choice); None for other tasks."""
-    counts = [len(s["arguments"]) for s in samples if s.get("filter", "none") == "none"
-              and all(len(a) == 2 and isinstance(a[1], str) for a in s["arguments"])]
+    counts = [
+        len(s["arguments"])
+        for s in samples
+        if s.get("filter", "none") == "none" and all(len(a) == 2 and isinstance(a[1], str) for a in s["arguments"])
+    ]
     return sum(1 / n for n in counts) / len(counts) if counts and min(counts) > 1 else None
 
 
@@ -426,12 +474,21 @@ def result_rows(outcome: HarnessOutcome) -> list[dict[str, Any]]:
                 continue
             metric, filter_name = key.split(",", 1)
             n = results.get("n-samples", {}).get(name, {}).get("effective")
-            rows.append({"task": name, "alias": str(metrics.get("alias", name)).strip(" -"), "is_group": name in groups,
-                         "metric": metric, "filter": filter_name, "value": _number(value),
-                         "stderr": _number(metrics.get(f"{metric}_stderr,{filter_name}")),
-                         "n": n if n is not None else None, "num_fewshot": results.get("n-shot", {}).get(name),
-                         "higher_is_better": results.get("higher_is_better", {}).get(name, {}).get(metric),
-                         "random_baseline": baseline})
+            rows.append(
+                {
+                    "task": name,
+                    "alias": str(metrics.get("alias", name)).strip(" -"),
+                    "is_group": name in groups,
+                    "metric": metric,
+                    "filter": filter_name,
+                    "value": _number(value),
+                    "stderr": _number(metrics.get(f"{metric}_stderr,{filter_name}")),
+                    "n": n if n is not None else None,
+                    "num_fewshot": results.get("n-shot", {}).get(name),
+                    "higher_is_better": results.get("higher_is_better", {}).get(name, {}).get(metric),
+                    "random_baseline": baseline,
+                }
+            )
     return rows
 
 
@@ -448,13 +505,23 @@ def sample_rows(outcome: HarnessOutcome) -> list[dict[str, Any]]:
         request_type = "loglikelihood" if output_type == "multiple_choice" else output_type
         for sample in samples:
             arguments = [list(a) for a in sample["arguments"]]
-            rows.append({"task": task, "doc_id": int(sample["doc_id"]), "filter": sample["filter"],
-                         "doc": _json(sample["doc"]), "prompt": str(arguments[0][0]) if arguments else "",
-                         "arguments": _json(arguments), "request_keys": [request_key(request_type, a) for a in arguments],
-                         "target": str(sample["target"]),
-                         "responses": _json(sample["resps"]), "filtered_responses": _json(sample["filtered_resps"]),
-                         "metrics": _json({m: sample[m] for m in sample["metrics"]}),
-                         "doc_hash": sample["doc_hash"], "prompt_hash": sample["prompt_hash"]})
+            rows.append(
+                {
+                    "task": task,
+                    "doc_id": int(sample["doc_id"]),
+                    "filter": sample["filter"],
+                    "doc": _json(sample["doc"]),
+                    "prompt": str(arguments[0][0]) if arguments else "",
+                    "arguments": _json(arguments),
+                    "request_keys": [request_key(request_type, a) for a in arguments],
+                    "target": str(sample["target"]),
+                    "responses": _json(sample["resps"]),
+                    "filtered_responses": _json(sample["filtered_resps"]),
+                    "metrics": _json({m: sample[m] for m in sample["metrics"]}),
+                    "doc_hash": sample["doc_hash"],
+                    "prompt_hash": sample["prompt_hash"],
+                }
+            )
     return rows
 
 
@@ -501,12 +568,17 @@ def parse_declaration(path: Path) -> HarnessBenchmark:
     if not isinstance(headline, dict) or set(headline) - {"metric", "filter"}:
         raise HarnessTaskError(f"{path}: headline is a mapping with metric and optionally filter")
     include = data.get("include_path") or []
-    run = HarnessRun(task=str(data.get("task") or path.stem),
-                     include_path=tuple(relative(p) for p in ([include] if isinstance(include, str) else include)),
-                     data_files={task: {split: relative(f) for split, f in splits.items()} for task, splits in files.items()},
-                     overrides=data.get("overrides") or {}, num_fewshot=data.get("num_fewshot"), limit=data.get("limit"))
-    return HarnessBenchmark(path.stem, str(data.get("title") or run.task), run, headline.get("metric"),
-                            headline.get("filter", "none"))
+    run = HarnessRun(
+        task=str(data.get("task") or path.stem),
+        include_path=tuple(relative(p) for p in ([include] if isinstance(include, str) else include)),
+        data_files={task: {split: relative(f) for split, f in splits.items()} for task, splits in files.items()},
+        overrides=data.get("overrides") or {},
+        num_fewshot=data.get("num_fewshot"),
+        limit=data.get("limit"),
+    )
+    return HarnessBenchmark(
+        path.stem, str(data.get("title") or run.task), run, headline.get("metric"), headline.get("filter", "none")
+    )
 
 
 def declarations_folder() -> Path:
@@ -520,26 +592,43 @@ def load_declarations(folder: Path | str | None = None) -> dict[str, HarnessBenc
     return {path.stem: parse_declaration(path) for path in sorted(folder.glob("*.yaml"))} if folder.is_dir() else {}
 
 
-def headline_rows(results: Sequence[Mapping[str, Any]],
-                  declarations: Mapping[str, HarnessBenchmark]) -> list[dict[str, Any]]:
+def headline_rows(
+    results: Sequence[Mapping[str, Any]], declarations: Mapping[str, HarnessBenchmark]
+) -> list[dict[str, Any]]:
     """Each model's headline on each harness benchmark: the declared metric (and filter) of the
     benchmark's own task or group, else the first metric it reports, from its run with the
     declared settings (their settings key), else its latest run."""
     rows = []
-    for (benchmark, model) in sorted({(r["benchmark"], r["model"]) for r in results}):
+    for benchmark, model in sorted({(r["benchmark"], r["model"]) for r in results}):
         declared = declarations.get(benchmark)
         run = declared.run if declared else HarnessRun(task=benchmark)
         runs = [r for r in results if r["benchmark"] == benchmark and r["model"] == model]
         chosen = max(runs, key=lambda r: (r["settings_key"] == run.settings_key(), r["computed_at"]))
         task = run.task
-        own = [r for r in runs if r["settings_key"] == chosen["settings_key"] and r["task"] == task
-               and r["value"] is not None]
-        wanted = [r for r in own if declared and r["metric"] == declared.headline_metric
-                  and r["filter"] == declared.headline_filter] or own
+        own = [
+            r
+            for r in runs
+            if r["settings_key"] == chosen["settings_key"] and r["task"] == task and r["value"] is not None
+        ]
+        wanted = [
+            r
+            for r in own
+            if declared and r["metric"] == declared.headline_metric and r["filter"] == declared.headline_filter
+        ] or own
         if wanted:
             best = wanted[0]
-            rows.append({"benchmark": benchmark, "model": model, "model_fingerprint": best["model_fingerprint"],
-                         "task": task, "metric": best["metric"],
-                         "filter": best["filter"], "value": best["value"], "stderr": best["stderr"], "n": best["n"],
-                         "num_fewshot": best["num_fewshot"]})
+            rows.append(
+                {
+                    "benchmark": benchmark,
+                    "model": model,
+                    "model_fingerprint": best["model_fingerprint"],
+                    "task": task,
+                    "metric": best["metric"],
+                    "filter": best["filter"],
+                    "value": best["value"],
+                    "stderr": best["stderr"],
+                    "n": best["n"],
+                    "num_fewshot": best["num_fewshot"],
+                }
+            )
     return rows

@@ -11,7 +11,8 @@ in mode `harness`.
 
 from __future__ import annotations
 
-from typing import Any, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -29,13 +30,23 @@ def headline_task(benchmark: str) -> ProtocolTask:
     if benchmark in tasks:
         return tasks[benchmark]
     spec = BENCHMARKS[benchmark]
-    return ProtocolTask(benchmark, "loglikelihood" if spec.multiple_choice else "generate",
-                        spec.headline_metric, fewshot=spec.headline_fewshot)
+    return ProtocolTask(
+        benchmark,
+        "loglikelihood" if spec.multiple_choice else "generate",
+        spec.headline_metric,
+        fewshot=spec.headline_fewshot,
+    )
 
 
 def _distance(score: Mapping[str, Any], task: ProtocolTask) -> tuple:
-    return (score["metric"] != task.metric, score["prompt_format"] != task.prompt_format, score["mode"] != task.mode,
-            score["num_fewshot"] != task.num_fewshot, -score["num_fewshot"], score["model_fingerprint"])
+    return (
+        score["metric"] != task.metric,
+        score["prompt_format"] != task.prompt_format,
+        score["mode"] != task.mode,
+        score["num_fewshot"] != task.num_fewshot,
+        -score["num_fewshot"],
+        score["model_fingerprint"],
+    )
 
 
 def headline_scores(scores: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -43,11 +54,24 @@ def headline_scores(scores: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
     groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for score in scores:
         groups.setdefault((score["model"], score["benchmark"]), []).append(score)
-    columns = ("model", "model_fingerprint", "benchmark", "mode", "prompt_format", "num_fewshot", "metric", "n",
-               "accuracy", "ci_low", "ci_high")
-    return [{column: best[column] for column in columns}
-            for (model, benchmark), group in sorted(groups.items())
-            for best in [min(group, key=lambda s: _distance(s, headline_task(benchmark)))]]
+    columns = (
+        "model",
+        "model_fingerprint",
+        "benchmark",
+        "mode",
+        "prompt_format",
+        "num_fewshot",
+        "metric",
+        "n",
+        "accuracy",
+        "ci_low",
+        "ci_high",
+    )
+    return [
+        {column: best[column] for column in columns}
+        for (model, benchmark), group in sorted(groups.items())
+        for best in [min(group, key=lambda s: _distance(s, headline_task(benchmark)))]
+    ]
 
 
 def harness_headline_scores(headlines: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -57,11 +81,21 @@ def harness_headline_scores(headlines: Sequence[Mapping[str, Any]]) -> list[dict
     rows = []
     for h in headlines:
         half = Z_95 * h["stderr"] if h["stderr"] is not None else None
-        rows.append({"model": h["model"], "model_fingerprint": h["model_fingerprint"], "benchmark": h["benchmark"],
-                     "mode": HARNESS_MODE, "prompt_format": "harness", "num_fewshot": h["num_fewshot"],
-                     "metric": h["metric"] if h["filter"] == "none" else f"{h['metric']},{h['filter']}",
-                     "n": h["n"], "accuracy": h["value"], "ci_low": None if half is None else h["value"] - half,
-                     "ci_high": None if half is None else h["value"] + half})
+        rows.append(
+            {
+                "model": h["model"],
+                "model_fingerprint": h["model_fingerprint"],
+                "benchmark": h["benchmark"],
+                "mode": HARNESS_MODE,
+                "prompt_format": "harness",
+                "num_fewshot": h["num_fewshot"],
+                "metric": h["metric"] if h["filter"] == "none" else f"{h['metric']},{h['filter']}",
+                "n": h["n"],
+                "accuracy": h["value"],
+                "ci_low": None if half is None else h["value"] - half,
+                "ci_high": None if half is None else h["value"] + half,
+            }
+        )
     return rows
 
 
@@ -97,8 +131,11 @@ def short_fingerprint(fingerprint: str) -> str:
     return fingerprint.rsplit("/", 1)[-1]
 
 
-def leaderboard_table(headlines: Sequence[Mapping[str, Any]], averages: Sequence[Mapping[str, Any]],
-                      benchmarks: Collection[str] | None = None) -> pd.DataFrame:
+def leaderboard_table(
+    headlines: Sequence[Mapping[str, Any]],
+    averages: Sequence[Mapping[str, Any]],
+    benchmarks: Collection[str] | None = None,
+) -> pd.DataFrame:
     """Models as rows; each benchmark's headline (`value [95% interval]`; only `benchmarks`' if given)
     and the protocol average (labelled complete or partial, per model) as columns; best complete
     average first."""
@@ -108,13 +145,17 @@ def leaderboard_table(headlines: Sequence[Mapping[str, Any]], averages: Sequence
     for model in models:
         own = [h for h in headlines if h["model"] == model]
         mean = [a for a in averages if a["model"] == model]
-        row = {"model": model, "fingerprint": ", ".join(sorted({short_fingerprint(h["model_fingerprint"])
-                                                                for h in own + mean}))}
+        row = {
+            "model": model,
+            "fingerprint": ", ".join(sorted({short_fingerprint(h["model_fingerprint"]) for h in own + mean})),
+        }
         for label, benchmark, harness in columns:
-            row[label] = next((_cell(h) for h in own if h["benchmark"] == benchmark
-                               and (h["mode"] == HARNESS_MODE) == harness), "")
+            row[label] = next(
+                (_cell(h) for h in own if h["benchmark"] == benchmark and (h["mode"] == HARNESS_MODE) == harness), ""
+            )
         row[PRIMARY_PROTOCOL] = "; ".join(
-            f"{a['accuracy']:.4f} ({a['status']})" if a["accuracy"] is not None else a["status"] for a in mean)
+            f"{a['accuracy']:.4f} ({a['status']})" if a["accuracy"] is not None else a["status"] for a in mean
+        )
         complete = [a["accuracy"] for a in mean if a["status"] == "complete" and a["accuracy"] is not None]
         rows.append((-(max(complete) if complete else -1.0), model, row))
     return pd.DataFrame([row for *_, row in sorted(rows, key=lambda r: r[:2])])
@@ -124,20 +165,30 @@ def leaderboard_plot(headlines: Sequence[Mapping[str, Any]]) -> str:
     """Markdown embedding a PNG: each model's headline score per benchmark, with its 95% interval."""
     from eval_platform.common.plots import new_axes, png_markdown
 
-    columns = [(name if not harness else f"{name} (harness)", (name, harness)) for _, name, harness in _columns(headlines)
-               if any(h["benchmark"] == name and (h["mode"] == HARNESS_MODE) == harness for h in headlines)]
+    columns = [
+        (name if not harness else f"{name} (harness)", (name, harness))
+        for _, name, harness in _columns(headlines)
+        if any(h["benchmark"] == name and (h["mode"] == HARNESS_MODE) == harness for h in headlines)
+    ]
     models = sorted({h["model"] for h in headlines})
-    figure, axes = new_axes("Headline score per benchmark (95% interval)", size=(7, 1 + 0.5 * len(columns)
-                                                                                   * max(1, len(models))))
+    figure, axes = new_axes(
+        "Headline score per benchmark (95% interval)", size=(7, 1 + 0.5 * len(columns) * max(1, len(models)))
+    )
     height = 0.8 / max(1, len(models))
     for i, model in enumerate(models):
         own = {(h["benchmark"], h["mode"] == HARNESS_MODE): h for h in headlines if h["model"] == model}
         ys = [b + (i - (len(models) - 1) / 2) * height for b in range(len(columns))]
-        shown = [(y, own[key]) for y, (_, key) in zip(ys, columns) if key in own]
+        shown = [(y, own[key]) for y, (_, key) in zip(ys, columns, strict=False) if key in own]
         below = [0 if h["ci_low"] is None else h["accuracy"] - h["ci_low"] for _, h in shown]
         above = [0 if h["ci_high"] is None else h["ci_high"] - h["accuracy"] for _, h in shown]
-        axes.barh([y for y, _ in shown], [h["accuracy"] for _, h in shown], height=height, label=model,
-                  xerr=[below, above], capsize=2)
+        axes.barh(
+            [y for y, _ in shown],
+            [h["accuracy"] for _, h in shown],
+            height=height,
+            label=model,
+            xerr=[below, above],
+            capsize=2,
+        )
     axes.set_yticks(range(len(columns)), [label for label, _ in columns])
     axes.set(xlabel="score", xlim=(0, max([1.0, *(h["ci_high"] or h["accuracy"] for h in headlines)])))
     axes.legend(fontsize="small")

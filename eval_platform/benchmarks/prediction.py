@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from eval_platform.benchmarks.harness_format import HarnessItem
 from eval_platform.benchmarks.scoring import ItemScore, argmax_label, exact, length_normalized
@@ -57,23 +58,34 @@ class PredictionMode(Protocol):
     name: str
     formats: tuple[str, ...]  # the first is the default
 
-    def metrics(self, spec: "BenchmarkSpec") -> tuple[str, ...]:
+    def metrics(self, spec: BenchmarkSpec) -> tuple[str, ...]:
         """The metrics it scores in the chat format."""
 
-    def predict_chunk(self, model: LanguageModel, prompts: Sequence[Mapping[str, Any]], prompt_format: str,
-                      spec: "BenchmarkSpec", settings: PredictionSettings) -> list[Prediction]:
-        ...
+    def predict_chunk(
+        self,
+        model: LanguageModel,
+        prompts: Sequence[Mapping[str, Any]],
+        prompt_format: str,
+        spec: BenchmarkSpec,
+        settings: PredictionSettings,
+    ) -> list[Prediction]: ...
 
-    def item_scores(self, row: Mapping[str, Any], spec: "BenchmarkSpec") -> dict[str, ItemScore]:
+    def item_scores(self, row: Mapping[str, Any], spec: BenchmarkSpec) -> dict[str, ItemScore]:
         """The metrics of one stored prediction in the chat format (`row`: prediction and prompt fields)."""
 
 
-def predict(mode: PredictionMode, model: LanguageModel, prompts: Sequence[Mapping[str, Any]], prompt_format: str,
-            spec: "BenchmarkSpec", settings: PredictionSettings = PredictionSettings()) -> list[Prediction]:
+def predict(
+    mode: PredictionMode,
+    model: LanguageModel,
+    prompts: Sequence[Mapping[str, Any]],
+    prompt_format: str,
+    spec: BenchmarkSpec,
+    settings: PredictionSettings = PredictionSettings(),
+) -> list[Prediction]:
     """The mode's predictions for every prompt, `settings.chunk_items` at a time, reporting progress."""
     predictions: list[Prediction] = []
     for start in range(0, len(prompts), settings.chunk_items):
-        chunk = prompts[start: start + settings.chunk_items]
+        chunk = prompts[start : start + settings.chunk_items]
         predictions += mode.predict_chunk(model, chunk, prompt_format, spec, settings)
         settings.progress(len(predictions), len(prompts))
     return predictions
@@ -86,8 +98,13 @@ def chat_of(prompt: Mapping[str, Any]) -> Chat:
 def harness_item_of(prompt: Mapping[str, Any]) -> HarnessItem:
     """The harness request stored with a prompt (for the number of shots it was loaded with)."""
     kwargs = prompt["generation_kwargs"]
-    return HarnessItem(tuple(prompt["contexts"]), tuple(prompt["continuations"]), tuple(prompt["choice_texts"]),
-                       json.loads(kwargs) if isinstance(kwargs, str) else kwargs, tuple(prompt["fewshot_ids"]))
+    return HarnessItem(
+        tuple(prompt["contexts"]),
+        tuple(prompt["continuations"]),
+        tuple(prompt["choice_texts"]),
+        json.loads(kwargs) if isinstance(kwargs, str) else kwargs,
+        tuple(prompt["fewshot_ids"]),
+    )
 
 
 class LetterMode:
@@ -98,11 +115,17 @@ class LetterMode:
         return ("acc",)
 
     def predict_chunk(self, model, prompts, prompt_format, spec, settings):
-        distributions = model.label_probabilities([chat_of(p) for p in prompts], [p["labels"] for p in prompts],
-                                                  settings.batch_size)
-        return [Prediction(p["prompt_id"], argmax_label(p["labels"], [dist[label] for label in p["labels"]])
-                           if dist else None, label_probabilities=dist)
-                for p, dist in zip(prompts, distributions)]
+        distributions = model.label_probabilities(
+            [chat_of(p) for p in prompts], [p["labels"] for p in prompts], settings.batch_size
+        )
+        return [
+            Prediction(
+                p["prompt_id"],
+                argmax_label(p["labels"], [dist[label] for label in p["labels"]]) if dist else None,
+                label_probabilities=dist,
+            )
+            for p, dist in zip(prompts, distributions, strict=False)
+        ]
 
     def item_scores(self, row, spec):
         return {"acc": exact(row["predicted"], row["real_answer"])}
@@ -112,8 +135,9 @@ def loglikelihood_requests(prompt: Mapping[str, Any], prompt_format: str) -> lis
     """One request per choice: lm-evaluation-harness's (context, continuation) pairs, or the chat
     prompt continued by each choice's text."""
     if prompt_format == "harness":
-        return [LoglikelihoodRequest(context, continuation)
-                for context, continuation in harness_item_of(prompt).requests()]
+        return [
+            LoglikelihoodRequest(context, continuation) for context, continuation in harness_item_of(prompt).requests()
+        ]
     return [LoglikelihoodRequest(chat_of(prompt), choice) for choice in prompt["choices"]]
 
 
@@ -128,19 +152,26 @@ class LoglikelihoodMode:
         per_item = [loglikelihood_requests(p, prompt_format) for p in prompts]
         flat = model.loglikelihoods([r for item in per_item for r in item], settings.batch_size)
         predictions, offset = [], 0
-        for prompt, item in zip(prompts, per_item):
-            scores = flat[offset: offset + len(item)]
+        for prompt, item in zip(prompts, per_item, strict=False):
+            scores = flat[offset : offset + len(item)]
             offset += len(item)
             texts = prompt["choice_texts"] if prompt_format == "harness" else [r.continuation for r in item]
             normalized = length_normalized(scores, texts)
-            predictions.append(Prediction(prompt["prompt_id"], argmax_label(prompt["labels"], scores),
-                                          predicted_norm=argmax_label(prompt["labels"], normalized),
-                                          choice_loglikelihoods=list(scores)))
+            predictions.append(
+                Prediction(
+                    prompt["prompt_id"],
+                    argmax_label(prompt["labels"], scores),
+                    predicted_norm=argmax_label(prompt["labels"], normalized),
+                    choice_loglikelihoods=list(scores),
+                )
+            )
         return predictions
 
     def item_scores(self, row, spec):
-        return {"acc": exact(row["predicted"], row["real_answer"]),
-                "acc_norm": exact(row["predicted_norm"], row["real_answer"])}
+        return {
+            "acc": exact(row["predicted"], row["real_answer"]),
+            "acc_norm": exact(row["predicted_norm"], row["real_answer"]),
+        }
 
 
 class GenerateMode:
@@ -154,13 +185,15 @@ class GenerateMode:
         if prompt_format == "harness":
             from eval_platform.benchmarks.engine_lm import generation_request  # imports lm_eval: only when used
 
-            requests = [generation_request(item.prompt, item.generation_kwargs, settings.harness_max_new_tokens)
-                        for item in map(harness_item_of, prompts)]
+            requests = [
+                generation_request(item.prompt, item.generation_kwargs, settings.harness_max_new_tokens)
+                for item in map(harness_item_of, prompts)
+            ]
         else:
             requests = [GenerationRequest(chat_of(p), settings.max_new_tokens) for p in prompts]
         outputs = model.generate(requests, settings.batch_size)
         texts = outputs if prompt_format == "harness" else [text.strip() for text in outputs]
-        return [Prediction(p["prompt_id"], None, output_text=text) for p, text in zip(prompts, texts)]
+        return [Prediction(p["prompt_id"], None, output_text=text) for p, text in zip(prompts, texts, strict=False)]
 
     def item_scores(self, row, spec):
         """Each chat answer filter's answer, equal to the reference answer."""

@@ -15,8 +15,10 @@ ROSTER_DIR = Path(os.environ.get("EVAL_ROSTER_DIR", str(DATA_DIR / "roster")))
 class RosterResource(ConfigurableResource):
     """The roster folder: one file per model (see eval_platform/benchmarks/roster.py)."""
 
-    directory: str = Field(default=str(ROSTER_DIR), description="The roster folder: one YAML or JSON file per "
-                                                                "model. Default: EVAL_ROSTER_DIR, else data/roster/.")
+    directory: str = Field(
+        default=str(ROSTER_DIR),
+        description="The roster folder: one YAML or JSON file per model. Default: EVAL_ROSTER_DIR, else data/roster/.",
+    )
 
     def entries(self) -> dict[str, RosterEntry]:
         return load_roster(self.directory)
@@ -24,8 +26,9 @@ class RosterResource(ConfigurableResource):
     def entry(self, name: str) -> RosterEntry:
         roster = self.entries()
         if name not in roster:
-            raise RosterError(f"No roster entry named {name!r} in {self.directory} (entries: {sorted(roster)}); "
-                              f"add {name}.yaml there")
+            raise RosterError(
+                f"No roster entry named {name!r} in {self.directory} (entries: {sorted(roster)}); add {name}.yaml there"
+            )
         return roster[name]
 
 

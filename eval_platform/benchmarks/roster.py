@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from pydantic import ConfigDict, Field, ValidationError, create_model
 
@@ -34,8 +35,11 @@ ROSTER_SUFFIXES = (".yaml", ".yml", ".json")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 # The model settings an entry may set: ModelSettings' fields (each optional: unset takes the
 # evaluation_model resource's), but not where converted weights are kept, which is the machine's.
-ENTRY_SETTINGS = create_model("EntrySettings", __config__=ConfigDict(extra="forbid", frozen=True),
-                              **ModelSettings.optional_fields(exclude=("model_cache_dir",)))
+ENTRY_SETTINGS = create_model(
+    "EntrySettings",
+    __config__=ConfigDict(extra="forbid", frozen=True),
+    **ModelSettings.optional_fields(exclude=("model_cache_dir",)),
+)
 
 
 class RosterError(ValueError):
@@ -75,13 +79,17 @@ class RosterEntry(ENTRY_SETTINGS):
 
     def settings(self) -> dict[str, Any]:
         """The model settings this entry sets (those it leaves unset come from the resources)."""
-        return {field: getattr(self, field) for field in ENTRY_SETTINGS.model_fields
-                if getattr(self, field) is not None}
+        return {
+            field: getattr(self, field) for field in ENTRY_SETTINGS.model_fields if getattr(self, field) is not None
+        }
 
     def references(self) -> dict[str, str]:
         """The entries this one is compared with, by relation (baseline, previous)."""
-        return {relation: name for relation, name in (("baseline", self.baseline), ("previous", self.previous))
-                if name and name != self.name}
+        return {
+            relation: name
+            for relation, name in (("baseline", self.baseline), ("previous", self.previous))
+            if name and name != self.name
+        }
 
 
 def parse_entry(path: Path) -> RosterEntry:
@@ -115,8 +123,9 @@ def load_roster(folder: Path | str) -> dict[str, RosterEntry]:
     or a baseline (or predecessor) that is not in the roster."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise RosterError(f"The roster folder {folder} does not exist (set EVAL_ROSTER_DIR or the roster "
-                          "resource's directory)")
+        raise RosterError(
+            f"The roster folder {folder} does not exist (set EVAL_ROSTER_DIR or the roster resource's directory)"
+        )
     roster: dict[str, RosterEntry] = {}
     files: dict[str, Path] = {}
     for path in sorted(p for p in folder.iterdir() if p.suffix in ROSTER_SUFFIXES):

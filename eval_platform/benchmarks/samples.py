@@ -7,8 +7,9 @@ two models score differently come first."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import groupby
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 FENCE = "~~~~"  # a prompt's own ``` (code in a question) cannot end its block
 
@@ -53,12 +54,13 @@ def item_answer(item: Mapping[str, Any]) -> str:
         return "label probabilities: " + ", ".join(f"{_code(label)} {p:.3f}" for label, p in shown)
     if item["prompt_format"] == "harness":
         continuations = list(item["harness_continuations"] or [])
-        choices = continuations if len(set(continuations)) > 1 else [f"context {i + 1}" for i in
-                                                                     range(len(continuations))]
+        choices = (
+            continuations if len(set(continuations)) > 1 else [f"context {i + 1}" for i in range(len(continuations))]
+        )
     else:
         choices = list(item["choices"] or [])
     values = list(item["choice_loglikelihoods"] or [])
-    rows = "\n".join(f"| {_cell(choice)} | {value:.4f} |" for choice, value in zip(choices, values))
+    rows = "\n".join(f"| {_cell(choice)} | {value:.4f} |" for choice, value in zip(choices, values, strict=False))
     return f"| choice | log-likelihood |\n|---|---|\n{rows}"
 
 
@@ -66,16 +68,20 @@ def sample_markdown(title: str, rows: Sequence[Mapping[str, Any]]) -> str:
     """Every item of `rows` (one row per item and metric, ordered by run and item: mode, format,
     shots, item): a section per run, then each item with its metrics, answer and prompt."""
     parts = [f"## {title}"]
-    for (mode, prompt_format, shots), run in groupby(rows, key=lambda r: (r["mode"], r["prompt_format"],
-                                                                             r["num_fewshot"])):
+    for (mode, prompt_format, shots), run in groupby(
+        rows, key=lambda r: (r["mode"], r["prompt_format"], r["num_fewshot"])
+    ):
         items = [list(metrics) for _, metrics in groupby(run, key=lambda r: r["prompt_id"])]
         parts.append(f"### {mode} / {prompt_format} / {shots}-shot: {len(items)} items")
         for metrics in items:
             first = metrics[0]
-            scored = " · ".join(f"{m['metric']} **{_number(m['item_score'])}** (answer {_code(m['predicted'])})"
-                                for m in metrics)
-            parts.append(f"#### {first['source_row_id']}\n\n{scored} · reference {_code(first['reference'])}\n\n"
-                         f"{item_answer(first)}\n\nprompt:\n\n{_block(item_prompt(first))}")
+            scored = " · ".join(
+                f"{m['metric']} **{_number(m['item_score'])}** (answer {_code(m['predicted'])})" for m in metrics
+            )
+            parts.append(
+                f"#### {first['source_row_id']}\n\n{scored} · reference {_code(first['reference'])}\n\n"
+                f"{item_answer(first)}\n\nprompt:\n\n{_block(item_prompt(first))}"
+            )
     return "\n\n".join(parts if len(parts) > 1 else [*parts, "_no scored items_"])
 
 
@@ -96,13 +102,18 @@ def side_by_side(model_a: str, model_b: str, rows: Iterable[Mapping[str, Any]]) 
         pairs.sort(key=lambda ab: (ab[0]["value"] == ab[1]["value"], str(ab[0]["source_row_id"])))
         differing = sum(a["value"] != b["value"] for a, b in pairs)
         run = f"{mode} / {prompt_format} " + (f"({settings})" if settings is not None else f"/ {shots}-shot")
-        lines = [f"### {run} / {metric}: {differing} of {len(pairs)} items differ (listed first)",
-                 "| item | question | reference | a answer | a | b answer | b |", "|---|---|---|---|---|---|---|"]
+        lines = [
+            f"### {run} / {metric}: {differing} of {len(pairs)} items differ (listed first)",
+            "| item | question | reference | a answer | a | b answer | b |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for a, b in pairs:
             mark = "**" if a["value"] != b["value"] else ""
-            lines.append(f"| {mark}{_cell(a['source_row_id'], 40)}{mark} | {_cell(a['question'])} | "
-                         f"{_cell(a['reference'], 30)} | {_cell(a['predicted'], 30)} | {_number(a['value'])} | "
-                         f"{_cell(b['predicted'], 30)} | {_number(b['value'])} |")
+            lines.append(
+                f"| {mark}{_cell(a['source_row_id'], 40)}{mark} | {_cell(a['question'])} | "
+                f"{_cell(a['reference'], 30)} | {_cell(a['predicted'], 30)} | {_number(a['value'])} | "
+                f"{_cell(b['predicted'], 30)} | {_number(b['value'])} |"
+            )
         parts.append("\n".join(lines))
     return "\n\n".join(parts if len(parts) > 1 else [*parts, "_no items in common_"])
 
@@ -124,17 +135,24 @@ def harness_sample_markdown(title: str, samples: Sequence[Mapping[str, Any]]) ->
         parts.append(f"### {task}: {len(documents)} documents")
         for filters in documents:
             first = filters[0]
-            scored = "\n".join(f"- filter {_code(f['filter'])}: answer {_code(_json_value(f['filtered_responses']))}, "
-                               + ", ".join(f"{metric} **{_number(value)}**"
-                                           for metric, value in _json_value(f["metrics"]).items()) for f in filters)
+            scored = "\n".join(
+                f"- filter {_code(f['filter'])}: answer {_code(_json_value(f['filtered_responses']))}, "
+                + ", ".join(f"{metric} **{_number(value)}**" for metric, value in _json_value(f["metrics"]).items())
+                for f in filters
+            )
             arguments, responses = _json_value(first["arguments"]), _json_value(first["responses"])
             if arguments and isinstance(arguments[0][1], str):  # log-likelihood requests: one per continuation
-                lines = "\n".join(f"| {_cell(a[1])} | {_number(r[0][0] if isinstance(r[0], list) else r[0])} |"
-                                  for a, r in zip(arguments, responses))
+                lines = "\n".join(
+                    f"| {_cell(a[1])} | {_number(r[0][0] if isinstance(r[0], list) else r[0])} |"
+                    for a, r in zip(arguments, responses, strict=False)
+                )
                 answer = f"| continuation | log-likelihood |\n|---|---|\n{lines}"
             else:
-                answer = "generated:\n\n" + "\n\n".join(_block(str(r[0] if isinstance(r, list) else r))
-                                                        for r in responses)
-            parts.append(f"#### {task} document {first['doc_id']}\n\n{scored}\n- reference {_code(first['target'])}"
-                         f"\n\n{answer}\n\nprompt:\n\n{_block(first['prompt'])}")
+                answer = "generated:\n\n" + "\n\n".join(
+                    _block(str(r[0] if isinstance(r, list) else r)) for r in responses
+                )
+            parts.append(
+                f"#### {task} document {first['doc_id']}\n\n{scored}\n- reference {_code(first['target'])}"
+                f"\n\n{answer}\n\nprompt:\n\n{_block(first['prompt'])}"
+            )
     return "\n\n".join(parts if len(parts) > 1 else [*parts, "_no documents_"])

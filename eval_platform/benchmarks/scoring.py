@@ -5,8 +5,8 @@ confidence interval, and the per-item report of the benchmark specification
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 
 def argmax_label(labels: Sequence[str], scores: Sequence[float]) -> str:
@@ -61,8 +61,11 @@ def aggregate(items: Sequence[ItemScore]) -> Score:
     n = len(items)
     total = sum(item.value for item in items)
     binary = all(item.value in (0.0, 1.0) for item in items)
-    lines = [f"{i}. Output: {item.predicted}, Reference: {item.reference} :: "
-             + (("O" if item.value == 1.0 else "X") if binary else f"{item.value:.4f}") for i, item in enumerate(items)]
+    lines = [
+        f"{i}. Output: {item.predicted}, Reference: {item.reference} :: "
+        + (("O" if item.value == 1.0 else "X") if binary else f"{item.value:.4f}")
+        for i, item in enumerate(items)
+    ]
     accuracy = total / n if n else 0.0
     lines.append(f"Score: {round(accuracy, 4)}")
     interval = wilson_interval(int(total), n) if binary else normal_interval([item.value for item in items])
@@ -86,4 +89,4 @@ def argmax(values: Sequence[float]) -> int:
 
 def length_normalized(loglikelihoods: Sequence[float], choice_texts: Sequence[str]) -> list[float]:
     """`acc_norm`'s scores: each log-likelihood divided by its choice's length in characters."""
-    return [ll / float(len(text)) for ll, text in zip(loglikelihoods, choice_texts)]
+    return [ll / float(len(text)) for ll, text in zip(loglikelihoods, choice_texts, strict=False)]

@@ -17,8 +17,15 @@ import re
 from pathlib import Path
 
 from dagster import (
-    DagsterRunStatus, DefaultSensorStatus, RunRequest, RunStatusSensorContext, SensorEvaluationContext, SensorResult,
-    SkipReason, run_status_sensor, sensor,
+    DagsterRunStatus,
+    DefaultSensorStatus,
+    RunRequest,
+    RunStatusSensorContext,
+    SensorEvaluationContext,
+    SensorResult,
+    SkipReason,
+    run_status_sensor,
+    sensor,
 )
 
 from eval_platform.benchmarks.harness_tasks import load_declarations
@@ -34,12 +41,16 @@ CHECKPOINT_DIR = Path(os.environ.get("EVAL_CHECKPOINT_DIR", str(DATA_DIR / "chec
 CHECKPOINT_SETTINGS = "checkpoints.yaml"
 
 
-@run_status_sensor(run_status=DagsterRunStatus.SUCCESS, monitored_jobs=[benchmark_inputs_job],
-                   request_job=model_evaluation_job, name="roster_evaluation_sensor",
-                   default_status=DefaultSensorStatus.RUNNING,
-                   description="When a benchmark's inputs are refreshed (nightly, or by hand), evaluate every roster "
-                               "model on it. An unchanged model reuses its stored predictions; a changed entry "
-                               "(settings or weights) is evaluated again.")
+@run_status_sensor(
+    run_status=DagsterRunStatus.SUCCESS,
+    monitored_jobs=[benchmark_inputs_job],
+    request_job=model_evaluation_job,
+    name="roster_evaluation_sensor",
+    default_status=DefaultSensorStatus.RUNNING,
+    description="When a benchmark's inputs are refreshed (nightly, or by hand), evaluate every roster "
+    "model on it. An unchanged model reuses its stored predictions; a changed entry "
+    "(settings or weights) is evaluated again.",
+)
 def roster_evaluation_sensor(context: RunStatusSensorContext, roster: RosterResource):
     benchmark = context.dagster_run.tags["dagster/partition"]
     return evaluation_run_requests(context.instance, roster.entries(), [benchmark], context.dagster_run.run_id)
@@ -69,8 +80,16 @@ def new_checkpoint_entries(folder: Path, roster: dict[str, RosterEntry]) -> list
     for directory in checkpoint_dirs(folder):
         name = re.sub(r"[^A-Za-z0-9._-]", "-", directory.name)
         if name not in roster:
-            entries.append(RosterEntry(**{**settings, "name": name, "model": f"local/{directory.resolve()}",
-                                          **({"previous": previous} if previous else {})}))
+            entries.append(
+                RosterEntry(
+                    **{
+                        **settings,
+                        "name": name,
+                        "model": f"local/{directory.resolve()}",
+                        **({"previous": previous} if previous else {}),
+                    }
+                )
+            )
         previous = name
     return entries
 
@@ -85,31 +104,44 @@ def entry_digests(roster: dict[str, RosterEntry]) -> dict[str, str]:
     return {name: hashlib.sha256(entry.model_dump_json().encode()).hexdigest()[:16] for name, entry in roster.items()}
 
 
-@sensor(name="roster_sensor", jobs=[model_evaluation_job], minimum_interval_seconds=30,
-        default_status=DefaultSensorStatus.RUNNING,
-        description="Makes each roster entry a key of the model dimension, and each spec and harness benchmark of "
-                    "data/harness/ a key of the benchmark dimension (so they can be launched from the UI), "
-                    "and evaluates an entry added or changed since the sensor's last tick on its benchmarks of "
-                    "either kind. Its first tick only takes note of the roster.")
+@sensor(
+    name="roster_sensor",
+    jobs=[model_evaluation_job],
+    minimum_interval_seconds=30,
+    default_status=DefaultSensorStatus.RUNNING,
+    description="Makes each roster entry a key of the model dimension, and each spec and harness benchmark of "
+    "data/harness/ a key of the benchmark dimension (so they can be launched from the UI), "
+    "and evaluates an entry added or changed since the sensor's last tick on its benchmarks of "
+    "either kind. Its first tick only takes note of the roster.",
+)
 def roster_sensor(context: SensorEvaluationContext, roster: RosterResource):
     entries = roster.entries()
     digests = entry_digests(entries)
     seen = json.loads(context.cursor) if context.cursor else None
-    changed = {} if seen is None else {name: entry for name, entry in entries.items() if seen.get(name) != digests[name]}
+    changed = (
+        {} if seen is None else {name: entry for name, entry in entries.items() if seen.get(name) != digests[name]}
+    )
     existing = context.instance.get_dynamic_partitions(roster_partitions.name)
     roster_digest = hashlib.sha256(json.dumps(digests).encode()).hexdigest()[:16]
     requests = every_kind_run_requests(context.instance, changed, f"roster-{roster_digest}")
-    return SensorResult(run_requests=requests, cursor=json.dumps(digests), dynamic_partitions_requests=[
-        roster_partitions.build_add_request(missing_partitions(entries, existing))])
+    return SensorResult(
+        run_requests=requests,
+        cursor=json.dumps(digests),
+        dynamic_partitions_requests=[roster_partitions.build_add_request(missing_partitions(entries, existing))],
+    )
 
 
 def checkpoint_sensor(folder: Path = CHECKPOINT_DIR, name: str = "checkpoint_sensor"):
     """A sensor that adds a roster entry for each new checkpoint directory in `folder` and evaluates it."""
 
-    @sensor(name=name, jobs=[model_evaluation_job], minimum_interval_seconds=60,
-            default_status=DefaultSensorStatus.STOPPED,
-            description=f"Adds each new checkpoint directory in {folder} to the roster and evaluates it on its "
-                        f"benchmarks of either kind, comparing it with the checkpoint before it and its baseline.")
+    @sensor(
+        name=name,
+        jobs=[model_evaluation_job],
+        minimum_interval_seconds=60,
+        default_status=DefaultSensorStatus.STOPPED,
+        description=f"Adds each new checkpoint directory in {folder} to the roster and evaluates it on its "
+        f"benchmarks of either kind, comparing it with the checkpoint before it and its baseline.",
+    )
     def _sensor(context: SensorEvaluationContext, roster: RosterResource):
         if not Path(folder).is_dir():
             return SkipReason(f"No checkpoints folder {folder}")
@@ -120,8 +152,9 @@ def checkpoint_sensor(folder: Path = CHECKPOINT_DIR, name: str = "checkpoint_sen
         for entry in new:
             path = write_entry(roster.directory, entry)
             context.log.info(f"Checkpoint {entry.name}: roster entry {path}")
-        return SensorResult(run_requests=every_kind_run_requests(context.instance, {e.name: e for e in new},
-                                                                 "checkpoint"))
+        return SensorResult(
+            run_requests=every_kind_run_requests(context.instance, {e.name: e for e in new}, "checkpoint")
+        )
 
     return _sensor
 

@@ -15,8 +15,9 @@ import json
 import random
 import re
 import string
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from eval_platform.benchmarks.harness_format import harness_documents, harness_items
 from eval_platform.benchmarks.rows import ParsedRow
@@ -171,8 +172,10 @@ def extract_numbers(text: str) -> tuple[str | None, str | None]:
     return gsm8k_final_number(text), flexible
 
 
-GSM8K_CHAT_FILTERS = (AnswerFilter("strict-match", lambda text: extract_numbers(text)[0]),
-                      AnswerFilter("flexible-extract", lambda text: extract_numbers(text)[1]))
+GSM8K_CHAT_FILTERS = (
+    AnswerFilter("strict-match", lambda text: extract_numbers(text)[0]),
+    AnswerFilter("flexible-extract", lambda text: extract_numbers(text)[1]),
+)
 
 
 def parse_gsm8k(row: Mapping[str, Any]) -> ParsedRow:
@@ -212,8 +215,12 @@ def mmlu_harness_layout(row: Mapping[str, Any]) -> Mapping[str, Any]:
     if row.get("options") is None:
         return row
     parsed = parse_mmlu(row)
-    return {"question": parsed.question, "subject": parsed.extras["subject"], "choices": list(parsed.choices),
-            "answer": parsed.answer_index}
+    return {
+        "question": parsed.question,
+        "subject": parsed.extras["subject"],
+        "choices": list(parsed.choices),
+        "answer": parsed.answer_index,
+    }
 
 
 def _shuffled(question: str, n: int) -> tuple[int, ...]:
@@ -242,8 +249,10 @@ def truthfulqa_harness_layout(row: Mapping[str, Any]) -> Mapping[str, Any]:
         return row
     parsed = parse_truthfulqa(row)
     order = [parsed.answer_index, *(i for i in range(len(parsed.choices)) if i != parsed.answer_index)]
-    return {"question": parsed.question,
-            "mc1_targets": {"choices": [parsed.choices[i] for i in order], "labels": [1] + [0] * (len(order) - 1)}}
+    return {
+        "question": parsed.question,
+        "mc1_targets": {"choices": [parsed.choices[i] for i in order], "labels": [1] + [0] * (len(order) - 1)},
+    }
 
 
 def parse_truthfulqa_mc2(row: Mapping[str, Any]) -> ParsedRow:
@@ -267,11 +276,19 @@ _LETTER_ANSWER = "Answer with the letter of the correct option only."
 _TRUTHFUL = f"Answer truthfully, avoiding common misconceptions. {_LETTER_ANSWER}"
 
 
-def _arc(name: str, title: str, hub_name: str) -> "BenchmarkSpec":
+def _arc(name: str, title: str, hub_name: str) -> BenchmarkSpec:
     return BenchmarkSpec(
-        name=name, title=title, data_file=f"{name}.jsonl", hub_path="allenai/ai2_arc", hub_name=hub_name,
-        hub_split="test", system_prompt=f"You are an expert in science. {_LETTER_ANSWER}", parse=parse_arc,
-        harness_task=name, harness_folder="arc", headline_metric="acc_norm",
+        name=name,
+        title=title,
+        data_file=f"{name}.jsonl",
+        hub_path="allenai/ai2_arc",
+        hub_name=hub_name,
+        hub_split="test",
+        system_prompt=f"You are an expert in science. {_LETTER_ANSWER}",
+        parse=parse_arc,
+        harness_task=name,
+        harness_folder="arc",
+        headline_metric="acc_norm",
         fewshot=FewShotSource(f"{name}_train.jsonl", "allenai/ai2_arc", hub_name, "train", shots=25),
     )
 
@@ -282,59 +299,123 @@ BENCHMARKS: dict[str, BenchmarkSpec] = {
         _arc("arc_easy", "ARC-Easy", "ARC-Easy"),
         _arc("arc_challenge", "ARC-Challenge", "ARC-Challenge"),
         BenchmarkSpec(
-            name="gsm8k", title="GSM8K", data_file="gsm8k.jsonl",
-            hub_path="openai/gsm8k", hub_name="main", hub_split="test",
+            name="gsm8k",
+            title="GSM8K",
+            data_file="gsm8k.jsonl",
+            hub_path="openai/gsm8k",
+            hub_name="main",
+            hub_split="test",
             system_prompt=(
                 "You are a careful math tutor. Solve the problem step by step, then give the final "
                 "answer on its own line as '#### <number>'."
             ),
-            parse=parse_gsm8k, harness_task="gsm8k", harness_folder="gsm8k", headline_metric="strict-match", modes=("generate",),
+            parse=parse_gsm8k,
+            harness_task="gsm8k",
+            harness_folder="gsm8k",
+            headline_metric="strict-match",
+            modes=("generate",),
             chat_filters=GSM8K_CHAT_FILTERS,
             fewshot=FewShotSource("gsm8k_train.jsonl", "openai/gsm8k", "main", "train", shots=5),
         ),
         BenchmarkSpec(
-            name="gsm8k_cot", title="GSM8K (chain of thought)", data_file="gsm8k.jsonl",
-            hub_path="openai/gsm8k", hub_name="main", hub_split="test", system_prompt="",
-            parse=parse_gsm8k_cot, harness_task="gsm8k_cot", harness_folder="gsm8k", headline_metric="strict-match", modes=("generate",),
-            chat_format=False, headline_fewshot=True,
+            name="gsm8k_cot",
+            title="GSM8K (chain of thought)",
+            data_file="gsm8k.jsonl",
+            hub_path="openai/gsm8k",
+            hub_name="main",
+            hub_split="test",
+            system_prompt="",
+            parse=parse_gsm8k_cot,
+            harness_task="gsm8k_cot",
+            harness_folder="gsm8k",
+            headline_metric="strict-match",
+            modes=("generate",),
+            chat_format=False,
+            headline_fewshot=True,
             # the harness's eight fixed exemplars (Wei et al., 2022), from its gsm8k-cot.yaml
-            fewshot=FewShotSource("gsm8k_cot_exemplars.jsonl", "lm-evaluation-harness tasks/gsm8k/gsm8k-cot.yaml",
-                                  None, "fewshot_config.samples", shots=8),
+            fewshot=FewShotSource(
+                "gsm8k_cot_exemplars.jsonl",
+                "lm-evaluation-harness tasks/gsm8k/gsm8k-cot.yaml",
+                None,
+                "fewshot_config.samples",
+                shots=8,
+            ),
         ),
         BenchmarkSpec(
-            name="hellaswag", title="HellaSwag", data_file="hellaswag.jsonl",
-            hub_path="Rowan/hellaswag", hub_name=None, hub_split="validation",
+            name="hellaswag",
+            title="HellaSwag",
+            data_file="hellaswag.jsonl",
+            hub_path="Rowan/hellaswag",
+            hub_name=None,
+            hub_split="validation",
             system_prompt=f"Choose the most plausible continuation of the text. {_LETTER_ANSWER}",
-            parse=parse_hellaswag, harness_task="hellaswag", harness_folder="hellaswag", headline_metric="acc_norm", choice_count=4,
+            parse=parse_hellaswag,
+            harness_task="hellaswag",
+            harness_folder="hellaswag",
+            headline_metric="acc_norm",
+            choice_count=4,
             # HellaSwag's train split is not shipped (not available offline): load it by hub id.
             fewshot=FewShotSource(None, "Rowan/hellaswag", None, "train", shots=10),
         ),
         BenchmarkSpec(
-            name="mmlu", title="MMLU", data_file="mmlu.jsonl",
-            hub_path="cais/mmlu", hub_name="all", hub_split="test",
+            name="mmlu",
+            title="MMLU",
+            data_file="mmlu.jsonl",
+            hub_path="cais/mmlu",
+            hub_name="all",
+            hub_split="test",
             system_prompt=f"You are an expert across academic subjects. {_LETTER_ANSWER}",
-            parse=parse_mmlu, harness_task="mmlu_{subject}", harness_folder="mmlu/default", headline_metric="acc", choice_count=4,
+            parse=parse_mmlu,
+            harness_task="mmlu_{subject}",
+            harness_folder="mmlu/default",
+            headline_metric="acc",
+            choice_count=4,
             harness_layout=mmlu_harness_layout,
             fewshot=FewShotSource("mmlu_dev.jsonl", "cais/mmlu", "all", "dev", shots=5),
         ),
         BenchmarkSpec(
-            name="truthfulqa", title="TruthfulQA-MC1", data_file="truthfulqa.jsonl",
-            hub_path="truthfulqa/truthful_qa", hub_name="multiple_choice", hub_split="validation",
-            system_prompt=_TRUTHFUL, parse=parse_truthfulqa, harness_task="truthfulqa_mc1", harness_folder="truthfulqa", headline_metric="acc",
+            name="truthfulqa",
+            title="TruthfulQA-MC1",
+            data_file="truthfulqa.jsonl",
+            hub_path="truthfulqa/truthful_qa",
+            hub_name="multiple_choice",
+            hub_split="validation",
+            system_prompt=_TRUTHFUL,
+            parse=parse_truthfulqa,
+            harness_task="truthfulqa_mc1",
+            harness_folder="truthfulqa",
+            headline_metric="acc",
             harness_layout=truthfulqa_harness_layout,
         ),
         BenchmarkSpec(
-            name="truthfulqa_mc2", title="TruthfulQA-MC2", data_file="truthfulqa.jsonl",
-            hub_path="truthfulqa/truthful_qa", hub_name="multiple_choice", hub_split="validation",
-            system_prompt=_TRUTHFUL, parse=parse_truthfulqa_mc2, harness_task="truthfulqa_mc2", harness_folder="truthfulqa", headline_metric="mc2",
+            name="truthfulqa_mc2",
+            title="TruthfulQA-MC2",
+            data_file="truthfulqa.jsonl",
+            hub_path="truthfulqa/truthful_qa",
+            hub_name="multiple_choice",
+            hub_split="validation",
+            system_prompt=_TRUTHFUL,
+            parse=parse_truthfulqa_mc2,
+            harness_task="truthfulqa_mc2",
+            harness_folder="truthfulqa",
+            headline_metric="mc2",
             harness_metric_names={"acc": "mc2"},
-            modes=("loglikelihood",), chat_format=False,
+            modes=("loglikelihood",),
+            chat_format=False,
         ),
         BenchmarkSpec(
-            name="winogrande", title="Winogrande", data_file="winogrande.jsonl",
-            hub_path="allenai/winogrande", hub_name="winogrande_xl", hub_split="validation",
+            name="winogrande",
+            title="Winogrande",
+            data_file="winogrande.jsonl",
+            hub_path="allenai/winogrande",
+            hub_name="winogrande_xl",
+            hub_split="validation",
             system_prompt="Fill in the blank (_) in the sentence. Answer with the number of the correct option only.",
-            parse=parse_winogrande, harness_task="winogrande", harness_folder="winogrande", headline_metric="acc", numeric_labels=True,
+            parse=parse_winogrande,
+            harness_task="winogrande",
+            harness_folder="winogrande",
+            headline_metric="acc",
+            numeric_labels=True,
             choice_count=2,
             fewshot=FewShotSource("winogrande_train.jsonl", "allenai/winogrande", "winogrande_xl", "train", shots=5),
         ),
@@ -355,7 +436,7 @@ def build_user_prompt(spec: BenchmarkSpec, parsed: ParsedRow) -> str:
     if not spec.multiple_choice:
         return parsed.question.strip()
     labels = spec.labels(len(parsed.choices))
-    options = "\n".join(f"{label}. {choice}" for label, choice in zip(labels, display_choices(parsed)))
+    options = "\n".join(f"{label}. {choice}" for label, choice in zip(labels, display_choices(parsed), strict=False))
     return f"{parsed.question.strip()}\n\n{options}\n\nAnswer with {', '.join(labels[:-1])} or {labels[-1]}."
 
 
@@ -414,8 +495,11 @@ class PreparedRows:
         return [{**p, **items[p["prompt_id"]].fields()} for p in self.prompts if p["prompt_id"] in items]
 
 
-def preprocess_rows(spec: BenchmarkSpec, rows: Sequence[tuple[str, Mapping[str, Any]]],
-                    fewshot_rows: Sequence[tuple[str, Mapping[str, Any]]] = ()) -> PreparedRows:
+def preprocess_rows(
+    spec: BenchmarkSpec,
+    rows: Sequence[tuple[str, Mapping[str, Any]]],
+    fewshot_rows: Sequence[tuple[str, Mapping[str, Any]]] = (),
+) -> PreparedRows:
     """Prompt records for the rows that parse, a rejection (with its reason) for each row that does
     not, and the harness's requests for the rows that parse (in order) at every number of shots the
     spec declares, its examples drawn from the few-shot rows that parse (one that does not is left
@@ -435,13 +519,20 @@ def preprocess_rows(spec: BenchmarkSpec, rows: Sequence[tuple[str, Mapping[str, 
             parse_row(spec, row)
             pool.append((source_row_id, row))
         except RowRejected as reason:
-            rejected.append({"benchmark": spec.name, "source_row_id": None,
-                             "reason": f"few-shot example {source_row_id} left out of the pool: {reason}"})
+            rejected.append(
+                {
+                    "benchmark": spec.name,
+                    "source_row_id": None,
+                    "reason": f"few-shot example {source_row_id} left out of the pool: {reason}",
+                }
+            )
     requests, unavailable = [], {}
     for shots in spec.shot_counts() if docs else ():
         if shots and not pool:
-            unavailable[shots] = (f"no few-shot examples: load {spec.name}'s few-shot split "
-                                  f"({spec.fewshot.hub_path} {spec.fewshot.hub_split})")
+            unavailable[shots] = (
+                f"no few-shot examples: load {spec.name}'s few-shot split "
+                f"({spec.fewshot.hub_path} {spec.fewshot.hub_split})"
+            )
             continue
         try:
             items = harness_items(harness_documents(spec, docs, pool, shots))

@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -118,7 +119,8 @@ _MODEL_COMPARISONS = """
     PRIMARY KEY (benchmark, mode, prompt_format, num_fewshot, metric, model_a, model_b)"""
 # a harness benchmark's comparisons, per settings key as well (mode = the harness task, prompt_format = the filter)
 _HARNESS_COMPARISONS = _MODEL_COMPARISONS.replace(
-    "PRIMARY KEY (benchmark,", "settings_key VARCHAR NOT NULL, PRIMARY KEY (benchmark, settings_key,")
+    "PRIMARY KEY (benchmark,", "settings_key VARCHAR NOT NULL, PRIMARY KEY (benchmark, settings_key,"
+)
 # every benchmark's headline, a spec's or a harness task's (mode `harness`, whose shots, documents
 # and interval may be unknown: a group's, or a metric without a standard error)
 _LEADERBOARD = """
@@ -160,13 +162,19 @@ def _from_unversioned(conn: Any) -> None:
     prompt format 'seed' (now 'chat'), no number of shots."""
     for stage, table in (("ingest", "ingest_rejections"), ("preprocess", "prompt_rejections")):
         conn.execute(f"CREATE TABLE {table} ({_V1_REJECTIONS})")
-        conn.execute(f"INSERT INTO {table} BY NAME SELECT benchmark, source_row_id, row_json, reason, rejected_at "
-                     f"FROM rejected_rows WHERE stage = '{stage}'")
+        conn.execute(
+            f"INSERT INTO {table} BY NAME SELECT benchmark, source_row_id, row_json, reason, rejected_at "
+            f"FROM rejected_rows WHERE stage = '{stage}'"
+        )
     conn.execute("DROP TABLE rejected_rows")
     renamed = "CASE prompt_format WHEN 'seed' THEN 'chat' ELSE prompt_format END AS prompt_format"
     rebuild_table(conn, "predictions", _PREDICTIONS_V5, f"* REPLACE ({renamed}), 0 AS num_fewshot")
-    rebuild_table(conn, "scores", _SCORES_V4.replace("correct DOUBLE", "correct INTEGER"),
-                  f"* REPLACE ({renamed}), 0 AS num_fewshot")
+    rebuild_table(
+        conn,
+        "scores",
+        _SCORES_V4.replace("correct DOUBLE", "correct INTEGER"),
+        f"* REPLACE ({renamed}), 0 AS num_fewshot",
+    )
 
 
 def _with_harness_requests(conn: Any) -> None:
@@ -175,9 +183,13 @@ def _with_harness_requests(conn: Any) -> None:
     conn.execute("ALTER TABLE raw_rows ADD COLUMN line INTEGER")
     rebuild_table(conn, "ingest_rejections", _SOURCE_REJECTIONS, "*")
     rebuild_table(conn, "prompt_rejections", _REJECTIONS, "*")
-    rebuild_table(conn, "prompts", _PROMPTS,
-                  "* EXCLUDE (harness_contexts, harness_continuations), (SELECT r.row_number FROM raw_rows r "
-                  "WHERE r.benchmark = old.benchmark AND r.source_row_id = old.source_row_id) AS row_number")
+    rebuild_table(
+        conn,
+        "prompts",
+        _PROMPTS,
+        "* EXCLUDE (harness_contexts, harness_continuations), (SELECT r.row_number FROM raw_rows r "
+        "WHERE r.benchmark = old.benchmark AND r.source_row_id = old.source_row_id) AS row_number",
+    )
     rebuild_table(conn, "scores", _SCORES_V4, "* REPLACE (correct::DOUBLE AS correct)")
 
 
@@ -208,16 +220,20 @@ def legacy_names(models: Sequence[tuple[str, str]]) -> dict[str, str]:
     segment and its precision (`local/smollm2-135m-instruct` in bfloat16 ->
     `smollm2-135m-instruct-bfloat16`; a local model without a precision suffix ran in float32), with
     the fingerprint's digest added where two fingerprints would share a name."""
+
     def base(model: str, fingerprint: str) -> str:
         stem = re.sub(r"[^A-Za-z0-9._-]", "-", model.rstrip("/").rsplit("/", 1)[-1]).strip("-") or "model"
-        precision = fingerprint.rsplit("+", 1)[1] if "+" in fingerprint else \
-            "float32" if model.startswith("local/") else None
+        precision = (
+            fingerprint.rsplit("+", 1)[1] if "+" in fingerprint else "float32" if model.startswith("local/") else None
+        )
         return f"{stem}-{precision}" if precision else stem
 
     names = {fingerprint: base(model, fingerprint) for model, fingerprint in models}
     shared = Counter(names.values())
-    return {fingerprint: name if shared[name] == 1 else f"{name}-{fingerprint.rsplit('@', 1)[-1][:8]}"
-            for fingerprint, name in names.items()}
+    return {
+        fingerprint: name if shared[name] == 1 else f"{name}-{fingerprint.rsplit('@', 1)[-1][:8]}"
+        for fingerprint, name in names.items()
+    }
 
 
 def _with_roster_names(conn: Any) -> None:
@@ -242,11 +258,13 @@ def _with_roster_names(conn: Any) -> None:
         "item_scores": (_ITEM_SCORES, f"*, {name} AS model"),
         "score_history": (_SCORE_HISTORY, f"* REPLACE ({name} AS model)"),
         "protocol_results": (_PROTOCOL_RESULTS, f"* REPLACE ({name} AS model)"),
-        "model_comparisons": (_MODEL_COMPARISONS,
-                              f"* REPLACE ({side.format('a')} AS model_a, {side.format('b')} AS model_b), "
-                              "'compared before the roster' AS relation, NULL::VARCHAR[] AS flipped_to_wrong, "
-                              f"CASE WHEN mcnemar_p IS NULL THEN '{NO_PAIRED_TEST}' ELSE 'exact McNemar' END "
-                              "AS paired_test"),
+        "model_comparisons": (
+            _MODEL_COMPARISONS,
+            f"* REPLACE ({side.format('a')} AS model_a, {side.format('b')} AS model_b), "
+            "'compared before the roster' AS relation, NULL::VARCHAR[] AS flipped_to_wrong, "
+            f"CASE WHEN mcnemar_p IS NULL THEN '{NO_PAIRED_TEST}' ELSE 'exact McNemar' END "
+            "AS paired_test",
+        ),
     }
     for table, (columns, select) in rebuilt.items():
         if table in existing:  # a table created since is created with its new columns
@@ -270,14 +288,19 @@ def _with_harness_built_requests(conn: Any) -> None:
     kwargs = " ".join(f"WHEN '{name}' THEN '{json.dumps(value)}'" for name, value in _V5_GENERATION_KWARGS.items())
     existing = _existing_tables(conn)
     if "harness_requests" in existing:  # a table created since is created with its new columns
-        rebuild_table(conn, "harness_requests", _HARNESS_REQUESTS, f"""
+        rebuild_table(
+            conn,
+            "harness_requests",
+            _HARNESS_REQUESTS,
+            f"""
             prompt_id, benchmark, num_fewshot, choice_texts, fewshot_ids,
         CASE WHEN len(continuations) = 0 THEN [prefix || contexts[1]]
              WHEN len(contexts) > 1 THEN list_transform(contexts, lambda c: prefix || c)
              ELSE list_transform(continuations, lambda k: prefix || contexts[1]) END AS contexts,
         CASE WHEN len(contexts) > 1 THEN list_transform(contexts, lambda c: continuations[1])
              ELSE continuations END AS continuations,
-        CASE WHEN len(continuations) = 0 THEN CASE benchmark {kwargs} END END::JSON AS generation_kwargs""")
+        CASE WHEN len(continuations) = 0 THEN CASE benchmark {kwargs} END END::JSON AS generation_kwargs""",
+        )
     rebuild_table(conn, "predictions", _PREDICTIONS, "* EXCLUDE (predicted_flexible)")
 
 
@@ -304,21 +327,33 @@ def _with_settings_keys(conn: Any) -> None:
     held of them)."""
     if "harness_results" not in _existing_tables(conn):  # the harness's tables are created whole
         return
-    settings = [row[0] for row in conn.execute(
-        "SELECT DISTINCT settings::VARCHAR FROM harness_results UNION SELECT DISTINCT settings::VARCHAR "
-        "FROM harness_history").fetchall()]
+    settings = [
+        row[0]
+        for row in conn.execute(
+            "SELECT DISTINCT settings::VARCHAR FROM harness_results UNION SELECT DISTINCT settings::VARCHAR "
+            "FROM harness_history"
+        ).fetchall()
+    ]
     conn.execute("CREATE TEMP TABLE settings_keys (settings VARCHAR, settings_key VARCHAR)")
-    conn.executemany("INSERT INTO settings_keys VALUES (?, ?)",
-                     [(text, settings_key(json.loads(text))) for text in settings])
-    conn.execute("CREATE TEMP TABLE run_keys AS SELECT DISTINCT r.benchmark, r.model, k.settings_key "
-                 "FROM harness_results r JOIN settings_keys k ON k.settings = r.settings::VARCHAR")
+    conn.executemany(
+        "INSERT INTO settings_keys VALUES (?, ?)", [(text, settings_key(json.loads(text))) for text in settings]
+    )
+    conn.execute(
+        "CREATE TEMP TABLE run_keys AS SELECT DISTINCT r.benchmark, r.model, k.settings_key "
+        "FROM harness_results r JOIN settings_keys k ON k.settings = r.settings::VARCHAR"
+    )
     own = "(SELECT k.settings_key FROM settings_keys k WHERE k.settings = old.settings::VARCHAR)"
-    runs = ("(SELECT coalesce(any_value(k.settings_key), '{}') FROM run_keys k WHERE k.benchmark = old.benchmark "
-            "AND k.model = old.{})")
+    runs = (
+        "(SELECT coalesce(any_value(k.settings_key), '{}') FROM run_keys k WHERE k.benchmark = old.benchmark "
+        "AND k.model = old.{})"
+    )
     unknown = settings_key({})
-    for table, columns, value in (("harness_results", _HARNESS_RESULTS, own), ("harness_history", _HARNESS_HISTORY, own),
-                                  ("harness_samples", _HARNESS_SAMPLES, runs.format(unknown, "model")),
-                                  ("harness_comparisons", _HARNESS_COMPARISONS, runs.format(unknown, "model_a"))):
+    for table, columns, value in (
+        ("harness_results", _HARNESS_RESULTS, own),
+        ("harness_history", _HARNESS_HISTORY, own),
+        ("harness_samples", _HARNESS_SAMPLES, runs.format(unknown, "model")),
+        ("harness_comparisons", _HARNESS_COMPARISONS, runs.format(unknown, "model_a")),
+    ):
         if is_lake(conn):  # no keys to change: the column is added in place
             conn.execute(f"ALTER TABLE {table} ADD COLUMN settings_key VARCHAR")
             conn.execute(f"UPDATE {table} AS old SET settings_key = {value}")
@@ -332,25 +367,35 @@ def _spec_metric_and_filter(alias: str) -> str:
     """A spec's metric and filter as the harness names them: a generated answer's metric is
     exact_match under the answer filter the spec names it by (strict-match, flexible-extract); any
     other metric's filter is `none`."""
-    return (f"CASE WHEN {alias}mode = 'generate' THEN 'exact_match' ELSE {alias}metric END AS metric, "
-            f"CASE WHEN {alias}mode = 'generate' THEN {alias}metric ELSE 'none' END AS filter")
+    return (
+        f"CASE WHEN {alias}mode = 'generate' THEN 'exact_match' ELSE {alias}metric END AS metric, "
+        f"CASE WHEN {alias}mode = 'generate' THEN {alias}metric ELSE 'none' END AS filter"
+    )
 
 
 def _protocol_cell(table: str, column: str, protocol: str, benchmark: str, name: str) -> str:
-    return (f"(SELECT any_value(p.{column}) FROM {table} p WHERE p.model = l.model AND p.protocol = '{protocol}' "
-            f"AND p.benchmark = '{benchmark}') AS {name}")
+    return (
+        f"(SELECT any_value(p.{column}) FROM {table} p WHERE p.model = l.model AND p.protocol = '{protocol}' "
+        f"AND p.benchmark = '{benchmark}') AS {name}"
+    )
 
 
 def _leaderboard_wide() -> str:
     """One row per model: each spec's headline, the v1 average and its status, each v2 task's
     normalised score, the v2 average and its status."""
-    specs = [f"max(l.accuracy) FILTER (WHERE l.benchmark = '{name}' AND l.mode <> '{HARNESS_MODE}') AS {name}"
-             for name in BENCHMARKS]
-    v1 = [_protocol_cell("protocol_results", "accuracy", PRIMARY_PROTOCOL, "average", PRIMARY_PROTOCOL),
-          _protocol_cell("protocol_results", "status", PRIMARY_PROTOCOL, "average", f"{PRIMARY_PROTOCOL}_status")]
+    specs = [
+        f"max(l.accuracy) FILTER (WHERE l.benchmark = '{name}' AND l.mode <> '{HARNESS_MODE}') AS {name}"
+        for name in BENCHMARKS
+    ]
+    v1 = [
+        _protocol_cell("protocol_results", "accuracy", PRIMARY_PROTOCOL, "average", PRIMARY_PROTOCOL),
+        _protocol_cell("protocol_results", "status", PRIMARY_PROTOCOL, "average", f"{PRIMARY_PROTOCOL}_status"),
+    ]
     v2 = [_protocol_cell("normalized_scores", "normalized", V2_PROTOCOL, task.task, task.task) for task in V2_TASKS]
-    v2 += [_protocol_cell("normalized_scores", "normalized", V2_PROTOCOL, "average", V2_PROTOCOL),
-           _protocol_cell("normalized_scores", "status", V2_PROTOCOL, "average", f"{V2_PROTOCOL}_status")]
+    v2 += [
+        _protocol_cell("normalized_scores", "normalized", V2_PROTOCOL, "average", V2_PROTOCOL),
+        _protocol_cell("normalized_scores", "status", V2_PROTOCOL, "average", f"{V2_PROTOCOL}_status"),
+    ]
     return f"SELECT l.model, {', '.join(specs + v1 + v2)} FROM leaderboard l GROUP BY l.model"
 
 
@@ -480,9 +525,17 @@ class BenchmarkStore(Store):
         # protocol's average, a column per v2 task (its normalised score, 0 to 100) and the v2 average
         "leaderboard_wide": _leaderboard_wide(),
     }
-    migrations = {0: _from_unversioned, 1: _with_harness_requests, 2: _with_prediction_runs,
-                  3: _with_harness_metric_names, 4: _with_roster_names, 5: _with_harness_built_requests,
-                  6: _with_harness_headlines, 7: _with_sample_request_keys, 8: _with_settings_keys}
+    migrations = {
+        0: _from_unversioned,
+        1: _with_harness_requests,
+        2: _with_prediction_runs,
+        3: _with_harness_metric_names,
+        4: _with_roster_names,
+        5: _with_harness_built_requests,
+        6: _with_harness_headlines,
+        7: _with_sample_request_keys,
+        8: _with_settings_keys,
+    }
 
     # --- raw and few-shot rows ----------------------------------------------------------------------
 
@@ -492,8 +545,10 @@ class BenchmarkStore(Store):
 
     @reads("raw_rows")
     def load_raw_rows(self, benchmark: str) -> list[dict[str, Any]]:
-        return self.rows("SELECT source_row_id, row_number, row_json FROM raw_rows WHERE benchmark = ? "
-                         "ORDER BY row_number", [benchmark])
+        return self.rows(
+            "SELECT source_row_id, row_number, row_json FROM raw_rows WHERE benchmark = ? ORDER BY row_number",
+            [benchmark],
+        )
 
     @writes("fewshot_rows", "fewshot_rejections")
     def replace_fewshot_rows(self, benchmark: str, rows: pd.DataFrame, rejections: pd.DataFrame) -> None:
@@ -501,38 +556,52 @@ class BenchmarkStore(Store):
 
     @reads("fewshot_rows")
     def load_fewshot_rows(self, benchmark: str) -> list[dict[str, Any]]:
-        return self.rows("SELECT source_row_id, row_json FROM fewshot_rows WHERE benchmark = ? ORDER BY row_number",
-                         [benchmark])
+        return self.rows(
+            "SELECT source_row_id, row_json FROM fewshot_rows WHERE benchmark = ? ORDER BY row_number", [benchmark]
+        )
 
     # --- prompts --------------------------------------------------------------------------------
 
     @writes("prompts", "prompt_rejections", "harness_requests")
-    def replace_prompts(self, benchmark: str, prompts: pd.DataFrame, rejections: pd.DataFrame,
-                        requests: pd.DataFrame) -> None:
-        self.replace_together("benchmark = ?", [benchmark], prompts=prompts, prompt_rejections=rejections,
-                              harness_requests=requests)
+    def replace_prompts(
+        self, benchmark: str, prompts: pd.DataFrame, rejections: pd.DataFrame, requests: pd.DataFrame
+    ) -> None:
+        self.replace_together(
+            "benchmark = ?", [benchmark], prompts=prompts, prompt_rejections=rejections, harness_requests=requests
+        )
 
     @reads("prompts", "harness_requests")
     def load_prompts(self, benchmark: str, num_fewshot: int = 0) -> list[dict[str, Any]]:
         """The benchmark's prompts in source order, each with its harness request for `num_fewshot`
         shots (its fields None where the prompt has none)."""
-        return self.rows("""
+        return self.rows(
+            """
             SELECT p.*, h.contexts, h.continuations, h.choice_texts, h.generation_kwargs, h.fewshot_ids
             FROM prompts p LEFT JOIN harness_requests h ON h.prompt_id = p.prompt_id AND h.num_fewshot = ?
-            WHERE p.benchmark = ? ORDER BY p.row_number, p.source_row_id""", [num_fewshot, benchmark])
+            WHERE p.benchmark = ? ORDER BY p.row_number, p.source_row_id""",
+            [num_fewshot, benchmark],
+        )
 
     # --- predictions ----------------------------------------------------------------------------
 
     @reads("predictions")
     def stored_prediction_ids(self, key: Mapping[str, Any]) -> set[str]:
         condition = " AND ".join(f"{column} = ?" for column in key)
-        return {r["prompt_id"] for r in self.rows(f"SELECT prompt_id FROM predictions WHERE {condition}",
-                                                  list(key.values()))}
+        return {
+            r["prompt_id"]
+            for r in self.rows(f"SELECT prompt_id FROM predictions WHERE {condition}", list(key.values()))
+        }
 
     @writes("predictions", "prediction_runs", "model_evaluations")
     @reads("prompts")
-    def save_predictions(self, key: Mapping[str, Any], predictions: pd.DataFrame, replace_all: bool,
-                         run: pd.DataFrame, evaluation: pd.DataFrame) -> None:
+    def save_predictions(
+        self,
+        key: Mapping[str, Any],
+        predictions: pd.DataFrame,
+        replace_all: bool,
+        run: pd.DataFrame,
+        evaluation: pd.DataFrame,
+    ) -> None:
         """Store new predictions under `key` (model, benchmark, mode, format, shots), the row of
         `prediction_runs` saying where their run computed them, and the `evaluation` row naming the
         roster entry they were evaluated for. Predictions for prompts the benchmark
@@ -542,36 +611,52 @@ class BenchmarkStore(Store):
         run; a run none of whose predictions remain is kept while it is one of the benchmark's latest
         `KEPT_RUNS` (as `score_history` keeps its runs, whose predictions it names)."""
         condition = " AND ".join(f"{column} = ?" for column in key)
-        replaced = ("" if replace_all else " AND (prompt_id NOT IN (SELECT prompt_id FROM prompts WHERE benchmark = ?)"
-                    " OR list_contains(?, prompt_id))")
+        replaced = (
+            ""
+            if replace_all
+            else " AND (prompt_id NOT IN (SELECT prompt_id FROM prompts WHERE benchmark = ?)"
+            " OR list_contains(?, prompt_id))"
+        )
         benchmark = key["benchmark"]
-        self.replace("predictions", predictions, condition + replaced,
-                     [*key.values(), *([] if replace_all else [benchmark, list(predictions["prompt_id"])])],
-                     "* EXCLUDE (label_keys, label_values), map(label_keys, label_values) AS label_probabilities")
+        self.replace(
+            "predictions",
+            predictions,
+            condition + replaced,
+            [*key.values(), *([] if replace_all else [benchmark, list(predictions["prompt_id"])])],
+            "* EXCLUDE (label_keys, label_values), map(label_keys, label_values) AS label_probabilities",
+        )
         if len(predictions):
             self.replace("prediction_runs", run, "benchmark = ? AND run_id = ?", [benchmark, run["run_id"].iloc[0]])
         entry = evaluation.iloc[0]
-        self.replace("model_evaluations", evaluation, "benchmark = ? AND model = ? AND mode = ? AND "
-                     "prompt_format = ? AND num_fewshot = ?",
-                     [benchmark, entry["model"], entry["mode"], entry["prompt_format"], int(entry["num_fewshot"])])
-        self.sql("""DELETE FROM prediction_runs WHERE benchmark = ? AND run_id NOT IN (
+        self.replace(
+            "model_evaluations",
+            evaluation,
+            "benchmark = ? AND model = ? AND mode = ? AND prompt_format = ? AND num_fewshot = ?",
+            [benchmark, entry["model"], entry["mode"], entry["prompt_format"], int(entry["num_fewshot"])],
+        )
+        self.sql(
+            """DELETE FROM prediction_runs WHERE benchmark = ? AND run_id NOT IN (
                         SELECT run_id FROM predictions WHERE benchmark = ? AND run_id IS NOT NULL)
                     AND run_id NOT IN (SELECT run_id FROM prediction_runs WHERE benchmark = ?
                                        ORDER BY recorded_at DESC LIMIT ?)""",
-                 [benchmark, benchmark, benchmark, KEPT_RUNS])
+            [benchmark, benchmark, benchmark, KEPT_RUNS],
+        )
 
     @reads("prediction_runs")
     def load_prediction_runs(self, benchmark: str) -> dict[str, dict[str, Any]]:
         """The benchmark's prediction runs by run id: where each computed its predictions."""
-        return {row["run_id"]: row for row in self.rows("SELECT * EXCLUDE (recorded_at) FROM prediction_runs "
-                                                        "WHERE benchmark = ?", [benchmark])}
+        return {
+            row["run_id"]: row
+            for row in self.rows("SELECT * EXCLUDE (recorded_at) FROM prediction_runs WHERE benchmark = ?", [benchmark])
+        }
 
     @reads("predictions", "prompts", "raw_rows", "model_evaluations")
     def load_scoring_inputs(self, benchmark: str, model: str) -> list[dict[str, Any]]:
         """The roster model's stored predictions of the benchmark's current prompts (of the
         fingerprint it was last evaluated with, in each mode, format and shots), with what each is
         scored against: the prompt's labels and real answer, and its raw row (the harness's document)."""
-        return self.rows("""
+        return self.rows(
+            """
             SELECT e.model, pr.model_fingerprint, pr.mode, pr.prompt_format, pr.num_fewshot, pr.prompt_id,
                    pr.predicted, pr.predicted_norm, pr.choice_loglikelihoods, pr.output_text,
                    p.labels, p.real_answer, r.row_json
@@ -581,14 +666,22 @@ class BenchmarkStore(Store):
                  AND e.mode = pr.mode AND e.prompt_format = pr.prompt_format AND e.num_fewshot = pr.num_fewshot
             WHERE p.benchmark = ? AND e.model = ?
             ORDER BY pr.model_fingerprint, pr.mode, pr.prompt_format, pr.num_fewshot, p.row_number, p.source_row_id""",
-                         [benchmark, model])
+            [benchmark, model],
+        )
 
     # --- scores ---------------------------------------------------------------------------------
 
     @writes("item_scores", "scores", "score_history")
     @reads("prompts", "predictions")
-    def replace_scores(self, benchmark: str, model: str, items: pd.DataFrame, scores: pd.DataFrame, run_id: str,
-                       keep_runs: int = KEPT_RUNS) -> None:
+    def replace_scores(
+        self,
+        benchmark: str,
+        model: str,
+        items: pd.DataFrame,
+        scores: pd.DataFrame,
+        run_id: str,
+        keep_runs: int = KEPT_RUNS,
+    ) -> None:
         """The roster model's item scores and scores on the benchmark; the item scores are also kept
         as this run's history (the latest `keep_runs` runs per benchmark and model), for the
         regression watch."""
@@ -597,7 +690,8 @@ class BenchmarkStore(Store):
         self.replace("scores", scores, where, [benchmark, model])
         self.sql(f"DELETE FROM score_history WHERE {where} AND run_id = ?", [benchmark, model, run_id])
         if len(scores):
-            self.sql("""
+            self.sql(
+                """
                 INSERT INTO score_history BY NAME
                 SELECT ? AS run_id, s.scored_at, s.model, i.model_fingerprint, i.benchmark, i.prompt_id,
                        p.source_row_id, i.mode, i.prompt_format, i.num_fewshot, i.metric, i.value,
@@ -607,17 +701,22 @@ class BenchmarkStore(Store):
                 JOIN prompts p ON p.prompt_id = i.prompt_id
                 LEFT JOIN predictions pr ON pr.model_fingerprint = i.model_fingerprint AND pr.prompt_id = i.prompt_id
                     AND pr.mode = i.mode AND pr.prompt_format = i.prompt_format AND pr.num_fewshot = i.num_fewshot
-                WHERE i.benchmark = ? AND i.model = ?""", [run_id, benchmark, model])
+                WHERE i.benchmark = ? AND i.model = ?""",
+                [run_id, benchmark, model],
+            )
         self._keep_latest_runs("score_history", keep_runs, benchmark=benchmark, model=model)
 
     def _keep_latest_runs(self, table: str, keep_runs: int, **scope: str) -> None:
         """Drop a history table's runs in `scope` (column -> value: a benchmark and model) but the
         latest `keep_runs`."""
         where, values = " AND ".join(f"{column} = ?" for column in scope), list(scope.values())
-        self.sql(f"""
+        self.sql(
+            f"""
             DELETE FROM {table} WHERE {where} AND run_id NOT IN (
                 SELECT run_id FROM {table} WHERE {where} GROUP BY run_id
-                ORDER BY max(scored_at) DESC LIMIT ?)""", [*values, *values, keep_runs])
+                ORDER BY max(scored_at) DESC LIMIT ?)""",
+            [*values, *values, keep_runs],
+        )
 
     def _latest_two_runs(self, table: str, key: str, columns: str) -> list[dict[str, Any]]:
         """`columns` of a history table's rows from the latest two runs of each `key` (`latest` true
@@ -634,18 +733,22 @@ class BenchmarkStore(Store):
     def load_item_scores(self, benchmark: str, models: Sequence[str]) -> list[dict[str, Any]]:
         """The named roster models' item scores on the benchmark, each with its answer, reference,
         question, source row and the run that predicted it."""
-        return self.rows("""
+        return self.rows(
+            """
             SELECT i.model, i.model_fingerprint, i.mode, i.prompt_format, i.num_fewshot, i.metric, i.prompt_id, i.value,
                    i.predicted, i.reference, p.user_prompt AS question, p.source_row_id, pr.run_id AS prediction_run_id
             FROM item_scores i JOIN prompts p USING (prompt_id)
             LEFT JOIN predictions pr USING (model_fingerprint, prompt_id, mode, prompt_format, num_fewshot)
-            WHERE i.benchmark = ? AND list_contains(?, i.model)""", [benchmark, list(models)])
+            WHERE i.benchmark = ? AND list_contains(?, i.model)""",
+            [benchmark, list(models)],
+        )
 
     @reads("score_lineage", "prompts")
     def load_item_views(self, benchmark: str, model: str) -> list[dict[str, Any]]:
         """Every scored item of the roster model on the benchmark with its metrics, answer and prompt,
         one row per item and metric, in run and item order (for `samples.sample_markdown`)."""
-        return self.rows("""
+        return self.rows(
+            """
             SELECT l.mode, l.prompt_format, l.num_fewshot, l.metric, l.prompt_id, l.source_row_id, l.item_score,
                    l.predicted, l.reference, l.label_probabilities, l.choice_loglikelihoods, l.output_text,
                    l.system_prompt, l.user_prompt, l.harness_contexts, l.harness_continuations,
@@ -653,14 +756,16 @@ class BenchmarkStore(Store):
             FROM score_lineage l JOIN prompts p USING (prompt_id)
             WHERE l.benchmark = ? AND l.model = ?
             ORDER BY l.mode, l.prompt_format, l.num_fewshot, l.row_number, l.source_row_id, l.prompt_id, l.metric""",
-                         [benchmark, model])
+            [benchmark, model],
+        )
 
     @reads("score_history")
     def latest_score_runs(self) -> list[dict[str, Any]]:
         """Item scores of the latest two runs of every benchmark, model, mode, format, shots and
         metric (`latest` true for the newest)."""
         return self._latest_two_runs(
-            "score_history", "benchmark, model, model_fingerprint, mode, prompt_format, num_fewshot, metric", "h.*")
+            "score_history", "benchmark, model, model_fingerprint, mode, prompt_format, num_fewshot, metric", "h.*"
+        )
 
     @writes("model_comparisons")
     def replace_model_comparisons(self, benchmark: str, model: str, comparisons: pd.DataFrame) -> None:
@@ -695,8 +800,11 @@ class BenchmarkStore(Store):
 
     @reads("protocol_results")
     def load_protocol_averages(self, protocol: str) -> list[dict[str, Any]]:
-        return self.rows("SELECT model, model_fingerprint, n, accuracy, status FROM protocol_results "
-                         "WHERE protocol = ? AND benchmark = 'average' ORDER BY model", [protocol])
+        return self.rows(
+            "SELECT model, model_fingerprint, n, accuracy, status FROM protocol_results "
+            "WHERE protocol = ? AND benchmark = 'average' ORDER BY model",
+            [protocol],
+        )
 
     @reads("leaderboard")
     def load_headlines(self) -> list[dict[str, Any]]:
@@ -711,13 +819,25 @@ class BenchmarkStore(Store):
     @reads("harness_answers")
     def load_harness_answers(self, model_fingerprint: str) -> dict[str, Any]:
         """Every stored answer of the model fingerprint, by request key."""
-        return {row["request_key"]: json.loads(row["response"]) for row in self.rows(
-            "SELECT request_key, response FROM harness_answers WHERE model_fingerprint = ?", [model_fingerprint])}
+        return {
+            row["request_key"]: json.loads(row["response"])
+            for row in self.rows(
+                "SELECT request_key, response FROM harness_answers WHERE model_fingerprint = ?", [model_fingerprint]
+            )
+        }
 
     @writes("harness_answers", "harness_samples", "harness_results", "harness_history", "harness_runs")
-    def save_harness_evaluation(self, benchmark: str, model: str, settings_key: str, answers: pd.DataFrame,
-                                samples: pd.DataFrame, results: pd.DataFrame, run: pd.DataFrame,
-                                keep_runs: int = KEPT_RUNS) -> None:
+    def save_harness_evaluation(
+        self,
+        benchmark: str,
+        model: str,
+        settings_key: str,
+        answers: pd.DataFrame,
+        samples: pd.DataFrame,
+        results: pd.DataFrame,
+        run: pd.DataFrame,
+        keep_runs: int = KEPT_RUNS,
+    ) -> None:
         """A roster model's evaluation on a harness benchmark: the answers this run computed (added
         to, or replacing, the fingerprint's stored ones) with the `run` row saying where it computed
         them (kept while an answer or the history names it), and the benchmark's samples and results
@@ -727,24 +847,33 @@ class BenchmarkStore(Store):
         regression watch."""
         if len(answers):
             with self.registered("computed", answers[["model_fingerprint", "request_key"]]):
-                self.sql("DELETE FROM harness_answers WHERE (model_fingerprint, request_key) IN "
-                         "(SELECT (model_fingerprint, request_key) FROM computed)")
+                self.sql(
+                    "DELETE FROM harness_answers WHERE (model_fingerprint, request_key) IN "
+                    "(SELECT (model_fingerprint, request_key) FROM computed)"
+                )
             self.insert("harness_answers", answers)
             self.replace("harness_runs", run, "run_id = ?", [run["run_id"].iloc[0]])
         where, scope = "benchmark = ? AND model = ? AND settings_key = ?", [benchmark, model, settings_key]
         for table, frame in (("harness_samples", samples), ("harness_results", results)):
             self.replace(table, frame, where, scope)
-        self.sql(f"DELETE FROM harness_history WHERE {where} AND run_id IN "
-                 f"(SELECT run_id FROM harness_results WHERE {where})", [*scope, *scope])
-        self.sql(f"""
+        self.sql(
+            f"DELETE FROM harness_history WHERE {where} AND run_id IN "
+            f"(SELECT run_id FROM harness_results WHERE {where})",
+            [*scope, *scope],
+        )
+        self.sql(
+            f"""
             INSERT INTO harness_history BY NAME
             SELECT r.run_id, r.computed_at AS scored_at, v.benchmark, v.model, v.model_fingerprint, v.task, v.filter,
                    r.num_fewshot, v.metric, v.doc_id, v.value, r.settings, v.prediction_run_id, v.settings_key
             FROM ({_HARNESS_DOCUMENT_VALUES}) v
             JOIN harness_results r USING (benchmark, model, settings_key, task, metric, filter)
-            WHERE v.benchmark = ? AND v.model = ? AND v.settings_key = ? AND r.run_id IS NOT NULL""", scope)
-        self._keep_latest_runs("harness_history", keep_runs, benchmark=benchmark, model=model,
-                               settings_key=settings_key)
+            WHERE v.benchmark = ? AND v.model = ? AND v.settings_key = ? AND r.run_id IS NOT NULL""",
+            scope,
+        )
+        self._keep_latest_runs(
+            "harness_history", keep_runs, benchmark=benchmark, model=model, settings_key=settings_key
+        )
         self.sql("""DELETE FROM harness_runs WHERE run_id NOT IN (
                         SELECT run_id FROM harness_answers WHERE run_id IS NOT NULL
                         UNION SELECT prediction_run_id FROM harness_history WHERE prediction_run_id IS NOT NULL)""")
@@ -756,11 +885,13 @@ class BenchmarkStore(Store):
         `latest_score_runs` gives a spec's (the task with the settings key as mode, the filter as
         format, `task/doc_id` as the item)."""
         return self._latest_two_runs(
-            "harness_history", "benchmark, model, model_fingerprint, settings_key, task, filter, metric",
+            "harness_history",
+            "benchmark, model, model_fingerprint, settings_key, task, filter, metric",
             "h.benchmark, h.model, h.model_fingerprint, h.task || ' (' || h.settings_key || ')' AS mode, "
             "h.filter AS prompt_format, "
             "coalesce(h.num_fewshot, 0) AS num_fewshot, h.metric, h.task || '/' || h.doc_id AS prompt_id, "
-            "h.task || '/' || h.doc_id AS source_row_id, h.value, h.run_id, h.prediction_run_id, h.settings")
+            "h.task || '/' || h.doc_id AS source_row_id, h.value, h.run_id, h.prediction_run_id, h.settings",
+        )
 
     @reads("harness_runs")
     def load_harness_runs(self) -> dict[str, dict[str, Any]]:
@@ -769,8 +900,10 @@ class BenchmarkStore(Store):
 
     @reads("harness_samples")
     def load_harness_samples(self, benchmark: str, model: str) -> pd.DataFrame:
-        return self.frame("SELECT * FROM harness_samples WHERE benchmark = ? AND model = ? ORDER BY task, doc_id, filter",
-                          [benchmark, model])
+        return self.frame(
+            "SELECT * FROM harness_samples WHERE benchmark = ? AND model = ? ORDER BY task, doc_id, filter",
+            [benchmark, model],
+        )
 
     @reads("harness_samples", "harness_answers")
     def load_harness_item_values(self, benchmark: str, models: Sequence[str]) -> list[dict[str, Any]]:
@@ -778,13 +911,16 @@ class BenchmarkStore(Store):
         lists are left out) for the named roster models, as comparison_rows takes item scores (with
         the settings key), with its filtered answer, reference and the end of its prompt (as
         samples.side_by_side shows them)."""
-        return self.rows(f"""
+        return self.rows(
+            f"""
             SELECT model, model_fingerprint, settings_key, task AS mode, filter AS prompt_format, 0 AS num_fewshot, metric,
                    task || '/' || doc_id AS prompt_id, task || '/' || doc_id AS source_row_id,
                    prediction_run_id, value, filtered_responses::VARCHAR AS predicted, target AS reference,
                    right(prompt, 160) AS question
             FROM ({_HARNESS_DOCUMENT_VALUES}) WHERE benchmark = ? AND list_contains(?, model)
-            ORDER BY model, mode, prompt_id""", [benchmark, list(models)])
+            ORDER BY model, mode, prompt_id""",
+            [benchmark, list(models)],
+        )
 
     @writes("harness_comparisons")
     def replace_harness_comparisons(self, benchmark: str, model: str, comparisons: pd.DataFrame) -> None:
@@ -795,8 +931,11 @@ class BenchmarkStore(Store):
         """Each task's and group's results, with the settings of the run that computed them (JSON)
         and their key."""
         where, params = ("WHERE benchmark = ?", [benchmark]) if benchmark else ("", [])
-        return self.rows(f"SELECT * FROM harness_results {where} "
-                         "ORDER BY benchmark, model, settings_key, is_group DESC, task, metric, filter", params)
+        return self.rows(
+            f"SELECT * FROM harness_results {where} "
+            "ORDER BY benchmark, model, settings_key, is_group DESC, task, metric, filter",
+            params,
+        )
 
     @writes("normalized_scores")
     def replace_normalized_scores(self, protocol: str, rows: pd.DataFrame) -> None:
@@ -804,8 +943,11 @@ class BenchmarkStore(Store):
 
     @reads("normalized_scores")
     def load_normalized_scores(self, protocol: str) -> pd.DataFrame:
-        return self.frame("SELECT * EXCLUDE (computed_at) FROM normalized_scores WHERE protocol = ? "
-                          "ORDER BY model, benchmark = 'average', benchmark", [protocol])
+        return self.frame(
+            "SELECT * EXCLUDE (computed_at) FROM normalized_scores WHERE protocol = ? "
+            "ORDER BY model, benchmark = 'average', benchmark",
+            [protocol],
+        )
 
     # --- protocols ------------------------------------------------------------------------------
 
@@ -815,8 +957,10 @@ class BenchmarkStore(Store):
 
     @reads("protocol_results")
     def load_protocol_results(self, protocol: str) -> pd.DataFrame:
-        return self.frame("SELECT * FROM protocol_results WHERE protocol = ? ORDER BY model, benchmark = 'average', "
-                          "benchmark", [protocol])
+        return self.frame(
+            "SELECT * FROM protocol_results WHERE protocol = ? ORDER BY model, benchmark = 'average', benchmark",
+            [protocol],
+        )
 
     # --- data-quality checks ----------------------------------------------------------------------
 
@@ -831,10 +975,13 @@ class BenchmarkStore(Store):
         """The comparisons in `table` where a model scored significantly below its baseline or
         predecessor (exact McNemar p < alpha), with the items that flipped from right to wrong (a
         harness comparison's mode is its task, with its settings key, its format its filter)."""
-        return self.sql(f"""
+        return self.sql(
+            f"""
             SELECT benchmark, model_a, relation, model_b, {mode}, prompt_format, num_fewshot, metric,
                    round(accuracy_a, 4), round(accuracy_b, 4), printf('p=%.3g', mcnemar_p), flipped_to_wrong
-            FROM {table} WHERE difference < 0 AND mcnemar_p < ? ORDER BY ALL""", [alpha]).fetchall()
+            FROM {table} WHERE difference < 0 AND mcnemar_p < ? ORDER BY ALL""",
+            [alpha],
+        ).fetchall()
 
     @reads("model_comparisons")
     def significant_drops(self, alpha: float) -> list[tuple]:
@@ -852,7 +999,8 @@ class BenchmarkStore(Store):
 
     @reads("ingest_rejections", "prompt_rejections", "prompts")
     def reject_rates_above(self, threshold: float) -> list[tuple]:
-        return self.sql("""
+        return self.sql(
+            """
             WITH counts AS (
                 SELECT benchmark, count(*) AS rejected, 0 AS kept FROM ingest_rejections GROUP BY benchmark
                 UNION ALL SELECT benchmark, count(*), 0 FROM prompt_rejections GROUP BY benchmark
@@ -860,24 +1008,39 @@ class BenchmarkStore(Store):
             SELECT benchmark, sum(rejected) AS rejected, sum(kept) AS kept,
                    round(sum(rejected) / (sum(rejected) + sum(kept)), 4) AS reject_rate
             FROM counts GROUP BY benchmark HAVING sum(rejected) / (sum(rejected) + sum(kept)) > ?""",
-                        [threshold]).fetchall()
+            [threshold],
+        ).fetchall()
 
 
-def prediction_key(model_fingerprint: str, benchmark: str, mode: str, prompt_format: str,
-                   num_fewshot: int) -> dict[str, Any]:
-    return dict(zip(PREDICTION_KEY, (model_fingerprint, benchmark, mode, prompt_format, num_fewshot)))
+def prediction_key(
+    model_fingerprint: str, benchmark: str, mode: str, prompt_format: str, num_fewshot: int
+) -> dict[str, Any]:
+    return dict(zip(PREDICTION_KEY, (model_fingerprint, benchmark, mode, prompt_format, num_fewshot), strict=False))
 
 
-def predictions_frame(model: str, key: Mapping[str, Any], predictions: Sequence[Any], at: Any,
-                      run_id: str) -> pd.DataFrame:
+def predictions_frame(
+    model: str, key: Mapping[str, Any], predictions: Sequence[Any], at: Any, run_id: str
+) -> pd.DataFrame:
     """Prediction records as rows of `predictions` (label probabilities as key and value lists)."""
-    frame = pd.DataFrame([vars(p) for p in predictions],
-                         columns=["prompt_id", "predicted", "predicted_norm",
-                                  "label_probabilities", "choice_loglikelihoods", "output_text"])
+    frame = pd.DataFrame(
+        [vars(p) for p in predictions],
+        columns=[
+            "prompt_id",
+            "predicted",
+            "predicted_norm",
+            "label_probabilities",
+            "choice_loglikelihoods",
+            "output_text",
+        ],
+    )
     distributions = frame.pop("label_probabilities")
     return frame.assign(
         label_keys=[list(d) if isinstance(d, dict) else None for d in distributions],
         label_values=[list(d.values()) if isinstance(d, dict) else None for d in distributions],
-        model=model, **key, predicted_at=at, run_id=run_id,
-    ).astype({"predicted": "object", "predicted_norm": "object",
-              "output_text": "object", "choice_loglikelihoods": "object"})
+        model=model,
+        **key,
+        predicted_at=at,
+        run_id=run_id,
+    ).astype(
+        {"predicted": "object", "predicted_norm": "object", "output_text": "object", "choice_loglikelihoods": "object"}
+    )

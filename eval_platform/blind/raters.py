@@ -4,15 +4,16 @@ of the issued sheet as a human rater would."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from eval_platform.blind.sheets import ISSUED_COLUMNS, SCORES, SHEET_NAME, Rubric, expected_winner, header_columns
 from eval_platform.common.models import Chat, LanguageModel
 
 
-def fill_sheet(sheet_path: Path, filled_path: Path, score: Callable[[list[dict[str, str]]], list[tuple[int, int]]],
-               note: str) -> Path:
+def fill_sheet(
+    sheet_path: Path, filled_path: Path, score: Callable[[list[dict[str, str]]], list[tuple[int, int]]], note: str
+) -> Path:
     """Save a copy of an issued sheet with Score_A, Score_B, Winner and Notes filled in by `score`,
     which receives the issued rows (by header name) and returns (Score_A, Score_B) per row."""
     from openpyxl import load_workbook
@@ -22,7 +23,7 @@ def fill_sheet(sheet_path: Path, filled_path: Path, score: Callable[[list[dict[s
     column = header_columns(sheet)
     rows = list(range(2, sheet.max_row + 1))
     issued = [{name: str(sheet[f"{column[name]}{r}"].value or "") for name in ISSUED_COLUMNS} for r in rows]
-    for r, (score_a, score_b) in zip(rows, score(issued)):
+    for r, (score_a, score_b) in zip(rows, score(issued), strict=False):
         sheet[f"{column['Score_A']}{r}"], sheet[f"{column['Score_B']}{r}"] = score_a, score_b
         sheet[f"{column['Winner']}{r}"] = expected_winner(score_a, score_b)
         sheet[f"{column['Notes']}{r}"] = note
@@ -53,9 +54,11 @@ def demo_rater_fill(sheet_path: Path, filled_path: Path, rater_seed: int = 0) ->
 
 def rater_prompt(rubric: Rubric, question: str, ground_truth: str, answer: str) -> str:
     levels = "\n".join(f"{score} - {level}: {criteria}" for score, level, criteria in rubric.levels)
-    return (f"Score the answer to a {rubric.subject} from 1 to 5 with this rubric:\n{levels}\n\n"
-            f"Question: {question}\n\nExpert answer (reference): {ground_truth}\n\nAnswer to score: {answer}\n\n"
-            "Respond with only the score, a single digit from 1 to 5.")
+    return (
+        f"Score the answer to a {rubric.subject} from 1 to 5 with this rubric:\n{levels}\n\n"
+        f"Question: {question}\n\nExpert answer (reference): {ground_truth}\n\nAnswer to score: {answer}\n\n"
+        "Respond with only the score, a single digit from 1 to 5."
+    )
 
 
 def llm_rater_fill(sheet_path: Path, filled_path: Path, model: LanguageModel, rubric: Rubric) -> Path:
@@ -65,15 +68,20 @@ def llm_rater_fill(sheet_path: Path, filled_path: Path, model: LanguageModel, ru
     digits = [str(d) for d in SCORES]
 
     def score(rows: list[dict[str, str]]) -> list[tuple[int, int]]:
-        chats = [Chat(f"You are a strict rater of answers to a {rubric.subject}.",
-                      rater_prompt(rubric, row["Question"], row["Ground_Truth"], row[name]))
-                 for row in rows for name in ("Answer_A", "Answer_B")]
+        chats = [
+            Chat(
+                f"You are a strict rater of answers to a {rubric.subject}.",
+                rater_prompt(rubric, row["Question"], row["Ground_Truth"], row[name]),
+            )
+            for row in rows
+            for name in ("Answer_A", "Answer_B")
+        ]
         distributions = model.label_probabilities(chats, [digits] * len(chats), 8)
         picked = []
-        for chat, distribution in zip(chats, distributions):
+        for chat, distribution in zip(chats, distributions, strict=False):
             if not distribution:
                 raise ValueError(f"{model.name} gave no score from 1 to 5 for: {chat.user[-200:]!r}")
             picked.append(int(max(distribution, key=distribution.get)))
-        return list(zip(picked[0::2], picked[1::2]))
+        return list(zip(picked[0::2], picked[1::2], strict=False))
 
     return fill_sheet(sheet_path, filled_path, score, f"Scored by the LLM rater {model.name}.")

@@ -14,9 +14,13 @@ def filled_sheet_sensor(blind_eval_dir: Path = BLIND_EVAL_DIR, name: str = "blin
     """A sensor that requests a tally when a filled sheet appears in (or changes in) <dir>/filled."""
     folder = Path(blind_eval_dir) / "filled"
 
-    @sensor(name=name, job=blind_evaluation_tally_job, minimum_interval_seconds=30,
-            default_status=DefaultSensorStatus.STOPPED,
-            description=f"Tallies the blind evaluation when a filled sheet is dropped into {folder}.")
+    @sensor(
+        name=name,
+        job=blind_evaluation_tally_job,
+        minimum_interval_seconds=30,
+        default_status=DefaultSensorStatus.STOPPED,
+        description=f"Tallies the blind evaluation when a filled sheet is dropped into {folder}.",
+    )
     def _sensor(context: SensorEvaluationContext):
         sheets = {p.name: p.stat().st_mtime for p in sorted(folder.glob("*.xls*")) if not p.name.startswith("~$")}
         seen = json.loads(context.cursor) if context.cursor else {}

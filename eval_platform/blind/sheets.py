@@ -6,13 +6,24 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
-SHEET_COLUMNS = ["Question_ID", "Question", "Ground_Truth", "Answer_A", "Answer_B", "Score_A", "Score_B", "Winner", "Notes"]
+SHEET_COLUMNS = [
+    "Question_ID",
+    "Question",
+    "Ground_Truth",
+    "Answer_A",
+    "Answer_B",
+    "Score_A",
+    "Score_B",
+    "Winner",
+    "Notes",
+]
 ISSUED_COLUMNS = SHEET_COLUMNS[:5]
 SHEET_NAME, RUBRIC_SHEET = "Scoring", "Rubric"
 WINNERS = ("A", "B", "Tie")
@@ -32,7 +43,7 @@ class Rubric:
     rules: tuple[str, ...]
 
     @classmethod
-    def from_file(cls, path: Path) -> "Rubric":
+    def from_file(cls, path: Path) -> Rubric:
         """A rubric from JSON: {"subject": ..., "levels": [{"score", "level", "criteria"}], "rules": [...]}."""
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -50,9 +61,11 @@ def read_table(path: Path, required: Sequence[str]) -> pd.DataFrame:
     path = Path(path)
     if not path.is_file():
         raise BlindEvaluationInputError(f"{path}: file not found")
-    readers = {".csv": lambda p: pd.read_csv(p, dtype=str, keep_default_na=False),
-               ".jsonl": lambda p: pd.read_json(p, lines=True, dtype=False),
-               ".xlsx": lambda p: pd.read_excel(p, dtype=str, keep_default_na=False)}
+    readers = {
+        ".csv": lambda p: pd.read_csv(p, dtype=str, keep_default_na=False),
+        ".jsonl": lambda p: pd.read_json(p, lines=True, dtype=False),
+        ".xlsx": lambda p: pd.read_excel(p, dtype=str, keep_default_na=False),
+    }
     if path.suffix.lower() not in readers:
         raise BlindEvaluationInputError(f"{path}: expected a .csv, .jsonl or .xlsx file")
     try:
@@ -87,8 +100,9 @@ def assign_sides(question_ids: Sequence[str], systems: Sequence[str], seed: int)
     return sides
 
 
-def issued_rows(questions: pd.DataFrame, answers: Mapping[str, Mapping[str, str]],
-                sides: Mapping[str, tuple[str, str]]) -> list[dict[str, str]]:
+def issued_rows(
+    questions: pd.DataFrame, answers: Mapping[str, Mapping[str, str]], sides: Mapping[str, tuple[str, str]]
+) -> list[dict[str, str]]:
     """Rows of the sheet: each question with the answers of system A and system B."""
     rows = []
     for q in questions.to_dict("records"):
@@ -97,8 +111,15 @@ def issued_rows(questions: pd.DataFrame, answers: Mapping[str, Mapping[str, str]
         for system in (system_a, system_b):
             if qid not in answers[system]:
                 raise BlindEvaluationInputError(f"system {system!r} has no answer for question {qid}")
-        rows.append({"Question_ID": qid, "Question": q["Question"], "Ground_Truth": q["Ground_Truth"],
-                     "Answer_A": answers[system_a][qid], "Answer_B": answers[system_b][qid]})
+        rows.append(
+            {
+                "Question_ID": qid,
+                "Question": q["Question"],
+                "Ground_Truth": q["Ground_Truth"],
+                "Answer_A": answers[system_a][qid],
+                "Answer_B": answers[system_b][qid],
+            }
+        )
     return rows
 
 
@@ -131,8 +152,17 @@ def write_scoring_sheet(path: Path, rows: Sequence[Mapping[str, str]], rubric: R
     workbook = Workbook()
     sheet = workbook.active
     sheet.title = SHEET_NAME
-    widths = {"Question_ID": 12, "Question": 45, "Ground_Truth": 45, "Answer_A": 60, "Answer_B": 60,
-              "Score_A": 9, "Score_B": 9, "Winner": 9, "Notes": 40}
+    widths = {
+        "Question_ID": 12,
+        "Question": 45,
+        "Ground_Truth": 45,
+        "Answer_A": 60,
+        "Answer_B": 60,
+        "Score_A": 9,
+        "Score_B": 9,
+        "Winner": 9,
+        "Notes": 40,
+    }
     for column, name in enumerate(SHEET_COLUMNS, start=1):
         cell = sheet.cell(row=1, column=column, value=name)
         cell.font, cell.fill = Font(bold=True), PatternFill("solid", fgColor="DDEBF7")
@@ -146,8 +176,16 @@ def write_scoring_sheet(path: Path, rows: Sequence[Mapping[str, str]], rubric: R
     sheet.freeze_panes = "B2"
     last = len(rows) + 1
     letter = {name: sheet.cell(row=1, column=i).column_letter for i, name in enumerate(SHEET_COLUMNS, start=1)}
-    scores = DataValidation(type="whole", operator="between", formula1="1", formula2="5", showDropDown=False,
-                            error="Enter a whole number from 1 to 5", errorTitle="Score", showErrorMessage=True)
+    scores = DataValidation(
+        type="whole",
+        operator="between",
+        formula1="1",
+        formula2="5",
+        showDropDown=False,
+        error="Enter a whole number from 1 to 5",
+        errorTitle="Score",
+        showErrorMessage=True,
+    )
     winner = DataValidation(type="list", formula1='"A,B,Tie"', error="Choose A, B or Tie", showErrorMessage=True)
     sheet.add_data_validation(scores)
     sheet.add_data_validation(winner)
@@ -165,8 +203,9 @@ def write_scoring_sheet(path: Path, rows: Sequence[Mapping[str, str]], rubric: R
     return path
 
 
-def write_answer_key(path: Path, rows: Sequence[Mapping[str, str]], sides: Mapping[str, tuple[str, str]],
-                     seed: int, sheet_id: str) -> Path:
+def write_answer_key(
+    path: Path, rows: Sequence[Mapping[str, str]], sides: Mapping[str, tuple[str, str]], seed: int, sheet_id: str
+) -> Path:
     """The separate key: which system is A and B per question, and digests of the issued texts."""
     from openpyxl import Workbook
 
@@ -193,8 +232,10 @@ def read_answer_key(path: Path) -> dict[str, Any]:
 
     workbook = load_workbook(path, read_only=True)
     sides = {str(q): (a, b) for q, a, b in list(workbook["Key"].iter_rows(values_only=True))[1:]}
-    digests = {str(r[0]): dict(zip(ISSUED_COLUMNS[1:], r[1:]))
-               for r in list(workbook["Issued"].iter_rows(values_only=True))[1:]}
+    digests = {
+        str(r[0]): dict(zip(ISSUED_COLUMNS[1:], r[1:], strict=False))
+        for r in list(workbook["Issued"].iter_rows(values_only=True))[1:]
+    }
     about = {k: v for k, v in workbook["About"].iter_rows(values_only=True)}
     workbook.close()
     return {"sides": sides, "digests": digests, "order": list(sides), **about}
@@ -253,20 +294,31 @@ def package_problems(path: Path) -> list[Problem]:
         return [Problem("", f"{name} is {size:,} bytes, more than a scoring sheet can be ({MAX_SHEET_BYTES:,})")]
     with path.open("rb") as handle:
         if handle.read(len(OLE_SIGNATURE)) == OLE_SIGNATURE:
-            return [Problem("", f"{name} is encrypted (password-protected) or a legacy .xls file; save it as an "
-                                "unprotected .xlsx")]
+            return [
+                Problem(
+                    "",
+                    f"{name} is encrypted (password-protected) or a legacy .xls file; save it as an unprotected .xlsx",
+                )
+            ]
     if not zipfile.is_zipfile(path):
         return [Problem("", f"{name} is not a readable .xlsx workbook (not a zip package)")]
     with zipfile.ZipFile(path) as package:
         parts = package.infolist()
         unpacked = sum(part.file_size for part in parts)
         if unpacked > MAX_UNPACKED_BYTES:
-            return [Problem("", f"{name} unpacks to {unpacked:,} bytes, more than a scoring sheet can be "
-                                f"({MAX_UNPACKED_BYTES:,})")]
+            return [
+                Problem(
+                    "",
+                    f"{name} unpacks to {unpacked:,} bytes, more than a scoring sheet can be ({MAX_UNPACKED_BYTES:,})",
+                )
+            ]
         names = [part.filename for part in parts]
     problems = [Problem("", f"{name} contains macros ({n})") for n in names if n.lower().endswith("vbaproject.bin")]
-    problems += [Problem("", f"{name} links to another workbook ({n})") for n in names
-                 if n.startswith("xl/externalLinks/") and n.endswith(".xml")]
+    problems += [
+        Problem("", f"{name} links to another workbook ({n})")
+        for n in names
+        if n.startswith("xl/externalLinks/") and n.endswith(".xml")
+    ]
     return problems
 
 
@@ -294,8 +346,13 @@ def _column_problems(header: Sequence[str]) -> list[Problem]:
     for i, name in enumerate(header):
         expected = SHEET_COLUMNS[i] if i < len(SHEET_COLUMNS) else ""
         if name != expected and name in SHEET_COLUMNS:
-            problems.append(Problem(f"{get_column_letter(i + 1)}1", f"column {name} was issued in column "
-                                    f"{get_column_letter(SHEET_COLUMNS.index(name) + 1)}: columns were moved"))
+            problems.append(
+                Problem(
+                    f"{get_column_letter(i + 1)}1",
+                    f"column {name} was issued in column "
+                    f"{get_column_letter(SHEET_COLUMNS.index(name) + 1)}: columns were moved",
+                )
+            )
         elif name != expected and name:
             problems.append(Problem(f"{get_column_letter(i + 1)}1", f"column {name!r} was not issued"))
     return problems
@@ -349,8 +406,9 @@ def read_filled_sheet(path: Path, key: Mapping[str, Any]) -> tuple[list[dict[str
             continue
         seen[qid] = r
         if issued_row[qid] != r:
-            problems.append(Problem(where("Question_ID"), f"question {qid} was issued in row {issued_row[qid]}: "
-                                                          "rows were moved"))
+            problems.append(
+                Problem(where("Question_ID"), f"question {qid} was issued in row {issued_row[qid]}: rows were moved")
+            )
         for name in ISSUED_COLUMNS[1:]:
             text = "" if get[name] is None else str(get[name])
             if text_digest(text) != key["digests"][qid][name]:
@@ -367,10 +425,23 @@ def read_filled_sheet(path: Path, key: Mapping[str, Any]) -> tuple[list[dict[str
         elif None not in scores.values():
             expected = expected_winner(scores["Score_A"], scores["Score_B"])
             if normalized != expected:
-                problems.append(Problem(where("Winner"), f"Winner {normalized} contradicts Score_A "
-                                        f"{scores['Score_A']} and Score_B {scores['Score_B']} (expected {expected})"))
-        rows.append({"Question_ID": qid, "Score_A": scores["Score_A"], "Score_B": scores["Score_B"],
-                     "Winner": normalized, "Notes": "" if get["Notes"] is None else str(get["Notes"]), "row": r})
+                problems.append(
+                    Problem(
+                        where("Winner"),
+                        f"Winner {normalized} contradicts Score_A "
+                        f"{scores['Score_A']} and Score_B {scores['Score_B']} (expected {expected})",
+                    )
+                )
+        rows.append(
+            {
+                "Question_ID": qid,
+                "Score_A": scores["Score_A"],
+                "Score_B": scores["Score_B"],
+                "Winner": normalized,
+                "Notes": "" if get["Notes"] is None else str(get["Notes"]),
+                "row": r,
+            }
+        )
     for qid in key["order"]:
         if qid not in seen:
             problems.append(Problem("", f"question {qid} is missing from the sheet"))

@@ -8,6 +8,8 @@ def listed_rows(rows: list[tuple], none: str, at_most: int = 10) -> MetadataValu
 
 
 def check_result(offenders: list[tuple], what: str, severity=AssetCheckSeverity.ERROR, **more) -> AssetCheckResult:
-    return AssetCheckResult(passed=not offenders, severity=severity,
-                            metadata={"offending_rows": len(offenders), "examples": listed_rows(offenders, f"no {what}"),
-                                      **more})
+    return AssetCheckResult(
+        passed=not offenders,
+        severity=severity,
+        metadata={"offending_rows": len(offenders), "examples": listed_rows(offenders, f"no {what}"), **more},
+    )

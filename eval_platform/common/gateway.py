@@ -18,10 +18,11 @@ import json
 import os
 import re
 import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any, Awaitable, Callable, Iterator, Protocol, Sequence
+from typing import Any, Protocol
 
 from eval_platform.common.models import Chat, Completion, LanguageModel
 
@@ -70,11 +71,9 @@ class ResponseTooLong(ValueError):
 class ResponseCache(Protocol):
     """Answers of deterministic (temperature 0) calls, by request."""
 
-    def lookup(self, key: str) -> Completion | None:
-        ...
+    def lookup(self, key: str) -> Completion | None: ...
 
-    def remember(self, key: str, model: str, request: dict[str, Any], completion: Completion) -> None:
-        ...
+    def remember(self, key: str, model: str, request: dict[str, Any], completion: Completion) -> None: ...
 
 
 @dataclass
@@ -98,13 +97,21 @@ class MemoryResponseCache:
         return new
 
 
-def call_record(purpose: str, model: str, completion: Completion | None, error: str | None = None,
-                judge_name: str | None = None) -> dict[str, Any]:
+def call_record(
+    purpose: str, model: str, completion: Completion | None, error: str | None = None, judge_name: str | None = None
+) -> dict[str, Any]:
     """One API call's row: what for, which model, its tokens and cost, whether the cache answered."""
-    return {"purpose": purpose, "model": model, "judge_name": judge_name, "error": error,
-            **{name: getattr(completion, name, None) for name in ("prompt_tokens", "completion_tokens", "cost_usd",
-                                                                   "attempts", "duration_ms")},
-            "cached": bool(completion and completion.cached)}
+    return {
+        "purpose": purpose,
+        "model": model,
+        "judge_name": judge_name,
+        "error": error,
+        **{
+            name: getattr(completion, name, None)
+            for name in ("prompt_tokens", "completion_tokens", "cost_usd", "attempts", "duration_ms")
+        },
+        "cached": bool(completion and completion.cached),
+    }
 
 
 def request_key(model: str, request: dict[str, Any]) -> str:
@@ -135,16 +142,21 @@ def retry_after_s(error: BaseException) -> float | None:
     """The wait a rate-limited response asks for, in seconds (`retry-after-ms`, or `Retry-After` as
     seconds or an HTTP date), where it gives one. litellm keeps the provider's headers on the
     error as `litellm_response_headers`; its `response` may carry none."""
-    for headers in (getattr(error, "litellm_response_headers", None),
-                    getattr(getattr(error, "response", None), "headers", None)):
+    for headers in (
+        getattr(error, "litellm_response_headers", None),
+        getattr(getattr(error, "response", None), "headers", None),
+    ):
         headers = {str(k).lower(): v for k, v in dict(headers or {}).items()}
         try:
             if "retry-after-ms" in headers:
                 return min(float(headers["retry-after-ms"]) / 1000, MAX_RETRY_AFTER_S)
             if "retry-after" in headers:
                 value = headers["retry-after"]
-                seconds = float(value) if value.strip().replace(".", "", 1).isdigit() else \
-                    (parsedate_to_datetime(value) - datetime.now(timezone.utc)).total_seconds()
+                seconds = (
+                    float(value)
+                    if value.strip().replace(".", "", 1).isdigit()
+                    else (parsedate_to_datetime(value) - datetime.now(UTC)).total_seconds()
+                )
                 return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
         except (TypeError, ValueError):
             continue
@@ -188,15 +200,22 @@ class ModelGateway:
         Retry-After) and 5xx. Calls go to the replicas in turn, and a retry to the next replica, so
         one failing server costs a retry, not the call."""
         litellm = _litellm()
-        retryable = (litellm.Timeout, litellm.APIConnectionError, litellm.RateLimitError,
-                     litellm.InternalServerError, litellm.ServiceUnavailableError, asyncio.TimeoutError)
+        retryable = (
+            litellm.Timeout,
+            litellm.APIConnectionError,
+            litellm.RateLimitError,
+            litellm.InternalServerError,
+            litellm.ServiceUnavailableError,
+            asyncio.TimeoutError,
+        )
         first, timeout_s = next(self._calls), self.timeout_for(model)
         async with self._semaphore():
             start = time.perf_counter()
             for number in range(1, self.max_retries + 2):
                 try:
-                    response = await asyncio.wait_for(attempt(self._routing(model, first + number - 1)),
-                                                      timeout=timeout_s + 1)
+                    response = await asyncio.wait_for(
+                        attempt(self._routing(model, first + number - 1)), timeout=timeout_s + 1
+                    )
                     return response, number, round((time.perf_counter() - start) * 1000)
                 except retryable as error:
                     if number > self.max_retries:
@@ -219,28 +238,55 @@ class ModelGateway:
         no_key = model.startswith(("openai/", "text-completion-openai/")) and not os.environ.get("OPENAI_API_KEY")
         return {"api_base": replicas[turn % len(replicas)], **({"api_key": NO_KEY} if no_key else {})}
 
-    async def acomplete(self, model: str, messages: list[dict[str, str]], max_tokens: int = 512,
-                        top_logprobs: int | None = None, stop: list[str] | None = None) -> Completion:
+    async def acomplete(
+        self,
+        model: str,
+        messages: list[dict[str, str]],
+        max_tokens: int = 512,
+        top_logprobs: int | None = None,
+        stop: list[str] | None = None,
+    ) -> Completion:
         """One chat completion at temperature 0, with its usage and cost."""
         return await self._complete(model, messages, max_tokens, top_logprobs, stop)
 
-    async def _complete(self, model: str, messages: list[dict[str, str]], max_tokens: int, top_logprobs: int | None,
-                        stop: list[str] | None) -> Completion:
+    async def _complete(
+        self,
+        model: str,
+        messages: list[dict[str, str]],
+        max_tokens: int,
+        top_logprobs: int | None,
+        stop: list[str] | None,
+    ) -> Completion:
         litellm = _litellm()
         extra: dict[str, Any] = {}
         if top_logprobs:
             extra.update(logprobs=True, top_logprobs=top_logprobs)
         if stop:
             extra["stop"] = stop
-        response, attempts, milliseconds = await self._call(model, lambda routing: litellm.acompletion(
-            model=model, messages=messages, temperature=0, max_tokens=max_tokens, timeout=self.timeout_for(model),
-            num_retries=0, max_retries=0, **extra, **routing))
+        response, attempts, milliseconds = await self._call(
+            model,
+            lambda routing: litellm.acompletion(
+                model=model,
+                messages=messages,
+                temperature=0,
+                max_tokens=max_tokens,
+                timeout=self.timeout_for(model),
+                num_retries=0,
+                max_retries=0,
+                **extra,
+                **routing,
+            ),
+        )
         choice = response.choices[0]
         usage = getattr(response, "usage", None)
         text = choice.message.content or ""
         completion = Completion(
-            text=text, duration_ms=milliseconds, attempts=attempts, first_token_logprobs=_first_token_logprobs(choice),
-            prompt_tokens=getattr(usage, "prompt_tokens", None), completion_tokens=getattr(usage, "completion_tokens", None),
+            text=text,
+            duration_ms=milliseconds,
+            attempts=attempts,
+            first_token_logprobs=_first_token_logprobs(choice),
+            prompt_tokens=getattr(usage, "prompt_tokens", None),
+            completion_tokens=getattr(usage, "completion_tokens", None),
             cost_usd=_cost(litellm, response, model),
         )
         if len(text) > MAX_RESPONSE_CHARS:
@@ -257,15 +303,32 @@ class ModelGateway:
         follows the prompt's and is never counted)."""
         litellm = _litellm()
         route = f"text-completion-openai/{model}"
-        response, _, _ = await self._call(route, lambda routing: litellm.atext_completion(
-            model=route, prompt=list(prompts), echo=True, logprobs=1, max_tokens=1, temperature=0,
-            timeout=self.timeout_for(route), num_retries=0, max_retries=0, **routing))
+        response, _, _ = await self._call(
+            route,
+            lambda routing: litellm.atext_completion(
+                model=route,
+                prompt=list(prompts),
+                echo=True,
+                logprobs=1,
+                max_tokens=1,
+                temperature=0,
+                timeout=self.timeout_for(route),
+                num_retries=0,
+                max_retries=0,
+                **routing,
+            ),
+        )
         choices = sorted(response.choices, key=lambda c: c.index)
         if len(choices) != len(prompts):
             raise ValueError(f"{model} answered {len(choices)} choices for {len(prompts)} prompts")
-        return [PromptLogprobs(list(getattr(c.logprobs, "tokens", None) or []),
-                               list(getattr(c.logprobs, "token_logprobs", None) or []),
-                               list(getattr(c.logprobs, "text_offset", None) or [])) for c in choices]
+        return [
+            PromptLogprobs(
+                list(getattr(c.logprobs, "tokens", None) or []),
+                list(getattr(c.logprobs, "token_logprobs", None) or []),
+                list(getattr(c.logprobs, "text_offset", None) or []),
+            )
+            for c in choices
+        ]
 
 
 def _cost(litellm: Any, response: Any, model: str) -> float | None:
@@ -299,10 +362,16 @@ class ResponseCachedModel:
     def __getattr__(self, attribute: str) -> Any:
         return getattr(self.model, attribute)
 
-    async def acomplete(self, prompt: Chat, max_tokens: int, stop: Sequence[str] = (),
-                        top_logprobs: int | None = None) -> Completion:
-        request = {"messages": chat(prompt.system, prompt.user), "max_tokens": max_tokens,
-                   "top_logprobs": top_logprobs, "stop": list(stop) or None, "temperature": 0}
+    async def acomplete(
+        self, prompt: Chat, max_tokens: int, stop: Sequence[str] = (), top_logprobs: int | None = None
+    ) -> Completion:
+        request = {
+            "messages": chat(prompt.system, prompt.user),
+            "max_tokens": max_tokens,
+            "top_logprobs": top_logprobs,
+            "stop": list(stop) or None,
+            "temperature": 0,
+        }
         key = request_key(self.model.name, request)
         if (hit := self.cache.lookup(key)) is not None:
             return hit

@@ -11,9 +11,10 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 LOCAL_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
 MAX_FIELD_CHARS = 20_000  # longer than any benchmark field, and than a small model's context
@@ -80,8 +81,9 @@ def is_local_source(source: str) -> bool:
     return Path(source).suffix.lower() in LOCAL_BUILDERS or Path(source).exists()
 
 
-def load_rows(source: str, hub_name: str | None = None, hub_split: str | None = None,
-              limit: int | None = None) -> LoadedRows:
+def load_rows(
+    source: str, hub_name: str | None = None, hub_split: str | None = None, limit: int | None = None
+) -> LoadedRows:
     """Rows of a local JSONL/JSON/Parquet/CSV file or a hub dataset (`hub_name`, `hub_split`). A
     row's id is its own `id` field where it has one, else its position among the rows read."""
     if is_local_source(source):
@@ -93,8 +95,13 @@ def load_rows(source: str, hub_name: str | None = None, hub_split: str | None = 
         if builder is None:
             raise DataFileError(f"Unsupported data file type {path.suffix!r}: {path}")
         readers = {".jsonl": _jsonl, ".csv": _csv}
-        loaded = readers[suffix](path, limit) if suffix in readers else _dataset(
-            lambda datasets: datasets.load_dataset(builder, data_files=str(path), split="train"), path, limit)
+        loaded = (
+            readers[suffix](path, limit)
+            if suffix in readers
+            else _dataset(
+                lambda datasets: datasets.load_dataset(builder, data_files=str(path), split="train"), path, limit
+            )
+        )
         if not loaded.rows and not loaded.rejected:
             raise DataFileError(f"Data file is empty: {path}")
         return loaded
@@ -112,8 +119,13 @@ def _decoded_lines(path: Path, rejected: list[Rejection]) -> Iterator[tuple[int,
             try:
                 yield number, raw.decode("utf-8")
             except UnicodeDecodeError as error:
-                rejected.append(Rejection(number, raw[:KEPT_CHARS].decode("utf-8", "replace"),
-                                          f"not UTF-8: byte 0x{raw[error.start]:02x} at column {error.start + 1}"))
+                rejected.append(
+                    Rejection(
+                        number,
+                        raw[:KEPT_CHARS].decode("utf-8", "replace"),
+                        f"not UTF-8: byte 0x{raw[error.start]:02x} at column {error.start + 1}",
+                    )
+                )
 
 
 def jsonl_records(path: Path, rejected: list[Rejection]) -> Iterator[tuple[Any, int, str]]:
@@ -156,8 +168,9 @@ def _csv(path: Path, limit: int | None) -> LoadedRows:
     blank = [i + 1 for i, name in enumerate(names) if not name]
     repeated = sorted({name for name in names if name and names.count(name) > 1})
     if blank or repeated:
-        problems = ([f"column {', '.join(map(str, blank))} has no name"] if blank else []) + \
-                   ([f"column(s) {', '.join(repeated)} repeated"] if repeated else [])
+        problems = ([f"column {', '.join(map(str, blank))} has no name"] if blank else []) + (
+            [f"column(s) {', '.join(repeated)} repeated"] if repeated else []
+        )
         raise DataFileError(f"{path} line {numbers[0]}: unusable CSV header ({'; '.join(problems)})")
     end = reader.line_num
     for values in reader:
@@ -169,10 +182,11 @@ def _csv(path: Path, limit: int | None) -> LoadedRows:
         if not any(v.strip() for v in values):
             continue
         if len(values) != len(names):
-            loaded.rejected.append(Rejection(line, text[:KEPT_CHARS], f"{len(values)} fields where the header "
-                                                                       f"has {len(names)}"))
+            loaded.rejected.append(
+                Rejection(line, text[:KEPT_CHARS], f"{len(values)} fields where the header has {len(names)}")
+            )
             continue
-        loaded.add({name: _cell(value) for name, value in zip(names, values)}, line, text)
+        loaded.add({name: _cell(value) for name, value in zip(names, values, strict=False)}, line, text)
     return loaded
 
 

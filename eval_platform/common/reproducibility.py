@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import importlib.metadata
 import platform
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 # The largest |difference| of a stored float (a choice's summed log-likelihood, a label probability,
 # an `mc2` or other float score) between two computations of the same item by the same model and
@@ -60,11 +61,18 @@ def describe_environment(placement: Mapping[str, Any], batch_size: int) -> RunEn
 
         capability = torch.backends.cpu.get_cpu_capability()
     return RunEnvironment(
-        batch_size=batch_size, device=placement["device"], device_name=placement["device_name"],
-        dtype=placement.get("dtype"), threads=placement.get("threads"), cpu_capability=capability,
-        cpu_features=",".join(f for f in CPU_FEATURES if f in flags), torch_version=torch_version,
-        transformers_version=_version("transformers"), python_version=platform.python_version(),
-        platform=platform.platform())
+        batch_size=batch_size,
+        device=placement["device"],
+        device_name=placement["device_name"],
+        dtype=placement.get("dtype"),
+        threads=placement.get("threads"),
+        cpu_capability=capability,
+        cpu_features=",".join(f for f in CPU_FEATURES if f in flags),
+        torch_version=torch_version,
+        transformers_version=_version("transformers"),
+        python_version=platform.python_version(),
+        platform=platform.platform(),
+    )
 
 
 def cpu_name() -> str:
@@ -75,14 +83,20 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def environment_differences(first: Sequence[Mapping[str, Any] | None], second: Sequence[Mapping[str, Any] | None],
-                            fields: Sequence[str] | None = ENVIRONMENT_FIELDS) -> str | None:
+def environment_differences(
+    first: Sequence[Mapping[str, Any] | None],
+    second: Sequence[Mapping[str, Any] | None],
+    fields: Sequence[str] | None = ENVIRONMENT_FIELDS,
+) -> str | None:
     """'field: values of the first vs of the second; ...' for every field of `fields` (None: any
     field either has) that differs between two sets of runs' environments (None for a run whose
     environment was not recorded), or None where nothing differs."""
     names = fields if fields is not None else sorted({name for env in (*first, *second) if env for name in env})
-    differences = [f"{name}: {_values(first, name)} vs {_values(second, name)}" for name in names
-                   if _values(first, name) != _values(second, name)]
+    differences = [
+        f"{name}: {_values(first, name)} vs {_values(second, name)}"
+        for name in names
+        if _values(first, name) != _values(second, name)
+    ]
     return "; ".join(differences) or None
 
 

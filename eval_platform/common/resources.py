@@ -9,9 +9,10 @@ import random
 import re
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, TypeVar
+from typing import Any, TypeVar
 
 from dagster import ConfigurableResource, get_dagster_logger
 from dagster_duckdb import DuckDBResource
@@ -48,9 +49,11 @@ class WarehouseResource(DuckDBResource):
 
     lock_timeout_s: float = Field(default=LOCK_TIMEOUT_S, description="How long to wait for the warehouse file.")
     wait_log_interval_s: float = Field(default=10.0, description="How often a waiting run says what it waits for.")
-    data_path: str | None = Field(default=os.environ.get("EVAL_LAKE_DATA_PATH"),
-                                  description="A DuckLake warehouse's data files: a folder every host sees (or an "
-                                              "object-store URL). Default: EVAL_LAKE_DATA_PATH.")
+    data_path: str | None = Field(
+        default=os.environ.get("EVAL_LAKE_DATA_PATH"),
+        description="A DuckLake warehouse's data files: a folder every host sees (or an "
+        "object-store URL). Default: EVAL_LAKE_DATA_PATH.",
+    )
     commit_retries: int = Field(default=5, description="A lake: how often a conflicting commit is re-run.")
 
     @contextmanager
@@ -107,11 +110,13 @@ class WarehouseResource(DuckDBResource):
                 raise WarehouseBusyError(
                     f"The warehouse {self.database} stayed locked for {self.lock_timeout_s:.0f} s by {holder}; "
                     "close that session (or wait for that run) and re-run, or raise lock_timeout_s "
-                    "(EVAL_WAREHOUSE_LOCK_TIMEOUT_S).")
+                    "(EVAL_WAREHOUSE_LOCK_TIMEOUT_S)."
+                )
             if now >= next_log:
                 get_dagster_logger().warning(
                     f"Waiting for the warehouse {self.database} ({now - waited:.0f} s so far, giving up after "
-                    f"{self.lock_timeout_s:.0f} s): it is held by {holder}")
+                    f"{self.lock_timeout_s:.0f} s): it is held by {holder}"
+                )
                 next_log = now + self.wait_log_interval_s
             time.sleep(0.2)
             result, holder = attempt()
@@ -164,8 +169,9 @@ class _AttachedLakes:
             instance = self._instances.get(key)
             if instance is not None:
                 return instance.cursor(), False
-            instance = duckdb.connect(config={**config, "extension_directory": lake_extensions(),
-                                              "autoinstall_known_extensions": False})
+            instance = duckdb.connect(
+                config={**config, "extension_directory": lake_extensions(), "autoinstall_known_extensions": False}
+            )
             try:
                 instance.execute("LOAD ducklake")
                 if ":postgres:" in f"{catalog}:":
@@ -205,11 +211,15 @@ def open_lake(catalog: str, data_path: str | None, commit_retries: int, config: 
     import duckdb
 
     if re.search(r"password\s*=|://[^/@\s]*:[^/@\s]*@", catalog, re.IGNORECASE):
-        raise ValueError("The lake warehouse's catalog string holds a password, which the UI would show: set it in "
-                         "the environment instead (PGPASSWORD for a PostgreSQL catalog)")
+        raise ValueError(
+            "The lake warehouse's catalog string holds a password, which the UI would show: set it in "
+            "the environment instead (PGPASSWORD for a PostgreSQL catalog)"
+        )
     if not data_path:
-        raise ValueError(f"The lake warehouse {catalog} needs a data_path (EVAL_LAKE_DATA_PATH): a folder every "
-                         "host sees, or an object-store URL")
+        raise ValueError(
+            f"The lake warehouse {catalog} needs a data_path (EVAL_LAKE_DATA_PATH): a folder every "
+            "host sees, or an object-store URL"
+        )
     attempt = 0
     while True:
         conn, attached_now = None, True
@@ -225,11 +235,12 @@ def open_lake(catalog: str, data_path: str | None, commit_retries: int, config: 
                 ATTACHED_LAKES.forget(catalog, data_path, config)
                 continue
             # Hosts creating a new lake, or its tables, at once: one wins, the others try again.
-            racing = isinstance(error, (duckdb.TransactionException, duckdb.CatalogException,
-                                        duckdb.ConstraintException)) or "initialize DuckLake" in str(error)
+            racing = isinstance(
+                error, (duckdb.TransactionException, duckdb.CatalogException, duckdb.ConstraintException)
+            ) or "initialize DuckLake" in str(error)
             if not racing or attempt == commit_retries:
                 raise
-            time.sleep(0.2 * 2 ** attempt * (1 + random.random()))
+            time.sleep(0.2 * 2**attempt * (1 + random.random()))
             attempt += 1
 
 
@@ -248,27 +259,37 @@ class ModelGatewayResource(ConfigurableResource):
     read from the environment by litellm (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, ...)
     and are never part of this configuration; a local server that needs no key works with none set."""
 
-    api_base: str | None = Field(default=os.environ.get("EVAL_API_BASE"),
-                                 description="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1, "
-                                             "or of several replicas separated by commas (calls go to each in turn, "
-                                             "a retry to the next); default: EVAL_API_BASE.")
+    api_base: str | None = Field(
+        default=os.environ.get("EVAL_API_BASE"),
+        description="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1, "
+        "or of several replicas separated by commas (calls go to each in turn, "
+        "a retry to the next); default: EVAL_API_BASE.",
+    )
     timeout_s: float = Field(default=60.0, description="Seconds an attempt may take before it is retried.")
-    model_timeouts_s: dict[str, float] = Field(default={}, description="A model's own timeout, by its model string "
-                                                                       "(e.g. a slow reasoning model's).")
+    model_timeouts_s: dict[str, float] = Field(
+        default={}, description="A model's own timeout, by its model string (e.g. a slow reasoning model's)."
+    )
     max_retries: int = Field(default=3, description="Retries on timeouts, connection errors, 429 and 5xx.")
     backoff_s: float = Field(default=0.5, description="First retry delay; doubles on each retry.")
     max_concurrency: int = Field(default=8, description="Calls in flight at once, per server.")
 
     def gateway(self) -> ModelGateway:
-        return ModelGateway(api_base=self.api_base, timeout_s=self.timeout_s,
-                            model_timeouts_s=dict(self.model_timeouts_s), max_retries=self.max_retries,
-                            backoff_s=self.backoff_s, max_concurrency=self.max_concurrency)
+        return ModelGateway(
+            api_base=self.api_base,
+            timeout_s=self.timeout_s,
+            model_timeouts_s=dict(self.model_timeouts_s),
+            max_retries=self.max_retries,
+            backoff_s=self.backoff_s,
+            max_concurrency=self.max_concurrency,
+        )
 
 
 # The resource's config fields are ModelSettings' own, declared there once.
 _ModelSettingsConfig = create_model(
-    "ModelSettingsConfig", __base__=ConfigurableResource,
-    **{name: (info.annotation, info) for name, info in ModelSettings.model_fields.items()})
+    "ModelSettingsConfig",
+    __base__=ConfigurableResource,
+    **{name: (info.annotation, info) for name, info in ModelSettings.model_fields.items()},
+)
 
 
 class LanguageModelResource(_ModelSettingsConfig):

@@ -24,10 +24,11 @@ import hashlib
 import random
 import re
 import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterator, Mapping, Sequence
+from typing import Any, ClassVar
 
 import pandas as pd
 
@@ -41,12 +42,12 @@ class SchemaError(RuntimeError):
 
 def utc_now() -> datetime:
     """The current UTC time as a naive timestamp, as DuckDB's TIMESTAMP columns store it."""
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
 # --- declared table access --------------------------------------------------------------------
 
-_STORES: dict[str, type["Store"]] = {}
+_STORES: dict[str, type[Store]] = {}
 _ALL_TABLE_NAMES: set[str] = set()
 _allowed: contextvars.ContextVar[frozenset[str] | None] = contextvars.ContextVar("allowed_tables", default=None)
 
@@ -58,7 +59,7 @@ class CommitConflictError(RuntimeError):
 def _access(kind: str, tables: Sequence[str]) -> Callable:
     def decorate(method: Callable) -> Callable:
         @functools.wraps(method)
-        def wrapper(self: "Store", *args: Any, **kwargs: Any) -> Any:
+        def wrapper(self: Store, *args: Any, **kwargs: Any) -> Any:
             outer = _allowed.get()
             token = _allowed.set(frozenset(tables) | (outer or frozenset()))
             try:
@@ -120,8 +121,11 @@ class Store:
             try:
                 with self.transaction():
                     if self.lake:  # any other write of these tables now conflicts with this one
-                        self.sql(f"UPDATE {CLAIMS_TABLE} SET claims = claims + 1 WHERE table_name IN "
-                                 f"({', '.join('?' * len(tables))})", tables)
+                        self.sql(
+                            f"UPDATE {CLAIMS_TABLE} SET claims = claims + 1 WHERE table_name IN "
+                            f"({', '.join('?' * len(tables))})",
+                            tables,
+                        )
                     return method(self, *args, **kwargs)
             except duckdb.TransactionException as error:
                 try:
@@ -133,8 +137,9 @@ class Store:
                     raise CommitConflictError(
                         f"{type(self).__name__}.{method.__name__}({partition}): the write to {', '.join(tables)} "
                         f"conflicted with another writer's {attempt + 1} times; the last: "
-                        f"{str(error).splitlines()[0]}") from error
-                time.sleep(self.retry_backoff_s * 2 ** attempt * (1 + random.random()))
+                        f"{str(error).splitlines()[0]}"
+                    ) from error
+                time.sleep(self.retry_backoff_s * 2**attempt * (1 + random.random()))
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """A class that names a store (sets `name`) registers it: the warehouse creates and migrates
@@ -163,7 +168,7 @@ class Store:
         """Query results as dicts with plain Python values (lists stay lists)."""
         cursor = self.sql(statement, params)
         names = [d[0] for d in cursor.description]
-        return [dict(zip(names, row)) for row in cursor.fetchall()]
+        return [dict(zip(names, row, strict=False)) for row in cursor.fetchall()]
 
     def frame(self, statement: str, params: Sequence[Any] = ()) -> pd.DataFrame:
         return self.sql(statement, params).df()
@@ -179,13 +184,16 @@ class Store:
         if frame is None or not len(frame):
             return 0
         with self.registered("incoming", frame):
-            self._check_columns(table, [row[0] for row in self.conn.execute(f"DESCRIBE SELECT {select} FROM incoming")
-                                        .fetchall()])
+            self._check_columns(
+                table, [row[0] for row in self.conn.execute(f"DESCRIBE SELECT {select} FROM incoming").fetchall()]
+            )
             unseen = ""
             if ignore_duplicates:
                 key = table_key(type(self).tables[table])
-                unseen = (f" WHERE ({', '.join(key)}) NOT IN (SELECT ({', '.join(key)}) FROM {table}) "
-                          f"QUALIFY row_number() OVER (PARTITION BY {', '.join(key)}) = 1")
+                unseen = (
+                    f" WHERE ({', '.join(key)}) NOT IN (SELECT ({', '.join(key)}) FROM {table}) "
+                    f"QUALIFY row_number() OVER (PARTITION BY {', '.join(key)}) = 1"
+                )
             self.sql(f"INSERT INTO {table} BY NAME SELECT {select} FROM incoming{unseen}")
         return len(frame)
 
@@ -201,9 +209,13 @@ class Store:
     def _check_columns(self, table: str, written: Sequence[str]) -> None:
         """A write names every column of its table (those with a default may be left out) and no
         other: a misspelt or forgotten column fails here, naming it, instead of storing NULL."""
-        columns = {name: default for name, default in self.conn.execute(
-            "SELECT column_name, column_default FROM duckdb_columns() WHERE table_name = ? AND database_name = current_database()",
-            [table]).fetchall()}
+        columns = {
+            name: default
+            for name, default in self.conn.execute(
+                "SELECT column_name, column_default FROM duckdb_columns() WHERE table_name = ? AND database_name = current_database()",
+                [table],
+            ).fetchall()
+        }
         unknown = [name for name in written if name not in columns]
         missing = [name for name, default in columns.items() if name not in written and default is None]
         problems = []
@@ -214,8 +226,9 @@ class Store:
         if problems:
             raise SchemaError(f"A write to {table} does not match its columns: {'; '.join(problems)}")
 
-    def replace(self, table: str, frame: pd.DataFrame, where: str = "TRUE", params: Sequence[Any] = (),
-                select: str = "*") -> int:
+    def replace(
+        self, table: str, frame: pd.DataFrame, where: str = "TRUE", params: Sequence[Any] = (), select: str = "*"
+    ) -> int:
         """Delete the rows matching `where`, then insert the frame (in the write's transaction)."""
         self.sql(f"DELETE FROM {table} WHERE {where}", params)
         return self.insert(table, frame, select)
@@ -247,8 +260,11 @@ class Store:
         for table, columns in cls.tables.items():
             conn.execute(f"CREATE TABLE IF NOT EXISTS {table} ({without_keys(columns) if lake else columns})")
         if lake:  # each table's claim row, in the transaction that creates the table
-            conn.execute(f"INSERT INTO {CLAIMS_TABLE} SELECT unnest(?::VARCHAR[]), 0 EXCEPT "
-                         f"SELECT table_name, 0 FROM {CLAIMS_TABLE}", [list(cls.tables)])
+            conn.execute(
+                f"INSERT INTO {CLAIMS_TABLE} SELECT unnest(?::VARCHAR[]), 0 EXCEPT "
+                f"SELECT table_name, 0 FROM {CLAIMS_TABLE}",
+                [list(cls.tables)],
+            )
         cls.create_views(conn)
 
     @classmethod
@@ -262,8 +278,10 @@ class Store:
 
 def is_lake(conn: Any) -> bool:
     """Whether the connection's current database is a DuckLake catalog."""
-    return conn.execute("SELECT type FROM duckdb_databases() WHERE database_name = current_database()"
-                        ).fetchone()[0] == "ducklake"
+    return (
+        conn.execute("SELECT type FROM duckdb_databases() WHERE database_name = current_database()").fetchone()[0]
+        == "ducklake"
+    )
 
 
 _KEY = re.compile(r",\s*PRIMARY KEY\s*\(([^)]*)\)", re.IGNORECASE)
@@ -289,8 +307,11 @@ def view_digest(body: str) -> str:
 
 def stale_views(conn: Any, stores: Sequence[type[Store]]) -> bool:
     """Whether a view is missing, or was created from another definition than its store's now."""
-    current = dict(conn.execute("SELECT view_name, comment FROM duckdb_views() WHERE NOT internal "
-                                "AND database_name = current_database()").fetchall())
+    current = dict(
+        conn.execute(
+            "SELECT view_name, comment FROM duckdb_views() WHERE NOT internal AND database_name = current_database()"
+        ).fetchall()
+    )
     return any(current.get(view) != view_digest(body) for store in stores for view, body in store.views.items())
 
 
@@ -311,10 +332,15 @@ def ensure_schema(conn: Any, stores: Sequence[type[Store]]) -> None:
     except Exception:  # no version table yet: a new warehouse, or one from before versioning
         current = None
     if current is not None and all(current.get(s.name) == s.version for s in stores):
-        existing = {name for (name,) in conn.execute(
-            "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()").fetchall()}
+        existing = {
+            name
+            for (name,) in conn.execute(
+                "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()"
+            ).fetchall()
+        }
         if all(table in existing for store in stores for table in store.tables) and (
-                CLAIMS_TABLE in existing or not is_lake(conn)):
+            CLAIMS_TABLE in existing or not is_lake(conn)
+        ):
             if stale_views(conn, stores):  # a definition changed (a new benchmark's column): rebuilt, rows untouched
                 conn.execute("BEGIN TRANSACTION")
                 for store in stores:
@@ -325,27 +351,36 @@ def ensure_schema(conn: Any, stores: Sequence[type[Store]]) -> None:
     conn.execute("BEGIN TRANSACTION")
     try:
         if current is None:
-            legacy = {r[0] for r in conn.execute("SELECT table_name FROM information_schema.tables "
-                                                     "WHERE table_catalog = current_database()").fetchall()}
+            legacy = {
+                r[0]
+                for r in conn.execute(
+                    "SELECT table_name FROM information_schema.tables WHERE table_catalog = current_database()"
+                ).fetchall()
+            }
             columns = "store VARCHAR PRIMARY KEY, version INTEGER NOT NULL, migrated_at TIMESTAMP NOT NULL"
             conn.execute(f"CREATE TABLE {SCHEMA_TABLE} ({without_keys(columns) if is_lake(conn) else columns})")
             current = {s.name: LEGACY_VERSION for s in stores if legacy & set(s.tables)}
         if is_lake(conn):
-            conn.execute(f"CREATE TABLE IF NOT EXISTS {CLAIMS_TABLE} (table_name VARCHAR NOT NULL, claims BIGINT NOT NULL)")
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {CLAIMS_TABLE} (table_name VARCHAR NOT NULL, claims BIGINT NOT NULL)"
+            )
         for store in stores:
             version = current.get(store.name)
             if version is not None and version > store.version:
                 raise SchemaError(
                     f"The warehouse's {store.name} tables are at schema version {version}, newer than this "
-                    f"platform's {store.version}: upgrade the platform, or point EVAL_WAREHOUSE at another file.")
+                    f"platform's {store.version}: upgrade the platform, or point EVAL_WAREHOUSE at another file."
+                )
             if version is None:
                 store.create(conn)
             else:
                 drop_views(conn, list(store.views))
                 for step in range(version, store.version):
                     if step not in store.migrations:
-                        raise SchemaError(f"No migration of the {store.name} tables from version {step}; "
-                                          "move the warehouse file aside to start a new one.")
+                        raise SchemaError(
+                            f"No migration of the {store.name} tables from version {step}; "
+                            "move the warehouse file aside to start a new one."
+                        )
                     store.migrations[step](conn)
                 store.create(conn)  # tables added since, and views
             conn.execute(f"DELETE FROM {SCHEMA_TABLE} WHERE store = ?", [store.name])
@@ -366,24 +401,34 @@ def rebuild_table(conn: Any, table: str, columns: str, select: str) -> None:
 
 
 def has_column(conn: Any, table: str, column: str) -> bool:
-    return conn.execute("SELECT count(*) FROM duckdb_columns() WHERE table_name = ? AND column_name = ? "
-                        "AND database_name = current_database()",
-                        [table, column]).fetchone()[0] > 0
+    return (
+        conn.execute(
+            "SELECT count(*) FROM duckdb_columns() WHERE table_name = ? AND column_name = ? "
+            "AND database_name = current_database()",
+            [table, column],
+        ).fetchone()[0]
+        > 0
+    )
 
 
 def add_column(conn: Any, table: str, column: str, kind: str) -> None:
     """Add a column to a table that lacks it (a table an earlier step created with today's columns
     has it already; one added since is created whole afterwards)."""
-    table_exists = conn.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ? "
-                                "AND database_name = current_database()", [table]).fetchone()[0]
+    table_exists = conn.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND database_name = current_database()", [table]
+    ).fetchone()[0]
     if table_exists and not has_column(conn, table, column):
         conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
 
 def drop_views(conn: Any, views: Sequence[str]) -> None:
     """Drop those of `views` that exist as views (a name may still be a table of an older schema)."""
-    existing = {r[0] for r in conn.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal "
-                                                "AND database_name = current_database()").fetchall()}
+    existing = {
+        r[0]
+        for r in conn.execute(
+            "SELECT view_name FROM duckdb_views() WHERE NOT internal AND database_name = current_database()"
+        ).fetchall()
+    }
     for view in set(views) & existing:
         conn.execute(f"DROP VIEW {view}")
 
@@ -410,8 +455,11 @@ def import_tables(conn: Any, stores: Sequence[type[Store]], source: str) -> dict
     folder = Path(source).is_dir()
     if not folder:
         conn.execute(f"ATTACH '{source}' AS moved_from (READ_ONLY)")
-    relation = (lambda table: f"read_parquet('{Path(source) / table}.parquet')") if folder else (
-        lambda table: f"moved_from.main.{table}")
+    relation = (
+        (lambda table: f"read_parquet('{Path(source) / table}.parquet')")
+        if folder
+        else (lambda table: f"moved_from.main.{table}")
+    )
     try:
         occupied = {table: n for table in tables if (n := conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])}
         if occupied:

@@ -14,12 +14,20 @@ from eval_platform.common.models import Completion, LanguageModel
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, token_counter
 from eval_platform.common.plots import new_axes, png_markdown
 from eval_platform.common.resources import (
-    DATA_DIR, WAREHOUSE_POOL, LanguageModelResource, ModelGatewayResource, WarehouseResource,
+    DATA_DIR,
+    WAREHOUSE_POOL,
+    LanguageModelResource,
+    ModelGatewayResource,
+    WarehouseResource,
 )
 from eval_platform.common.warehouse import utc_now
 from eval_platform.evolution import eras as era_logic
 from eval_platform.evolution.eras import (
-    config_hash, generation_frames, paragraph_records, population_from_rows, rng_state,
+    config_hash,
+    generation_frames,
+    paragraph_records,
+    population_from_rows,
+    rng_state,
 )
 from eval_platform.evolution.genetic import TAGS, Checkpoint, EraConfig, GenerationRecord, era_models, run_era
 from eval_platform.evolution.partitions import era_partitions
@@ -31,34 +39,46 @@ OFFLINE_JUDGE_PANEL = {"smollm2": DEFAULT_LOCAL_MODEL}
 
 
 class ParagraphsConfig(Config):
-    source: str = Field(default=str(EVOLUTION_DIR / "paragraphs.jsonl"),
-                        description="JSONL file of paragraphs: paragraph_id, title, text.")
+    source: str = Field(
+        default=str(EVOLUTION_DIR / "paragraphs.jsonl"),
+        description="JSONL file of paragraphs: paragraph_id, title, text.",
+    )
 
 
 @asset(group_name="evolution_inputs", kinds={"duckdb"}, pool=WAREHOUSE_POOL)
-def source_paragraphs(context: AssetExecutionContext, config: ParagraphsConfig,
-                      warehouse: WarehouseResource) -> MaterializeResult:
+def source_paragraphs(
+    context: AssetExecutionContext, config: ParagraphsConfig, warehouse: WarehouseResource
+) -> MaterializeResult:
     """The paragraphs candidate prompts compress. A line that cannot be used is kept in
     paragraph_rejections with its line and reason; every good paragraph still lands."""
     paragraphs, rejections = paragraph_records(load_rows(config.source))
     if not paragraphs:
-        raise DataFileError(f"{config.source}: no usable paragraph ({len(rejections)} rejected: "
-                            f"{rejections[0]['reason'] if rejections else 'empty'})")
+        raise DataFileError(
+            f"{config.source}: no usable paragraph ({len(rejections)} rejected: "
+            f"{rejections[0]['reason'] if rejections else 'empty'})"
+        )
     frame = pd.DataFrame(paragraphs)
     rejected = pd.DataFrame(rejections, columns=["line", "row_json", "reason"]).assign(
-        source=config.source, rejected_at=utc_now())
+        source=config.source, rejected_at=utc_now()
+    )
     with warehouse.store(EvolutionStore) as store:
         store.replace_source_paragraphs(frame, rejected)
     for reject in rejections:
         context.log.warning(f"{config.source} line {reject['line']}: {reject['reason']}")
     words = frame["text"].str.split().str.len()
-    return MaterializeResult(metadata={
-        "dagster/row_count": len(frame), "rejected_rows": len(rejected), "source": config.source,
-        "words": MetadataValue.md(pd.DataFrame({"paragraph_id": frame["paragraph_id"], "words": words})
-                                  .to_markdown(index=False)),
-        "rejections": MetadataValue.md(rejected[["line", "reason"]].to_markdown(index=False) if len(rejected)
-                                       else "_none_"),
-    })
+    return MaterializeResult(
+        metadata={
+            "dagster/row_count": len(frame),
+            "rejected_rows": len(rejected),
+            "source": config.source,
+            "words": MetadataValue.md(
+                pd.DataFrame({"paragraph_id": frame["paragraph_id"], "words": words}).to_markdown(index=False)
+            ),
+            "rejections": MetadataValue.md(
+                rejected[["line", "reason"]].to_markdown(index=False) if len(rejected) else "_none_"
+            ),
+        }
+    )
 
 
 @asset(group_name="evolution_inputs", kinds={"duckdb"}, pool=WAREHOUSE_POOL)
@@ -69,12 +89,17 @@ def gene_pools(warehouse: WarehouseResource) -> MaterializeResult:
     missing = [tag for tag in TAGS if not pools.get(tag)]
     if missing:
         raise ValueError(f"{path}: no genes for tag(s) {', '.join(missing)}")
-    frame = pd.DataFrame([{"tag": tag, "gene_index": i, "text": text}
-                          for tag in TAGS for i, text in enumerate(pools[tag])])
+    frame = pd.DataFrame(
+        [{"tag": tag, "gene_index": i, "text": text} for tag in TAGS for i, text in enumerate(pools[tag])]
+    )
     with warehouse.store(EvolutionStore) as store:
         store.replace_gene_pool(frame)
-    return MaterializeResult(metadata={"dagster/row_count": len(frame),
-                                       "genes_per_tag": MetadataValue.json({t: len(pools[t]) for t in TAGS})})
+    return MaterializeResult(
+        metadata={
+            "dagster/row_count": len(frame),
+            "genes_per_tag": MetadataValue.json({t: len(pools[t]) for t in TAGS}),
+        }
+    )
 
 
 class EraConfigurationChanged(ValueError):
@@ -89,25 +114,38 @@ class EraRunConfig(Config):
     judge_panel: dict[str, str] = Field(
         default=OFFLINE_JUDGE_PANEL,
         description='Judge name -> model, e.g. {"openai": "openai/gpt-4o-mini", '
-                    '"claude": "anthropic/claude-3-5-sonnet-20241022", "gemini": "gemini/gemini-1.5-flash"}.',
+        '"claude": "anthropic/claude-3-5-sonnet-20241022", "gemini": "gemini/gemini-1.5-flash"}.',
     )
     mutation_model: str | None = Field(default=None, description="Model that rewrites a tag; None: gene pool.")
     use_token_metric: bool = False
     tokenizer: str = Field(default=DEFAULT_LOCAL_MODEL, description="Tokenizer for token counts.")
     seed: int = 7
     compression_max_tokens: int = 64
-    max_cost_usd: float | None = Field(default=None, description="Stop after the generation that brings the era's "
-                                                                "API cost to this; raise it to resume.")
+    max_cost_usd: float | None = Field(
+        default=None,
+        description="Stop after the generation that brings the era's API cost to this; raise it to resume.",
+    )
     use_response_cache: bool = Field(default=True, description="Answer identical temperature-0 calls from DuckDB.")
-    restart: bool = Field(default=False, description="Start the era again, replacing its stored generations "
-                                                     "(needed to change an existing era's configuration).")
+    restart: bool = Field(
+        default=False,
+        description="Start the era again, replacing its stored generations "
+        "(needed to change an existing era's configuration).",
+    )
 
 
 def _era_config(era: str, config: EraRunConfig) -> EraConfig:
-    return EraConfig(era=era, population_size=config.population_size, generations=config.generations,
-                     compression_model=config.compression_model, judge_panel=config.judge_panel, seed=config.seed,
-                     use_token_metric=config.use_token_metric, mutation_model=config.mutation_model,
-                     compression_max_tokens=config.compression_max_tokens, max_cost_usd=config.max_cost_usd)
+    return EraConfig(
+        era=era,
+        population_size=config.population_size,
+        generations=config.generations,
+        compression_model=config.compression_model,
+        judge_panel=config.judge_panel,
+        seed=config.seed,
+        use_token_metric=config.use_token_metric,
+        mutation_model=config.mutation_model,
+        compression_max_tokens=config.compression_max_tokens,
+        max_cost_usd=config.max_cost_usd,
+    )
 
 
 def _changed(stored: str, config: EraRunConfig) -> list[str]:
@@ -118,21 +156,52 @@ def _changed(stored: str, config: EraRunConfig) -> list[str]:
 
 
 def _cache_rows(era: str, entries: dict[str, tuple[str, dict, Completion]]) -> pd.DataFrame:
-    return pd.DataFrame([{"key": key, "model": model, "request": json.dumps(request), "text": c.text,
-                          "first_token_logprobs": json.dumps(c.first_token_logprobs), "prompt_tokens": c.prompt_tokens,
-                          "completion_tokens": c.completion_tokens, "cost_usd": c.cost_usd, "first_era": era,
-                          "created_at": utc_now()} for key, (model, request, c) in entries.items()])
+    return pd.DataFrame(
+        [
+            {
+                "key": key,
+                "model": model,
+                "request": json.dumps(request),
+                "text": c.text,
+                "first_token_logprobs": json.dumps(c.first_token_logprobs),
+                "prompt_tokens": c.prompt_tokens,
+                "completion_tokens": c.completion_tokens,
+                "cost_usd": c.cost_usd,
+                "first_era": era,
+                "created_at": utc_now(),
+            }
+            for key, (model, request, c) in entries.items()
+        ]
+    )
 
 
 def _known_responses(rows: list[dict]) -> dict[str, Completion]:
-    return {row["key"]: Completion(row["text"], 0, 0, json.loads(row["first_token_logprobs"] or "null"),
-                                   row["prompt_tokens"], row["completion_tokens"], row["cost_usd"]) for row in rows}
+    return {
+        row["key"]: Completion(
+            row["text"],
+            0,
+            0,
+            json.loads(row["first_token_logprobs"] or "null"),
+            row["prompt_tokens"],
+            row["completion_tokens"],
+            row["cost_usd"],
+        )
+        for row in rows
+    }
 
 
-@asset(partitions_def=era_partitions, group_name="prompt_evolution", deps=[source_paragraphs, gene_pools],
-       kinds={"litellm", "duckdb"}, pool=WAREHOUSE_POOL)
+@asset(
+    partitions_def=era_partitions,
+    group_name="prompt_evolution",
+    deps=[source_paragraphs, gene_pools],
+    kinds={"litellm", "duckdb"},
+    pool=WAREHOUSE_POOL,
+)
 def evolution_era(
-    context: AssetExecutionContext, config: EraRunConfig, warehouse: WarehouseResource, gateway: ModelGatewayResource,
+    context: AssetExecutionContext,
+    config: EraRunConfig,
+    warehouse: WarehouseResource,
+    gateway: ModelGatewayResource,
     evaluation_model: LanguageModelResource,
 ) -> MaterializeResult:
     """One era of the genetic algorithm: every prompt, compression, judge verdict, fitness and API
@@ -148,15 +217,17 @@ def evolution_era(
     if state and state["config_hash"] != config_hash(era_config) and not config.restart:
         raise EraConfigurationChanged(
             f"Era {era!r} was run with another configuration (changed: {', '.join(_changed(state['config'], config)) or 'its version'}); "
-            "set restart: true to start it again (its stored generations are replaced), or name a new era.")
+            "set restart: true to start it again (its stored generations are replaced), or name a new era."
+        )
     resume = None
     if state and not config.restart:
         with warehouse.store(EvolutionStore) as store:
             loaded, spent = store.load_checkpoint(era), store.era_spending(era)
         if loaded:
             checkpoint, rows = loaded
-            resume = Checkpoint(checkpoint["generation"], population_from_rows(rows),
-                                rng_state(checkpoint["rng_state"]), spent)
+            resume = Checkpoint(
+                checkpoint["generation"], population_from_rows(rows), rng_state(checkpoint["rng_state"]), spent
+            )
             context.log.info(f"era {era}: resuming after generation {resume.generation} (spent ${spent:.4f} so far)")
     if config.paragraph_ids:
         known = {p["paragraph_id"]: p for p in paragraphs}
@@ -166,23 +237,38 @@ def evolution_era(
         paragraphs = [known[pid] for pid in config.paragraph_ids]
     pool = {tag: [g["text"] for g in genes if g["tag"] == tag] for tag in TAGS}
     now = utc_now()
-    era_row = pd.DataFrame([{
-        "era": era, "config": config.model_dump_json(), "config_hash": config_hash(era_config),
-        "compression_model": config.compression_model, "judge_panel": json.dumps(config.judge_panel),
-        "population_size": config.population_size, "status": "running",
-        "generations_done": resume.generation if resume else None, "started_at": now, "updated_at": now,
-        "finished_at": None}])
+    era_row = pd.DataFrame(
+        [
+            {
+                "era": era,
+                "config": config.model_dump_json(),
+                "config_hash": config_hash(era_config),
+                "compression_model": config.compression_model,
+                "judge_panel": json.dumps(config.judge_panel),
+                "population_size": config.population_size,
+                "status": "running",
+                "generations_done": resume.generation if resume else None,
+                "started_at": now,
+                "updated_at": now,
+                "finished_at": None,
+            }
+        ]
+    )
     with warehouse.store(EvolutionStore) as store:
         judges = store.widen_quality_scores(list(config.judge_panel))
         store.begin_era(era_row, restart=config.restart)
-        cache = MemoryResponseCache(_known_responses(store.load_response_cache(era_models(era_config)))) \
-            if config.use_response_cache else None
+        cache = (
+            MemoryResponseCache(_known_responses(store.load_response_cache(era_models(era_config))))
+            if config.use_response_cache
+            else None
+        )
     client = gateway.gateway()
 
     def open_era_model(name: str) -> LanguageModel:
         """Any backend, local ones on evaluation_model's device and dtype, API calls through the gateway."""
         model = evaluation_model.open(name, client)
         return ResponseCachedModel(model, cache) if cache is not None else model
+
     totals = {"calls": 0, "cache_hits": 0, "cost_usd": 0.0, "generations": 0}
 
     def checkpoint_generation(record: GenerationRecord) -> None:
@@ -191,30 +277,49 @@ def evolution_era(
         with warehouse.store(EvolutionStore) as store:
             store.save_generation(era, record.generation, frames, judges, new, utc_now())
         calls = frames["gateway_calls"]
-        totals.update(calls=totals["calls"] + len(calls), cache_hits=totals["cache_hits"] + int(calls["cached"].sum()),
-                      cost_usd=totals["cost_usd"] + float(calls["cost_usd"].sum()), generations=totals["generations"] + 1)
+        totals.update(
+            calls=totals["calls"] + len(calls),
+            cache_hits=totals["cache_hits"] + int(calls["cached"].sum()),
+            cost_usd=totals["cost_usd"] + float(calls["cost_usd"].sum()),
+            generations=totals["generations"] + 1,
+        )
         context.log.info(
             f"era {era} generation {record.generation}: "
             + ", ".join(f"{k}={v:.4f}" for k, v in record.statistics.items())
             + f"; {len(calls)} calls ({int(calls['cached'].sum())} from the cache), ${float(calls['cost_usd'].sum()):.4f},"
-              f" era so far ${record.spent_usd:.4f}")
+            f" era so far ${record.spent_usd:.4f}"
+        )
 
     if resume is not None and resume.generation >= config.generations:
         status = "complete"
     else:
-        status = asyncio.run(run_era(era_config, open_era_model, paragraphs, pool, token_counter(config.tokenizer),
-                                     checkpoint_generation, resume))
+        status = asyncio.run(
+            run_era(
+                era_config,
+                open_era_model,
+                paragraphs,
+                pool,
+                token_counter(config.tokenizer),
+                checkpoint_generation,
+                resume,
+            )
+        )
     with warehouse.store(EvolutionStore) as store:
         store.finish_era(era, status, utc_now())
     if status == "stopped_for_budget":
         context.log.warning(f"era {era} stopped for its budget of ${config.max_cost_usd}; raise max_cost_usd to resume")
-    return MaterializeResult(metadata={
-        "era": era, "status": status, "generations_run": totals["generations"],
-        "resumed_after_generation": resume.generation if resume else -1, "calls": totals["calls"],
-        "cache_hits": totals["cache_hits"],
-        "cache_hit_rate": MetadataValue.float(totals["cache_hits"] / totals["calls"] if totals["calls"] else 0.0),
-        "cost_usd": MetadataValue.float(totals["cost_usd"]),
-    })
+    return MaterializeResult(
+        metadata={
+            "era": era,
+            "status": status,
+            "generations_run": totals["generations"],
+            "resumed_after_generation": resume.generation if resume else -1,
+            "calls": totals["calls"],
+            "cache_hits": totals["cache_hits"],
+            "cache_hit_rate": MetadataValue.float(totals["cache_hits"] / totals["calls"] if totals["calls"] else 0.0),
+            "cost_usd": MetadataValue.float(totals["cost_usd"]),
+        }
+    )
 
 
 def fitness_plot(stats: pd.DataFrame, era: str) -> str:
@@ -227,8 +332,13 @@ def fitness_plot(stats: pd.DataFrame, era: str) -> str:
     return png_markdown(figure, "fitness per generation")
 
 
-@asset(partitions_def=era_partitions, group_name="prompt_evolution", deps=[evolution_era], kinds={"duckdb"},
-       pool=WAREHOUSE_POOL)
+@asset(
+    partitions_def=era_partitions,
+    group_name="prompt_evolution",
+    deps=[evolution_era],
+    kinds={"duckdb"},
+    pool=WAREHOUSE_POOL,
+)
 def era_summary(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
     """The era's status, final mean and max fitness, generations, and its calls, tokens, cost and
     response-cache hits; its statistics per generation and a plot of its fitness."""
@@ -236,20 +346,33 @@ def era_summary(context: AssetExecutionContext, warehouse: WarehouseResource) ->
     with warehouse.store(EvolutionStore) as store:
         summary = store.summarize_era(era, utc_now())
         stats = store.load_generation_stats(era)
-    numbers = {k: MetadataValue.float(float(summary[k] or 0)) for k in ("final_mean_fitness", "final_max_fitness",
-                                                                         "cost_usd", "cache_hit_rate")}
+    numbers = {
+        k: MetadataValue.float(float(summary[k] or 0))
+        for k in ("final_mean_fitness", "final_max_fitness", "cost_usd", "cache_hit_rate")
+    }
     shown = stats.drop(columns=["era"]).round(4)
-    return MaterializeResult(metadata={
-        "era": era, "status": summary.get("status"), "dagster/row_count": len(stats), **numbers,
-        "calls": int(summary.get("calls") or 0), "prompt_tokens": int(summary.get("prompt_tokens") or 0),
-        "completion_tokens": int(summary.get("completion_tokens") or 0),
-        "statistics": MetadataValue.md(shown.to_markdown(index=False)),
-        "fitness_plot": MetadataValue.md(fitness_plot(stats, era)),
-    })
+    return MaterializeResult(
+        metadata={
+            "era": era,
+            "status": summary.get("status"),
+            "dagster/row_count": len(stats),
+            **numbers,
+            "calls": int(summary.get("calls") or 0),
+            "prompt_tokens": int(summary.get("prompt_tokens") or 0),
+            "completion_tokens": int(summary.get("completion_tokens") or 0),
+            "statistics": MetadataValue.md(shown.to_markdown(index=False)),
+            "fitness_plot": MetadataValue.md(fitness_plot(stats, era)),
+        }
+    )
 
 
-@asset(partitions_def=era_partitions, group_name="prompt_evolution", deps=[evolution_era], kinds={"scipy", "duckdb"},
-       pool=WAREHOUSE_POOL)
+@asset(
+    partitions_def=era_partitions,
+    group_name="prompt_evolution",
+    deps=[evolution_era],
+    kinds={"scipy", "duckdb"},
+    pool=WAREHOUSE_POOL,
+)
 def judge_analysis(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
     """The fitness document's research questions about the judges: how well each pair agrees
     (Pearson and Spearman, with n), which judge is harshest and which most lenient, how each
@@ -269,17 +392,30 @@ def judge_analysis(context: AssetExecutionContext, warehouse: WarehouseResource)
         axes.text(0.5, 0.5, "no judge returned a score", ha="center", va="center", transform=axes.transAxes)
     else:
         axes.legend()
-    return MaterializeResult(metadata={
-        "era": era, "dagster/row_count": len(summary),
-        "judges": MetadataValue.md(summary.drop(columns=["era"]).round(4).to_markdown(index=False)),
-        "agreement": MetadataValue.md(agreement.drop(columns=["era"]).round(4).to_markdown(index=False)
-                                      if len(agreement) else "_one judge: nothing to correlate_"),
-        "mean_score_per_generation": MetadataValue.md(png_markdown(figure, "each judge's mean score per generation")),
-    })
+    return MaterializeResult(
+        metadata={
+            "era": era,
+            "dagster/row_count": len(summary),
+            "judges": MetadataValue.md(summary.drop(columns=["era"]).round(4).to_markdown(index=False)),
+            "agreement": MetadataValue.md(
+                agreement.drop(columns=["era"]).round(4).to_markdown(index=False)
+                if len(agreement)
+                else "_one judge: nothing to correlate_"
+            ),
+            "mean_score_per_generation": MetadataValue.md(
+                png_markdown(figure, "each judge's mean score per generation")
+            ),
+        }
+    )
 
 
-@asset(partitions_def=era_partitions, group_name="prompt_evolution", deps=[evolution_era], kinds={"duckdb"},
-       pool=WAREHOUSE_POOL)
+@asset(
+    partitions_def=era_partitions,
+    group_name="prompt_evolution",
+    deps=[evolution_era],
+    kinds={"duckdb"},
+    pool=WAREHOUSE_POOL,
+)
 def pareto_front(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
     """The era's prompts that no other prompt beats on both judged quality and compression ratio:
     pick a prompt off this front for the trade-off you want, not by fitness alone."""
@@ -296,7 +432,11 @@ def pareto_front(context: AssetExecutionContext, warehouse: WarehouseResource) -
     axes.set(xlabel="compression ratio", ylabel="judged quality (0-10)")
     axes.legend()
     shown = front[["prompt_id", "generation", "quality_score_avg", "compression_ratio", "fitness"]].round(4)
-    return MaterializeResult(metadata={
-        "era": era, "dagster/row_count": len(front), "front": MetadataValue.md(shown.to_markdown(index=False)),
-        "front_plot": MetadataValue.md(png_markdown(figure, "Pareto front")),
-    })
+    return MaterializeResult(
+        metadata={
+            "era": era,
+            "dagster/row_count": len(front),
+            "front": MetadataValue.md(shown.to_markdown(index=False)),
+            "front_plot": MetadataValue.md(png_markdown(figure, "Pareto front")),
+        }
+    )

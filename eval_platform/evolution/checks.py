@@ -14,12 +14,17 @@ from eval_platform.evolution.store import EvolutionStore
 MAX_JUDGE_FAILURE_RATE = float(os.environ.get("EVAL_MAX_JUDGE_FAILURE_RATE", "0.34"))
 
 
-@asset_check(asset=evolution_era, description=f"Judge failures per era stay under EVAL_MAX_JUDGE_FAILURE_RATE "
-                                              f"(now {MAX_JUDGE_FAILURE_RATE:.0%}).")
+@asset_check(
+    asset=evolution_era,
+    description=f"Judge failures per era stay under EVAL_MAX_JUDGE_FAILURE_RATE (now {MAX_JUDGE_FAILURE_RATE:.0%}).",
+)
 def judge_failure_rate(warehouse: WarehouseResource) -> AssetCheckResult:
     with warehouse.store(EvolutionStore) as store:
-        return check_result(store.judge_failure_rates_above(MAX_JUDGE_FAILURE_RATE), "era over the judge-failure threshold",
-                       severity=AssetCheckSeverity.WARN)
+        return check_result(
+            store.judge_failure_rates_above(MAX_JUDGE_FAILURE_RATE),
+            "era over the judge-failure threshold",
+            severity=AssetCheckSeverity.WARN,
+        )
 
 
 @asset_check(asset=evolution_era, description="Every fitness, and every normalised component, lies in [0, 1].")
@@ -33,16 +38,19 @@ def generation_stats_match_generations(warehouse: WarehouseResource) -> AssetChe
     with warehouse.store(EvolutionStore) as store:
         recomputed = statistics_rows(store.load_generation_outcomes())
         stored = store.load_generation_stats()
-    merged = pd.merge(stored, recomputed, on=["era", "generation"], how="outer", suffixes=("_stored", "_recomputed"),
-                      indicator=True)
+    merged = pd.merge(
+        stored, recomputed, on=["era", "generation"], how="outer", suffixes=("_stored", "_recomputed"), indicator=True
+    )
     offenders = []
     for row in merged.to_dict("records"):
         differs = row["_merge"] != "both" or any(
             abs((row[f"{c}_stored"] or 0) - (row[f"{c}_recomputed"] or 0)) > 1e-9
-            for c in ("population", "mean_fitness", "std_fitness", "median_fitness", "min_fitness", "max_fitness"))
+            for c in ("population", "mean_fitness", "std_fitness", "median_fitness", "min_fitness", "max_fitness")
+        )
         if differs:
-            offenders.append((row["era"], row["generation"], row.get("mean_fitness_stored"),
-                              row.get("mean_fitness_recomputed")))
+            offenders.append(
+                (row["era"], row["generation"], row.get("mean_fitness_stored"), row.get("mean_fitness_recomputed"))
+            )
     return check_result(offenders, "mismatch between generation_stats and generations")
 
 

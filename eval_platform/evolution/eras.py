@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping, Sequence
 from itertools import combinations
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -18,30 +19,59 @@ from eval_platform.evolution.genetic import TAGS, EraConfig, GenerationRecord, I
 # What an era's results do not depend on: its budget (it can be raised to resume), its length
 # (an era of N generations is the start of one of more) and whether the response cache answers.
 CONFIG_FIELDS_NOT_HASHED = ("max_cost_usd", "generations")
-EVALUATION_FIELDS = ("prompt_text", "paragraph_id", "original_text", "compressed_text", "compression_error",
-                     "original_words", "compressed_words", "compression_ratio", "word_compression_ratio",
-                     "original_tokens", "compressed_tokens", "token_compression_ratio", "quality_score_avg",
-                     "raw_fitness", "survival_factor", "fitness")
-JUDGE_FIELDS = ("faithfulness", "clarity", "readability", "score", "reported_score", "score_mismatch", "comments",
-                "error", "judge_duration_ms")
+EVALUATION_FIELDS = (
+    "prompt_text",
+    "paragraph_id",
+    "original_text",
+    "compressed_text",
+    "compression_error",
+    "original_words",
+    "compressed_words",
+    "compression_ratio",
+    "word_compression_ratio",
+    "original_tokens",
+    "compressed_tokens",
+    "token_compression_ratio",
+    "quality_score_avg",
+    "raw_fitness",
+    "survival_factor",
+    "fitness",
+)
+JUDGE_FIELDS = (
+    "faithfulness",
+    "clarity",
+    "readability",
+    "score",
+    "reported_score",
+    "score_mismatch",
+    "comments",
+    "error",
+    "judge_duration_ms",
+)
 
 
 def paragraph_records(loaded: LoadedRows) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(paragraphs, rejections) from the rows of a paragraphs file: a row needs a `paragraph_id`
     and a `text`, and an id once; every rejection keeps its line and reason."""
     paragraphs, rejections, seen = [], [], {}
-    for (_, row), line in zip(loaded.rows, loaded.lines):
+    for (_, row), line in zip(loaded.rows, loaded.lines, strict=False):
         missing = [key for key in ("paragraph_id", "text") if not str(row.get(key) or "").strip()]
-        reason = (f"missing {', '.join(missing)}" if missing else
-                  f"paragraph_id {row['paragraph_id']!r} repeated (first at line {seen[str(row['paragraph_id'])]})"
-                  if str(row["paragraph_id"]) in seen else None)
+        reason = (
+            f"missing {', '.join(missing)}"
+            if missing
+            else f"paragraph_id {row['paragraph_id']!r} repeated (first at line {seen[str(row['paragraph_id'])]})"
+            if str(row["paragraph_id"]) in seen
+            else None
+        )
         if reason:
-            rejections.append({"line": line, "row_json": json.dumps(row, ensure_ascii=False)[:KEPT_CHARS],
-                               "reason": reason})
+            rejections.append(
+                {"line": line, "row_json": json.dumps(row, ensure_ascii=False)[:KEPT_CHARS], "reason": reason}
+            )
             continue
         seen[str(row["paragraph_id"])] = line
-        paragraphs.append({"paragraph_id": str(row["paragraph_id"]), "title": row.get("title"),
-                           "text": str(row["text"]).strip()})
+        paragraphs.append(
+            {"paragraph_id": str(row["paragraph_id"]), "title": row.get("title"), "text": str(row["text"]).strip()}
+        )
     rejections += [{"line": r.line, "row_json": r.text, "reason": r.reason} for r in loaded.rejected]
     return paragraphs, sorted(rejections, key=lambda r: r["line"] or 0)
 
@@ -58,29 +88,80 @@ def generation_frames(era: str, record: GenerationRecord, judges: Sequence[str],
     for ind in record.population:
         e = ind.evaluation
         carried = e["evaluated_generation"] != record.generation
-        rows.append({"era": era, "generation": record.generation, "prompt_id": ind.prompt_id,
-                     "operator": ind.operator, "parents": ind.parents, "carried_over": carried,
-                     "evaluated_generation": e["evaluated_generation"], **ind.genome,
-                     **{k: e[k] for k in EVALUATION_FIELDS},
-                     "quality_scores_json": json.dumps({j: e["quality_scores"].get(j) for j in judges})})
+        rows.append(
+            {
+                "era": era,
+                "generation": record.generation,
+                "prompt_id": ind.prompt_id,
+                "operator": ind.operator,
+                "parents": ind.parents,
+                "carried_over": carried,
+                "evaluated_generation": e["evaluated_generation"],
+                **ind.genome,
+                **{k: e[k] for k in EVALUATION_FIELDS},
+                "quality_scores_json": json.dumps({j: e["quality_scores"].get(j) for j in judges}),
+            }
+        )
         if not carried:
-            judge_rows += [{"era": era, "prompt_id": ind.prompt_id, "evaluated_generation": record.generation,
-                            "judge_name": name, "judge_model": d["model"], **{k: d.get(k) for k in JUDGE_FIELDS}}
-                           for name, d in e["judge_details"].items()]
-    calls = pd.DataFrame([{"era": era, "generation": record.generation, **call} for call in record.calls],
-                         columns=["era", "generation", "prompt_id", "purpose", "judge_name", "model", "prompt_tokens",
-                                  "completion_tokens", "cost_usd", "cached", "attempts", "duration_ms", "error"])
-    usage = {"calls": len(calls), "prompt_tokens": calls["prompt_tokens"].sum(min_count=1),
-             "completion_tokens": calls["completion_tokens"].sum(min_count=1),
-             "cost_usd": calls["cost_usd"].sum(min_count=1), "cache_hits": int(calls["cached"].sum())}
-    stats = {"era": era, "generation": record.generation, **record.statistics,
-             "new_evaluations": sum(not r["carried_over"] for r in rows),
-             "judge_failures": sum(r["error"] is not None for r in judge_rows), **usage}
-    checkpoint = {"era": era, "generation": record.generation, "population": [i.prompt_id for i in record.population],
-                  "rng_state": json.dumps(record.rng_state), "spent_usd": record.spent_usd, "completed_at": at}
-    return {"generations": pd.DataFrame(rows), "judge_scores": pd.DataFrame(judge_rows),
-            "generation_stats": pd.DataFrame([stats]), "gateway_calls": calls.astype({"cached": bool}),
-            "era_checkpoints": pd.DataFrame([checkpoint])}
+            judge_rows += [
+                {
+                    "era": era,
+                    "prompt_id": ind.prompt_id,
+                    "evaluated_generation": record.generation,
+                    "judge_name": name,
+                    "judge_model": d["model"],
+                    **{k: d.get(k) for k in JUDGE_FIELDS},
+                }
+                for name, d in e["judge_details"].items()
+            ]
+    calls = pd.DataFrame(
+        [{"era": era, "generation": record.generation, **call} for call in record.calls],
+        columns=[
+            "era",
+            "generation",
+            "prompt_id",
+            "purpose",
+            "judge_name",
+            "model",
+            "prompt_tokens",
+            "completion_tokens",
+            "cost_usd",
+            "cached",
+            "attempts",
+            "duration_ms",
+            "error",
+        ],
+    )
+    usage = {
+        "calls": len(calls),
+        "prompt_tokens": calls["prompt_tokens"].sum(min_count=1),
+        "completion_tokens": calls["completion_tokens"].sum(min_count=1),
+        "cost_usd": calls["cost_usd"].sum(min_count=1),
+        "cache_hits": int(calls["cached"].sum()),
+    }
+    stats = {
+        "era": era,
+        "generation": record.generation,
+        **record.statistics,
+        "new_evaluations": sum(not r["carried_over"] for r in rows),
+        "judge_failures": sum(r["error"] is not None for r in judge_rows),
+        **usage,
+    }
+    checkpoint = {
+        "era": era,
+        "generation": record.generation,
+        "population": [i.prompt_id for i in record.population],
+        "rng_state": json.dumps(record.rng_state),
+        "spent_usd": record.spent_usd,
+        "completed_at": at,
+    }
+    return {
+        "generations": pd.DataFrame(rows),
+        "judge_scores": pd.DataFrame(judge_rows),
+        "generation_stats": pd.DataFrame([stats]),
+        "gateway_calls": calls.astype({"cached": bool}),
+        "era_checkpoints": pd.DataFrame([checkpoint]),
+    }
 
 
 def rng_state(stored: str) -> tuple:
@@ -93,10 +174,17 @@ def population_from_rows(rows: Sequence[Mapping[str, Any]]) -> list[Individual]:
     """A checkpointed generation's individuals, evaluated as they were."""
     population = []
     for row in rows:
-        evaluation = {**{k: row[k] for k in EVALUATION_FIELDS}, "evaluated_generation": row["evaluated_generation"],
-                      "quality_scores": dict(row["quality_scores"] or {}), "judge_details": {}}
-        population.append(Individual(row["prompt_id"], {tag: row[tag] for tag in TAGS}, row["operator"],
-                                     list(row["parents"]), evaluation))
+        evaluation = {
+            **{k: row[k] for k in EVALUATION_FIELDS},
+            "evaluated_generation": row["evaluated_generation"],
+            "quality_scores": dict(row["quality_scores"] or {}),
+            "judge_details": {},
+        }
+        population.append(
+            Individual(
+                row["prompt_id"], {tag: row[tag] for tag in TAGS}, row["operator"], list(row["parents"]), evaluation
+            )
+        )
     return population
 
 
@@ -111,31 +199,66 @@ def judge_analysis(era: str, verdicts: pd.DataFrame) -> tuple[pd.DataFrame, pd.D
     summary = []
     for (name, model), group in verdicts.groupby(["judge_name", "judge_model"]):
         ok = group[group["score"].notna()]
-        summary.append({"era": era, "judge_name": name, "judge_model": model, "verdicts": len(group),
-                        "failures": int(group["error"].notna().sum()),
-                        "mean_score": ok["score"].mean() if len(ok) else None,
-                        "std_score": ok["score"].std(ddof=0) if len(ok) else None,
-                        "mismatch_share": float(group["score_mismatch"].fillna(False).astype(bool).mean())})
-    summary = pd.DataFrame(summary, columns=["era", "judge_name", "judge_model", "verdicts", "failures", "mean_score",
-                                             "std_score", "mismatch_share"])
+        summary.append(
+            {
+                "era": era,
+                "judge_name": name,
+                "judge_model": model,
+                "verdicts": len(group),
+                "failures": int(group["error"].notna().sum()),
+                "mean_score": ok["score"].mean() if len(ok) else None,
+                "std_score": ok["score"].std(ddof=0) if len(ok) else None,
+                "mismatch_share": float(group["score_mismatch"].fillna(False).astype(bool).mean()),
+            }
+        )
+    summary = pd.DataFrame(
+        summary,
+        columns=[
+            "era",
+            "judge_name",
+            "judge_model",
+            "verdicts",
+            "failures",
+            "mean_score",
+            "std_score",
+            "mismatch_share",
+        ],
+    )
     ranked = summary[summary["mean_score"].notna()].sort_values(["mean_score", "judge_name"])
     ranks = {name: rank for rank, name in enumerate(ranked["judge_name"], start=1)}
     summary["leniency_rank"] = summary["judge_name"].map(ranks)
-    summary["leniency"] = [("harshest" if ranks.get(n) == 1 else "most lenient" if ranks.get(n) == len(ranks) else "")
-                           if len(ranks) > 1 else "" for n in summary["judge_name"]]
+    summary["leniency"] = [
+        ("harshest" if ranks.get(n) == 1 else "most lenient" if ranks.get(n) == len(ranks) else "")
+        if len(ranks) > 1
+        else ""
+        for n in summary["judge_name"]
+    ]
     table = scored.pivot_table(index="prompt_id", columns="judge_name", values="score")
     agreement = []
     for first, second in combinations(sorted(table.columns), 2):
         pair = table[[first, second]].dropna()
         varied = len(pair) > 2 and pair[first].nunique() > 1 and pair[second].nunique() > 1
-        agreement.append({"era": era, "judge_a": first, "judge_b": second, "n": len(pair),
-                          "pearson": float(stats.pearsonr(pair[first], pair[second])[0]) if varied else None,
-                          "spearman": float(stats.spearmanr(pair[first], pair[second])[0]) if varied else None})
-    per_generation = (scored.groupby(["judge_name", "generation"])["score"]
-                      .agg(n="count", mean_score="mean", std_score=lambda v: float(np.std(v)))
-                      .reset_index().assign(era=era))
-    return summary, pd.DataFrame(agreement, columns=["era", "judge_a", "judge_b", "n", "pearson", "spearman"]), \
-        per_generation
+        agreement.append(
+            {
+                "era": era,
+                "judge_a": first,
+                "judge_b": second,
+                "n": len(pair),
+                "pearson": float(stats.pearsonr(pair[first], pair[second])[0]) if varied else None,
+                "spearman": float(stats.spearmanr(pair[first], pair[second])[0]) if varied else None,
+            }
+        )
+    per_generation = (
+        scored.groupby(["judge_name", "generation"])["score"]
+        .agg(n="count", mean_score="mean", std_score=lambda v: float(np.std(v)))
+        .reset_index()
+        .assign(era=era)
+    )
+    return (
+        summary,
+        pd.DataFrame(agreement, columns=["era", "judge_a", "judge_b", "n", "pearson", "spearman"]),
+        per_generation,
+    )
 
 
 def pareto_front(points: pd.DataFrame) -> pd.DataFrame:
@@ -143,6 +266,9 @@ def pareto_front(points: pd.DataFrame) -> pd.DataFrame:
     both, better on one); highest quality first."""
     candidates = points[points["quality_score_avg"].notna() & points["compression_ratio"].notna()]
     quality, ratio = candidates["quality_score_avg"].to_numpy(), candidates["compression_ratio"].to_numpy()
-    front = [i for i in range(len(candidates))
-             if not ((quality >= quality[i]) & (ratio >= ratio[i]) & ((quality > quality[i]) | (ratio > ratio[i]))).any()]
+    front = [
+        i
+        for i in range(len(candidates))
+        if not ((quality >= quality[i]) & (ratio >= ratio[i]) & ((quality > quality[i]) | (ratio > ratio[i]))).any()
+    ]
     return candidates.iloc[front].sort_values(["quality_score_avg", "compression_ratio"], ascending=False)

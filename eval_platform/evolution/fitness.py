@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from statistics import mean
-from typing import Callable, Mapping
 
 QUALITY_WEIGHT = 0.75
 COMPRESSION_WEIGHT = 0.25

@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -97,8 +98,11 @@ MutateTag = Callable[[str, str], Awaitable[tuple[str, dict[str, Any]]]]  # (tag,
 
 
 async def next_generation(
-    rng: random.Random, population: Sequence[Individual], generation: int,
-    gene_pool: Mapping[str, Sequence[str]], mutate_tag: MutateTag | None = None,
+    rng: random.Random,
+    population: Sequence[Individual],
+    generation: int,
+    gene_pool: Mapping[str, Sequence[str]],
+    mutate_tag: MutateTag | None = None,
 ) -> list[Individual]:
     """The next population: elite carried over as they are, then new unevaluated individuals."""
     counts = operator_counts(len(population), generation)
@@ -124,18 +128,23 @@ async def next_generation(
     else:
         rewritten = [from_pool for _, _, from_pool in mutations]
     calls = [[] for _ in planned]
-    for (parent, tag, _), text, made in zip(mutations, rewritten, mutation_calls):
+    for (parent, tag, _), text, made in zip(mutations, rewritten, mutation_calls, strict=False):
         planned.append(("mutation", {**parent.genome, tag: text}, [parent.prompt_id]))
         calls.append(made)
-    for (operator, genome, parents), made in zip(planned, calls):
-        children.append(Individual(_prompt_id(generation, len(children), genome), genome, operator, parents,
-                                   calls=list(made)))
+    for (operator, genome, parents), made in zip(planned, calls, strict=False):
+        children.append(
+            Individual(_prompt_id(generation, len(children), genome), genome, operator, parents, calls=list(made))
+        )
     return children
 
 
 async def evaluate_prompt_fitness(
-    compressor: LanguageModel, judges: Mapping[str, Judge], genome: Mapping[str, str], paragraph_text: str,
-    config: EraConfig, count_tokens: Callable[[str], int],
+    compressor: LanguageModel,
+    judges: Mapping[str, Judge],
+    genome: Mapping[str, str],
+    paragraph_text: str,
+    config: EraConfig,
+    count_tokens: Callable[[str], int],
 ) -> dict[str, Any]:
     """Compress with the era's model, judge with every judge in parallel, compute the fitness.
     Returns the fitness document's evaluation dictionary."""
@@ -147,12 +156,20 @@ async def evaluate_prompt_fitness(
         completion, compressed_text, compression_error = None, "", describe_error(error)
     calls = [call_record("compression", config.compression_model, completion, compression_error)]
     if compressed_text:
-        verdicts = await asyncio.gather(*(
-            judge_compression(name, judge, paragraph_text, compressed_text) for name, judge in judges.items()
-        ))
+        verdicts = await asyncio.gather(
+            *(judge_compression(name, judge, paragraph_text, compressed_text) for name, judge in judges.items())
+        )
     else:
-        verdicts = [{"judge_model": name, "model": judge.model, "score": None, "error": "no compressed text to judge",
-                     "judge_duration_ms": 0} for name, judge in judges.items()]
+        verdicts = [
+            {
+                "judge_model": name,
+                "model": judge.model,
+                "score": None,
+                "error": "no compressed text to judge",
+                "judge_duration_ms": 0,
+            }
+            for name, judge in judges.items()
+        ]
     judge_details = {v["judge_model"]: v for v in verdicts}
     calls += [v.pop("call") for v in verdicts if "call" in v]
     quality_scores = {name: v["score"] for name, v in judge_details.items()}
@@ -184,12 +201,30 @@ def generation_statistics(fitnesses: Sequence[float]) -> dict[str, float]:
 
 def statistics_rows(outcomes: pd.DataFrame) -> pd.DataFrame:
     """Rows of `generation_stats` from each generation's fitness values and counts."""
-    return pd.DataFrame([
-        {"era": row.era, "generation": row.generation, **generation_statistics(row.fitnesses),
-         "new_evaluations": row.new_evaluations, "judge_failures": row.judge_failures}
-        for row in outcomes.itertuples()
-    ], columns=["era", "generation", "population", "mean_fitness", "std_fitness", "median_fitness", "min_fitness",
-                "max_fitness", "new_evaluations", "judge_failures"])
+    return pd.DataFrame(
+        [
+            {
+                "era": row.era,
+                "generation": row.generation,
+                **generation_statistics(row.fitnesses),
+                "new_evaluations": row.new_evaluations,
+                "judge_failures": row.judge_failures,
+            }
+            for row in outcomes.itertuples()
+        ],
+        columns=[
+            "era",
+            "generation",
+            "population",
+            "mean_fitness",
+            "std_fitness",
+            "median_fitness",
+            "min_fitness",
+            "max_fitness",
+            "new_evaluations",
+            "judge_failures",
+        ],
+    )
 
 
 @dataclass(frozen=True)
@@ -217,8 +252,12 @@ class GenerationRecord:
 
 def generation_calls(population: Sequence[Individual], generation: int) -> list[dict[str, Any]]:
     """The calls made in a generation: for the individuals it created and evaluated (not the elite)."""
-    return [{**call, "prompt_id": ind.prompt_id} for ind in population
-            if ind.evaluation and ind.evaluation["evaluated_generation"] == generation for call in ind.calls]
+    return [
+        {**call, "prompt_id": ind.prompt_id}
+        for ind in population
+        if ind.evaluation and ind.evaluation["evaluated_generation"] == generation
+        for call in ind.calls
+    ]
 
 
 def era_models(config: EraConfig) -> list[str]:
@@ -227,9 +266,13 @@ def era_models(config: EraConfig) -> list[str]:
 
 
 async def run_era(
-    config: EraConfig, open_model: Callable[[str], LanguageModel], paragraphs: Sequence[Mapping[str, str]],
-    gene_pool: Mapping[str, Sequence[str]], count_tokens: Callable[[str], int],
-    on_generation: Callable[[GenerationRecord], None] = lambda record: None, resume: Checkpoint | None = None,
+    config: EraConfig,
+    open_model: Callable[[str], LanguageModel],
+    paragraphs: Sequence[Mapping[str, str]],
+    gene_pool: Mapping[str, Sequence[str]],
+    count_tokens: Callable[[str], int],
+    on_generation: Callable[[GenerationRecord], None] = lambda record: None,
+    resume: Checkpoint | None = None,
 ) -> str:
     """Run the era's generations (0..config.generations) from the start or after a checkpoint,
     handing each complete generation to `on_generation`; each individual is evaluated once
@@ -254,19 +297,33 @@ async def run_era(
             population = await next_generation(rng, population, generation, gene_pool, mutate_tag)
         paragraph = paragraphs[generation % len(paragraphs)]
         pending = [ind for ind in population if ind.evaluation is None]
-        evaluations = await asyncio.gather(*(
-            evaluate_prompt_fitness(models[config.compression_model], judges, ind.genome, paragraph["text"], config,
-                                    count_tokens)
-            for ind in pending
-        ))
-        for ind, evaluation in zip(pending, evaluations):
+        evaluations = await asyncio.gather(
+            *(
+                evaluate_prompt_fitness(
+                    models[config.compression_model], judges, ind.genome, paragraph["text"], config, count_tokens
+                )
+                for ind in pending
+            )
+        )
+        for ind, evaluation in zip(pending, evaluations, strict=False):
             ind.calls += evaluation.pop("calls")
-            ind.evaluation = {**evaluation, "paragraph_id": paragraph["paragraph_id"], "evaluated_generation": generation}
+            ind.evaluation = {
+                **evaluation,
+                "paragraph_id": paragraph["paragraph_id"],
+                "evaluated_generation": generation,
+            }
         calls = generation_calls(population, generation)
         spent += sum(call["cost_usd"] or 0.0 for call in calls)
-        on_generation(GenerationRecord(generation, list(population),
-                                       generation_statistics([ind.fitness for ind in population]), calls,
-                                       rng.getstate(), spent))
+        on_generation(
+            GenerationRecord(
+                generation,
+                list(population),
+                generation_statistics([ind.fitness for ind in population]),
+                calls,
+                rng.getstate(),
+                spent,
+            )
+        )
         if config.max_cost_usd is not None and spent >= config.max_cost_usd and generation < config.generations:
             return "stopped_for_budget"
     return "complete"

@@ -21,7 +21,10 @@ from eval_platform.common.models import Chat, Completion, LanguageModel
 
 # (name, maximum, rubric section exactly as in the fitness document)
 RUBRIC = [
-    ("faithfulness", 5, """Faithfulness (0-5 points):
+    (
+        "faithfulness",
+        5,
+        """Faithfulness (0-5 points):
 - Are all core concepts preserved?
 - Are entity names and relationships maintained?
 - Is the logical structure intact?
@@ -32,8 +35,12 @@ CALIBRATION EXAMPLES:
 3 points: Main ideas preserved but missing some key details
 2 points: Significant information loss or some distortion
 1 point: Major concepts missing or distorted
-0 points: Completely unfaithful to original"""),
-    ("clarity", 3, """Clarity (0-3 points):
+0 points: Completely unfaithful to original""",
+    ),
+    (
+        "clarity",
+        3,
+        """Clarity (0-3 points):
 - Is the compressed text clear and understandable?
 - Are there any ambiguities?
 
@@ -41,15 +48,20 @@ CALIBRATION EXAMPLES:
 3 points: Perfectly clear and understandable on its own
 2 points: Clear with minor ambiguity that doesn't impede understanding
 1 point: Somewhat unclear or requires original for interpretation
-0 points: Confusing or unclear"""),
-    ("readability", 2, """Readability (0-2 points):
+0 points: Confusing or unclear""",
+    ),
+    (
+        "readability",
+        2,
+        """Readability (0-2 points):
 - Is it grammatically correct?
 - Does it flow naturally?
 
 CALIBRATION EXAMPLES:
 2 points: Natural, grammatical, flows well
 1 point: Readable but awkward or has minor grammar issues
-0 points: Choppy, ungrammatical, or hard to read"""),
+0 points: Choppy, ungrammatical, or hard to read""",
+    ),
 ]
 
 _TEXTS = """ORIGINAL TEXT:
@@ -104,17 +116,26 @@ def parse_judge_reply(text: str) -> dict[str, Any]:
     scores = {}
     for name, maximum, _ in RUBRIC:
         value = reply.get(name)
-        if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
-                or value != int(value)):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or value != int(value)
+        ):
             raise JudgeReplyError(f"{name} must be a whole number, got {value!r}")
         if not 0 <= value <= maximum:
             raise JudgeReplyError(f"{name} {value} is outside 0-{maximum}")
         scores[name] = int(value)
     total = sum(scores.values())
     reported = reply.get("score")
-    parsed = {**scores, "score": float(total), "comments": str(reply.get("comments", ""))[:2000],
-              "reported_score": float(reported) if isinstance(reported, (int, float)) and not isinstance(
-                  reported, bool) and math.isfinite(reported) else None}
+    parsed = {
+        **scores,
+        "score": float(total),
+        "comments": str(reply.get("comments", ""))[:2000],
+        "reported_score": float(reported)
+        if isinstance(reported, (int, float)) and not isinstance(reported, bool) and math.isfinite(reported)
+        else None,
+    }
     if parsed["reported_score"] != total:
         error = JudgeReplyError(f"score {reported!r} is not the sum of its parts ({total})")
         error.scores = {**parsed, "score": None, "score_mismatch": True}
@@ -138,8 +159,9 @@ class JsonRubricJudge:
     language_model: LanguageModel
 
     async def scores(self, original_text: str, compressed_text: str) -> tuple[dict[str, Any], Completion]:
-        completion = await self.language_model.acomplete(Chat("", judge_prompt(original_text, compressed_text)),
-                                                         max_tokens=300)
+        completion = await self.language_model.acomplete(
+            Chat("", judge_prompt(original_text, compressed_text)), max_tokens=300
+        )
         try:
             return parse_judge_reply(completion.text), completion
         except JudgeReplyError as error:
@@ -156,15 +178,26 @@ class ProbabilityRubricJudge:
 
     def _scores(self, original_text: str, compressed_text: str) -> dict[str, Any]:
         texts = _TEXTS.format(original_text=original_text, compressed_text=compressed_text)
-        chats = [Chat("You are evaluating a text compression.",
-                      f"{texts}\n\n{section}\n\nAnswer with a single digit from 0 to {maximum}.")
-                 for _, maximum, section in RUBRIC]
+        chats = [
+            Chat(
+                "You are evaluating a text compression.",
+                f"{texts}\n\n{section}\n\nAnswer with a single digit from 0 to {maximum}.",
+            )
+            for _, maximum, section in RUBRIC
+        ]
         labels = [[str(d) for d in range(maximum + 1)] for _, maximum, _ in RUBRIC]
         distributions = self.language_model.label_probabilities(chats, labels, len(chats))
-        scores = {name: sum(int(digit) * p for digit, p in dist.items())
-                  for (name, _, _), dist in zip(RUBRIC, distributions)}
-        return {**scores, "score": sum(scores.values()), "reported_score": None, "score_mismatch": False,
-                "comments": "Probability-weighted digits over each rubric dimension (local judge)."}
+        scores = {
+            name: sum(int(digit) * p for digit, p in dist.items())
+            for (name, _, _), dist in zip(RUBRIC, distributions, strict=False)
+        }
+        return {
+            **scores,
+            "score": sum(scores.values()),
+            "reported_score": None,
+            "score_mismatch": False,
+            "comments": "Probability-weighted digits over each rubric dimension (local judge).",
+        }
 
     async def scores(self, original_text: str, compressed_text: str) -> tuple[dict[str, Any], None]:
         return await asyncio.to_thread(self._scores, original_text, compressed_text), None
@@ -187,9 +220,19 @@ async def judge_compression(judge_name: str, judge: Judge, original_text: str, c
         details.update(scores)
     except Exception as error:  # any failure excludes this judge from the average
         completion = getattr(error, "completion", None)
-        details.update({"faithfulness": None, "clarity": None, "readability": None, "score": None,
-                        "reported_score": None, "score_mismatch": False, "comments": "",
-                        **getattr(error, "scores", {}), "error": describe_error(error)})
+        details.update(
+            {
+                "faithfulness": None,
+                "clarity": None,
+                "readability": None,
+                "score": None,
+                "reported_score": None,
+                "score_mismatch": False,
+                "comments": "",
+                **getattr(error, "scores", {}),
+                "error": describe_error(error),
+            }
+        )
     details["judge_duration_ms"] = round((time.perf_counter() - start) * 1000)
     details["call"] = call_record("judge", judge.model, completion, details["error"], judge_name)
     return details

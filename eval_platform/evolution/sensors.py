@@ -28,8 +28,13 @@ def era_sensor(folder: Path = ERA_DIR, name: str = "era_config_sensor"):
     """A sensor that adds an era partition and runs it for each new or changed `<era>.json` (its
     configuration: the evolution_era config) in `folder`."""
 
-    @sensor(name=name, job=evolution_era_job, minimum_interval_seconds=30, default_status=DefaultSensorStatus.STOPPED,
-            description=f"Adds and runs an era for each era configuration (<era>.json) dropped into {folder}.")
+    @sensor(
+        name=name,
+        job=evolution_era_job,
+        minimum_interval_seconds=30,
+        default_status=DefaultSensorStatus.STOPPED,
+        description=f"Adds and runs an era for each era configuration (<era>.json) dropped into {folder}.",
+    )
     def _sensor(context: SensorEvaluationContext):
         seen = json.loads(context.cursor) if context.cursor else {}
         paths = era_files(folder)
@@ -38,10 +43,17 @@ def era_sensor(folder: Path = ERA_DIR, name: str = "era_config_sensor"):
         if not changed:
             return SkipReason(f"No new or changed era configuration in {folder}")
         existing = set(context.instance.get_dynamic_partitions(era_partitions.name))
-        requests = [RunRequest(run_key=f"{era}:{files[era]}", partition_key=era, run_config=era_run_config(paths[era]))
-                    for era in changed]
-        return SensorResult(run_requests=requests, cursor=json.dumps(files), dynamic_partitions_requests=[
-            era_partitions.build_add_request([era for era in changed if era not in existing])])
+        requests = [
+            RunRequest(run_key=f"{era}:{files[era]}", partition_key=era, run_config=era_run_config(paths[era]))
+            for era in changed
+        ]
+        return SensorResult(
+            run_requests=requests,
+            cursor=json.dumps(files),
+            dynamic_partitions_requests=[
+                era_partitions.build_add_request([era for era in changed if era not in existing])
+            ],
+        )
 
     return _sensor
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -16,8 +17,13 @@ from eval_platform.common.warehouse import Store, reads, rebuild_table, writes
 # (`quality_scores.openai`, ...) run on every era.
 PROVIDER_JUDGE_NAMES = ("openai", "claude", "gemini")
 # An era's rows per generation, replaced together when its generation is checkpointed.
-GENERATION_TABLES = {"generations": "generation", "judge_scores": "evaluated_generation",
-                     "generation_stats": "generation", "gateway_calls": "generation", "era_checkpoints": "generation"}
+GENERATION_TABLES = {
+    "generations": "generation",
+    "judge_scores": "evaluated_generation",
+    "generation_stats": "generation",
+    "gateway_calls": "generation",
+    "era_checkpoints": "generation",
+}
 
 
 def judge_struct(names: Sequence[str]) -> str:
@@ -41,8 +47,10 @@ _USAGE = "calls INTEGER, prompt_tokens BIGINT, completion_tokens BIGINT, cost_us
 
 def _from_unversioned(conn: Any) -> None:
     """0 -> 1. The unversioned platform's `eras` table also held the summary, written by a second asset."""
-    conn.execute("CREATE TABLE era_summaries (era VARCHAR PRIMARY KEY, total_generations INTEGER NOT NULL, "
-                 "final_mean_fitness DOUBLE, final_max_fitness DOUBLE, summarized_at TIMESTAMP NOT NULL)")
+    conn.execute(
+        "CREATE TABLE era_summaries (era VARCHAR PRIMARY KEY, total_generations INTEGER NOT NULL, "
+        "final_mean_fitness DOUBLE, final_max_fitness DOUBLE, summarized_at TIMESTAMP NOT NULL)"
+    )
     conn.execute("""INSERT INTO era_summaries SELECT era, total_generations, final_mean_fitness, final_max_fitness,
                     now()::TIMESTAMP FROM eras WHERE total_generations IS NOT NULL""")
     conn.execute("ALTER TABLE eras DROP COLUMN total_generations")
@@ -53,8 +61,13 @@ def _from_unversioned(conn: Any) -> None:
 def _with_checkpoints_and_costs(conn: Any) -> None:
     """1 -> 2. Eras gain a status and checkpoints; usage (calls, tokens, cost, cache hits) is
     recorded per generation and era. Eras of version 1 ran to their end and recorded no calls."""
-    rebuild_table(conn, "eras", _ERAS, "*, 'complete' AS status, (SELECT s.total_generations FROM era_summaries s "
-                                       "WHERE s.era = old.era) AS generations_done, finished_at AS updated_at")
+    rebuild_table(
+        conn,
+        "eras",
+        _ERAS,
+        "*, 'complete' AS status, (SELECT s.total_generations FROM era_summaries s "
+        "WHERE s.era = old.era) AS generations_done, finished_at AS updated_at",
+    )
     rebuild_table(conn, "era_summaries", _ERA_SUMMARIES, "*, 'complete' AS status")
     for column in _USAGE.split(", "):
         conn.execute(f"ALTER TABLE generation_stats ADD COLUMN {column}")
@@ -66,9 +79,9 @@ class EvolutionStore(Store):
     tables = {
         "source_paragraphs": "paragraph_id VARCHAR PRIMARY KEY, title VARCHAR, text VARCHAR NOT NULL",
         "paragraph_rejections": "source VARCHAR NOT NULL, line INTEGER, row_json VARCHAR, reason VARCHAR NOT NULL, "
-                                "rejected_at TIMESTAMP NOT NULL",
+        "rejected_at TIMESTAMP NOT NULL",
         "gene_pool": "tag VARCHAR NOT NULL, gene_index INTEGER NOT NULL, text VARCHAR NOT NULL, "
-                     "PRIMARY KEY (tag, gene_index)",
+        "PRIMARY KEY (tag, gene_index)",
         "eras": _ERAS,
         "generations": f"""
             era VARCHAR NOT NULL, generation INTEGER NOT NULL, prompt_id VARCHAR NOT NULL, operator VARCHAR NOT NULL,
@@ -182,22 +195,38 @@ class EvolutionStore(Store):
         provider panel's three first); returns the field names in order."""
         (current,) = self.sql(
             "SELECT data_type FROM information_schema.columns WHERE table_name = 'generations' "
-            "AND column_name = 'quality_scores'").fetchone()
+            "AND column_name = 'quality_scores'"
+        ).fetchone()
         existing = re.findall(r'"?([A-Za-z0-9_\-]+)"? DOUBLE', current)
         wanted = existing + [n for n in names if n not in existing]
         if wanted != existing:
-            self.sql(f"ALTER TABLE generations ALTER quality_scores TYPE {judge_struct(wanted)} "
-                     f"USING from_json(to_json(quality_scores), '{judge_json_schema(wanted)}')")
+            self.sql(
+                f"ALTER TABLE generations ALTER quality_scores TYPE {judge_struct(wanted)} "
+                f"USING from_json(to_json(quality_scores), '{judge_json_schema(wanted)}')"
+            )
         return wanted
 
     @writes(*GENERATION_TABLES, "response_cache", "eras")
-    def save_generation(self, era: str, generation: int, frames: dict[str, pd.DataFrame], judges: Sequence[str],
-                        cache_entries: pd.DataFrame, at: Any) -> None:
+    def save_generation(
+        self,
+        era: str,
+        generation: int,
+        frames: dict[str, pd.DataFrame],
+        judges: Sequence[str],
+        cache_entries: pd.DataFrame,
+        at: Any,
+    ) -> None:
         """One complete generation in one transaction: its individuals, verdicts, statistics, calls,
         the checkpoint to resume from, and the responses new to the cache."""
         for table, column in GENERATION_TABLES.items():
-            select = (f"* EXCLUDE (quality_scores_json), from_json(quality_scores_json, "
-                      f"'{judge_json_schema(judges)}') AS quality_scores") if table == "generations" else "*"
+            select = (
+                (
+                    f"* EXCLUDE (quality_scores_json), from_json(quality_scores_json, "
+                    f"'{judge_json_schema(judges)}') AS quality_scores"
+                )
+                if table == "generations"
+                else "*"
+            )
             self.replace(table, frames[table], f"era = ? AND {column} = ?", [era, generation], select)
         self.insert("response_cache", cache_entries, ignore_duplicates=True)  # another era may have cached one
         self.sql("UPDATE eras SET generations_done = ?, updated_at = ? WHERE era = ?", [generation, at, era])
@@ -213,8 +242,12 @@ class EvolutionStore(Store):
         if not checkpoints:
             return None
         checkpoint = checkpoints[0]
-        rows = {r["prompt_id"]: r for r in self.rows("SELECT * FROM generations WHERE era = ? AND generation = ?",
-                                                     [era, checkpoint["generation"]])}
+        rows = {
+            r["prompt_id"]: r
+            for r in self.rows(
+                "SELECT * FROM generations WHERE era = ? AND generation = ?", [era, checkpoint["generation"]]
+            )
+        }
         return checkpoint, [rows[prompt_id] for prompt_id in checkpoint["population"]]
 
     @reads("gateway_calls")
@@ -232,7 +265,8 @@ class EvolutionStore(Store):
     def load_generation_outcomes(self, era: str | None = None) -> pd.DataFrame:
         """Per era and generation: every individual's fitness and whether it was carried over, and
         the judge failures of the prompts evaluated in that generation."""
-        return self.frame("""
+        return self.frame(
+            """
             SELECT g.era, g.generation, list(g.fitness ORDER BY g.prompt_id) AS fitnesses,
                    count(*) FILTER (WHERE NOT g.carried_over) AS new_evaluations,
                    coalesce(any_value(f.failures), 0) AS judge_failures
@@ -240,12 +274,15 @@ class EvolutionStore(Store):
             LEFT JOIN (SELECT era, evaluated_generation AS generation, count(*) AS failures FROM judge_scores
                        WHERE error IS NOT NULL GROUP BY ALL) f USING (era, generation)
             WHERE ? IS NULL OR g.era = ?
-            GROUP BY g.era, g.generation ORDER BY g.era, g.generation""", [era, era])
+            GROUP BY g.era, g.generation ORDER BY g.era, g.generation""",
+            [era, era],
+        )
 
     @reads("generation_stats")
     def load_generation_stats(self, era: str | None = None) -> pd.DataFrame:
-        return self.frame("SELECT * FROM generation_stats WHERE ? IS NULL OR era = ? ORDER BY era, generation",
-                          [era, era])
+        return self.frame(
+            "SELECT * FROM generation_stats WHERE ? IS NULL OR era = ? ORDER BY era, generation", [era, era]
+        )
 
     @writes("era_summaries")
     @reads("generation_stats", "eras", "gateway_calls")
@@ -253,7 +290,8 @@ class EvolutionStore(Store):
         """The era's status, last generation, final mean and max fitness, and its calls, tokens,
         cost and cache hits."""
         self.sql("DELETE FROM era_summaries WHERE era = ?", [era])
-        self.sql("""
+        self.sql(
+            """
             INSERT INTO era_summaries BY NAME
             SELECT e.era, e.status, s.generation AS total_generations, s.mean_fitness AS final_mean_fitness,
                    s.max_fitness AS final_max_fitness, c.calls, c.prompt_tokens, c.completion_tokens, c.cost_usd,
@@ -264,30 +302,40 @@ class EvolutionStore(Store):
                                sum(completion_tokens) AS completion_tokens, sum(cost_usd) AS cost_usd,
                                count(*) FILTER (WHERE cached) AS cache_hits
                         FROM gateway_calls WHERE era = ?) c
-            WHERE e.era = ?""", [at, era, era, era])
+            WHERE e.era = ?""",
+            [at, era, era, era],
+        )
         rows = self.rows("SELECT * FROM era_summaries WHERE era = ?", [era])
         return rows[0] if rows else {}
 
     @reads("judge_scores", "generations")
     def load_verdicts(self, era: str) -> pd.DataFrame:
         """Every judge verdict of the era, with the generation that evaluated it."""
-        return self.frame("""
+        return self.frame(
+            """
             SELECT judge_name, judge_model, prompt_id, evaluated_generation AS generation, score, reported_score,
                    score_mismatch, error
-            FROM judge_scores WHERE era = ? ORDER BY generation, prompt_id, judge_name""", [era])
+            FROM judge_scores WHERE era = ? ORDER BY generation, prompt_id, judge_name""",
+            [era],
+        )
 
     @writes("judge_summary", "judge_agreement", "judge_generation_stats")
-    def replace_judge_analysis(self, era: str, summary: pd.DataFrame, agreement: pd.DataFrame,
-                               per_generation: pd.DataFrame) -> None:
-        self.replace_together("era = ?", [era], judge_summary=summary, judge_agreement=agreement,
-                              judge_generation_stats=per_generation)
+    def replace_judge_analysis(
+        self, era: str, summary: pd.DataFrame, agreement: pd.DataFrame, per_generation: pd.DataFrame
+    ) -> None:
+        self.replace_together(
+            "era = ?", [era], judge_summary=summary, judge_agreement=agreement, judge_generation_stats=per_generation
+        )
 
     @reads("generations")
     def load_evaluated_prompts(self, era: str) -> pd.DataFrame:
         """Each prompt of the era as evaluated (its first appearance, not its carried-over copies)."""
-        return self.frame("""
+        return self.frame(
+            """
             SELECT prompt_id, generation, quality_score_avg, compression_ratio, fitness, prompt_text
-            FROM generations WHERE era = ? AND NOT carried_over ORDER BY generation, prompt_id""", [era])
+            FROM generations WHERE era = ? AND NOT carried_over ORDER BY generation, prompt_id""",
+            [era],
+        )
 
     @writes("pareto_front")
     def replace_pareto_front(self, era: str, front: pd.DataFrame) -> None:
@@ -297,9 +345,12 @@ class EvolutionStore(Store):
 
     @reads("judge_scores")
     def judge_failure_rates_above(self, threshold: float) -> list[tuple]:
-        return self.sql("""
+        return self.sql(
+            """
             SELECT era, count(error) AS failures, count(*) AS calls, round(count(error) / count(*), 4) AS rate
-            FROM judge_scores GROUP BY era HAVING count(error) / count(*) > ?""", [threshold]).fetchall()
+            FROM judge_scores GROUP BY era HAVING count(error) / count(*) > ?""",
+            [threshold],
+        ).fetchall()
 
     @reads("generations")
     def fitness_outside_unit_interval(self) -> list[tuple]:

@@ -11,8 +11,13 @@ from dagster import DagsterInstance
 from tests.conftest import DATA_BENCHMARKS, PROJECT_ROOT
 
 ERA = "crash"
-ERA_CONFIG = {"population_size": 6, "generations": 2, "compression_model": "openai/compressor", "seed": 11,
-              "judge_panel": {"openai": "openai/judge-fast", "claude": "openai/judge-claude"}}
+ERA_CONFIG = {
+    "population_size": 6,
+    "generations": 2,
+    "compression_model": "openai/compressor",
+    "seed": 11,
+    "judge_panel": {"openai": "openai/judge-fast", "claude": "openai/judge-claude"},
+}
 
 
 def warehouse(path: str):
@@ -26,13 +31,16 @@ def benchmark(path: str, limit: int = 6) -> None:
     model's log-likelihood predictions by the local model and scores (model_evaluation)."""
     from tests.evaluation import materialize_evaluation, materialize_inputs, roster_with
 
-    roster = roster_with(Path(path).parent / "roster", "smollm2", model="local/smollm2-135m-instruct", device="cpu",
-                         dtype="float32")
+    roster = roster_with(
+        Path(path).parent / "roster", "smollm2", model="local/smollm2-135m-instruct", device="cpu", dtype="float32"
+    )
     instance = DagsterInstance.ephemeral()
-    assert materialize_inputs(warehouse(path), "arc_easy", limit, DATA_BENCHMARKS / "arc_easy.jsonl",
-                              instance=instance).success
-    assert materialize_evaluation(warehouse(path), "arc_easy", "smollm2", roster, {"modes": ["loglikelihood"]},
-                                  instance=instance).success
+    assert materialize_inputs(
+        warehouse(path), "arc_easy", limit, DATA_BENCHMARKS / "arc_easy.jsonl", instance=instance
+    ).success
+    assert materialize_evaluation(
+        warehouse(path), "arc_easy", "smollm2", roster, {"modes": ["loglikelihood"]}, instance=instance
+    ).success
 
 
 def era(path: str, api_base: str) -> None:
@@ -43,11 +51,18 @@ def era(path: str, api_base: str) -> None:
 
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("eras", [ERA])
-    settings = {"warehouse": warehouse(path),
-                "gateway": ModelGatewayResource(api_base=api_base, timeout_s=5, max_retries=2, backoff_s=0.05)}
+    settings = {
+        "warehouse": warehouse(path),
+        "gateway": ModelGatewayResource(api_base=api_base, timeout_s=5, max_retries=2, backoff_s=0.05),
+    }
     assert materialize_configured([source_paragraphs, gene_pools], settings, instance=instance).success
-    assert materialize_configured([evolution_era, era_summary], settings, {"evolution_era": {"config": ERA_CONFIG}},
-                                  partition_key=ERA, instance=instance).success
+    assert materialize_configured(
+        [evolution_era, era_summary],
+        settings,
+        {"evolution_era": {"config": ERA_CONFIG}},
+        partition_key=ERA,
+        instance=instance,
+    ).success
 
 
 def blind(path: str, folder: str) -> None:
@@ -68,13 +83,20 @@ def blind(path: str, folder: str) -> None:
     if not root.exists():
         shutil.copytree(PROJECT_ROOT / "data" / "blind_eval", root, ignore=shutil.ignore_patterns("issued", "*.xlsx"))
     config, settings = {"config": {"folder": folder}}, {"warehouse": warehouse(path)}
-    assert materialize_configured([blind_eval_questions, blind_eval_answers, blind_eval_sheet], settings,
-                                  {op: config for op in ("blind_eval_questions", "blind_eval_answers", "blind_eval_sheet")},
-                                  instance=DagsterInstance.ephemeral()).success
+    assert materialize_configured(
+        [blind_eval_questions, blind_eval_answers, blind_eval_sheet],
+        settings,
+        {op: config for op in ("blind_eval_questions", "blind_eval_answers", "blind_eval_sheet")},
+        instance=DagsterInstance.ephemeral(),
+    ).success
     for seed, rater in enumerate(("ana", "ben")):
         demo_rater_fill(root / "issued" / SHEET_FILE, root / "filled" / f"{rater}.xlsx", rater_seed=seed)
-    assert materialize_configured([blind_eval_scores, blind_eval_tally], settings, {"blind_eval_scores": config},
-                                  instance=DagsterInstance.ephemeral()).success
+    assert materialize_configured(
+        [blind_eval_scores, blind_eval_tally],
+        settings,
+        {"blind_eval_scores": config},
+        instance=DagsterInstance.ephemeral(),
+    ).success
 
 
 SCENARIOS = {"benchmark": benchmark, "era": era, "blind": blind}

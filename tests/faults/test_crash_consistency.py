@@ -13,6 +13,7 @@ from tests.faults.scenarios import SCENARIOS, benchmark
 from tests.openai_stub_server import StubServer
 from tests.tables import assert_same_rows, file_snapshot
 
+
 @pytest.fixture(scope="module")
 def server():
     with StubServer(latency_s=0.05) as stub, pytest.MonkeyPatch.context() as patch:
@@ -42,8 +43,9 @@ def references(tmp_path_factory, server):
 def killed_run(zygote, path, point, table, n, scenario, extra) -> None:
     """The scenario in a process of its own (forked from the zygote), SIGKILLed at the point."""
     stderr = path.with_name("killed-run.log")
-    code = zygote.run("tests.faults.crash_run", [str(path), point, table, str(n), scenario, *extra], timeout_s=300,
-                      stderr=str(stderr))
+    code = zygote.run(
+        "tests.faults.crash_run", [str(path), point, table, str(n), scenario, *extra], timeout_s=300, stderr=str(stderr)
+    )
     assert code == -signal.SIGKILL, stderr.read_text()[-3000:]
 
 
@@ -72,10 +74,12 @@ CRASHES = [
 ]
 
 
-@pytest.mark.parametrize("scenario, point, table, n", CRASHES,
-                         ids=[f"{s}-{p.lower()}-{t}-{n}" for s, p, t, n in CRASHES])
-def test_a_run_killed_mid_write_then_rerun_equals_an_uninterrupted_run(scenario, point, table, n, tmp_path, server,
-                                                                      references, zygote):
+@pytest.mark.parametrize(
+    "scenario, point, table, n", CRASHES, ids=[f"{s}-{p.lower()}-{t}-{n}" for s, p, t, n in CRASHES]
+)
+def test_a_run_killed_mid_write_then_rerun_equals_an_uninterrupted_run(
+    scenario, point, table, n, tmp_path, server, references, zygote
+):
     path = tmp_path / "warehouse.duckdb"
     extra = arguments(scenario, tmp_path, server)
     killed_run(zygote, path, point, table, n, scenario, extra)

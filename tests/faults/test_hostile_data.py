@@ -20,9 +20,14 @@ WINOGRANDE = [json.loads(line) for line in (DATA_BENCHMARKS / "winogrande.jsonl"
 
 
 def ingest(path, source, assets=(benchmark_raw_rows, benchmark_prompts), benchmark="winogrande"):
-    return materialize_configured(list(assets), {"warehouse": WarehouseResource(database=str(path))},
-                                  {"benchmark_raw_rows": {"config": {"source": str(source)}}}, partition_key=benchmark,
-                                  instance=with_partitions(None, benchmark), raise_on_error=False)
+    return materialize_configured(
+        list(assets),
+        {"warehouse": WarehouseResource(database=str(path))},
+        {"benchmark_raw_rows": {"config": {"source": str(source)}}},
+        partition_key=benchmark,
+        instance=with_partitions(None, benchmark),
+        raise_on_error=False,
+    )
 
 
 def query(path, sql):
@@ -37,26 +42,35 @@ def line(row) -> bytes:
 def test_every_bad_jsonl_line_is_kept_with_its_line_and_every_good_row_lands(tmp_path):
     good = [dict(row, id=f"w{i}") for i, row in enumerate(WINOGRANDE)]
     source = tmp_path / "winogrande.jsonl"
-    source.write_bytes(b"".join([
-        line(good[0]),                                                    # 1
-        b'{"id": "broken", "sentence": "unterminated\n',                  # 2 invalid JSON
-        b'{"id": "latin1", "sentence": "caf\xe9 _", "option1": "a"}\n',    # 3 not UTF-8
-        b'[1, 2, 3]\n',                                                   # 4 an array
-        b"\n",                                                            # 5 blank: skipped
-        line(dict(good[1], sentence="x" * 100_000 + " _")),              # 6 100,000 characters
-        line(good[1]),                                                    # 7
-        line(dict(good[2], id="w1")),                                     # 8 id of line 7 again
-        line({"id": "no-options", "sentence": "A _ sentence.", "answer": "1"}),  # 9 unparseable row
-        line(good[3]),                                                    # 10, no newline at the end
-    ]).rstrip(b"\n"))
+    source.write_bytes(
+        b"".join(
+            [
+                line(good[0]),  # 1
+                b'{"id": "broken", "sentence": "unterminated\n',  # 2 invalid JSON
+                b'{"id": "latin1", "sentence": "caf\xe9 _", "option1": "a"}\n',  # 3 not UTF-8
+                b"[1, 2, 3]\n",  # 4 an array
+                b"\n",  # 5 blank: skipped
+                line(dict(good[1], sentence="x" * 100_000 + " _")),  # 6 100,000 characters
+                line(good[1]),  # 7
+                line(dict(good[2], id="w1")),  # 8 id of line 7 again
+                line({"id": "no-options", "sentence": "A _ sentence.", "answer": "1"}),  # 9 unparseable row
+                line(good[3]),  # 10, no newline at the end
+            ]
+        ).rstrip(b"\n")
+    )
     path = tmp_path / "warehouse.duckdb"
     assert ingest(path, source).success
     assert query(path, "SELECT source_row_id, line FROM raw_rows ORDER BY line") == [
-        ("w0", 1), ("w1", 7), ("no-options", 9), ("w3", 10)]
+        ("w0", 1),
+        ("w1", 7),
+        ("no-options", 9),
+        ("w3", 10),
+    ]
     assert query(path, "SELECT source_row_id FROM prompts ORDER BY row_number") == [("w0",), ("w1",), ("w3",)]
     rejected = query(path, "SELECT stage, source, line, reason FROM rejected_rows ORDER BY line")
     assert [(stage, src, number) for stage, src, number, _ in rejected] == [
-        ("ingest", str(source), n) for n in (2, 3, 4, 6, 8)] + [("preprocess", str(source), 9)]
+        ("ingest", str(source), n) for n in (2, 3, 4, 6, 8)
+    ] + [("preprocess", str(source), 9)]
     reasons = [reason for *_, reason in rejected]
     assert reasons[0].startswith("invalid JSON")
     assert reasons[1] == "not UTF-8: byte 0xe9 at column 34"
@@ -78,19 +92,36 @@ def test_csv_records_with_wrong_headers_or_field_counts_are_kept_with_their_line
     header = ["sentence", "option1", "option2", "answer"]
     records = [[r[k] for k in header] for r in WINOGRANDE]
     source = tmp_path / "winogrande.csv"
-    source.write_text(csv_text([header, records[0], records[1] + ["extra"], ["multi\nline _ sentence", "a", "b", "1"],
-                                records[2][:2], records[3]]), encoding="utf-8")
+    source.write_text(
+        csv_text(
+            [
+                header,
+                records[0],
+                records[1] + ["extra"],
+                ["multi\nline _ sentence", "a", "b", "1"],
+                records[2][:2],
+                records[3],
+            ]
+        ),
+        encoding="utf-8",
+    )
     path = tmp_path / "warehouse.duckdb"
     assert ingest(path, source).success
     assert query(path, "SELECT line FROM raw_rows ORDER BY line") == [(2,), (4,), (7,)]  # line 4 runs on to 5
     assert query(path, "SELECT line, reason FROM ingest_rejections ORDER BY line") == [
-        (3, "5 fields where the header has 4"), (6, "2 fields where the header has 4")]
+        (3, "5 fields where the header has 4"),
+        (6, "2 fields where the header has 4"),
+    ]
 
 
 def test_a_csv_whose_headers_name_other_fields_rejects_each_row_with_its_line(tmp_path):
     source = tmp_path / "winogrande.csv"
-    source.write_text(csv_text([["text", "first", "second", "label"]] +
-                               [[r["sentence"], r["option1"], r["option2"], r["answer"]] for r in WINOGRANDE]))
+    source.write_text(
+        csv_text(
+            [["text", "first", "second", "label"]]
+            + [[r["sentence"], r["option1"], r["option2"], r["answer"]] for r in WINOGRANDE]
+        )
+    )
     path = tmp_path / "warehouse.duckdb"
     assert ingest(path, source).success
     rejected = query(path, "SELECT stage, line, reason FROM rejected_rows ORDER BY line")
@@ -98,12 +129,15 @@ def test_a_csv_whose_headers_name_other_fields_rejects_each_row_with_its_line(tm
     assert query(path, "SELECT count(*) FROM prompts") == [(0,)]
 
 
-@pytest.mark.parametrize("content, message", [
-    ("", "Data file is empty: {path}"),
-    ("sentence,sentence,answer\na,b,1\n", "{path} line 1: unusable CSV header (column(s) sentence repeated)"),
-    ("sentence,,answer\na,b,1\n", "{path} line 1: unusable CSV header (column 2 has no name)"),
-    (None, "Data file not found: {path}"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("", "Data file is empty: {path}"),
+        ("sentence,sentence,answer\na,b,1\n", "{path} line 1: unusable CSV header (column(s) sentence repeated)"),
+        ("sentence,,answer\na,b,1\n", "{path} line 1: unusable CSV header (column 2 has no name)"),
+        (None, "Data file not found: {path}"),
+    ],
+)
 def test_a_file_that_cannot_be_read_fails_naming_it_and_replaces_nothing(tmp_path, content, message):
     path = tmp_path / "warehouse.duckdb"
     assert ingest(path, DATA_BENCHMARKS / "winogrande.jsonl").success
@@ -123,18 +157,31 @@ def test_a_file_that_cannot_be_read_fails_naming_it_and_replaces_nothing(tmp_pat
 
 
 def test_hostile_paragraph_lines_are_kept_and_the_good_paragraphs_land(tmp_path):
-    good = [json.loads(l) for l in (PROJECT_ROOT / "data" / "evolution" / "paragraphs.jsonl").read_text().split("\n")
-            if l.strip()]
+    good = [
+        json.loads(l)
+        for l in (PROJECT_ROOT / "data" / "evolution" / "paragraphs.jsonl").read_text().split("\n")
+        if l.strip()
+    ]
     source = tmp_path / "paragraphs.jsonl"
-    source.write_bytes(line(good[0]) + b"{oops\n" + line({"paragraph_id": "empty", "text": " "}) +
-                       line(dict(good[1], paragraph_id=good[0]["paragraph_id"])) + b"\xff\xfe\n" + line(good[1]))
+    source.write_bytes(
+        line(good[0])
+        + b"{oops\n"
+        + line({"paragraph_id": "empty", "text": " "})
+        + line(dict(good[1], paragraph_id=good[0]["paragraph_id"]))
+        + b"\xff\xfe\n"
+        + line(good[1])
+    )
     path = tmp_path / "warehouse.duckdb"
-    result = materialize_configured([source_paragraphs], {"warehouse": WarehouseResource(database=str(path))},
-                                    {"source_paragraphs": {"config": {"source": str(source)}}},
-                                    instance=DagsterInstance.ephemeral())
+    result = materialize_configured(
+        [source_paragraphs],
+        {"warehouse": WarehouseResource(database=str(path))},
+        {"source_paragraphs": {"config": {"source": str(source)}}},
+        instance=DagsterInstance.ephemeral(),
+    )
     assert result.success
     assert query(path, "SELECT paragraph_id FROM source_paragraphs ORDER BY 1") == sorted(
-        [(good[0]["paragraph_id"],), (good[1]["paragraph_id"],)])
+        [(good[0]["paragraph_id"],), (good[1]["paragraph_id"],)]
+    )
     rejected = query(path, "SELECT line, reason FROM paragraph_rejections ORDER BY line")
     assert [n for n, _ in rejected] == [2, 3, 4, 5]
     assert rejected[1][1] == "missing text"

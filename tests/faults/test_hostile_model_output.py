@@ -40,20 +40,30 @@ def run_era(path, server, era, panel):
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("eras", [era])
     resources = {"warehouse": {"config": {"database": str(path)}}, "gateway": server.gateway_config()}
-    assert defs.resolve_job_def("evolution_inputs").execute_in_process(
-        instance=instance, run_config={"resources": resources}).success
-    config = {"population_size": 4, "generations": 1, "compression_model": "openai/compressor", "seed": 3,
-              "judge_panel": panel}
+    assert (
+        defs.resolve_job_def("evolution_inputs")
+        .execute_in_process(instance=instance, run_config={"resources": resources})
+        .success
+    )
+    config = {
+        "population_size": 4,
+        "generations": 1,
+        "compression_model": "openai/compressor",
+        "seed": 3,
+        "judge_panel": panel,
+    }
     return defs.resolve_job_def("prompt_evolution_era").execute_in_process(
-        partition_key=era, instance=instance, run_config={"resources": resources,
-                                                          "ops": {"evolution_era": {"config": config}}})
+        partition_key=era,
+        instance=instance,
+        run_config={"resources": resources, "ops": {"evolution_era": {"config": config}}},
+    )
 
 
 def query(path, sql, params=()):
     with duckdb.connect(str(path), read_only=True) as conn:
         cursor = conn.execute(sql, list(params))
         names = [d[0] for d in cursor.description]
-        return [dict(zip(names, row)) for row in cursor.fetchall()]
+        return [dict(zip(names, row, strict=False)) for row in cursor.fetchall()]
 
 
 def test_hostile_judges_are_recorded_as_errors_and_the_era_finishes(tmp_path, server):
@@ -67,11 +77,16 @@ def test_hostile_judges_are_recorded_as_errors_and_the_era_finishes(tmp_path, se
     good = [v for v in verdicts if v["judge_model"] in GOOD.values()]
     assert good and all(v["error"] is None and v["score"] is not None for v in good)
     mismatched = [v for v in verdicts if v["judge_model"] == "openai/judge-mismatch"]
-    assert all(v["score_mismatch"] and v["reported_score"] == v["faithfulness"] + v["clarity"] + v["readability"] + 3
-               for v in mismatched)  # the parts of a mismatching reply are kept for analysis
+    assert all(
+        v["score_mismatch"] and v["reported_score"] == v["faithfulness"] + v["clarity"] + v["readability"] + 3
+        for v in mismatched
+    )  # the parts of a mismatching reply are kept for analysis
     # fitness: the average of the judges that answered, and the fitness document's formula
-    for row in query(path, "SELECT prompt_id, quality_score_avg, compression_ratio, survival_factor, raw_fitness, "
-                           "fitness FROM generations WHERE era = 'hostile' AND NOT carried_over"):
+    for row in query(
+        path,
+        "SELECT prompt_id, quality_score_avg, compression_ratio, survival_factor, raw_fitness, "
+        "fitness FROM generations WHERE era = 'hostile' AND NOT carried_over",
+    ):
         scores = [v["score"] for v in good if v["prompt_id"] == row["prompt_id"]]
         assert len(scores) == 2 and row["quality_score_avg"] == pytest.approx(sum(scores) / 2)
         raw, fitness = fitness_score(row["quality_score_avg"], row["compression_ratio"], row["survival_factor"])

@@ -24,9 +24,14 @@ ARC_EASY_ROWS = len((DATA_BENCHMARKS / "arc_easy.jsonl").read_text(encoding="utf
 @contextmanager
 def holder(path, kind):
     """A process holding the warehouse until a line is written to its stdin (or it is stopped)."""
-    process = subprocess.Popen([sys.executable, "-m", "tests.faults.hold_warehouse", str(path), kind],
-                               cwd=PROJECT_ROOT, start_new_session=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.faults.hold_warehouse", str(path), kind],
+        cwd=PROJECT_ROOT,
+        start_new_session=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     STARTED.append(process.pid)
     try:
         assert process.stdout.readline().strip() == "held"
@@ -39,8 +44,13 @@ def ingest(path, lock_timeout_s, instance=None):
     """ARC-Easy's raw rows, with a short wait for the warehouse; (result, the run's log messages)."""
     instance = with_partitions(instance, "arc_easy")
     warehouse = WarehouseResource(database=str(path), lock_timeout_s=lock_timeout_s, wait_log_interval_s=1)
-    result = materialize_configured([benchmark_raw_rows], {"warehouse": warehouse}, partition_key="arc_easy",
-                                    instance=instance, raise_on_error=False)
+    result = materialize_configured(
+        [benchmark_raw_rows],
+        {"warehouse": warehouse},
+        partition_key="arc_easy",
+        instance=instance,
+        raise_on_error=False,
+    )
     messages = [e.user_message for e in instance.all_logs(result.run_id)]
     return result, messages
 
@@ -90,8 +100,11 @@ def test_a_held_warehouse_is_waited_for_then_given_up_clearly(warehouse_file, ki
 
 def waiting(instance) -> bool:
     """Whether a run of the instance has logged that it waits for the warehouse."""
-    return any(record.user_message.startswith("Waiting for the warehouse")
-               for run in instance.get_runs() for record in instance.all_logs(run.run_id))
+    return any(
+        record.user_message.startswith("Waiting for the warehouse")
+        for run in instance.get_runs()
+        for record in instance.all_logs(run.run_id)
+    )
 
 
 def test_a_run_proceeds_once_the_session_is_closed(warehouse_file):
@@ -112,16 +125,27 @@ def test_a_run_proceeds_once_the_session_is_closed(warehouse_file):
 def test_parallel_runs_of_different_partitions_all_land(tmp_path):
     path = tmp_path / "warehouse.duckdb"
     benchmarks = ["arc_easy", "mmlu", "winogrande", "gsm8k"]
-    processes = [subprocess.Popen([sys.executable, "-m", "tests.faults.land_partition", str(path), name],
-                                  cwd=PROJECT_ROOT, start_new_session=True, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.PIPE) for name in benchmarks]
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.faults.land_partition", str(path), name],
+            cwd=PROJECT_ROOT,
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        for name in benchmarks
+    ]
     STARTED.extend(p.pid for p in processes)
     for process in processes:
         _, stderr = process.communicate(timeout=300)
         assert process.returncode == 0, stderr.decode()[-3000:]
     with duckdb.connect(str(path), read_only=True) as conn:
         landed = dict(conn.execute("SELECT benchmark, count(*) FROM prompts GROUP BY ALL").fetchall())
-        duplicates = conn.execute("SELECT count(*) - count(DISTINCT (benchmark, source_row_id)) FROM raw_rows").fetchone()
-    expected = {name: len((DATA_BENCHMARKS / f"{name}.jsonl").read_text(encoding="utf-8").strip().split("\n"))
-                for name in benchmarks}
+        duplicates = conn.execute(
+            "SELECT count(*) - count(DISTINCT (benchmark, source_row_id)) FROM raw_rows"
+        ).fetchone()
+    expected = {
+        name: len((DATA_BENCHMARKS / f"{name}.jsonl").read_text(encoding="utf-8").strip().split("\n"))
+        for name in benchmarks
+    }
     assert landed == expected and duplicates == (0,)  # every partition landed, in full, once

@@ -42,8 +42,15 @@ def gone(pid: int) -> bool:
 
 def test_a_server_ignoring_sigterm_is_killed_with_its_children():
     port = free_port()
-    with running([sys.executable, "-c", SERVER, str(port)], f"http://127.0.0.1:{port}/", grace_s=1,
-                 preexec_fn=ignore_sigterm, stdout=subprocess.PIPE, text=True, cwd=PROJECT_ROOT) as server:
+    with running(
+        [sys.executable, "-c", SERVER, str(port)],
+        f"http://127.0.0.1:{port}/",
+        grace_s=1,
+        preexec_fn=ignore_sigterm,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=PROJECT_ROOT,
+    ) as server:
         grandchild = int(server.stdout.readline())
         assert all(ignores_sigterm(pid) for pid in (server.pid, grandchild))
         os.kill(server.pid, signal.SIGTERM)
@@ -59,8 +66,14 @@ def test_a_server_started_where_sigterm_is_ignored_still_stops_on_sigterm():
     port = free_port()
     before = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        with running([sys.executable, "-c", SERVER, str(port)], f"http://127.0.0.1:{port}/", grace_s=60,
-                     stdout=subprocess.PIPE, text=True, cwd=PROJECT_ROOT) as server:
+        with running(
+            [sys.executable, "-c", SERVER, str(port)],
+            f"http://127.0.0.1:{port}/",
+            grace_s=60,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=PROJECT_ROOT,
+        ) as server:
             grandchild = int(server.stdout.readline())
             assert not any(ignores_sigterm(pid) for pid in (server.pid, grandchild))
     finally:
@@ -73,9 +86,16 @@ def test_dagster_dev_ignoring_sigterm_is_stopped_with_everything_it_started(tmp_
     port = free_port()
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path), "EVAL_WAREHOUSE": str(tmp_path / "warehouse.duckdb")}
     dagster = Path(sys.executable).with_name("dagster")
-    with running([str(dagster), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
-                 f"http://127.0.0.1:{port}/server_info", grace_s=5, preexec_fn=ignore_sigterm, cwd=PROJECT_ROOT,
-                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as dev:
+    with running(
+        [str(dagster), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
+        f"http://127.0.0.1:{port}/server_info",
+        grace_s=5,
+        preexec_fn=ignore_sigterm,
+        cwd=PROJECT_ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as dev:
         family = [dev.pid] + [p.pid for p in psutil.Process(dev.pid).children(recursive=True)]
         assert len(family) >= 3  # dagster dev, its webserver and its daemon (and their code servers)
     assert not group_alive(dev.pid) and all(gone(pid) for pid in family)
@@ -99,11 +119,19 @@ def ignore_sigint():
 def test_tests_that_start_processes_pass_in_a_suite_started_in_the_background(tmp_path):
     """With SIGINT ignored from the start, Dagster maps SIGTERM onto SIG_IGN in the pytest process,
     and every process it starts inherits both: the tests that start processes still end and pass."""
-    tests = ["tests/test_checks_and_views.py::test_parallel_processes_share_the_warehouse",
-             "tests/faults/test_teardown.py::test_a_server_ignoring_sigterm_is_killed_with_its_children"]
-    suite = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], cwd=PROJECT_ROOT,
-                             preexec_fn=ignore_sigint, start_new_session=True, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True)
+    tests = [
+        "tests/test_checks_and_views.py::test_parallel_processes_share_the_warehouse",
+        "tests/faults/test_teardown.py::test_a_server_ignoring_sigterm_is_killed_with_its_children",
+    ]
+    suite = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
+        cwd=PROJECT_ROOT,
+        preexec_fn=ignore_sigint,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     STARTED.append(suite.pid)
     try:
         output, _ = suite.communicate(timeout=1800)  # a bound for a hang, far above the 1 to 2 minutes it takes

@@ -9,9 +9,9 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Sequence
 
 from tests.processes import STARTED, free_port, stop_group
 
@@ -39,19 +39,43 @@ def postgres_server(databases: Sequence[str] = ("dagster",), timeout_s: float = 
         if os.geteuid() == 0:
             shutil.chown(folder, USER)
         data, port = folder / "data", free_port()
-        subprocess.run(_as_postgres([_binary("initdb"), "-D", str(data), "-A", "trust", "-U", USER,
-                                     "--no-sync", "-E", "UTF8"]), check=True, capture_output=True)
+        subprocess.run(
+            _as_postgres([_binary("initdb"), "-D", str(data), "-A", "trust", "-U", USER, "--no-sync", "-E", "UTF8"]),
+            check=True,
+            capture_output=True,
+        )
         log = open(folder / "server.log", "wb")
         process = subprocess.Popen(
-            _as_postgres([_binary("postgres"), "-D", str(data), "-p", str(port), "-k", str(folder),
-                          "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "max_connections=200"]),
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            _as_postgres(
+                [
+                    _binary("postgres"),
+                    "-D",
+                    str(data),
+                    "-p",
+                    str(port),
+                    "-k",
+                    str(folder),
+                    "-c",
+                    "listen_addresses=127.0.0.1",
+                    "-c",
+                    "fsync=off",
+                    "-c",
+                    "max_connections=200",
+                ]
+            ),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         STARTED.append(process.pid)
         try:
             _wait_ready(port, process, folder / "server.log", timeout_s)
             for database in databases:
-                subprocess.run(_as_postgres([_binary("createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", USER,
-                                             database]), check=True, capture_output=True)
+                subprocess.run(
+                    _as_postgres([_binary("createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", USER, database]),
+                    check=True,
+                    capture_output=True,
+                )
             yield f"postgresql://{USER}@127.0.0.1:{port}/{databases[0]}"
         finally:
             from eval_platform.common.resources import ATTACHED_LAKES
@@ -72,5 +96,6 @@ def _wait_ready(port: int, process: subprocess.Popen, log: Path, timeout_s: floa
         if ready.returncode == 0:
             return
         time.sleep(0.2)
-    raise TimeoutError(f"PostgreSQL on 127.0.0.1:{port} was not ready within {timeout_s:.0f} s: "
-                       f"{log.read_text()[-2000:]}")
+    raise TimeoutError(
+        f"PostgreSQL on 127.0.0.1:{port} was not ready within {timeout_s:.0f} s: {log.read_text()[-2000:]}"
+    )

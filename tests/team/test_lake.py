@@ -26,8 +26,16 @@ from tests.processes import in_processes
 from tests.tables import SETTINGS_KEYED_TABLES, SKIPPED_TABLES, V8_SETTINGS_KEYS, settings_keys
 from tests.team.postgres_server import postgres_server
 
-LAKES = ("lake_moved", "lake_exported", "lake_writers", "lake_conflicts", "lake_empty_partition", "lake_twice",
-         "lake_reattached", "lake_v8")
+LAKES = (
+    "lake_moved",
+    "lake_exported",
+    "lake_writers",
+    "lake_conflicts",
+    "lake_empty_partition",
+    "lake_twice",
+    "lake_reattached",
+    "lake_v8",
+)
 ROWS = 5
 
 
@@ -44,21 +52,40 @@ def lake(catalogs, name: str, tmp_path, **fields) -> WarehouseResource:
 def every_row(warehouse: WarehouseResource) -> dict[str, list[tuple]]:
     """Every table's every row, every column, sorted."""
     with warehouse.get_connection() as conn:
-        tables = [t for (t,) in conn.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = "
-                                             "current_database()").fetchall() if t not in SKIPPED_TABLES]
+        tables = [
+            t
+            for (t,) in conn.execute(
+                "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()"
+            ).fetchall()
+            if t not in SKIPPED_TABLES
+        ]
         return {table: conn.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall() for table in tables}
 
 
 def raw_rows(benchmark: str, copy: int) -> pd.DataFrame:
     """A partition's rows as the `copy`-th writer writes them (each writer's rows are its own)."""
-    return pd.DataFrame({"benchmark": benchmark, "source_row_id": [f"r{i}" for i in range(ROWS)],
-                         "row_number": range(ROWS), "line": range(ROWS), "row_json": "{}",
-                         "source": f"writer {copy}", "ingested_at": pd.Timestamp("2026-11-24")})
+    return pd.DataFrame(
+        {
+            "benchmark": benchmark,
+            "source_row_id": [f"r{i}" for i in range(ROWS)],
+            "row_number": range(ROWS),
+            "line": range(ROWS),
+            "row_json": "{}",
+            "source": f"writer {copy}",
+            "ingested_at": pd.Timestamp("2026-11-24"),
+        }
+    )
 
 
 def move(env: dict, *arguments: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "jobs.move_warehouse", *arguments], cwd=PROJECT_ROOT,
-                          env={**os.environ, **env}, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "jobs.move_warehouse", *arguments],
+        cwd=PROJECT_ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_a_file_warehouse_moves_into_a_lake_with_every_row_kept(catalogs, tmp_path):
@@ -78,8 +105,11 @@ def test_a_file_warehouse_moves_into_a_lake_with_every_row_kept(catalogs, tmp_pa
     exported = lake(catalogs, "lake_exported", tmp_path)
     done = move({"EVAL_WAREHOUSE": file.database}, "--export", str(tmp_path / "export"))
     assert done.returncode == 0, done.stderr
-    done = move({"EVAL_WAREHOUSE": exported.database, "EVAL_LAKE_DATA_PATH": exported.data_path},
-                "--from", str(tmp_path / "export"))
+    done = move(
+        {"EVAL_WAREHOUSE": exported.database, "EVAL_LAKE_DATA_PATH": exported.data_path},
+        "--from",
+        str(tmp_path / "export"),
+    )
     assert done.returncode == 0, done.stderr
     assert every_row(exported) == expected
 
@@ -103,11 +133,15 @@ def test_a_version_8_lake_keeps_every_harness_row_under_the_key_of_its_settings(
             conn.execute(f"CREATE TABLE {table} ({without_keys(columns)})")
             conn.execute(f"INSERT INTO {table} SELECT * FROM 'tests/data/v8_warehouse/{table}.parquet'")
         conn.execute("UPDATE schema_versions SET version = 8 WHERE store = 'benchmarks'")
-        before = {table: conn.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall() for table in SETTINGS_KEYED_TABLES}
+        before = {
+            table: conn.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall() for table in SETTINGS_KEYED_TABLES
+        }
     with warehouse.get_connection() as conn:
         version = conn.execute("SELECT version FROM schema_versions WHERE store = 'benchmarks'").fetchone()[0]
-        after = {table: conn.execute(f"SELECT * EXCLUDE (settings_key) FROM {table} ORDER BY ALL").fetchall()
-                 for table in SETTINGS_KEYED_TABLES}
+        after = {
+            table: conn.execute(f"SELECT * EXCLUDE (settings_key) FROM {table} ORDER BY ALL").fetchall()
+            for table in SETTINGS_KEYED_TABLES
+        }
         keys = settings_keys(conn)
     assert (version, after, keys) == (BenchmarkStore.version, before, V8_SETTINGS_KEYS)
 
@@ -122,8 +156,13 @@ def test_a_file_from_duckdb_2_says_how_to_move_it(catalogs, tmp_path):
     assert "newer DuckDB" in done.stderr and "--export FOLDER" in done.stderr and str(newer) in done.stderr
 
 
-@pytest.mark.parametrize("catalog", ["ducklake:postgres:dbname=lake host=h user=u password=hunter2",
-                                     "ducklake:postgres:postgresql://u:hunter2@h:5432/lake"])
+@pytest.mark.parametrize(
+    "catalog",
+    [
+        "ducklake:postgres:dbname=lake host=h user=u password=hunter2",
+        "ducklake:postgres:postgresql://u:hunter2@h:5432/lake",
+    ],
+)
 def test_a_catalog_string_with_a_password_is_refused_without_showing_it(catalog, tmp_path):
     with pytest.raises(ValueError, match="PGPASSWORD") as refused:
         with WarehouseResource(database=catalog, data_path=str(tmp_path)).get_connection():
@@ -144,8 +183,9 @@ class RivalledStore(BenchmarkStore):
             rival()  # another host replaces the same partition and commits first
 
 
-def test_a_conflicting_commit_is_retried_and_one_that_outlasts_its_retries_names_table_and_partition(catalogs,
-                                                                                                     tmp_path):
+def test_a_conflicting_commit_is_retried_and_one_that_outlasts_its_retries_names_table_and_partition(
+    catalogs, tmp_path
+):
     warehouse = lake(catalogs, "lake_conflicts", tmp_path, commit_retries=2)
     with warehouse.store(BenchmarkStore) as store:
         store.replace_raw_rows("arc_easy", raw_rows("arc_easy", 0), raw_rows("arc_easy", 0).iloc[:0])
@@ -159,7 +199,8 @@ def test_a_conflicting_commit_is_retried_and_one_that_outlasts_its_retries_names
         store.replace_raw_rows_against_a_rival("arc_easy", raw_rows("arc_easy", 1), rival)
     with warehouse.store(BenchmarkStore) as store:
         assert store.rows("SELECT source, count(*) AS n FROM raw_rows GROUP BY source") == [
-            {"source": "writer 1", "n": ROWS}]
+            {"source": "writer 1", "n": ROWS}
+        ]
 
     RivalledStore.rivals = 3  # one more than the retries
     with warehouse.store(RivalledStore) as store, pytest.raises(CommitConflictError) as failure:
@@ -167,7 +208,8 @@ def test_a_conflicting_commit_is_retried_and_one_that_outlasts_its_retries_names
     assert "raw_rows" in str(failure.value) and "arc_easy" in str(failure.value) and "3 times" in str(failure.value)
     with warehouse.store(BenchmarkStore) as store:  # the rival's rows, whole: the failed write left nothing
         assert store.rows("SELECT source, count(*) AS n FROM raw_rows GROUP BY source") == [
-            {"source": "writer 2", "n": ROWS}]
+            {"source": "writer 2", "n": ROWS}
+        ]
 
 
 def test_two_writers_of_an_empty_partition_leave_one_copy(catalogs, tmp_path):
@@ -183,8 +225,9 @@ def test_two_writers_of_an_empty_partition_leave_one_copy(catalogs, tmp_path):
     with warehouse.store(RivalledStore) as store:
         store.replace_raw_rows_against_a_rival("winogrande", raw_rows("winogrande", 1), rival)
         assert RivalledStore.rivals == 0  # the rival did commit in the middle of the write
-        assert store.rows("SELECT source, count(*) AS n FROM raw_rows WHERE benchmark = 'winogrande' "
-                          "GROUP BY source") == [{"source": "writer 1", "n": ROWS}]
+        assert store.rows(
+            "SELECT source, count(*) AS n FROM raw_rows WHERE benchmark = 'winogrande' GROUP BY source"
+        ) == [{"source": "writer 1", "n": ROWS}]
 
 
 def test_a_partition_predicted_twice_at_once_keeps_one_prediction_per_prompt(catalogs, tmp_path, monkeypatch):
@@ -198,8 +241,10 @@ def test_a_partition_predicted_twice_at_once_keeps_one_prediction_per_prompt(cat
     result = materialize_evaluation(warehouse, "arc_easy", "smollm2", roster, assets=[benchmark_predictions])
     assert result.success
     with warehouse.store(BenchmarkStore) as store:
-        assert store.rows("SELECT count(*) AS n, count(DISTINCT prompt_id) AS prompts, count(DISTINCT run_id) AS runs "
-                          "FROM predictions") == [{"n": ROWS, "prompts": ROWS, "runs": 1}]
+        assert store.rows(
+            "SELECT count(*) AS n, count(DISTINCT prompt_id) AS prompts, count(DISTINCT run_id) AS runs "
+            "FROM predictions"
+        ) == [{"n": ROWS, "prompts": ROWS, "runs": 1}]
         assert store.rows("SELECT DISTINCT run_id FROM predictions") == [{"run_id": result.run_id}]
 
 
@@ -224,8 +269,11 @@ def test_many_writers_replace_one_partition_while_readers_read_whole_versions_of
     reader = threading.Thread(target=read)
     reader.start()
     try:
-        codes = in_processes(replace_repeatedly, [(warehouse.database, warehouse.data_path, copy, 10)
-                                                  for copy in range(4)], timeout_s=300)
+        codes = in_processes(
+            replace_repeatedly,
+            [(warehouse.database, warehouse.data_path, copy, 10) for copy in range(4)],
+            timeout_s=300,
+        )
     finally:
         stop.set()
         reader.join(60)
@@ -255,7 +303,8 @@ def catalog_backends(catalogs, name: str) -> set[int]:
 def read_partition(warehouse: WarehouseResource, source: str) -> None:
     with warehouse.store(BenchmarkStore) as store:
         assert store.rows("SELECT source, count(*) AS n FROM raw_rows GROUP BY source") == [
-            {"source": source, "n": ROWS}]
+            {"source": source, "n": ROWS}
+        ]
 
 
 def read_in_a_child(warehouse: WarehouseResource, catalogs: dict, parents: set[int]) -> None:
@@ -276,8 +325,7 @@ def test_a_process_attaches_the_lake_once_and_again_when_its_catalog_connections
     assert catalog_backends(catalogs, "lake_reattached") == attached  # no store attached it again
 
     # A forked child (as a Celery worker's) attaches its own; the parent's attachment stays whole.
-    child = multiprocessing.get_context("fork").Process(target=read_in_a_child,
-                                                        args=(warehouse, catalogs, attached))
+    child = multiprocessing.get_context("fork").Process(target=read_in_a_child, args=(warehouse, catalogs, attached))
     child.start()
     child.join(120)
     if child.is_alive():
@@ -288,8 +336,9 @@ def test_a_process_attaches_the_lake_once_and_again_when_its_catalog_connections
     assert catalog_backends(catalogs, "lake_reattached") == attached
 
     # The catalog's connections drop (a server restart, an idle timeout): the next store attaches anew.
-    on_catalog_server(catalogs, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
-                      "lake_reattached")
+    on_catalog_server(
+        catalogs, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", "lake_reattached"
+    )
     read_partition(warehouse, "writer 3")
     assert catalog_backends(catalogs, "lake_reattached").isdisjoint(attached)
 

@@ -39,8 +39,16 @@ def roster(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("roster")
     for name, dtype in MODELS.items():
         extra = [KILLED_BENCHMARK] if name == KILLED_MODEL else []
-        write_entry(folder, RosterEntry(name=name, model="local/smollm2-135m-instruct", dtype=dtype,
-                                        modes=("loglikelihood",), benchmarks=(*BENCHMARKS, *extra)))
+        write_entry(
+            folder,
+            RosterEntry(
+                name=name,
+                model="local/smollm2-135m-instruct",
+                dtype=dtype,
+                modes=("loglikelihood",),
+                benchmarks=(*BENCHMARKS, *extra),
+            ),
+        )
     return folder
 
 
@@ -51,12 +59,15 @@ class OneMachine:
     def __init__(self, folder: Path, roster: Path):
         self.path = folder / "warehouse.duckdb"
         self.instance = DagsterInstance.ephemeral()
-        self.resources = launchpad(warehouse=WarehouseResource(database=str(self.path)),
-                                   roster=defs.resources["roster"].model_copy(update={"directory": str(roster)}))
+        self.resources = launchpad(
+            warehouse=WarehouseResource(database=str(self.path)),
+            roster=defs.resources["roster"].model_copy(update={"directory": str(roster)}),
+        )
 
     def evaluate(self, benchmarks: list[str], models: list[str]) -> None:
-        self.instance.add_dynamic_partitions("benchmarks", [b for b in benchmarks
-                                                            if b not in self.instance.get_dynamic_partitions("benchmarks")])
+        self.instance.add_dynamic_partitions(
+            "benchmarks", [b for b in benchmarks if b not in self.instance.get_dynamic_partitions("benchmarks")]
+        )
         for benchmark in benchmarks:
             self.run("benchmark_inputs", benchmark, inputs_config())
         self.instance.add_dynamic_partitions("roster_models", models)
@@ -66,7 +77,8 @@ class OneMachine:
 
     def run(self, job: str, partition, config: dict) -> None:
         result = defs.resolve_job_def(job).execute_in_process(
-            partition_key=partition, instance=self.instance, run_config={"resources": self.resources, **config})
+            partition_key=partition, instance=self.instance, run_config={"resources": self.resources, **config}
+        )
         assert result.success
 
 
@@ -82,10 +94,16 @@ def team(roster, tmp_path_factory):
     folder = tmp_path_factory.mktemp("team")
     settings = yaml.safe_load(CELERY_SETTINGS.read_text())
     settings["execution"]["config"]["config_source"]["broker_transport_options"].update(
-        visibility_timeout=VISIBILITY_TIMEOUT_S, unacked_restore_interval=1, unacked_restore_throttle=1)
+        visibility_timeout=VISIBILITY_TIMEOUT_S, unacked_restore_interval=1, unacked_restore_throttle=1
+    )
     (folder / "celery.yaml").write_text(yaml.safe_dump(settings))
-    with team_deployment(folder / "deployment", workers=2, daemon=False, celery_settings=folder / "celery.yaml",
-                         EVAL_ROSTER_DIR=str(roster)) as deployment:
+    with team_deployment(
+        folder / "deployment",
+        workers=2,
+        daemon=False,
+        celery_settings=folder / "celery.yaml",
+        EVAL_ROSTER_DIR=str(roster),
+    ) as deployment:
         yield deployment
 
 
@@ -97,14 +115,32 @@ def materialize_inputs(team, benchmark: str) -> None:
     with team.instance() as instance:
         if benchmark not in instance.get_dynamic_partitions("benchmarks"):
             instance.add_dynamic_partitions("benchmarks", [benchmark])
-    team.dagster("asset", "materialize", "-m", "eval_platform.definitions", "--select",
-                 "group:benchmark_ingestion or group:benchmark_preprocessing", "--partition", benchmark,
-                 "--config-json", json.dumps(inputs_config()))
+    team.dagster(
+        "asset",
+        "materialize",
+        "-m",
+        "eval_platform.definitions",
+        "--select",
+        "group:benchmark_ingestion or group:benchmark_preprocessing",
+        "--partition",
+        benchmark,
+        "--config-json",
+        json.dumps(inputs_config()),
+    )
 
 
 def backfill(team, keys: list) -> None:
-    team.dagster("job", "backfill", "-w", "workspace.yaml", "-j", "model_evaluation", "--noprompt",
-                 "--partitions", ",".join(str(key) for key in keys))
+    team.dagster(
+        "job",
+        "backfill",
+        "-w",
+        "workspace.yaml",
+        "-j",
+        "model_evaluation",
+        "--noprompt",
+        "--partitions",
+        ",".join(str(key) for key in keys),
+    )
 
 
 def lake_snapshot(team) -> dict:
@@ -144,11 +180,17 @@ def test_a_backfill_on_two_workers_with_dagster_on_postgres_and_a_lake_equals_on
     assert len(inputs) == len(BENCHMARKS) and all(run.status.value == "SUCCESS" for run in inputs)
     # The queue's limit (deploy/team/dagster.yaml): one run at a time per roster model, two models at once.
     for model in MODELS:
-        spans = sorted((r.start_time, r.end_time) for r in records
-                       if r.dagster_run.tags["dagster/partition/model"] == model)
-        assert all(end <= next_start for (_, end), (next_start, _) in zip(spans, spans[1:])), (model, spans)
+        spans = sorted(
+            (r.start_time, r.end_time) for r in records if r.dagster_run.tags["dagster/partition/model"] == model
+        )
+        assert all(end <= next_start for (_, end), (next_start, _) in zip(spans, spans[1:], strict=False)), (
+            model,
+            spans,
+        )
     spans = sorted((r.start_time, r.end_time) for r in records)
-    assert any(next_start < end for (_, end), (next_start, _) in zip(spans, spans[1:])), "no two runs overlapped"
+    assert any(next_start < end for (_, end), (next_start, _) in zip(spans, spans[1:], strict=False)), (
+        "no two runs overlapped"
+    )
     assert workers == {"host-1", "host-2"}
     assert_same_rows(lake_snapshot(team), file_snapshot(one_machine.path))
 
@@ -161,7 +203,9 @@ def test_a_worker_killed_in_the_middle_of_a_partition_loses_nothing_and_duplicat
         deadline = time.monotonic() + 300
         while True:
             runs = instance.get_runs(RunsFilter(job_name="model_evaluation"))
-            started = celery_workers(instance, runs[0].run_id, "benchmark_predictions") if len(runs) > runs_before else []
+            started = (
+                celery_workers(instance, runs[0].run_id, "benchmark_predictions") if len(runs) > runs_before else []
+            )
             if started:
                 break
             assert time.monotonic() < deadline, "the partition's predictions never started"

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Optional, Protocol, Sequence
+from typing import Annotated, Any, Optional, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -69,16 +70,18 @@ class LanguageModel(Protocol):
     def loglikelihoods(self, requests: Sequence[LoglikelihoodRequest], batch_size: int) -> list[float]:
         """log P(continuation | context) for each request."""
 
-    def label_probabilities(self, chats: Sequence[Chat], labels: Sequence[Sequence[str]],
-                            batch_size: int) -> list[dict[str, float] | None]:
+    def label_probabilities(
+        self, chats: Sequence[Chat], labels: Sequence[Sequence[str]], batch_size: int
+    ) -> list[dict[str, float] | None]:
         """For each chat, the first answer token's distribution over its labels (sums to 1), or
         None where the model's reply names no label."""
 
     def generate(self, requests: Sequence[GenerationRequest], batch_size: int) -> list[str]:
         """Greedy completions, cut at the first stop sequence."""
 
-    async def acomplete(self, chat: Chat, max_tokens: int, stop: Sequence[str] = (),
-                        top_logprobs: int | None = None) -> Completion:
+    async def acomplete(
+        self, chat: Chat, max_tokens: int, stop: Sequence[str] = (), top_logprobs: int | None = None
+    ) -> Completion:
         """One greedy chat answer with its tokens and cost."""
 
     def describe_placement(self) -> dict[str, Any]:
@@ -101,31 +104,49 @@ class ModelSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    model: str = Field(default=DEFAULT_LOCAL_MODEL, description="local/<name, path or hub id>, served/<name on the "
-                                                               "gateway's server>, or a litellm chat model string.")
-    served_tokenizer: str | None = Field(default=None, description="served/ models: a local model with the same "
-                                                                  "tokenizer, to send token ids as the harness does.")
-    device: str = Field(default="auto", description="Local models: auto (CUDA, then Apple MPS, then CPU), cpu, "
-                                                   "cuda, cuda:N or mps.")
-    dtype: str = Field(default="auto", description="Local models: auto (bfloat16 on a GPU that supports it, float32 "
-                                                  "on the CPU), float32, bfloat16 or float16.")
-    device_map: str | None = Field(default=None, description='Local models: "auto" spreads a model larger than one '
-                                                             "GPU over the GPUs (and the CPU).")
+    model: str = Field(
+        default=DEFAULT_LOCAL_MODEL,
+        description="local/<name, path or hub id>, served/<name on the "
+        "gateway's server>, or a litellm chat model string.",
+    )
+    served_tokenizer: str | None = Field(
+        default=None,
+        description="served/ models: a local model with the same tokenizer, to send token ids as the harness does.",
+    )
+    device: str = Field(
+        default="auto", description="Local models: auto (CUDA, then Apple MPS, then CPU), cpu, cuda, cuda:N or mps."
+    )
+    dtype: str = Field(
+        default="auto",
+        description="Local models: auto (bfloat16 on a GPU that supports it, float32 "
+        "on the CPU), float32, bfloat16 or float16.",
+    )
+    device_map: str | None = Field(
+        default=None,
+        description='Local models: "auto" spreads a model larger than one GPU over the GPUs (and the CPU).',
+    )
     batch_size: int = Field(default=8, gt=0, description="Items per forward pass.")
     max_new_tokens: int = Field(default=160, gt=0, description="Generation budget per answer (GSM8K, chat format).")
     model_cache_dir: str = Field(default=str(DEFAULT_CACHE_DIR), description="Where converted weights are kept.")
-    skip_logprob_check: bool = Field(default=False, description="served/ models: score without first checking "
-                                                                "the server's prompt log-probabilities (recorded "
-                                                                "with the run). Only for a server known to be right.")
+    skip_logprob_check: bool = Field(
+        default=False,
+        description="served/ models: score without first checking "
+        "the server's prompt log-probabilities (recorded "
+        "with the run). Only for a server known to be right.",
+    )
 
     @classmethod
     def optional_fields(cls, exclude: Sequence[str] = ()) -> dict[str, Any]:
         """The fields as `pydantic.create_model` takes them, each optional (None: not set)."""
+
         def optional(info: Any) -> Any:
             return Optional[Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation]
 
-        return {name: (optional(info), Field(default=None, description=info.description))
-                for name, info in cls.model_fields.items() if name not in exclude}
+        return {
+            name: (optional(info), Field(default=None, description=info.description))
+            for name, info in cls.model_fields.items()
+            if name not in exclude
+        }
 
 
 # Backends by the prefix of a model's name, as "module:function(name, settings, gateway)"; imported

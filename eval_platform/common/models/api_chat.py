@@ -11,17 +11,24 @@ from __future__ import annotations
 import asyncio
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from eval_platform.common.gateway import ModelGateway, chat, redact
 from eval_platform.common.models import (
-    Chat, Completion, GenerationRequest, LoglikelihoodRequest, ModelSettings, UnsupportedRequest,
+    Chat,
+    Completion,
+    GenerationRequest,
+    LoglikelihoodRequest,
+    ModelSettings,
+    UnsupportedRequest,
 )
 
 
-def label_distribution(top_logprobs: dict[str, float] | None, text: str,
-                       labels: Sequence[str]) -> dict[str, float] | None:
+def label_distribution(
+    top_logprobs: dict[str, float] | None, text: str, labels: Sequence[str]
+) -> dict[str, float] | None:
     """Label probabilities from first-token log-probabilities, else from the text, else None."""
     if top_logprobs:
         best: dict[str, float] = {}
@@ -48,14 +55,15 @@ class ApiChatModel:
     def fingerprint(self) -> str:
         return self.name  # providers expose no weights hash; the model string identifies the model
 
-    def label_probabilities(self, chats: Sequence[Chat], labels: Sequence[Sequence[str]],
-                            batch_size: int = 8) -> list[dict[str, float] | None]:
+    def label_probabilities(
+        self, chats: Sequence[Chat], labels: Sequence[Sequence[str]], batch_size: int = 8
+    ) -> list[dict[str, float] | None]:
         async def one(prompt: Chat, item_labels: Sequence[str]):
             completion = await self.acomplete(prompt, max_tokens=5, top_logprobs=20)
             return label_distribution(completion.first_token_logprobs, completion.text, item_labels)
 
         async def every():
-            return await asyncio.gather(*(one(prompt, item) for prompt, item in zip(chats, labels)))
+            return await asyncio.gather(*(one(prompt, item) for prompt, item in zip(chats, labels, strict=False)))
 
         return asyncio.run(every())
 
@@ -71,10 +79,16 @@ class ApiChatModel:
 
         return asyncio.run(every())
 
-    async def acomplete(self, prompt: Chat, max_tokens: int, stop: Sequence[str] = (),
-                        top_logprobs: int | None = None) -> Completion:
-        return await self.gateway.acomplete(self.name, chat(prompt.system, prompt.user), max_tokens=max_tokens,
-                                            top_logprobs=top_logprobs, stop=list(stop) or None)
+    async def acomplete(
+        self, prompt: Chat, max_tokens: int, stop: Sequence[str] = (), top_logprobs: int | None = None
+    ) -> Completion:
+        return await self.gateway.acomplete(
+            self.name,
+            chat(prompt.system, prompt.user),
+            max_tokens=max_tokens,
+            top_logprobs=top_logprobs,
+            stop=list(stop) or None,
+        )
 
     def describe_placement(self) -> dict[str, Any]:
         return {"device": "api", "device_name": redact(self.gateway.api_base or self.name.split("/")[0])}
@@ -82,7 +96,8 @@ class ApiChatModel:
     def loglikelihoods(self, requests: Sequence[LoglikelihoodRequest], batch_size: int = 8) -> list[float]:
         raise UnsupportedRequest(
             f"{self.name} is served through a chat API without prompt log-probabilities: use the letter mode, "
-            "a local model, or a completions endpoint (served/...) for log-likelihood scoring")
+            "a local model, or a completions endpoint (served/...) for log-likelihood scoring"
+        )
 
 
 def open_api_model(name: str, settings: ModelSettings, gateway: ModelGateway | None = None) -> ApiChatModel:

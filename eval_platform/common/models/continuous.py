@@ -27,9 +27,10 @@ import functools
 import logging
 import threading
 from collections import Counter, OrderedDict
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from eval_platform.common.models.prefix_cache import common_length
 
@@ -74,7 +75,7 @@ class ContinuousBatcher:
     _pending: list[GreedySequence] = field(default_factory=list)
     _pending_lock: threading.Lock = field(default_factory=threading.Lock)
     _driving: threading.Lock = field(default_factory=threading.Lock)
-    _prefixes: "OrderedDict[tuple[int, ...], Any]" = field(default_factory=OrderedDict)
+    _prefixes: OrderedDict[tuple[int, ...], Any] = field(default_factory=OrderedDict)
     eos: frozenset[int] = field(init=False, default=frozenset())
     occupancy: Counter = field(default_factory=Counter)  # sequences in the batch -> steps run with that many
     encoded_tokens: int = 0  # prompt tokens run through the model (shared prefixes once)
@@ -83,10 +84,11 @@ class ContinuousBatcher:
         eos = getattr(self.network.generation_config, "eos_token_id", None)
         self.eos = frozenset(eos if isinstance(eos, (list, tuple)) else [] if eos is None else [eos])
 
-    def generate(self, prompts: Sequence[list[int]], budgets: Sequence[int], stops: Sequence[tuple[str, ...]],
-                 batch_size: int) -> list[str]:
+    def generate(
+        self, prompts: Sequence[list[int]], budgets: Sequence[int], stops: Sequence[tuple[str, ...]], batch_size: int
+    ) -> list[str]:
         """Greedy texts for the prompts' tokens, each cut at its first stop sequence."""
-        sequences = [GreedySequence(list(p), b, tuple(s)) for p, b, s in zip(prompts, budgets, stops)]
+        sequences = [GreedySequence(list(p), b, tuple(s)) for p, b, s in zip(prompts, budgets, stops, strict=False)]
         with self._pending_lock:
             self._pending.extend(sequences)
             self._pending.sort(key=lambda s: s.sort_key)
@@ -122,7 +124,9 @@ class ContinuousBatcher:
                     break
                 if torch.cuda.is_available():
                     torch.cuda.empty_cache()
-                LOG.warning(f"out of GPU memory generating at batch size {batch_size}; trying again at {batch_size // 2}")
+                LOG.warning(
+                    f"out of GPU memory generating at batch size {batch_size}; trying again at {batch_size // 2}"
+                )
                 self._requeue(active)
                 active, batch_size = [], batch_size // 2
             except BaseException as error:
@@ -151,11 +155,11 @@ class ContinuousBatcher:
             taken, self._pending[:count] = self._pending[:count], []
             return taken
 
-    def _admit(self, active: list[GreedySequence], batch_size: int, batch: "SlotBatch | None") -> "SlotBatch | None":
+    def _admit(self, active: list[GreedySequence], batch_size: int, batch: SlotBatch | None) -> SlotBatch | None:
         """Encode waiting prompts into the batch's free places."""
         newcomers = self._take(batch_size - len(active))
         for index, sequence in enumerate(newcomers):
-            layers, token = self._encode(sequence, newcomers[index + 1:])
+            layers, token = self._encode(sequence, newcomers[index + 1 :])
             sequence.length = len(sequence.tokens)
             if self._finish_if_done(sequence, token):
                 continue
@@ -169,7 +173,7 @@ class ContinuousBatcher:
         """One prompt's key/values per layer and its first generated token, from the cache of its
         longest shared prefix (see `_shared_prefix`)."""
         prefix = self._shared_prefix(sequence.tokens, others)
-        layers, logits = self._forward(sequence.tokens[len(prefix):], len(prefix), self._prefixes.get(prefix))
+        layers, logits = self._forward(sequence.tokens[len(prefix) :], len(prefix), self._prefixes.get(prefix))
         return layers, int(logits.argmax())
 
     def _forward(self, tokens: Sequence[int], start: int, past):
@@ -185,7 +189,10 @@ class ContinuousBatcher:
             output = self.network(
                 input_ids=torch.tensor([list(tokens)], device=device),
                 position_ids=torch.arange(start, start + len(tokens), device=device).unsqueeze(0),
-                past_key_values=DynamicCache(ddp_cache_data=past) if past else None, use_cache=True, logits_to_keep=1)
+                past_key_values=DynamicCache(ddp_cache_data=past) if past else None,
+                use_cache=True,
+                logits_to_keep=1,
+            )
         return [(layer.keys, layer.values) for layer in output.past_key_values.layers], output.logits[0, -1]
 
     def _shared_prefix(self, tokens: list[int], others: list[GreedySequence]) -> tuple[int, ...]:
@@ -194,8 +201,9 @@ class ContinuousBatcher:
         the kept one it extends) and kept."""
         if not self.prefix_sharing:
             return ()
-        known = max((p for p in self._prefixes if len(p) < len(tokens) and tuple(tokens[:len(p)]) == p),
-                    key=len, default=())
+        known = max(
+            (p for p in self._prefixes if len(p) < len(tokens) and tuple(tokens[: len(p)]) == p), key=len, default=()
+        )
         with self._pending_lock:
             neighbours = others[:8] + self._pending[:8]
         shared = min(max((common_length(tokens, other.tokens) for other in neighbours), default=0), len(tokens) - 1)
@@ -204,12 +212,12 @@ class ContinuousBatcher:
                 self._prefixes.move_to_end(known)
             return known
         prefix = tuple(tokens[:shared])
-        self._prefixes[prefix], _ = self._forward(prefix[len(known):], len(known), self._prefixes.get(known))
+        self._prefixes[prefix], _ = self._forward(prefix[len(known) :], len(known), self._prefixes.get(known))
         while len(self._prefixes) > self.kept_prefixes:
             self._prefixes.popitem(last=False)
         return prefix
 
-    def _step(self, active: list[GreedySequence], batch: "SlotBatch") -> None:
+    def _step(self, active: list[GreedySequence], batch: SlotBatch) -> None:
         """One token for every sequence in the batch."""
         import torch
 
@@ -222,8 +230,14 @@ class ContinuousBatcher:
         self.on_pass()
         self.occupancy[len(active)] += 1
         with torch.inference_mode():
-            logits = self.network(input_ids=tokens, attention_mask=mask, position_ids=positions, past_key_values=cache,
-                                  use_cache=True, logits_to_keep=1).logits[:, -1]
+            logits = self.network(
+                input_ids=tokens,
+                attention_mask=mask,
+                position_ids=positions,
+                past_key_values=cache,
+                use_cache=True,
+                logits_to_keep=1,
+            ).logits[:, -1]
         batch.advance()
         chosen = logits.argmax(-1).tolist()
         for sequence in active:
@@ -239,7 +253,7 @@ class ContinuousBatcher:
             return True
         return False
 
-    def _retire(self, active: list[GreedySequence], batch: "SlotBatch") -> None:
+    def _retire(self, active: list[GreedySequence], batch: SlotBatch) -> None:
         """Done sequences leave the batch at once: the batch's last row moves into each freed one,
         so the next step computes only the sequences still running."""
         for sequence in sorted((s for s in active if s.result.done()), key=lambda s: -s.slot):
@@ -272,8 +286,8 @@ def column_layer() -> type:
 
         def update(self, key_states, value_states, *args, **kwargs):
             end = self.width + key_states.shape[-2]
-            self.key_buffer[:, :, self.width:end] = key_states
-            self.value_buffer[:, :, self.width:end] = value_states
+            self.key_buffer[:, :, self.width : end] = key_states
+            self.value_buffer[:, :, self.width : end] = value_states
             self.width = end
             self.keys, self.values = self.key_buffer[:, :, :end], self.value_buffer[:, :, :end]
             return self.keys, self.values
@@ -303,15 +317,18 @@ class SlotBatch:
     width: int = 0  # columns in use
 
     @classmethod
-    def for_rows(cls, layers: Sequence[tuple[Any, Any]], rows: int, columns: int) -> "SlotBatch":
+    def for_rows(cls, layers: Sequence[tuple[Any, Any]], rows: int, columns: int) -> SlotBatch:
         """Empty buffers for `rows` rows of `columns`, shaped like a prompt's layers."""
         import torch
 
         def buffer(like):
             return like.new_zeros((rows, like.shape[1], columns, like.shape[3]))
 
-        return cls([buffer(k) for k, _ in layers], [buffer(v) for _, v in layers],
-                   torch.zeros((rows, columns), dtype=torch.long, device=layers[0][0].device))
+        return cls(
+            [buffer(k) for k, _ in layers],
+            [buffer(v) for _, v in layers],
+            torch.zeros((rows, columns), dtype=torch.long, device=layers[0][0].device),
+        )
 
     @property
     def computed_rows(self) -> int:
@@ -329,10 +346,10 @@ class SlotBatch:
             self._add_row()
         row, start = self.rows, self.width - length
         for buffers, index in ((self.keys, 0), (self.values, 1)):
-            for buffer, layer in zip(buffers, layers):
-                buffer[row, :, start:self.width] = layer[index][0]
+            for buffer, layer in zip(buffers, layers, strict=False):
+                buffer[row, :, start : self.width] = layer[index][0]
         self.mask[row] = 0
-        self.mask[row, start:self.width] = 1
+        self.mask[row, start : self.width] = 1
         self.rows += 1
         return row
 
@@ -344,7 +361,7 @@ class SlotBatch:
         if row == last:
             return None
         for buffer in (*self.keys, *self.values):
-            buffer[row, :, :self.width] = buffer[last, :, :self.width]
+            buffer[row, :, : self.width] = buffer[last, :, : self.width]
         self.mask[row] = self.mask[last]
         return last
 
@@ -356,8 +373,8 @@ class SlotBatch:
             self._rebuild(min_width=0, spare=max(64, self.width // 2))
         rows = self.computed_rows
         self.mask[:rows, self.width] = 1
-        layers = [column_layer()(k[:rows], v[:rows], self.width) for k, v in zip(self.keys, self.values)]
-        return Cache(layers=layers), self.mask[:rows, :self.width + 1]
+        layers = [column_layer()(k[:rows], v[:rows], self.width) for k, v in zip(self.keys, self.values, strict=False)]
+        return Cache(layers=layers), self.mask[:rows, : self.width + 1]
 
     def advance(self) -> None:
         self.width += 1
@@ -372,7 +389,7 @@ class SlotBatch:
     def _rebuild(self, min_width: int, spare: int) -> None:
         """New buffers without the leading columns no sequence uses, at least `min_width`
         columns wide (the rows move right), with `spare` free columns after."""
-        used = self.mask[:self.rows, :self.width].any(0).nonzero()
+        used = self.mask[: self.rows, : self.width].any(0).nonzero()
         first = int(used[0]) if len(used) else self.width
         kept = self.width - first
         width = max(kept, min_width)
@@ -383,9 +400,13 @@ class SlotBatch:
 
         def moved(buffer):
             axis = buffer.dim() - 2 if buffer.dim() == 4 else 1  # the columns
-            fresh = buffer.new_zeros(buffer.shape[:axis] + (capacity,) + buffer.shape[axis + 1:])
+            fresh = buffer.new_zeros(buffer.shape[:axis] + (capacity,) + buffer.shape[axis + 1 :])
             fresh.narrow(axis, offset, kept).copy_(buffer.narrow(axis, first, kept))
             return fresh
 
-        self.keys, self.values, self.mask = [moved(k) for k in self.keys], [moved(v) for v in self.values], moved(self.mask)
+        self.keys, self.values, self.mask = (
+            [moved(k) for k in self.keys],
+            [moved(v) for v in self.values],
+            moved(self.mask),
+        )
         self.width = width

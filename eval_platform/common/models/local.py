@@ -17,12 +17,19 @@ import math
 import os
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from eval_platform.common.models import (
-    DEFAULT_CACHE_DIR, DEFAULT_LOCAL_MODEL, Chat, Completion, GenerationRequest, LoglikelihoodRequest, ModelSettings,
+    DEFAULT_CACHE_DIR,
+    DEFAULT_LOCAL_MODEL,
+    Chat,
+    Completion,
+    GenerationRequest,
+    LoglikelihoodRequest,
+    ModelSettings,
 )
 from eval_platform.common.models.continuous import ContinuousBatcher
 from eval_platform.common.reproducibility import cpu_name
@@ -117,15 +124,21 @@ class Placement:
     device_map: str | None = None  # "auto": spread a model larger than one GPU over the GPUs (and CPU)
 
 
-def choose_placement(device: str, dtype: str, device_map: str | None, cuda: bool, cuda_bf16: bool,
-                     mps: bool) -> Placement:
+def choose_placement(
+    device: str, dtype: str, device_map: str | None, cuda: bool, cuda_bf16: bool, mps: bool
+) -> Placement:
     """`auto` resolved: CUDA, then Apple MPS, then the CPU; bfloat16 on a GPU that supports it
     (float16 on one that does not, and on MPS), float32 on the CPU."""
     if device == "auto":
         device = "cuda" if cuda else "mps" if mps else "cpu"
     if dtype == "auto":
-        dtype = ("bfloat16" if cuda_bf16 else "float16") if device.startswith("cuda") else \
-            "float16" if device == "mps" else "float32"
+        dtype = (
+            ("bfloat16" if cuda_bf16 else "float16")
+            if device.startswith("cuda")
+            else "float16"
+            if device == "mps"
+            else "float32"
+        )
     if device_map is not None and not device.startswith("cuda"):
         raise ValueError(f"device_map={device_map!r} spreads a model over GPUs; the device is {device!r}")
     return Placement(device, dtype, device_map)
@@ -136,12 +149,14 @@ def detect_placement(device: str = "auto", dtype: str = "auto", device_map: str 
     import torch
 
     cuda = torch.cuda.is_available()
-    return choose_placement(device, dtype, device_map, cuda, cuda and torch.cuda.is_bf16_supported(),
-                            torch.backends.mps.is_available())
+    return choose_placement(
+        device, dtype, device_map, cuda, cuda and torch.cuda.is_bf16_supported(), torch.backends.mps.is_available()
+    )
 
 
-def load_local_model(model: str = DEFAULT_LOCAL_MODEL, cache_dir: str | Path | None = None,
-                     placement: Placement | None = None) -> "LocalCausalLM":
+def load_local_model(
+    model: str = DEFAULT_LOCAL_MODEL, cache_dir: str | Path | None = None, placement: Placement | None = None
+) -> LocalCausalLM:
     """Load a local model by its `local/...` name, once per process and placement (default: the
     best this machine has). Loading is serialised: transformers' loading is not thread-safe
     (concurrent loads left a tied lm_head uninitialised)."""
@@ -150,7 +165,7 @@ def load_local_model(model: str = DEFAULT_LOCAL_MODEL, cache_dir: str | Path | N
 
 
 @functools.lru_cache(maxsize=4)
-def _load_local_model(model: str, cache_dir: str, placement: Placement) -> "LocalCausalLM":
+def _load_local_model(model: str, cache_dir: str, placement: Placement) -> LocalCausalLM:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -159,8 +174,9 @@ def _load_local_model(model: str, cache_dir: str, placement: Placement) -> "Loca
         torch.set_num_threads(int(TORCH_THREADS))
     torch.manual_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    network = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, placement.dtype),
-                                                   device_map=placement.device_map).eval()
+    network = AutoModelForCausalLM.from_pretrained(
+        folder, dtype=getattr(torch, placement.dtype), device_map=placement.device_map
+    ).eval()
     if placement.device_map is None:
         network = network.to(placement.device)
     if tokenizer.pad_token is None:
@@ -170,10 +186,11 @@ def _load_local_model(model: str, cache_dir: str, placement: Placement) -> "Loca
     return LocalCausalLM(model, fingerprint + suffix, tokenizer, network)
 
 
-def open_local_model(name: str, settings: ModelSettings, gateway: Any = None) -> "LocalCausalLM":
+def open_local_model(name: str, settings: ModelSettings, gateway: Any = None) -> LocalCausalLM:
     """A local model on the settings' device and precision (`auto`: the best this machine has)."""
-    return load_local_model(name, settings.model_cache_dir, detect_placement(settings.device, settings.dtype,
-                                                                       settings.device_map))
+    return load_local_model(
+        name, settings.model_cache_dir, detect_placement(settings.device, settings.dtype, settings.device_map)
+    )
 
 
 @functools.lru_cache(maxsize=4)
@@ -219,10 +236,19 @@ class LocalCausalLM:
         import torch
 
         device = self.network.device
-        name = torch.cuda.get_device_name(device) if device.type == "cuda" else \
-            "Apple MPS" if device.type == "mps" else cpu_name()
-        return {"device": str(device), "device_name": name, "dtype": str(self.network.dtype).removeprefix("torch."),
-                "threads": torch.get_num_threads()}
+        name = (
+            torch.cuda.get_device_name(device)
+            if device.type == "cuda"
+            else "Apple MPS"
+            if device.type == "mps"
+            else cpu_name()
+        )
+        return {
+            "device": str(device),
+            "device_name": name,
+            "dtype": str(self.network.dtype).removeprefix("torch."),
+            "threads": torch.get_num_threads(),
+        }
 
     # --- text and tokens --------------------------------------------------------------------
 
@@ -251,13 +277,13 @@ class LocalCausalLM:
         if spaces:
             context, continuation = context[:-spaces], context[-spaces:] + continuation
         context_tokens = self.encode(context)
-        return context_tokens, self.encode(context + continuation)[len(context_tokens):]
+        return context_tokens, self.encode(context + continuation)[len(context_tokens) :]
 
     def scored_sequence(self, request: LoglikelihoodRequest) -> tuple[list[int], int]:
         """The tokens fed for a request (left-truncated to the model's length, as the harness does)
         and how many of its last tokens are scored."""
         context, continuation = self.encode_pair(self.render(request.context), request.continuation)
-        return (context + continuation)[-(self.max_length + 1):], len(continuation)
+        return (context + continuation)[-(self.max_length + 1) :], len(continuation)
 
     # --- forward passes ---------------------------------------------------------------------
 
@@ -273,8 +299,9 @@ class LocalCausalLM:
     def _count_pass(self) -> None:
         self.forward_passes += 1
 
-    def label_probabilities(self, chats: Sequence[Chat], labels: Sequence[Sequence[str]],
-                            batch_size: int = 8) -> list[dict[str, float] | None]:
+    def label_probabilities(
+        self, chats: Sequence[Chat], labels: Sequence[Sequence[str]], batch_size: int = 8
+    ) -> list[dict[str, float] | None]:
         """For each chat, the first answer token's distribution over its labels (sums to 1): each
         label's log-probability after the chat, every distinct token prefix of the chats encoded once
         (see prefix_cache: a judge's rubric questions share the texts they judge)."""
@@ -282,11 +309,19 @@ class LocalCausalLM:
 
         def run(batch_size: int, max_batch_tokens: int) -> list[dict[str, float] | None]:
             trie = PrefixTrie()
-            for tokens, label_tokens in zip(encoded, first_tokens):
+            for tokens, label_tokens in zip(encoded, first_tokens, strict=False):
                 for token in label_tokens:
                     trie.add([*tokens, token], 1)
-            values = iter(score(trie, self.network, batch_size, max_batch_tokens, self.tokenizer.pad_token_id,
-                                on_pass=self._count_pass))
+            values = iter(
+                score(
+                    trie,
+                    self.network,
+                    batch_size,
+                    max_batch_tokens,
+                    self.tokenizer.pad_token_id,
+                    on_pass=self._count_pass,
+                )
+            )
             return [restricted_softmax(names, [next(values) for _ in names]) for names in labels]
 
         with self._lock:
@@ -299,8 +334,9 @@ class LocalCausalLM:
         requests encoded once (see prefix_cache)."""
         return [value for value, _ in self.greedy_loglikelihoods(requests, batch_size)]
 
-    def greedy_loglikelihoods(self, requests: Sequence[LoglikelihoodRequest],
-                              batch_size: int = 8) -> list[tuple[float, bool]]:
+    def greedy_loglikelihoods(
+        self, requests: Sequence[LoglikelihoodRequest], batch_size: int = 8
+    ) -> list[tuple[float, bool]]:
         """Each request's log-likelihood and whether its continuation is the greedy one (every
         token the most probable), as the harness's `loglikelihood` answers."""
         from eval_platform.common.models.prefix_cache import PrefixTrie, score
@@ -310,9 +346,16 @@ class LocalCausalLM:
             for sequence in sequences:
                 trie.add(*sequence)
             greedy = [True] * len(sequences)
-            totals = score(trie, self.network, batch_size, max_batch_tokens, self.tokenizer.pad_token_id,
-                           on_pass=self._count_pass, greedy=greedy)
-            return list(zip(totals, greedy))
+            totals = score(
+                trie,
+                self.network,
+                batch_size,
+                max_batch_tokens,
+                self.tokenizer.pad_token_id,
+                on_pass=self._count_pass,
+                greedy=greedy,
+            )
+            return list(zip(totals, greedy, strict=False))
 
         with self._lock:
             sequences = [self.scored_sequence(request) for request in requests]
@@ -328,21 +371,28 @@ class LocalCausalLM:
         with self._lock:
             if self._batcher is None:
                 self._batcher = ContinuousBatcher(
-                    self.network, lambda tokens: self.tokenizer.decode(tokens, skip_special_tokens=True), self._lock,
-                    on_pass=self._count_pass)
+                    self.network,
+                    lambda tokens: self.tokenizer.decode(tokens, skip_special_tokens=True),
+                    self._lock,
+                    on_pass=self._count_pass,
+                )
             return self._batcher
 
     def generation_prompt(self, request: GenerationRequest) -> list[int]:
         """A request's prompt tokens, left-truncated (as the harness truncates it) to leave room
         for its new tokens."""
-        return self.encode(self.render(request.prompt))[-max(1, self.max_length - request.max_new_tokens):]
+        return self.encode(self.render(request.prompt))[-max(1, self.max_length - request.max_new_tokens) :]
 
     def generate(self, requests: Sequence[GenerationRequest], batch_size: int = 8) -> list[str]:
         """Greedy completions, cut at the first stop sequence: continuously batched, `batch_size`
         sequences at a time, shared prompt prefixes encoded once. Calls from several threads
         share one batch."""
-        return self.batcher.generate([self.generation_prompt(r) for r in requests], [r.max_new_tokens for r in requests],
-                                     [r.stop for r in requests], batch_size)
+        return self.batcher.generate(
+            [self.generation_prompt(r) for r in requests],
+            [r.max_new_tokens for r in requests],
+            [r.stop for r in requests],
+            batch_size,
+        )
 
     def _halving_on_oom(self, run: Callable[[int, int], T], batch_size: int) -> T:
         """`run(batch_size, max_batch_tokens)` (under the model's lock); where the GPU runs out of memory,
@@ -360,20 +410,28 @@ class LocalCausalLM:
                 if torch.cuda.is_available():
                     torch.cuda.empty_cache()
                 smaller, less = max(1, batch_size // 2), max(MIN_BATCH_TOKENS, budget // 2)
-                LOG.warning(f"{self.name}: out of GPU memory at batch size {batch_size} ({budget} tokens per pass); "
-                            f"trying again at {smaller} ({less})")
+                LOG.warning(
+                    f"{self.name}: out of GPU memory at batch size {batch_size} ({budget} tokens per pass); "
+                    f"trying again at {smaller} ({less})"
+                )
                 batch_size, budget = smaller, less
 
-    async def acomplete(self, prompt: Chat, max_tokens: int, stop: Sequence[str] = (),
-                        top_logprobs: int | None = None) -> Completion:
+    async def acomplete(
+        self, prompt: Chat, max_tokens: int, stop: Sequence[str] = (), top_logprobs: int | None = None
+    ) -> Completion:
         """One chat answer with its token counts, in the batch of whatever else this model is
         generating (concurrent calls share it); a local model costs nothing per call, so its cost is
         unknown (None) as for any unpriced model."""
         start = time.perf_counter()
         request = GenerationRequest(prompt, max_new_tokens=max_tokens, stop=tuple(stop))
         (text,) = await asyncio.to_thread(self.generate, [request])
-        return Completion(text, duration_ms=round((time.perf_counter() - start) * 1000), attempts=1,
-                          prompt_tokens=len(self.encode(self.render(prompt))), completion_tokens=len(self.encode(text)))
+        return Completion(
+            text,
+            duration_ms=round((time.perf_counter() - start) * 1000),
+            attempts=1,
+            prompt_tokens=len(self.encode(self.render(prompt))),
+            completion_tokens=len(self.encode(text)),
+        )
 
 
 def restricted_softmax(labels: Sequence[str], log_probabilities: Sequence[float]) -> dict[str, float]:
@@ -381,4 +439,4 @@ def restricted_softmax(labels: Sequence[str], log_probabilities: Sequence[float]
     top = max(log_probabilities)
     weights = [math.exp(value - top) for value in log_probabilities]
     total = sum(weights)
-    return {label: weight / total for label, weight in zip(labels, weights)}
+    return {label: weight / total for label, weight in zip(labels, weights, strict=False)}

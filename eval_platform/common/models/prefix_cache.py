@@ -16,16 +16,17 @@ Only the positions that predict a scored token go through the output layer.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 
 @dataclass(eq=False)
 class Node:
     tokens: list[int]
     start: int  # the global position of tokens[0]
-    parent: "Node | None"
-    children: dict[int, "Node"] = field(default_factory=dict)  # by first token while the trie is built
+    parent: Node | None
+    children: dict[int, Node] = field(default_factory=dict)  # by first token while the trie is built
     # (offset in tokens, the token that follows, request index): log-probabilities to collect
     targets: list[tuple[int, int, int]] = field(default_factory=list)
     remaining: int = 0  # children not yet done
@@ -66,7 +67,7 @@ class PrefixTrie:
 def common_length(a: Sequence[int], b: Sequence[int]) -> int:
     """How many leading tokens two sequences share."""
     n = 0
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         if x != y:
             break
         n += 1
@@ -93,8 +94,9 @@ def _fold_short(node: Node, min_shared: int) -> None:
         if child.children and len(child.tokens) < min_shared and not child.targets:
             for grandchild in child.children.values():
                 grandchild.tokens = child.tokens + grandchild.tokens
-                grandchild.targets = [(offset + len(child.tokens), token, request)
-                                      for offset, token, request in grandchild.targets]
+                grandchild.targets = [
+                    (offset + len(child.tokens), token, request) for offset, token, request in grandchild.targets
+                ]
                 grandchild.start, grandchild.parent = child.start, node
                 pending.append(grandchild)
         else:
@@ -135,9 +137,17 @@ def _units(nodes: Sequence[Node], pack_limit: int) -> list[Unit]:
     return units + ([Unit(row)] if row else [])
 
 
-def score(trie: PrefixTrie, network: Any, batch_size: int, max_batch_tokens: int, pad_id: int,
-          min_shared: int = 32, pack_limit: int = 256, on_pass=lambda: None,
-          greedy: list[bool] | None = None) -> list[float]:
+def score(
+    trie: PrefixTrie,
+    network: Any,
+    batch_size: int,
+    max_batch_tokens: int,
+    pad_id: int,
+    min_shared: int = 32,
+    pack_limit: int = 256,
+    on_pass=lambda: None,
+    greedy: list[bool] | None = None,
+) -> list[float]:
     """The summed log-probabilities of every request's scored tokens; where `greedy` is a list of
     one True per request, an entry turns False when a scored token is not the most probable one
     (the harness's `is_greedy`)."""
@@ -166,13 +176,13 @@ def score(trie: PrefixTrie, network: Any, batch_size: int, max_batch_tokens: int
                 logits = head(hidden[torch.tensor(rows), torch.tensor(positions)]).float()
                 log_probabilities = torch.log_softmax(logits, dim=-1)
                 picked = log_probabilities[torch.arange(len(rows)), torch.tensor(tokens)].cpu()
-                for request, value in zip(owners, picked.tolist()):
+                for request, value in zip(owners, picked.tolist(), strict=False):
                     totals[request] += value
                 if greedy is not None:
                     best = log_probabilities.argmax(dim=-1).cpu().tolist()
-                    for request, token, top in zip(owners, tokens, best):
+                    for request, token, top in zip(owners, tokens, best, strict=False):
                         greedy[request] = greedy[request] and token == top
-        for unit, segment in zip(batch, segments):
+        for unit, segment in zip(batch, segments, strict=False):
             node = unit.nodes[0]
             if node.children:
                 below = _units(node.children.values(), pack_limit)
@@ -204,8 +214,11 @@ def _take_batch(ready: list[Unit], batch_size: int, max_batch_tokens: int) -> li
         candidate = ready[index]
         members = batch + [candidate]
         width = max(u.start for u in members) + max(u.length for u in members)
-        if ((candidate.start == 0) == (batch[0].start == 0) and lead / 2 <= candidate.length <= lead * 2
-                and width * len(members) <= max_batch_tokens):
+        if (
+            (candidate.start == 0) == (batch[0].start == 0)
+            and lead / 2 <= candidate.length <= lead * 2
+            and width * len(members) <= max_batch_tokens
+        ):
             batch.append(ready.pop(index))
         else:
             index += 1
@@ -230,8 +243,10 @@ def _encode(decoder: Any, batch: list[Unit], pad_id: int):
     past_width = max(unit.start for unit in batch)
     width = max(unit.length for unit in batch)
     device = decoder.device
-    ids = torch.tensor([[t for node in unit.nodes for t in node.tokens] + [pad_id] * (width - unit.length)
-                        for unit in batch], device=device)
+    ids = torch.tensor(
+        [[t for node in unit.nodes for t in node.tokens] + [pad_id] * (width - unit.length) for unit in batch],
+        device=device,
+    )
     keep = any(unit.nodes[0].children for unit in batch)
     if past_width == 0:  # whole sequences from their start: right padding never reaches a real token
         output = decoder(input_ids=ids, use_cache=keep)
@@ -242,7 +257,7 @@ def _encode(decoder: Any, batch: list[Unit], pad_id: int):
         for layer, (sample_keys, _) in enumerate(sample):
             heads, _, dim = sample_keys.shape
             keys, values = [], []
-            for unit, chain in zip(batch, chains):
+            for unit, chain in zip(batch, chains, strict=False):
                 padding = [sample_keys.new_zeros((heads, past_width - unit.start, dim))]
                 keys.append(torch.cat(padding + [segment[layer][0] for segment in chain], dim=1))
                 values.append(torch.cat(padding + [segment[layer][1] for segment in chain], dim=1))
@@ -250,22 +265,34 @@ def _encode(decoder: Any, batch: list[Unit], pad_id: int):
         mask = torch.zeros((len(batch), 1, width, past_width + width), dtype=torch.bool)
         positions = torch.zeros((len(batch), width), dtype=torch.long)
         for row, unit in enumerate(batch):
-            mask[row, 0, :, past_width - unit.start: past_width] = True
+            mask[row, 0, :, past_width - unit.start : past_width] = True
             begin = 0
             for node in unit.nodes:  # each packed node sees the past and its own earlier tokens
                 end = begin + len(node.tokens)
-                mask[row, 0, begin:end, past_width + begin: past_width + end] = torch.ones(
-                    end - begin, end - begin, dtype=torch.bool).tril()
+                mask[row, 0, begin:end, past_width + begin : past_width + end] = torch.ones(
+                    end - begin, end - begin, dtype=torch.bool
+                ).tril()
                 positions[row, begin:end] = torch.arange(node.start, node.start + len(node.tokens))
                 begin = end
             for pad in range(begin, width):  # padding attends to itself (no empty row)
                 mask[row, 0, pad, past_width + pad] = True
-        output = decoder(input_ids=ids, attention_mask=mask.to(device), position_ids=positions.to(device),
-                         past_key_values=DynamicCache(ddp_cache_data=layers), use_cache=True)
+        output = decoder(
+            input_ids=ids,
+            attention_mask=mask.to(device),
+            position_ids=positions.to(device),
+            past_key_values=DynamicCache(ddp_cache_data=layers),
+            use_cache=True,
+        )
     segments = []
     for row, unit in enumerate(batch):
         node = unit.nodes[0]
         own = slice(past_width, past_width + len(node.tokens))
-        segments.append([(layer.keys[row, :, own, :].clone(), layer.values[row, :, own, :].clone())
-                         for layer in output.past_key_values.layers] if node.children else None)
+        segments.append(
+            [
+                (layer.keys[row, :, own, :].clone(), layer.values[row, :, own, :].clone())
+                for layer in output.past_key_values.layers
+            ]
+            if node.children
+            else None
+        )
     return output.last_hidden_state, segments

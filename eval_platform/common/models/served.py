@@ -17,15 +17,21 @@ go to the chat endpoint of the same server.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from eval_platform.common.gateway import ModelCallError, ModelGateway, PromptLogprobs, describe_error, redact
 from eval_platform.common.models import (
-    SERVED_PREFIX, Chat, Completion, GenerationRequest, LoglikelihoodRequest, ModelSettings, UnsupportedRequest,
+    SERVED_PREFIX,
+    Chat,
+    Completion,
+    GenerationRequest,
+    LoglikelihoodRequest,
+    ModelSettings,
+    UnsupportedRequest,
 )
 from eval_platform.common.models.api_chat import ApiChatModel
-
 
 # A prompt whose last tokens any language model predicts: their log-probabilities must be near 0.
 CHECK_PROMPT = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16"
@@ -37,7 +43,8 @@ KNOWN_ENGINES = (
     "Known to fail: llama-cpp-python 0.3.36's server (values one position off, its issue #1983) and llama.cpp's "
     "own server (the generated token's log-probability only, llama.cpp issue #27174). Engines whose completions "
     "endpoint echoes prompt log-probabilities as lm-evaluation-harness's local-completions expects, such as vLLM, "
-    "should pass; the check tells.")
+    "should pass; the check tells."
+)
 
 
 class ServerCheckFailed(RuntimeError):
@@ -54,24 +61,33 @@ def check_prompt_logprobs(answer: PromptLogprobs, prompt: str, prompt_tokens: in
     if prompt_tokens is None:
         positions = [i for i, offset in enumerate(answer.text_offset) if offset < len(prompt)]
         if len(positions) < 2:
-            return (f"log-probabilities for {len(answer.tokens)} token(s), {len(positions)} of them in the prompt: "
-                    "the generated token's only, not the prompt's")
-        if answer.text_offset[0] != 0 or "".join(answer.tokens[:len(positions)]) != prompt or any(
-                answer.text_offset[i] != len("".join(answer.tokens[:i])) for i in positions):
+            return (
+                f"log-probabilities for {len(answer.tokens)} token(s), {len(positions)} of them in the prompt: "
+                "the generated token's only, not the prompt's"
+            )
+        if (
+            answer.text_offset[0] != 0
+            or "".join(answer.tokens[: len(positions)]) != prompt
+            or any(answer.text_offset[i] != len("".join(answer.tokens[:i])) for i in positions)
+        ):
             return "text offsets that do not line up with the prompt's tokens"
     else:
         if len(answer.tokens) < prompt_tokens:
-            return (f"log-probabilities for {len(answer.tokens)} token(s) of a {prompt_tokens}-token prompt: "
-                    "the generated token's only, not the prompt's")
+            return (
+                f"log-probabilities for {len(answer.tokens)} token(s) of a {prompt_tokens}-token prompt: "
+                "the generated token's only, not the prompt's"
+            )
         positions = list(range(prompt_tokens))
     values = [answer.token_logprobs[i] for i in positions[1:]]
     if any(value is None for value in values):
         return f"no log-probability for {sum(value is None for value in values)} prompt token(s) after the first"
     tail = values[-PREDICTABLE_TOKENS:]
     if sum(tail) / len(tail) < PREDICTABLE_MIN_MEAN:
-        return (f"log-probabilities {', '.join(f'{v:.1f}' for v in tail)} for the last tokens of {prompt!r}, which "
-                f"any language model predicts (mean above {PREDICTABLE_MIN_MEAN} expected): values one position off "
-                "(each token scored given itself) or otherwise wrong")
+        return (
+            f"log-probabilities {', '.join(f'{v:.1f}' for v in tail)} for the last tokens of {prompt!r}, which "
+            f"any language model predicts (mean above {PREDICTABLE_MIN_MEAN} expected): values one position off "
+            "(each token scored given itself) or otherwise wrong"
+        )
     return None
 
 
@@ -99,8 +115,10 @@ class ServedCompletionsModel:
     def _prompt(self, request: LoglikelihoodRequest) -> tuple[list[int] | str, range]:
         """The prompt to send and the span of its continuation (token indices, or text offsets)."""
         if isinstance(request.context, Chat):
-            raise UnsupportedRequest(f"{self.name}: log-likelihoods need a text context (the harness format); "
-                                     "a chat would need the server's chat template")
+            raise UnsupportedRequest(
+                f"{self.name}: log-likelihoods need a text context (the harness format); "
+                "a chat would need the server's chat template"
+            )
         if self.tokenizer is not None:
             context, continuation = self.tokenizer.encode_pair(request.context, request.continuation)
             return context + continuation, range(len(context), len(context) + len(continuation))
@@ -129,7 +147,8 @@ class ServedCompletionsModel:
                 f"token of {CHECK_PROMPT!r} (echo, logprobs, max_tokens 1), it returned {problem}. Expected: a "
                 f"log-probability for every prompt token after the first, text offsets into the prompt, and values "
                 f"near 0 for the tokens any model predicts. {KNOWN_ENGINES} Nothing was scored. To score anyway, set "
-                "evaluation_model's skip_logprob_check: true (recorded with the run).")
+                "evaluation_model's skip_logprob_check: true (recorded with the run)."
+            )
         self._checked = True
 
     def loglikelihoods(self, requests: Sequence[LoglikelihoodRequest], batch_size: int = 8) -> list[float]:
@@ -137,37 +156,46 @@ class ServedCompletionsModel:
         prompts = [self._prompt(request) for request in requests]
 
         async def every():
-            batches = [prompts[start: start + batch_size] for start in range(0, len(prompts), batch_size)]
-            answers = await asyncio.gather(*(self.gateway.aprompt_logprobs(self.served_name, [p for p, _ in batch])
-                                             for batch in batches))
+            batches = [prompts[start : start + batch_size] for start in range(0, len(prompts), batch_size)]
+            answers = await asyncio.gather(
+                *(self.gateway.aprompt_logprobs(self.served_name, [p for p, _ in batch]) for batch in batches)
+            )
             return [answer for batch in answers for answer in batch]
 
-        return [_continuation_logprob(answer, span, self.tokenizer is not None)
-                for answer, (_, span) in zip(asyncio.run(every()), prompts)]
+        return [
+            _continuation_logprob(answer, span, self.tokenizer is not None)
+            for answer, (_, span) in zip(asyncio.run(every()), prompts, strict=False)
+        ]
 
     def describe_placement(self) -> dict[str, Any]:
         skipped = " (log-probability check skipped)" if self.skip_check else ""
         return {"device": "served", "device_name": self.server + skipped}
 
-    def label_probabilities(self, chats: Sequence[Chat], labels: Sequence[Sequence[str]],
-                            batch_size: int = 8) -> list[dict[str, float] | None]:
+    def label_probabilities(
+        self, chats: Sequence[Chat], labels: Sequence[Sequence[str]], batch_size: int = 8
+    ) -> list[dict[str, float] | None]:
         return self.chat.label_probabilities(chats, labels, batch_size)
 
     def generate(self, requests: Sequence[GenerationRequest], batch_size: int = 8) -> list[str]:
         return self.chat.generate(requests, batch_size)
 
-    async def acomplete(self, prompt: Chat, max_tokens: int, stop: Sequence[str] = (),
-                        top_logprobs: int | None = None) -> Completion:
+    async def acomplete(
+        self, prompt: Chat, max_tokens: int, stop: Sequence[str] = (), top_logprobs: int | None = None
+    ) -> Completion:
         return await self.chat.acomplete(prompt, max_tokens, stop, top_logprobs)
 
 
-def open_served_model(name: str, settings: ModelSettings,
-                      gateway: ModelGateway | None = None) -> ServedCompletionsModel:
+def open_served_model(
+    name: str, settings: ModelSettings, gateway: ModelGateway | None = None
+) -> ServedCompletionsModel:
     """A served model; with `served_tokenizer`, its prompts go as token ids of that local tokenizer."""
     from eval_platform.common.models.local import Placement, load_local_model
 
-    tokenizer = load_local_model(settings.served_tokenizer, settings.model_cache_dir, Placement()) \
-        if settings.served_tokenizer else None
+    tokenizer = (
+        load_local_model(settings.served_tokenizer, settings.model_cache_dir, Placement())
+        if settings.served_tokenizer
+        else None
+    )
     return ServedCompletionsModel(name, gateway or ModelGateway(), tokenizer, settings.skip_logprob_check)
 
 

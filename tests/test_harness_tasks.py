@@ -21,7 +21,7 @@ from eval_platform.benchmarks.leaderboard_v2 import V2_TASKS, normalize, protoco
 from eval_platform.benchmarks.partitions import benchmark_partitions, evaluation_key, roster_partitions
 from eval_platform.benchmarks.roster import RosterEntry, write_entry
 from eval_platform.benchmarks.store import BenchmarkStore
-from eval_platform.common.resources import WarehouseResource
+from resources import WarehouseResource
 from tests.conftest import DATA_BENCHMARKS, PROJECT_ROOT
 
 TASK_YAML = """task: throwaway_capitals
@@ -78,7 +78,7 @@ def project(tmp_path, monkeypatch):
 
 
 def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
-    from eval_platform.definitions import defs
+    from evaluation_assets.definitions import defs
 
     root, instance = project
     instance.add_dynamic_partitions(benchmark_partitions.name, ["capitals"])
@@ -214,7 +214,7 @@ def test_the_regression_watch_names_the_documents_that_flipped_on_a_harness_benc
     """Each run of a harness benchmark keeps its documents' values and settings (harness_history);
     the check accuracy_regression on harness_evaluation, run by the job as by the UI, compares the
     latest run with the previous one on the documents both scored."""
-    from eval_platform.definitions import defs
+    from evaluation_assets.definitions import defs
 
     root, instance = project
     (root / "more.jsonl").write_text("".join(json.dumps(r) + "\n" for r in MORE_ROWS))
@@ -279,7 +279,7 @@ def test_any_harness_task_runs_by_name_from_the_launchpad_on_local_files(project
     """A harness task no spec or declaration names (OpenBookQA, on ARC-Easy's rows in its layout),
     added by name to the benchmark dimension and launched in the one job with its data in the
     launchpad: the harness builds it, and the spec's assets of the job are skipped."""
-    from eval_platform.definitions import defs
+    from evaluation_assets.definitions import defs
 
     root, instance = project
     rows = [json.loads(line) for line in (DATA_BENCHMARKS / "arc_easy.jsonl").read_text().split("\n")[:3]]
@@ -488,7 +488,7 @@ def test_a_v2_task_evaluated_with_other_shots_from_the_launchpad_is_kept_beside_
     replaces its rows and leaves the 0-shot run's."""
     import duckdb
 
-    from eval_platform.definitions import defs
+    from evaluation_assets.definitions import defs
 
     root, instance = project
     instance.add_dynamic_partitions(benchmark_partitions.name, ["leaderboard_mmlu_pro"])
@@ -624,7 +624,7 @@ def test_the_nightly_schedule_evaluates_every_roster_model_on_every_declared_har
 
     from dagster import build_schedule_context, instance_for_test
 
-    from eval_platform.benchmarks.resources import RosterResource
+    from resources import RosterResource
     from eval_platform.benchmarks.schedules import nightly_harness_evaluation
 
     root, _ = project
@@ -661,7 +661,7 @@ def test_a_chat_api_answers_a_generation_task_over_http_and_a_reasoning_block_is
     turn) answers a harness generation task run with the chat template: the harness's chat is sent
     as a chat, the roster entry's reasoning block is stripped before the harness filters and scores
     the reply, and the unstripped reply stays stored."""
-    from eval_platform.definitions import defs
+    from evaluation_assets.definitions import defs
     from tests.openai_stub_server import StubServer
 
     root, instance = project

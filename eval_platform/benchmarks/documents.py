@@ -27,7 +27,7 @@ class Document:
     benchmark: str
     document_id: str  # a digest of the chat prompt and the task's row
     source_row_id: str
-    task: str
+    task: str | None  # its harness task; None where the row lacks the field that names it (MMLU's subject)
     doc: Mapping[str, Any]  # the row as its harness task reads it
     system_prompt: str
     user_prompt: str
@@ -88,12 +88,12 @@ def parse_row(benchmark: Benchmark, rules: Parser, row: Mapping[str, Any]) -> Pa
     return parsed
 
 
-def task_of(template: str, row: Mapping[str, Any]) -> str:
-    """The harness task a row belongs to: `template` with the row's fields filled in ({subject})."""
+def task_of(template: str, row: Mapping[str, Any]) -> str | None:
+    """The harness task a row belongs to: `template` with the row's fields filled in ({subject});
+    None where the row lacks one."""
     fields = re.findall(r"{(\w+)}", template)
-    missing = [name for name in fields if not str(row.get(name) or "").strip()]
-    if missing:
-        raise RowRejected(f"no field {missing[0]!r} to name its harness task {template} with")
+    if any(not str(row.get(name) or "").strip() for name in fields):
+        return None
     return template.format_map(row)
 
 

@@ -262,6 +262,7 @@ def benchmark_evaluation(
             benchmark, plan.settings, model, resource.batch_size, resource.max_new_tokens, documents, pool, stored,
             ProgressLog(context.log.info, f"{name} {model_name} {solver}"),
         )  # fmt: skip
+        passes = getattr(model, "forward_passes", 0)
         evaluation = evaluate(solver, job)
         with warehouse.store(EvaluationStore) as store:
             store.save_evaluation(run, evaluation)
@@ -270,7 +271,10 @@ def benchmark_evaluation(
             "answers": len(evaluation.answers),
             "computed": evaluation.computed,
             "model_seconds": round(evaluation.model_seconds, 2),
+            "forward_passes": getattr(model, "forward_passes", 0) - passes,
         }
+        for note in evaluation.notes:
+            context.log.warning(f"{name} {model_name} {solver}: {note}")
         results += [{"solver": solver, "settings_key": evaluation.settings_key, **r.__dict__} for r in evaluation.results]
         context.log.info(f"{name} {model_name} {solver}: {summary[f'{solver} ({evaluation.settings_key})']}")
         context.log.debug(_report(evaluation))

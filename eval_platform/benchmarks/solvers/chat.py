@@ -38,13 +38,18 @@ def chat_text(document: Document) -> str:
     return f"{system}[user]\n{document.user_prompt}"
 
 
+def task_of(document: Document) -> str:
+    """The task a document's samples are under: its harness task, else its benchmark's name."""
+    return document.task or document.benchmark
+
+
 def doc_ids(documents: Sequence[Document]) -> list[int]:
     """Each document's position within its task, as the harness numbers a task's documents."""
     seen: dict[str, int] = {}
     ids = []
     for document in documents:
-        ids.append(seen.get(document.task, 0))
-        seen[document.task] = ids[-1] + 1
+        ids.append(seen.get(task_of(document), 0))
+        seen[task_of(document)] = ids[-1] + 1
     return ids
 
 
@@ -97,7 +102,7 @@ class ChatSolver:
     @staticmethod
     def sample(document: Document, doc_id: int, **fields: Any) -> Sample:
         return Sample(
-            task=document.task,
+            task=task_of(document),
             doc_id=doc_id,
             prompt=chat_text(document),
             target=document.real_answer,

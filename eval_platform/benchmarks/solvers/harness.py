@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from eval_platform.benchmarks.declarations import Benchmark, EvaluationSettings, settings_key
-from eval_platform.benchmarks.documents import Document
+from eval_platform.benchmarks.documents import Document, task_of
 from eval_platform.benchmarks.harness import (
     HarnessRun,
     build_tasks,
@@ -75,27 +75,31 @@ class DatasetRun:
     def __init__(self, job: EvaluationJob) -> None:
         folder = job.benchmark.task_folder
         self.registry = (own_task_folder(folder),) if folder else tuple(job.settings.include_path)
-        self.documents: dict[str, list[Document]] = defaultdict(list)
+        self.documents: dict[str | None, list[Document]] = defaultdict(list)
         for document in job.documents:
             self.documents[document.task].append(document)
-        self.pool: dict[str, list[tuple[str, Mapping[str, Any]]]] = defaultdict(list)
+        self.unnamed = self.documents.pop(None, [])  # a row lacking the field that names its task
+        shots = job.settings.num_fewshot
+        if shots and not job.pool:
+            source = job.benchmark.fewshot.describe() if job.benchmark.fewshot else "none declared"
+            raise ValueError(
+                f"{job.benchmark.name}: no few-shot examples for {shots}-shot: load its few-shot split ({source}) "
+                "with benchmark_fewshot_rows' source"
+            )
+        if not self.documents:
+            raise ValueError(
+                f"{job.benchmark.name}: no document names its harness task {job.benchmark.task} (the rows lack "
+                f"its field): the harness cannot ask them; the chat solvers can"
+            )
+        self.pool: dict[str | None, list[tuple[str, Mapping[str, Any]]]] = defaultdict(list)
         for row_id, row in job.pool:
-            try:
-                self.pool[self._task(job.benchmark, row)].append((row_id, row))
-            except ValueError:
-                continue  # a few-shot row of no task (no subject): no task draws it
+            self.pool[task_of(job.benchmark.task, row)].append((row_id, row))
         data_files = {
             task: task_files(task, self.registry, documents, [row for _, row in self.pool[task]])
             for task, documents in self.documents.items()
         }
         settings = job.settings.model_copy(update={"include_path": self.registry, "data_files": data_files})
-        self.run = HarnessRun(tuple(self.documents), settings, include_defaults=False)
-
-    @staticmethod
-    def _task(benchmark: Benchmark, row: Mapping[str, Any]) -> str:
-        from eval_platform.benchmarks.documents import task_of
-
-        return task_of(benchmark.task, row)
+        self.run = HarnessRun(tuple(str(task) for task in self.documents), settings, include_defaults=False)
 
     def drawn_ids(self, task: str, positions: list[int]) -> list[str]:
         """The few-shot rows at `positions` of the task's few-shot split: its pool, else its own
@@ -135,12 +139,39 @@ class HarnessSolver:
         outcome = evaluate(run, tasks, lm)
         samples = outcome_samples(outcome)
         results = outcome_results(outcome)
+        notes = []
         if dataset:
             samples = dataset.named(samples, {task: record() for task, record in recorders.items()})
+            if dataset.unnamed:
+                notes.append(
+                    f"{len(dataset.unnamed)} documents name no harness task (their rows lack a field of "
+                    f"{job.benchmark.task}): not asked by the harness"
+                )
             if len(dataset.documents) > 1:  # the benchmark's own number over all of its tasks' documents
                 shots = next((r.num_fewshot for r in results if r.num_fewshot is not None), settings.num_fewshot)
                 results += mean_results(samples, job.benchmark.name, shots, group=True)
-        return Evaluation(self.name, self.settings_key(settings), samples, results, lm.answers, lm.model_seconds)
+        return Evaluation(self.name, self.settings_key(settings), samples, results, lm.answers, lm.model_seconds, notes)
 
 
 register_solver(HarnessSolver())
+
+
+def built_requests(job: EvaluationJob) -> dict[tuple[str, int], tuple[list[tuple[Any, ...]], list[str]]]:
+    """Each of a dataset's documents' requests as the harness builds them, and the few-shot rows
+    drawn into them, by (task, doc_id): what the `harness` solver asks the model, without asking it."""
+    from eval_platform.benchmarks.declarations import FEWSHOT_SEED
+
+    dataset = DatasetRun(job)
+    built: dict[tuple[str, int], tuple[list[tuple[Any, ...]], list[str]]] = {}
+    for task in build_tasks(dataset.run):
+        name = task.config.task
+        if job.settings.num_fewshot is not None:
+            task.set_config(key="num_fewshot", value=job.settings.num_fewshot)
+        task.set_fewshot_seed(seed=FEWSHOT_SEED)
+        draws = record_fewshot_draws(task)
+        task.build_all_requests()
+        drawn = draws()
+        for instance in sorted(task.instances, key=lambda i: (i.doc_id, i.idx)):
+            fewshot = dataset.drawn_ids(name, drawn[instance.doc_id]) if instance.doc_id < len(drawn) else []
+            built.setdefault((name, instance.doc_id), ([], fewshot))[0].append(tuple(instance.args))
+    return built

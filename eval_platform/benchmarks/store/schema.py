@@ -48,7 +48,7 @@ TABLES = {
     # each row that parses: the row as its harness task reads it (`doc`) and its chat prompt
     "documents": """
         benchmark VARCHAR NOT NULL, document_id VARCHAR NOT NULL, source_row_id VARCHAR NOT NULL,
-        row_number INTEGER, task VARCHAR NOT NULL, doc JSON NOT NULL, system_prompt VARCHAR NOT NULL,
+        row_number INTEGER, task VARCHAR, doc JSON NOT NULL, system_prompt VARCHAR NOT NULL,
         user_prompt VARCHAR NOT NULL, labels VARCHAR[] NOT NULL, choices VARCHAR[] NOT NULL,
         real_answer VARCHAR NOT NULL, PRIMARY KEY (benchmark, document_id)""",
     "document_rejections": REJECTIONS,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from eval_platform.benchmarks.store.migrations.to_v5 import ITEM_SCORES
 from eval_platform.common.warehouse import drop_views, existing_tables, is_lake, without_keys
 
 # version 9's views and the tables it no longer has
@@ -37,7 +38,7 @@ SPEC_TASKS = {
     "gsm8k": "'gsm8k'",
     "gsm8k_cot": "'gsm8k_cot'",
     "hellaswag": "'hellaswag'",
-    "mmlu": "'mmlu_' || coalesce(raw.row_json->>'subject', '')",
+    "mmlu": "'mmlu_' || nullif(raw.row_json->>'subject', '')",
     "truthfulqa": "'truthfulqa_mc1'",
     "truthfulqa_mc2": "'truthfulqa_mc2'",
     "winogrande": "'winogrande'",
@@ -45,7 +46,7 @@ SPEC_TASKS = {
 TABLES = {
     "documents": """
         benchmark VARCHAR NOT NULL, document_id VARCHAR NOT NULL, source_row_id VARCHAR NOT NULL,
-        row_number INTEGER, task VARCHAR NOT NULL, doc JSON NOT NULL, system_prompt VARCHAR NOT NULL,
+        row_number INTEGER, task VARCHAR, doc JSON NOT NULL, system_prompt VARCHAR NOT NULL,
         user_prompt VARCHAR NOT NULL, labels VARCHAR[] NOT NULL, choices VARCHAR[] NOT NULL,
         real_answer VARCHAR NOT NULL, PRIMARY KEY (benchmark, document_id)""",
     "document_rejections": """
@@ -132,7 +133,7 @@ def metric_and_filter(mode: str, metric: str) -> str:
 def spec_task(benchmark: str) -> str:
     """A spec's harness task, from its raw row (`raw.row_json`)."""
     cases = " ".join(f"WHEN '{name}' THEN {task}" for name, task in SPEC_TASKS.items())
-    return f"CASE {benchmark} {cases} ELSE {benchmark} END"
+    return f"CASE {benchmark} {cases} ELSE {benchmark} END"  # MMLU without a subject: no task
 
 
 CHAT_PROMPT = (
@@ -160,43 +161,52 @@ def _documents(conn: Any, old: set[str]) -> None:
 
 
 def _spec_samples(conn: Any, old: set[str]) -> None:
-    """Each prediction as a sample per filter, with its item scores as its metrics."""
+    """Each prediction as a sample per filter, with its item scores as its metrics (a prediction
+    never scored: filter `none`, no metrics; an item score whose prediction is gone: no answer; one
+    whose prompt is gone: a negative document number)."""
     requests = "harness_requests" in old
+    key = "model, model_fingerprint, benchmark, prompt_id, mode, prompt_format, num_fewshot"
     conn.execute(f"""
-        CREATE TEMP TABLE doc_ids AS
-        SELECT document_id, task, row_number() OVER (PARTITION BY benchmark, task
-                                                     ORDER BY row_number, source_row_id) - 1 AS doc_id
-        FROM documents""")
+        CREATE TEMP TABLE spec_samples AS
+        WITH scored AS (
+            SELECT {key}, filter, json_group_object(metric, value) AS metrics,
+                   json_group_object(metric, predicted) AS extracted
+            FROM (SELECT * EXCLUDE (metric), {metric_and_filter("mode", "metric")} FROM item_scores) GROUP BY ALL),
+        predicted AS (
+            SELECT e.model, pr.* EXCLUDE (model) FROM predictions pr
+            JOIN model_evaluations e USING (benchmark, model_fingerprint, mode, prompt_format, num_fewshot))
+        SELECT *, coalesce(filter, 'none') AS sample_filter FROM predicted FULL JOIN scored USING ({key})""")
     conn.execute(f"""
         INSERT INTO samples BY NAME
         SELECT i.model, i.model_fingerprint, i.benchmark, {settings_key("i.prompt_format", "i.num_fewshot")}
-                   AS settings_key, {solver("i.mode", "i.prompt_format")} AS solver, d.task, d.doc_id,
-               i.filter, i.prompt_id AS document_id,
+                   AS settings_key, {solver("i.mode", "i.prompt_format")} AS solver,
+               coalesce(d.task, i.benchmark) AS task,  -- a chat solver's document of no harness task: its benchmark
+               coalesce(d.doc_id, -dense_rank() OVER (PARTITION BY i.benchmark ORDER BY i.prompt_id)) AS doc_id,
+               i.sample_filter AS filter, i.prompt_id AS document_id,
                CASE WHEN i.prompt_format = 'harness' THEN coalesce({"h.contexts[1]" if requests else "NULL"}, '')
-                    ELSE {CHAT_PROMPT} END AS prompt,
-               CASE WHEN i.prompt_format = 'harness' THEN
-                         {"to_json(list_transform(range(1, len(h.contexts) + 1),"
-                          " k -> [h.contexts[k], h.continuations[k]]))" if requests else "'[]'::JSON"}
+                    ELSE coalesce({CHAT_PROMPT}, '') END AS prompt,
+               coalesce(CASE WHEN i.prompt_format = 'harness' THEN
+                         {"CASE WHEN len(h.continuations) = 0 THEN json_array(json_array(h.contexts[1], "
+                          "h.generation_kwargs)) ELSE to_json(list_transform(range(1, len(h.contexts) + 1), "
+                          "lambda k: [h.contexts[k], h.continuations[k]])) END" if requests else "NULL::JSON"}
                     WHEN i.mode = 'letter' THEN json_array(json_array(p.system_prompt, p.user_prompt, to_json(p.labels)))
-                    ELSE to_json(list_transform(p.choices, c -> [p.system_prompt, p.user_prompt, c])) END
-                   AS arguments,
+                    WHEN i.mode = 'generate' THEN json_array(json_array(p.system_prompt, p.user_prompt))
+                    ELSE to_json(list_transform(p.choices, lambda c: [p.system_prompt, p.user_prompt, c])) END,
+                        '[]'::JSON) AS arguments,
                NULL::VARCHAR[] AS request_keys, p.real_answer AS target,
-               CASE WHEN pr.output_text IS NOT NULL THEN to_json([pr.output_text])
-                    WHEN pr.label_probabilities IS NOT NULL THEN to_json([pr.label_probabilities])
-                    ELSE to_json(pr.choice_loglikelihoods) END AS responses,
-               to_json(i.extracted) AS filtered_responses, i.metrics, d_raw.doc,
-               {"h.fewshot_ids" if requests else "NULL::VARCHAR[]"} AS fewshot_ids, pr.run_id
-        FROM (SELECT model, model_fingerprint, benchmark, prompt_id, mode, prompt_format, num_fewshot, filter,
-                     json_group_object(metric, value) AS metrics, json_group_object(metric, predicted) AS extracted
-              FROM (SELECT * EXCLUDE (metric), {metric_and_filter("mode", "metric")} FROM item_scores)
-              GROUP BY ALL) i
-        JOIN prompts p USING (prompt_id)
-        JOIN doc_ids d ON d.document_id = i.prompt_id
-        JOIN documents d_raw ON d_raw.benchmark = i.benchmark AND d_raw.document_id = i.prompt_id
-        LEFT JOIN predictions pr USING (model_fingerprint, prompt_id, mode, prompt_format, num_fewshot)
+               CASE WHEN i.output_text IS NOT NULL THEN to_json([i.output_text])
+                    WHEN i.label_probabilities IS NOT NULL THEN to_json([i.label_probabilities])
+                    ELSE to_json(i.choice_loglikelihoods) END AS responses,
+               to_json(i.extracted) AS filtered_responses, coalesce(i.metrics, '{{}}'::JSON) AS metrics, d.doc,
+               {"h.fewshot_ids" if requests else "NULL::VARCHAR[]"} AS fewshot_ids, i.run_id
+        FROM spec_samples i
+        LEFT JOIN prompts p USING (prompt_id)
+        LEFT JOIN (SELECT document_id, task, doc, row_number() OVER (PARTITION BY benchmark, task
+                                                                     ORDER BY row_number, source_row_id) - 1 AS doc_id
+                   FROM documents) d ON d.document_id = i.prompt_id
         {"LEFT JOIN harness_requests h ON h.prompt_id = i.prompt_id AND h.num_fewshot = i.num_fewshot"
          if requests else ""}""")
-    conn.execute("DROP TABLE doc_ids")
+    conn.execute("DROP TABLE spec_samples")
 
 
 def _spec_results(conn: Any) -> None:
@@ -340,7 +350,9 @@ def migrate(conn: Any) -> None:
         if table not in old or table == "leaderboard":
             _create(conn, table)
     _documents(conn, old)
-    if {"item_scores", "prompts"} <= old:
+    if {"predictions", "model_evaluations"} <= old:
+        if "item_scores" not in old:  # predictions of a warehouse never scored since version 5
+            conn.execute(f"CREATE TEMP TABLE item_scores ({without_keys(ITEM_SCORES)})")
         _spec_samples(conn, old)
     if "scores" in old:
         _spec_results(conn)
@@ -354,3 +366,4 @@ def migrate(conn: Any) -> None:
     for table in OLD_TABLES:
         if table in old:
             conn.execute(f"DROP TABLE {table}")
+    conn.execute("DROP TABLE IF EXISTS temp.item_scores")

@@ -22,7 +22,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -152,15 +152,6 @@ class Benchmark(EvaluationSettings):
 
     def evaluation_settings(self) -> EvaluationSettings:
         return EvaluationSettings(**{name: getattr(self, name) for name in EvaluationSettings.model_fields})
-
-
-def optional_fields(model: type[BaseModel], include: Sequence[str] | None = None) -> dict[str, Any]:
-    """A model's fields as `pydantic.create_model` takes them, each optional (None: not set)."""
-    return {
-        name: (Optional[info.annotation], Field(default=None, description=info.description))  # noqa: UP045
-        for name, info in model.model_fields.items()
-        if include is None or name in include
-    }
 
 
 def merged(base: EvaluationSettings, *layers: Mapping[str, Any]) -> EvaluationSettings:

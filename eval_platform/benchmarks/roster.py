@@ -29,8 +29,9 @@ from typing import Any
 
 from pydantic import ConfigDict, ValidationError, create_model
 
-from eval_platform.benchmarks.declarations import Benchmark, EvaluationSettings, optional_fields
+from eval_platform.benchmarks.declarations import Benchmark, EvaluationSettings
 from eval_platform.benchmarks.protocols import Protocol
+from eval_platform.common.fields import optional_fields
 from eval_platform.common.models import ModelSettings
 
 ROSTER_SUFFIXES = (".yaml", ".yml", ".json")
@@ -43,7 +44,7 @@ EVALUATION_FIELDS = ("solvers", "apply_chat_template", "fewshot_as_multiturn", "
 ENTRY_SETTINGS = create_model(
     "EntrySettings",
     __config__=ConfigDict(extra="forbid", frozen=True),
-    **ModelSettings.optional_fields(exclude=("model_cache_dir",)),
+    **optional_fields(ModelSettings, exclude=("model_cache_dir",)),
     **optional_fields(EvaluationSettings, include=EVALUATION_FIELDS),
 )
 

@@ -317,10 +317,13 @@ class PredictionConfig(Config):
 def run_environment(
     context: AssetExecutionContext, benchmark: str, model: Any, batch_size: int
 ) -> tuple[dict[str, Any], pd.DataFrame]:
-    """Where this run computes a model's answers (see common/reproducibility.py): as metadata, and as
-    its row of `prediction_runs` or `harness_runs`."""
-    environment = describe_environment(model.describe_placement(), batch_size).as_row()
-    return environment, pd.DataFrame(
+    """Where this run computes a model's answers (see common/reproducibility.py): as metadata (with
+    the engine's path for the model, where it reports one), and as its row of `prediction_runs` or
+    `harness_runs`."""
+    placement = model.describe_placement()
+    environment = describe_environment(placement, batch_size).as_row()
+    engine = {"engine": placement["engine"]} if "engine" in placement else {}
+    return {**environment, **engine}, pd.DataFrame(
         [
             {
                 "run_id": context.run_id,

@@ -13,8 +13,8 @@ every request shares, the first 40 words of each other one a context after it, t
 each paragraph a choice; prompts of 150 to 250 tokens, each longer than every window (WINDOW). No
 lm-evaluation-harness is needed (a GPU machine may lack it): the reference is the model itself.
 Printed per family and precision: the largest |difference| of a log-likelihood, whether each
-context's most likely choice is the same, how many texts are identical (and, for one that is not,
-the gap between the two tokens where they part), and the engine's path for the model.
+context's most likely choice is the same, how many greedy token lists are identical (and, for one
+that is not, the gap between the two tokens where they part), and the engine's path for the model.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eval_platform.common.models import GenerationRequest, LoglikelihoodRequest  # noqa: E402
+from eval_platform.common.models.continuous import ContinuousBatcher  # noqa: E402
 from eval_platform.common.models.local import LocalCausalLM  # noqa: E402
 from speed.tiny_models import FAMILIES, smollm2_tokenizer, tiny_model  # noqa: E402
 
@@ -53,7 +54,7 @@ def whole(model: LocalCausalLM, request: LoglikelihoodRequest) -> float:
 
 
 def alone(model: LocalCausalLM, prompt: str) -> list[int]:
-    """transformers' own greedy tokens after the prompt alone."""
+    """transformers' own greedy tokens after the prompt alone (`generate`)."""
     import torch
 
     tokens = model.generation_prompt(GenerationRequest(prompt, GENERATED_TOKENS))
@@ -68,8 +69,8 @@ def alone(model: LocalCausalLM, prompt: str) -> list[int]:
 
 
 def parting_gap(model: LocalCausalLM, prompt: str, theirs: list[int], ours: list[int]) -> float | None:
-    """Where two token lists part, the gap between their two tokens' log-probabilities there (None
-    where one ends there)."""
+    """Where two greedy token lists part, the gap between their two tokens' log-probabilities
+    there under the model run whole (None where one ends there)."""
     import torch
 
     at = next((i for i, (x, y) in enumerate(zip(theirs, ours, strict=False)) if x != y), None)
@@ -82,6 +83,16 @@ def parting_gap(model: LocalCausalLM, prompt: str, theirs: list[int], ours: list
     return abs(float(log_probabilities[theirs[at]] - log_probabilities[ours[at]]))
 
 
+def engine_tokens(model: LocalCausalLM, prompts: list[str]) -> list[list[int]]:
+    """The engine's greedy tokens (continuous batching, shared prefixes), all prompts in one batch."""
+    batcher = ContinuousBatcher(
+        model.network, lambda tokens: json.dumps(tokens), model._lock, prefix_sharing=model.attention.shares_prefixes
+    )
+    tokens = [model.generation_prompt(GenerationRequest(p, GENERATED_TOKENS)) for p in prompts]
+    texts = batcher.generate(tokens, [GENERATED_TOKENS] * len(prompts), [()] * len(prompts), len(prompts))
+    return [json.loads(text) for text in texts]
+
+
 def check(model: LocalCausalLM) -> dict:
     contexts, choices = requests()
     batch = [LoglikelihoodRequest(context, choice) for context in contexts for choice in choices]
@@ -92,13 +103,12 @@ def check(model: LocalCausalLM) -> dict:
     def best(values: list[float]) -> list[int]:
         return [max(range(per_context), key=lambda c: values[i + c]) for i in range(0, len(values), per_context)]
 
-    generated = model.generate([GenerationRequest(c, GENERATED_TOKENS) for c in contexts], batch_size=len(contexts))
-    references = [alone(model, context) for context in contexts]
-    decode = model.batcher.decode
     gaps = [
-        parting_gap(model, context, reference, model.encode_piece(text))
-        for context, reference, text in zip(contexts, references, generated, strict=True)
-        if decode(reference) != text
+        parting_gap(model, context, reference, ours)
+        for context, reference, ours in zip(
+            contexts, [alone(model, c) for c in contexts], engine_tokens(model, contexts), strict=True
+        )
+        if reference != ours
     ]
     return {
         "shortest_prompt": min(len(model.encode(c)) for c in contexts),
@@ -129,7 +139,7 @@ def main(argv: list[str] | None = None) -> None:
     device = torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else args.device
     print(f"{device}, torch {torch.__version__}, transformers {transformers.__version__}")
     print(
-        f"{'family':<24}{'dtype':>9}{'prompt≥':>8}{'max|Δll|':>10}  {'decisions equal':<16}{'texts identical':<16}"
+        f"{'family':<24}{'dtype':>9}{'prompt≥':>8}{'max|Δll|':>10}  {'decisions equal':<16}{'greedy identical':<17}"
         "shared prefixes (engine path)"
     )
     reports = []
@@ -143,7 +153,7 @@ def main(argv: list[str] | None = None) -> None:
             identical = f"{report['texts_identical']} of {report['texts']}"
             print(
                 f"{FAMILIES[name].title:<24}{dtype:>9}{report['shortest_prompt']:>8}{report['max_ll_diff']:>10.1e}  "
-                f"{'yes' if report['decisions_equal'] else 'NO':<16}{identical:<16}{report['shared_prefixes']}"
+                f"{'yes' if report['decisions_equal'] else 'NO':<16}{identical:<17}{report['shared_prefixes']}"
                 + (f"  (parted: {gaps})" if gaps else ""),
                 flush=True,
             )

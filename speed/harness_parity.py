@@ -44,7 +44,8 @@ SHARED_FILES = {
 
 
 class TokenCounter:
-    """Tokens every forward pass of a network's decoder sees (its input_ids, padding included)."""
+    """Tokens every forward pass of a network's decoder sees (its input_ids, or the embeddings a
+    multimodal model hands its language model; padding included)."""
 
     def __init__(self, network):
         self.tokens = 0
@@ -54,6 +55,8 @@ class TokenCounter:
         ids = kwargs.get("input_ids") if kwargs.get("input_ids") is not None else (args[0] if args else None)
         if ids is not None:
             self.tokens += ids.numel()
+        elif kwargs.get("inputs_embeds") is not None:
+            self.tokens += kwargs["inputs_embeds"].shape[:-1].numel()
 
 
 def shared_run(run: HarnessRun, data: Path) -> HarnessRun:

@@ -191,11 +191,14 @@ def run_platform(benchmark: Benchmark, rows: list[dict], fewshot: list[dict], sh
     return [by_document[key] for key in by_document], evaluation.model_seconds
 
 
-def divergence(model, prompt: str, theirs: str, ours: str) -> dict:
+def divergence(model, prompt: str, theirs: str, ours: str, max_new_tokens: int = 0) -> dict:
     """Where two greedy texts part, the first differing token (the texts re-encoded), and the gap
     between the two tokens' log-probabilities there under `model` (None where one text ends
-    there). A gap below LOGLIKELIHOOD_TOLERANCE is a near-tie that float noise may flip."""
+    there), after the prompt as generation cuts it for `max_new_tokens`. A gap below
+    LOGLIKELIHOOD_TOLERANCE is a near-tie that float noise may flip."""
     import torch
+
+    from eval_platform.common.models import GenerationRequest
 
     a, b = model.encode_piece(theirs), model.encode_piece(ours)
     at = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
@@ -206,7 +209,7 @@ def divergence(model, prompt: str, theirs: str, ours: str) -> dict:
     }
     if at >= min(len(a), len(b)):
         return {**shown, "gap": None}
-    context = model.encode(prompt) + a[:at]
+    context = model.generation_prompt(GenerationRequest(prompt, max_new_tokens)) + a[:at]
     with torch.inference_mode():
         logits = model.network(input_ids=torch.tensor([context], device=model.network.device), logits_to_keep=1).logits
     log_probabilities = torch.log_softmax(logits[0, -1].float(), dim=-1)

@@ -124,10 +124,33 @@ class EngineLM(LM):
         ]
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
-        raise UnsupportedRequest(
-            "loglikelihood_rolling (perplexity tasks such as wikitext) is not answered by the "
-            "platform's engine yet; run such a task with lm-evaluation-harness's own models"
-        )
+        """Each text's log-likelihood as a whole (perplexity tasks such as wikitext), in the windows
+        the harness's HF model scores: the text's tokens in rolling windows of the model's length
+        (`get_rolling_token_windows`, made disjoint), the first after the prefix token, each token
+        predicted once; the windows of all texts go to the engine at once."""
+        from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
+
+        score = getattr(self.model, "token_loglikelihoods", None)
+        if score is None:
+            raise UnsupportedRequest(
+                f"{self.model.name} scores no token windows: loglikelihood_rolling (perplexity tasks) "
+                "is answered by local models"
+            )
+
+        def compute(arguments: list[tuple[str]]) -> list[float]:
+            windows, owners = [], []
+            for owner, (text,) in enumerate(arguments):
+                for window in get_rolling_token_windows(
+                    self.model.encode(text), self.model.prefix_token_id, self.model.max_length, context_len=1
+                ):
+                    windows.append(make_disjoint_window(window))
+                    owners.append(owner)
+            totals = [0.0] * len(arguments)
+            for owner, value in zip(owners, score(windows, self.batch_size), strict=True):
+                totals[owner] += value
+            return totals
+
+        return [float(value) for value in self._answer("loglikelihood_rolling", requests, compute)]
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         def compute(arguments: list[tuple[str, dict]]) -> list[str]:

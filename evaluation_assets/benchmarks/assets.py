@@ -254,8 +254,10 @@ def benchmark_evaluation(
         pool, _ = fewshot_pool(benchmark, fewshot)
     with warehouse.store(EvaluationStore) as store:
         stored = {} if config.recompute else store.load_answers(model.fingerprint)
-    environment = describe_environment(model.describe_placement(), resource.batch_size).as_row()
+    placement = model.describe_placement()
+    environment = describe_environment(placement, resource.batch_size).as_row()
     run = EvaluationRun(name, model_name, model.name, model.fingerprint, context.run_id, plan.settings.describe(), environment)
+    engine = {"engine": placement["engine"]} if "engine" in placement else {}  # the engine's path for the model
     summary, results = {}, []
     for solver in plan.settings.solvers:
         job = EvaluationJob(
@@ -290,7 +292,7 @@ def benchmark_evaluation(
             "model_fingerprint": model.fingerprint,
             "solvers": MetadataValue.json(summary),
             "settings": MetadataValue.json(plan.settings.describe()),
-            "environment": MetadataValue.json(environment),
+            "environment": MetadataValue.json({**environment, **engine}),
             "results": markdown_table(table.round(4)),
             "samples": MetadataValue.md(
                 sample_markdown(f"{benchmark.title}: {model_name}", shown, summary_documents(summary), "`samples`")

@@ -86,7 +86,7 @@ class LanguageModel(Protocol):
 
     def describe_placement(self) -> dict[str, Any]:
         """Where the model computes: `device`, `device_name`, `dtype` and (in this process) torch's
-        `threads`, for the run's environment record."""
+        `threads` and the engine's path for it (`engine`), for the run's environment record."""
 
 
 class UnsupportedRequest(ValueError):

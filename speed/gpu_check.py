@@ -157,7 +157,7 @@ def build_network(shape: str, tokenizer, device: str, tiny: bool, seed: int, win
     torch.manual_seed(seed)
     with torch.device(device):
         network = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16, attn_implementation="sdpa")
-    network.eval()
+    network = network.to(device).eval()  # a no-op where the device context placed it already
     with torch.no_grad():
         network.get_output_embeddings().weight[len(tokenizer) :] = 0
     network.generation_config.eos_token_id = tokenizer.eos_token_id
@@ -632,7 +632,7 @@ def main(argv: list[str] | None = None) -> None:
                 f"{config.num_hidden_layers} layers, hidden {config.hidden_size}, heads {config.num_attention_heads}/"
                 f"{config.num_key_value_heads}, vocabulary {config.vocab_size}"
                 + (f", sliding window {window}" if window else "")
-                + f"; built in {time.perf_counter() - began:.1f} s"
+                + f"; on {network.device}, built in {time.perf_counter() - began:.1f} s"
             )
             meta.setdefault("shapes", {})[shape] = {
                 "parameters": parameters,

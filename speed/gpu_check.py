@@ -7,7 +7,11 @@ model, side by side in one process on one GPU, at real 8B-class shapes with seed
 On the device machine (no registry there; one `run` call with `carry: [".gpu"]`):
 
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .gpu/whl/*.whl
-    PYTHONPATH=/tmp/site:. PYTHONUNBUFFERED=1 timeout 450 python3 speed/gpu_check.py --out $OUT --deadline 400
+    PYTHONPATH=/tmp/site:. PYTHONUNBUFFERED=1 TQDM_DISABLE=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 \
+        timeout -k 10 420 python3 speed/gpu_check.py --out $OUT --deadline 300 2>&1 | tee $OUT/gpu_check.log
+
+(about 4 to 5 minutes on an H100 at the default counts, by estimate: no new task starts after
+--deadline seconds; figures are printed as each task ends).
 
 Models: built from real configs (Llama-3.1-8B's shape, and Mistral-7B's, whose layers attend
 within a sliding window of 4,096 tokens) with seeded random weights in bfloat16 and SDPA attention,

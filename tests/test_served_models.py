@@ -95,8 +95,15 @@ def test_served_model_scores_arc_easy_and_mmlu_as_the_in_process_model_does(serv
         sources = conn.execute("SELECT DISTINCT model, model_source FROM evaluations ORDER BY model").fetchall()
     assert len(pairs) == 12
     assert all(a_metrics == b_metrics for *_, a_metrics, b_metrics, _, _ in pairs)
-    found = [d for *where, _, _, a, b in pairs for d in differences(json.loads(a), json.loads(b), str(where))]
+    served, in_process = ([json.loads(row[i]) for row in pairs] for i in (5, 6))
+    found = [
+        d
+        for (*where, _, _, _, _), a, b in zip(pairs, served, in_process, strict=True)
+        for d in differences([value for value, _ in a], [value for value, _ in b], str(where))
+    ]
     assert not found, found  # each choice's log-likelihood within LOGLIKELIHOOD_TOLERANCE
+    # a served model does not say whether a continuation is its greedy one (the run warns so)
+    assert all(not is_greedy for responses in served for _, is_greedy in responses)
     assert all(len(values) == 1 for *_, values in accuracies)  # same accuracy for both models
     assert sources == [("in-process", DEFAULT_LOCAL_MODEL), ("served", "served/smollm2")]
 

@@ -104,7 +104,7 @@ def document(benchmark: Benchmark, rules: Parser, source_row_id: str, row: Mappi
     shown = labels(chat, len(parsed.choices))
     if rules.multiple_choice:
         order = list(parsed.display_order or range(len(parsed.choices)))
-        true = parsed.true_indices or (parsed.answer_index,)
+        true = parsed.true_indices or ((parsed.answer_index,) if parsed.answer_index is not None else ())
         real_answer = ",".join(shown[order.index(i)] for i in true)
     else:
         real_answer = parsed.answer_text or ""

@@ -24,7 +24,7 @@ import os
 import pickle
 import random
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,7 +127,7 @@ def cached_task_index(folder: Path) -> dict[str, Any]:
     return index
 
 
-def _index_with_own_tasks_cached(paths: Sequence[Path], *, resolve_includes: bool = True) -> dict[str, Any]:
+def _index_with_own_tasks_cached(paths: Iterable[Path], *, resolve_includes: bool = True) -> dict[str, Any]:
     """`TaskIndex.build`, with the harness's own tasks folder read through `cached_task_index`;
     later paths override earlier ones, as in the harness."""
     import lm_eval
@@ -356,7 +356,7 @@ def evaluate(run: HarnessRun, tasks: Sequence[Any], lm: Any) -> HarnessOutcome:
     few-shot seed and global seeds, so results equal a harness run on its own (IFEval's checkers draw
     any argument a row leaves out from Python's global generator, whose state the harness's own
     steps advance). The process's global generators are restored afterwards."""
-    from lm_eval import simple_evaluate
+    from lm_eval.evaluator import simple_evaluate
 
     settings = run.settings
     with preserved_global_generators():
@@ -374,7 +374,8 @@ def evaluate(run: HarnessRun, tasks: Sequence[Any], lm: Any) -> HarnessOutcome:
             fewshot_random_seed=FEWSHOT_SEED,
         )
     assert results is not None  # None only on a process of rank > 0
-    return HarnessOutcome(results, results.pop("samples"))
+    outcome: dict[str, Any] = dict(results)
+    return HarnessOutcome(outcome, outcome.pop("samples"))
 
 
 @contextmanager

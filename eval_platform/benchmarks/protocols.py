@@ -171,8 +171,9 @@ def task_score(protocol: Protocol, spec: ProtocolTask, rows: Sequence[Mapping[st
         rescaled = mean(normalize(r["value"], r["random_baseline"]) for r in subtasks)
         return {"metric": spec.metrics[0], "raw": raw, "subtasks": len(subtasks), "normalized": rescaled,
                 "n": sum(r["n"] or 0 for r in subtasks), "ci_low": None, "ci_high": None}  # fmt: skip
-    found = [_value(rows, spec.task, metric, spec.filter) for metric in spec.metrics]
-    if any(f is None for f in found):
+    looked_up = [_value(rows, spec.task, metric, spec.filter) for metric in spec.metrics]
+    found = [f for f in looked_up if f is not None]
+    if len(found) < len(looked_up):
         return None
     raw = mean(f["value"] for f in found)
     single = found[0] if len(found) == 1 else None

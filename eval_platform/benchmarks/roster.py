@@ -206,7 +206,9 @@ def new_checkpoint_entries(folder: Path, roster: Mapping[str, RosterEntry]) -> l
     for directory in checkpoint_dirs(folder):
         name = re.sub(r"[^A-Za-z0-9._-]", "-", directory.name)
         if name not in roster:
-            fields = {**settings, "name": name, "model": f"local/{directory.resolve()}"}
-            entries.append(RosterEntry(**fields, **({"previous": previous} if previous else {})))
+            fields: dict[str, Any] = {**settings, "name": name, "model": f"local/{directory.resolve()}"}
+            if previous:
+                fields["previous"] = previous
+            entries.append(RosterEntry(**fields))
         previous = name
     return entries

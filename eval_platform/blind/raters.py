@@ -81,7 +81,7 @@ def llm_rater_fill(sheet_path: Path, filled_path: Path, model: LanguageModel, ru
         for chat, distribution in zip(chats, distributions, strict=False):
             if not distribution:
                 raise ValueError(f"{model.name} gave no score from 1 to 5 for: {chat.user[-200:]!r}")
-            picked.append(int(max(distribution, key=distribution.get)))
+            picked.append(int(max(distribution, key=distribution.__getitem__)))
         return list(zip(picked[0::2], picked[1::2], strict=False))
 
     return fill_sheet(sheet_path, filled_path, score, f"Scored by the LLM rater {model.name}.")

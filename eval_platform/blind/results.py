@@ -57,7 +57,8 @@ def paired_statistics(unblinded: pd.DataFrame, systems: Sequence[str], seed: int
         "second_system": second,
         "sign_test_p": float(stats.binomtest(wins, wins + losses).pvalue) if wins + losses else 1.0,
     }
-    result["wilcoxon_p"] = float(stats.wilcoxon(differences).pvalue) if wins + losses else 1.0
+    wilcoxon: Any = stats.wilcoxon(differences) if wins + losses else None  # scipy's result types are loose
+    result["wilcoxon_p"] = float(wilcoxon.pvalue) if wilcoxon is not None else 1.0
     if len(set(differences.tolist())) > 1:
         interval = stats.bootstrap(
             (differences,),
@@ -117,5 +118,6 @@ def summary_sentence(
 def agreement_with(unblinded: pd.DataFrame, rater: str) -> float | None:
     """Mean quadratic-weighted kappa between one rater (e.g. the LLM) and each other rater."""
     others = [r for r in unblinded["rater"].unique() if r != rater]
-    kappas = [rater_agreement(unblinded[unblinded["rater"].isin([rater, other])]) for other in others]
+    found = [rater_agreement(unblinded[unblinded["rater"].isin([rater, other])]) for other in others]
+    kappas = [kappa for kappa in found if kappa is not None]
     return float(sum(kappas) / len(kappas)) if kappas else None

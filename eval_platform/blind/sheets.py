@@ -9,9 +9,12 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+
+if TYPE_CHECKING:
+    from openpyxl.worksheet.worksheet import Worksheet
 
 
 SHEET_FILE, KEY_FILE, RUBRIC_FILE = (
@@ -61,6 +64,15 @@ class Rubric:
             raise BlindEvaluationInputError(f"{path}: the rubric must define each score from 1 to 5 once")
         return rubric
 
+
+
+def _active_sheet(workbook: Any) -> Worksheet:
+    """A new workbook's one worksheet."""
+    from openpyxl.worksheet.worksheet import Worksheet
+
+    sheet = workbook.active
+    assert isinstance(sheet, Worksheet)
+    return sheet
 
 def read_table(path: Path, required: Sequence[str]) -> pd.DataFrame:
     """A CSV, JSONL or xlsx table with the required columns, all values as text."""
@@ -153,10 +165,11 @@ def write_scoring_sheet(path: Path, rows: Sequence[Mapping[str, str]], rubric: R
     a rubric sheet."""
     from openpyxl import Workbook
     from openpyxl.styles import Alignment, Font, PatternFill
+    from openpyxl.utils import get_column_letter
     from openpyxl.worksheet.datavalidation import DataValidation
 
     workbook = Workbook()
-    sheet = workbook.active
+    sheet = _active_sheet(workbook)
     sheet.title = SHEET_NAME
     widths = {
         "Question_ID": 12,
@@ -181,7 +194,7 @@ def write_scoring_sheet(path: Path, rows: Sequence[Mapping[str, str]], rubric: R
         sheet.cell(row=r, column=len(SHEET_COLUMNS)).alignment = Alignment(wrap_text=True, vertical="top")
     sheet.freeze_panes = "B2"
     last = len(rows) + 1
-    letter = {name: sheet.cell(row=1, column=i).column_letter for i, name in enumerate(SHEET_COLUMNS, start=1)}
+    letter = {name: get_column_letter(i) for i, name in enumerate(SHEET_COLUMNS, start=1)}
     scores = DataValidation(
         type="whole",
         operator="between",
@@ -216,7 +229,7 @@ def write_answer_key(
     from openpyxl import Workbook
 
     workbook = Workbook()
-    key = workbook.active
+    key = _active_sheet(workbook)
     key.title = "Key"
     _append_text(key, ["Question_ID", "System_A", "System_B"])
     for row in rows:
@@ -242,7 +255,7 @@ def read_answer_key(path: Path) -> dict[str, Any]:
         str(r[0]): dict(zip(ISSUED_COLUMNS[1:], r[1:], strict=False))
         for r in list(workbook["Issued"].iter_rows(values_only=True))[1:]
     }
-    about = {k: v for k, v in workbook["About"].iter_rows(values_only=True)}
+    about = {str(k): v for k, v in workbook["About"].iter_rows(values_only=True)}
     workbook.close()
     return {"sides": sides, "digests": digests, "order": list(sides), **about}
 

@@ -112,7 +112,7 @@ LAKE_ALIAS = "lake"
 def lake_extensions() -> str:
     """The folder of the ducklake and postgres extensions that the duckdb-ext-* wheels install
     (DuckDB cannot download them offline)."""
-    import duckdb_ext
+    import duckdb_ext  # pyright: ignore[reportMissingImports]  (the team install's wheel only)
 
     return str(Path(next(iter(duckdb_ext.__path__))) / "extensions")
 

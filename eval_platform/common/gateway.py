@@ -199,15 +199,16 @@ class ModelGateway:
         never ends is cut off), retried on timeouts, connection errors, 429 (after its
         Retry-After) and 5xx. Calls go to the replicas in turn, and a retry to the next replica, so
         one failing server costs a retry, not the call."""
-        litellm = _litellm()
-        retryable = (
-            litellm.Timeout,
-            litellm.APIConnectionError,
-            litellm.RateLimitError,
-            litellm.InternalServerError,
-            litellm.ServiceUnavailableError,
-            asyncio.TimeoutError,
+        from litellm.exceptions import (
+            APIConnectionError,
+            InternalServerError,
+            RateLimitError,
+            ServiceUnavailableError,
+            Timeout,
         )
+
+        retryable = (Timeout, APIConnectionError, RateLimitError, InternalServerError, ServiceUnavailableError,
+                     asyncio.TimeoutError)  # fmt: skip
         first, timeout_s = next(self._calls), self.timeout_for(model)
         async with self._semaphore():
             start = time.perf_counter()
@@ -220,7 +221,7 @@ class ModelGateway:
                 except retryable as error:
                     if number > self.max_retries:
                         if isinstance(error, asyncio.TimeoutError):
-                            error = litellm.Timeout(f"no complete response within {timeout_s} s", "", "")
+                            error = Timeout(f"no complete response within {timeout_s} s", "", "")
                         raise ModelCallError(error) from None
                     delay = self.backoff_s * 2 ** (number - 1)
                     await asyncio.sleep(max(delay, retry_after_s(error) or 0.0))

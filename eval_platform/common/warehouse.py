@@ -185,9 +185,11 @@ class Store:
         cursor = self.sql(statement, params)
         return pd.DataFrame(cursor.fetchall(), columns=[d[0] for d in cursor.description])
 
-    def insert(self, table: str, frame: pd.DataFrame, select: str = "*", ignore_duplicates: bool = False) -> int:
-        """Insert a frame's columns by name (`select` may compute columns from it); with
-        `ignore_duplicates`, rows whose key is already there are skipped."""
+    def insert(
+        self, table: str, frame: pd.DataFrame | None, select: str = "*", ignore_duplicates: bool = False
+    ) -> int:
+        """Insert a frame's columns by name (`select` may compute columns from it; no frame: nothing);
+        with `ignore_duplicates`, rows whose key is already there are skipped."""
         if frame is None or not len(frame):
             return 0
         with self.registered("incoming", frame):
@@ -234,7 +236,7 @@ class Store:
             raise SchemaError(f"A write to {table} does not match its columns: {'; '.join(problems)}")
 
     def replace(
-        self, table: str, frame: pd.DataFrame, where: str = "TRUE", params: Sequence[Any] = (), select: str = "*"
+        self, table: str, frame: pd.DataFrame | None, where: str = "TRUE", params: Sequence[Any] = (), select: str = "*"
     ) -> int:
         """Delete the rows matching `where`, then insert the frame (in the write's transaction)."""
         self.sql(f"DELETE FROM {table} WHERE {where}", params)

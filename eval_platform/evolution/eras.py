@@ -142,6 +142,7 @@ def generation_frames(era: str, record: GenerationRecord, judges: Sequence[str],
     rows, judge_rows = [], []
     for ind in record.population:
         e = ind.evaluation
+        assert e is not None, f"{ind.prompt_id} of a complete generation is not evaluated"
         carried = e["evaluated_generation"] != record.generation
         rows.append(
             {
@@ -248,8 +249,6 @@ def judge_analysis(era: str, verdicts: pd.DataFrame) -> tuple[pd.DataFrame, pd.D
     mean and std score, share of verdicts whose reported `score` is not the sum of its parts (failures),
     and rank from harshest; Pearson and Spearman correlations between every two judges on the
     prompts both scored; each judge's mean and std score per generation."""
-    from scipy import stats
-
     scored = verdicts[verdicts["score"].notna()]
     summary = []
     for (name, model), group in verdicts.groupby(["judge_name", "judge_model"]):
@@ -299,8 +298,8 @@ def judge_analysis(era: str, verdicts: pd.DataFrame) -> tuple[pd.DataFrame, pd.D
                 "judge_a": first,
                 "judge_b": second,
                 "n": len(pair),
-                "pearson": float(stats.pearsonr(pair[first], pair[second])[0]) if varied else None,
-                "spearman": float(stats.spearmanr(pair[first], pair[second])[0]) if varied else None,
+                "pearson": float(pair[first].corr(pair[second], method="pearson")) if varied else None,
+                "spearman": float(pair[first].corr(pair[second], method="spearman")) if varied else None,
             }
         )
     per_generation = (

@@ -225,7 +225,7 @@ class EvaluationStore(BenchmarkSchema):
     def values_outside_unit_interval(self) -> list[tuple]:
         """Results of an accuracy (acc, acc_norm, exact_match, IFEval's ..._acc) outside [0, 1], or
         whose interval does not hold the value."""
-        return self.sql("""
+        return self.sql(r"""
             SELECT benchmark, model, settings_key, solver, task, metric, filter, value FROM results
             WHERE (metric IN ('acc', 'acc_norm', 'exact_match') OR metric LIKE '%\_acc' ESCAPE '\')
               AND NOT (value BETWEEN 0 AND 1 AND coalesce(ci_low <= value + 1e-12 AND ci_high >= value - 1e-12,

@@ -69,24 +69,29 @@ class LanguageModel(Protocol):
 
     def loglikelihoods(self, requests: Sequence[LoglikelihoodRequest], batch_size: int) -> list[float]:
         """log P(continuation | context) for each request."""
+        ...
 
     def label_probabilities(
         self, chats: Sequence[Chat], labels: Sequence[Sequence[str]], batch_size: int
     ) -> list[dict[str, float] | None]:
         """For each chat, the first answer token's distribution over its labels (sums to 1), or
         None where the model's reply names no label."""
+        ...
 
     def generate(self, requests: Sequence[GenerationRequest], batch_size: int) -> list[str]:
         """Greedy completions, cut at the first stop sequence."""
+        ...
 
     async def acomplete(
         self, chat: Chat, max_tokens: int, stop: Sequence[str] = (), top_logprobs: int | None = None
     ) -> Completion:
         """One greedy chat answer with its tokens and cost."""
+        ...
 
     def describe_placement(self) -> dict[str, Any]:
         """Where the model computes: `device`, `device_name`, `dtype` and (in this process) torch's
         `threads` and the engine's path for it (`engine`), for the run's environment record."""
+        ...
 
 
 class UnsupportedRequest(ValueError):

@@ -150,6 +150,7 @@ class ContinuousBatcher:
                 if len(active) < batch_size:
                     batch = self._admit(active, batch_size, batch)
                 if active:
+                    assert batch is not None  # admitted with the active sequences
                     self._step(active, batch)
                     self._retire(active, batch)
                 elif not self._pending:

@@ -106,7 +106,7 @@ def _convert_gguf(gguf: Path, target: Path) -> None:
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     # The GGUF tensors were de-quantized to float32 on load; drop the quantizer marker to save them.
-    model.hf_quantizer = None
+    model.hf_quantizer = None  # pyright: ignore[reportArgumentType]  (torch's __setattr__ types)
     model.config.__dict__.pop("quantization_config", None)
     partial = target.with_name(target.name + ".partial")
     model.save_pretrained(partial)
@@ -180,7 +180,7 @@ def _load_local_model(model: str, cache_dir: str, placement: Placement) -> Local
         folder, dtype=getattr(torch, placement.dtype), device_map=placement.device_map
     ).eval()
     if placement.device_map is None:
-        network = network.to(placement.device)
+        network = network.to(placement.device)  # pyright: ignore[reportArgumentType]  (transformers' types)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     # Results of different precisions never mix; float32 keeps the fingerprint it always had.

@@ -20,7 +20,7 @@ logit soft-capping or scaling included (`_scored_only`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -134,7 +134,7 @@ class Unit:
         return sum(len(node.tokens) for node in self.nodes)
 
 
-def _units(nodes: Sequence[Node], pack_limit: int) -> list[Unit]:
+def _units(nodes: Iterable[Node], pack_limit: int) -> list[Unit]:
     """Siblings as rows: a node with children alone (its segment is kept), leaves packed up to
     `pack_limit` tokens a row; longest first."""
     units, row = [], []

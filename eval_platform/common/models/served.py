@@ -78,9 +78,10 @@ def check_prompt_logprobs(answer: PromptLogprobs, prompt: str, prompt_tokens: in
                 "the generated token's only, not the prompt's"
             )
         positions = list(range(prompt_tokens))
-    values = [answer.token_logprobs[i] for i in positions[1:]]
-    if any(value is None for value in values):
-        return f"no log-probability for {sum(value is None for value in values)} prompt token(s) after the first"
+    found = [answer.token_logprobs[i] for i in positions[1:]]
+    values = [value for value in found if value is not None]
+    if len(values) < len(found):
+        return f"no log-probability for {len(found) - len(values)} prompt token(s) after the first"
     tail = values[-PREDICTABLE_TOKENS:]
     if sum(tail) / len(tail) < PREDICTABLE_MIN_MEAN:
         return (
@@ -203,7 +204,8 @@ def _continuation_logprob(answer: PromptLogprobs, span: range, by_token: bool) -
     """The summed log-probabilities of the continuation's tokens: those at the token indices of
     `span`, or whose text offsets fall in it (a generated token after the prompt never counts)."""
     positions = span if by_token else [i for i, offset in enumerate(answer.text_offset) if offset in span]
-    values = [answer.token_logprobs[i] for i in positions]
-    if not values or any(value is None for value in values):
+    found = [answer.token_logprobs[i] for i in positions]
+    values = [value for value in found if value is not None]
+    if not found or len(values) < len(found):
         raise ValueError("the server returned no log-probability for a continuation token")
     return float(sum(values))

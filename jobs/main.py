@@ -37,7 +37,7 @@ from eval_platform.blind.store import BlindStore
 from eval_platform.common.warehouse import export_tables, import_tables, registered_stores
 from eval_platform.environment import PROJECT_ROOT, environment
 from eval_platform.evolution.eras import era_files, era_run_config
-from eval_platform.evolution.store import EvolutionStore
+from eval_platform.evolution.store import EraAnalysisStore
 from evaluation_assets.definitions import defs
 from evaluation_assets.partitions import era_partitions
 from schedules import add_missing, evaluation_run_requests, inputs_run_requests
@@ -167,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
     runner.run("blind_evaluation_tally")
     summary()
     warehouse = defs.resources["warehouse"]
-    with warehouse.store(EvolutionStore) as store:
+    with warehouse.store(EraAnalysisStore) as store:
         era_stats = store.load_generation_stats()[
             ["era", "generation", "population", "mean_fitness", "max_fitness", "calls", "cache_hits"]
         ]

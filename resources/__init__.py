@@ -66,6 +66,12 @@ class WarehouseResource(DuckDBResource):
         with self.get_connection() as conn:
             yield kind(conn, commit_retries=self.commit_retries)
 
+    @contextmanager
+    def stores(self, *kinds: type[Store]) -> Iterator[tuple[Any, ...]]:
+        """Several stores over one short connection (one lock on a warehouse file)."""
+        with self.get_connection() as conn:
+            yield tuple(kind(conn, commit_retries=self.commit_retries) for kind in kinds)
+
 
 class ModelGatewayResource(ConfigurableResource):
     """The one gateway for calls to API and served models, whichever asset makes them (benchmark

@@ -223,7 +223,7 @@ def test_nightly_schedule_requests_every_benchmark_partition(tmp_path):
     requests = nightly_benchmark_refresh(
         build_schedule_context(instance, scheduled_execution_time=__import__("datetime").datetime(2026, 11, 23, 2, 0))
     )
-    assert sorted(r.partition_key for r in requests) == declared and len(declared) == 12
+    assert sorted(r.partition_key for r in requests) == declared and len(declared) == 13
     assert all(r.run_key.endswith("2026-11-23:" + r.partition_key) for r in requests)
     assert sorted(instance.get_dynamic_partitions("benchmarks")) == declared  # keys of the dimension
 

@@ -93,10 +93,10 @@ def test_generation_stats_check(warehouse):
     for i, fitness in enumerate([0.2, 0.4, 0.9]):
         insert(warehouse, GENERATION, 0, f"p{i}", 0, fitness, fitness)
     from eval_platform.evolution.genetic import statistics_rows
-    from eval_platform.evolution.store import EvolutionStore
+    from eval_platform.evolution.store import EraAnalysisStore
 
     with warehouse.get_connection() as conn:  # the statistics rows the era writes with its checkpoint
-        conn.register("stats", statistics_rows(EvolutionStore(conn).load_generation_outcomes()))
+        conn.register("stats", statistics_rows(EraAnalysisStore(conn).load_generation_outcomes()))
         conn.execute("INSERT INTO generation_stats BY NAME SELECT * FROM stats")
     assert run_check(evolution_checks.generation_stats_match_generations, warehouse).passed
     insert(warehouse, "UPDATE generation_stats SET max_fitness = 0.8")

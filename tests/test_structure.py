@@ -680,11 +680,11 @@ def test_a_migrated_warehouse_has_the_tables_and_columns_a_new_one_has(fixture, 
 
 
 def test_a_table_declared_since_reaches_an_existing_warehouse(warehouse, monkeypatch):
-    from eval_platform.blind.store import BlindStore
+    from eval_platform.blind.store import BlindSchema
 
     with warehouse.get_connection():
         pass
-    monkeypatch.setattr(BlindStore, "tables", {**BlindStore.tables, "blind_notes": "note VARCHAR"})
+    monkeypatch.setattr(BlindSchema, "tables", {**BlindSchema.tables, "blind_notes": "note VARCHAR"})
     with warehouse.get_connection() as conn:
         assert conn.execute("SELECT count(*) FROM blind_notes").fetchone() == (0,)
 

@@ -150,7 +150,7 @@ class EngineLM(LM):
                 totals[owner] += value
             return totals
 
-        return [float(value) for value in self._answer("loglikelihood_rolling", requests, compute)]
+        return [float(value) for value in self._answer("loglikelihood_rolling", [r.args for r in requests], compute)]
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         def compute(arguments: list[tuple[str, dict]]) -> list[str]:

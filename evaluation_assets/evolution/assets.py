@@ -18,7 +18,7 @@ from eval_platform.environment import DATA_DIR
 from eval_platform.evolution import eras as era_logic
 from eval_platform.evolution.eras import config_hash, era_start, generation_frames, paragraph_records
 from eval_platform.evolution.genetic import TAGS, EraSettings, GenerationRecord, era_models, run_era
-from eval_platform.evolution.store import EvolutionStore
+from eval_platform.evolution.store import EraAnalysisStore, EraStore, EvolutionInputStore
 from evaluation_assets.configs import config_class
 from evaluation_assets.partitions import era_partitions
 from resources import WAREHOUSE_POOL, LanguageModelResource, ModelGatewayResource, WarehouseResource
@@ -49,7 +49,7 @@ def source_paragraphs(
     rejected = pd.DataFrame(rejections, columns=["line", "row_json", "reason"]).assign(
         source=config.source, rejected_at=utc_now()
     )
-    with warehouse.store(EvolutionStore) as store:
+    with warehouse.store(EvolutionInputStore) as store:
         store.replace_source_paragraphs(frame, rejected)
     for reject in rejections:
         context.log.warning(f"{config.source} line {reject['line']}: {reject['reason']}")
@@ -80,7 +80,7 @@ def gene_pools(warehouse: WarehouseResource) -> MaterializeResult:
     frame = pd.DataFrame(
         [{"tag": tag, "gene_index": i, "text": text} for tag in TAGS for i, text in enumerate(pools[tag])]
     )
-    with warehouse.store(EvolutionStore) as store:
+    with warehouse.store(EvolutionInputStore) as store:
         store.replace_gene_pool(frame)
     return MaterializeResult(
         metadata={
@@ -159,11 +159,10 @@ def evolution_era(
     on. Re-running the era resumes after its last complete generation and gives the era an
     uninterrupted run gives; a changed configuration is refused unless `restart` is set."""
     era, settings = context.partition_key, EraSettings(**config.model_dump(exclude={"restart"}))
-    with warehouse.store(EvolutionStore) as store:
-        state = store.era_state(era)
+    with warehouse.stores(EvolutionInputStore, EraStore) as (inputs, store):
         start = era_start(
-            era, settings, config.restart, state, store.load_checkpoint(era), store.era_spending(era),
-            store.load_paragraphs(), store.load_gene_pool(),
+            era, settings, config.restart, store.era_state(era), store.load_checkpoint(era), store.era_spending(era),
+            inputs.load_paragraphs(), inputs.load_gene_pool(),
         )  # fmt: skip
     resume = start.resume
     if resume:
@@ -186,7 +185,7 @@ def evolution_era(
             }
         ]
     )
-    with warehouse.store(EvolutionStore) as store:
+    with warehouse.store(EraStore) as store:
         judges = store.widen_quality_scores(list(settings.judge_panel))
         store.begin_era(era_row, restart=config.restart)
         cache = (
@@ -206,7 +205,7 @@ def evolution_era(
     def checkpoint_generation(record: GenerationRecord) -> None:
         frames = generation_frames(era, record, judges, utc_now())
         new = _cache_rows(era, cache.take_new()) if cache else pd.DataFrame()
-        with warehouse.store(EvolutionStore) as store:
+        with warehouse.store(EraStore) as store:
             store.save_generation(era, record.generation, frames, judges, new, utc_now())
         calls = frames["gateway_calls"]
         totals.update(
@@ -237,7 +236,7 @@ def evolution_era(
                 resume,
             )
         )
-    with warehouse.store(EvolutionStore) as store:
+    with warehouse.store(EraStore) as store:
         store.finish_era(era, status, utc_now())
     if status == "stopped_for_budget":
         context.log.warning(f"era {era} stopped for its budget of ${settings.max_cost_usd}; raise max_cost_usd to resume")
@@ -276,7 +275,7 @@ def era_summary(context: AssetExecutionContext, warehouse: WarehouseResource) ->
     """The era's status, final mean and max fitness, generations, and its calls, tokens, cost and
     response-cache hits; its statistics per generation and a plot of its fitness."""
     era = context.partition_key
-    with warehouse.store(EvolutionStore) as store:
+    with warehouse.store(EraAnalysisStore) as store:
         summary = store.summarize_era(era, utc_now())
         stats = store.load_generation_stats(era)
     numbers = {
@@ -312,10 +311,10 @@ def judge_analysis(context: AssetExecutionContext, warehouse: WarehouseResource)
     judge's scores move over the generations, and how often a reported score is not the sum of its
     parts."""
     era = context.partition_key
-    with warehouse.store(EvolutionStore) as store:
+    with warehouse.store(EraAnalysisStore) as store:
         verdicts = store.load_verdicts(era)
     summary, agreement, per_generation = era_logic.judge_analysis(era, verdicts)
-    with warehouse.store(EvolutionStore) as store:
+    with warehouse.store(EraAnalysisStore) as store:
         store.replace_judge_analysis(era, summary, agreement, per_generation)
     figure, axes = new_axes(f"Era {era}: each judge's mean score")
     for name, group in per_generation.groupby("judge_name"):
@@ -353,10 +352,10 @@ def pareto_front(context: AssetExecutionContext, warehouse: WarehouseResource) -
     """The era's prompts that no other prompt beats on both judged quality and compression ratio:
     pick a prompt off this front for the trade-off you want, not by fitness alone."""
     era = context.partition_key
-    with warehouse.store(EvolutionStore) as store:
+    with warehouse.store(EraAnalysisStore) as store:
         points = store.load_evaluated_prompts(era)
     front = era_logic.pareto_front(points).assign(era=era)
-    with warehouse.store(EvolutionStore) as store:
+    with warehouse.store(EraAnalysisStore) as store:
         store.replace_pareto_front(era, front)
     figure, axes = new_axes(f"Era {era}: quality against compression")
     axes.scatter(points["compression_ratio"], points["quality_score_avg"], s=14, alpha=0.5, label="prompts")

@@ -5,7 +5,7 @@ from dagster import AssetCheckResult, AssetCheckSeverity, asset_check
 
 from eval_platform.environment import environment
 from eval_platform.evolution.genetic import statistics_rows
-from eval_platform.evolution.store import EvolutionStore
+from eval_platform.evolution.store import EraAnalysisStore, EraStore
 from evaluation_assets.checks import check_result
 from evaluation_assets.evolution.assets import evolution_era
 from resources import WarehouseResource
@@ -17,7 +17,7 @@ from resources import WarehouseResource
     f"(now {environment().max_judge_failure_rate:.0%}).",
 )
 def judge_failure_rate(warehouse: WarehouseResource) -> AssetCheckResult:
-    with warehouse.store(EvolutionStore) as store:
+    with warehouse.store(EraStore) as store:
         return check_result(
             store.judge_failure_rates_above(environment().max_judge_failure_rate),
             "era over the judge-failure threshold",
@@ -27,13 +27,13 @@ def judge_failure_rate(warehouse: WarehouseResource) -> AssetCheckResult:
 
 @asset_check(asset=evolution_era, description="Every fitness, and every normalised component, lies in [0, 1].")
 def fitness_in_unit_interval(warehouse: WarehouseResource) -> AssetCheckResult:
-    with warehouse.store(EvolutionStore) as store:
+    with warehouse.store(EraStore) as store:
         return check_result(store.fitness_outside_unit_interval(), "fitness outside [0, 1]")
 
 
 @asset_check(asset=evolution_era, description="generation_stats equals statistics recomputed from generations.")
 def generation_stats_match_generations(warehouse: WarehouseResource) -> AssetCheckResult:
-    with warehouse.store(EvolutionStore) as store:
+    with warehouse.store(EraAnalysisStore) as store:
         recomputed = statistics_rows(store.load_generation_outcomes())
         stored = store.load_generation_stats()
     merged = pd.merge(

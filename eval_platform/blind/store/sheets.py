@@ -1,5 +1,5 @@
-"""The blind-evaluation domain's tables: questions, answers, issued sheets and keys, ratings read
-back from filled sheets (and their problems), tallies and results."""
+"""The blind evaluation's rows: questions and answers, each issued sheet and its key, the ratings
+read back (with each sheet's problems), and the tallies and results."""
 
 from __future__ import annotations
 
@@ -7,32 +7,11 @@ from typing import Any
 
 import pandas as pd
 
-from eval_platform.common.warehouse import Store, reads, writes
+from eval_platform.blind.store.schema import BlindSchema
+from eval_platform.common.warehouse import reads, writes
 
 
-class BlindStore(Store):
-    name = "blind_evaluation"
-    version = 1
-    tables = {
-        "blind_questions": "Question_ID VARCHAR PRIMARY KEY, Question VARCHAR, Ground_Truth VARCHAR",
-        "blind_answers": "system VARCHAR, Question_ID VARCHAR, answer VARCHAR, source VARCHAR, "
-        "PRIMARY KEY (system, Question_ID)",
-        "blind_issues": "sheet_id VARCHAR PRIMARY KEY, seed INTEGER, systems VARCHAR[], sheet_path VARCHAR, "
-        "key_path VARCHAR, issued_at TIMESTAMP",
-        "blind_key": "sheet_id VARCHAR, Question_ID VARCHAR, system_a VARCHAR, system_b VARCHAR, "
-        "PRIMARY KEY (sheet_id, Question_ID)",
-        "blind_scores": "sheet_id VARCHAR, rater VARCHAR, file VARCHAR, Question_ID VARCHAR, system VARCHAR, "
-        "side VARCHAR, score INTEGER, opponent_score INTEGER, outcome VARCHAR, "
-        "PRIMARY KEY (sheet_id, rater, Question_ID, system)",
-        "blind_sheet_problems": "file VARCHAR, cell VARCHAR, problem VARCHAR, checked_at TIMESTAMP",
-        "blind_tallies": "sheet_id VARCHAR, scope VARCHAR, system VARCHAR, wins INTEGER, losses INTEGER, "
-        "ties INTEGER, ratings INTEGER, average_score DOUBLE, PRIMARY KEY (sheet_id, scope, system)",
-        "blind_results": "sheet_id VARCHAR, scope VARCHAR, sentence VARCHAR, mean_difference DOUBLE, "
-        "sign_test_p DOUBLE, wilcoxon_p DOUBLE, ci_low DOUBLE, ci_high DOUBLE, rater_kappa DOUBLE, "
-        "PRIMARY KEY (sheet_id, scope)",
-    }
-    migrations = {0: lambda conn: None}  # the unversioned platform had the same tables
-
+class BlindStore(BlindSchema):
     @writes("blind_questions")
     def replace_questions(self, questions: pd.DataFrame) -> None:
         self.replace_together("TRUE", [], blind_questions=questions)

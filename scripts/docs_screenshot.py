@@ -38,7 +38,7 @@ def screenshot(home: Path, out: Path, width: int, height: int, timeout_s: float)
     with running(
         [str(dagster), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
         f"{base}/server_info",
-        timeout_s=180,
+        timeout_s=300,  # loading the code location takes a while on a busy machine
         cwd=PROJECT_ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -62,6 +62,8 @@ def screenshot(home: Path, out: Path, width: int, height: int, timeout_s: float)
                 time.sleep(1)
             else:
                 raise SystemExit(f"the asset graph never showed {[g for g in GROUPS if g not in text]}")
+            for button in driver.find_elements(By.XPATH, "//button[normalize-space()='Skip']"):
+                button.click()  # Dagster's welcome dialog, shown once per instance
             time.sleep(3)  # the graph's layout settles after its nodes appear
             out.parent.mkdir(parents=True, exist_ok=True)
             driver.save_screenshot(str(out))

@@ -48,7 +48,7 @@ def sections(page: str) -> dict[str, str]:
     for match in re.finditer(r"<h3[^>]*>(.*?)</h3>(.*?)(?=<h[23][ >]|\Z)", page, flags=re.S):
         heading, body = match.groups()
         code = re.search(r"<code>(.*?)</code>", heading)
-        name = html.unescape(code.group(1) if code else re.sub(r"<[^>]+>|¶", "", heading)).strip()
+        name = html.unescape(code.group(1) if code else re.sub(r"<[^>]+>", "", heading)).replace("¶", "").strip()
         found[name] = body
     return found
 

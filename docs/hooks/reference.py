@@ -76,7 +76,7 @@ def _relative(text: str, root: Path) -> str:
 
 
 def _cell(text: Any) -> str:
-    """Text for a Markdown table cell: one line, pipes and HTML escaped (`<era>` is text)."""
+    """Text on one line (a table cell, a paragraph): pipes and HTML escaped, so `<era>` shows as text."""
     parts = " ".join(str(text).split()).split("`")
     # outside code spans (the even parts) HTML is escaped; inside, Markdown shows it as it is
     shown = "`".join(part if index % 2 else html.escape(part, quote=False) for index, part in enumerate(parts))
@@ -168,7 +168,7 @@ def tables_page(root: Path) -> str:
         out += [
             f"## {store.name} (schema version {store.version})",
             "",
-            _first_paragraph(module.__doc__ if module else store.__doc__),
+            _cell(_first_paragraph(module.__doc__ if module else store.__doc__)),
             "",
             f"Declared in `{_relative(str(source), root)}`{_view_folder(store, source, root)}.",
             "",
@@ -324,7 +324,7 @@ def configuration_page(root: Path) -> str:
                 out += [f"Bound as {', '.join(f'`{n}`' for n in names)}.", ""]
             doc = _first_paragraph(model.__doc__)
             if doc and not doc.startswith(("A base class", "Base class", "!!! abstract")):
-                out += [_relative(doc, root), ""]
+                out += [_cell(_relative(doc, root)), ""]
             for use in uses.get(model, []):
                 out += [f"Serves as {use}.", ""]
             environment = model is Environment

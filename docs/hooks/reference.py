@@ -259,23 +259,27 @@ def _default(info: Any, root: Path) -> str:
 
 
 def settings_models(modules: Iterable[Any]) -> dict[type, tuple[str, list[str]]]:
-    """Every settings model (a pydantic model) of the project's modules: its home module (where it is
-    defined, else where it is first bound) and the public names it is bound to."""
+    """Every settings model (a pydantic model with fields) bound to a public name in the project's
+    modules: its home module (where it is defined, if bound there, else where it is first bound) and
+    the public names it is bound to."""
     from pydantic import BaseModel
 
-    found: dict[type, tuple[str, list[str]]] = {}
+    bindings: dict[type, list[tuple[str, str]]] = {}
     for module in modules:
         for attribute, value in vars(module).items():
-            if not (isinstance(value, type) and issubclass(value, BaseModel) and value.model_fields):
-                continue
-            if not value.__module__.startswith(PACKAGES) or attribute.startswith("_"):
-                continue
-            home, names = found.get(value, (module.__name__, []))
-            if value.__module__ == module.__name__ or value not in found:
-                home = value.__module__ if value.__module__ == module.__name__ else home
-            if attribute not in names:
-                names.append(attribute)
-            found[value] = (home, names)
+            if (
+                isinstance(value, type)
+                and issubclass(value, BaseModel)
+                and value.model_fields
+                and value.__module__.startswith(PACKAGES)
+                and not attribute.startswith("_")
+            ):
+                bindings.setdefault(value, []).append((module.__name__, attribute))
+    found = {}
+    for model, bound in bindings.items():
+        modules_bound = [module for module, _ in bound]
+        home = model.__module__ if model.__module__ in modules_bound else modules_bound[0]
+        found[model] = (home, list(dict.fromkeys(attribute for _, attribute in bound)))
     return found
 
 
@@ -323,7 +327,7 @@ def configuration_page(root: Path) -> str:
             if names:
                 out += [f"Bound as {', '.join(f'`{n}`' for n in names)}.", ""]
             doc = _first_paragraph(model.__doc__)
-            if doc and not doc.startswith(("A base class", "Base class", "!!! abstract")):
+            if doc:
                 out += [_cell(_relative(doc, root)), ""]
             for use in uses.get(model, []):
                 out += [f"Serves as {use}.", ""]

@@ -57,13 +57,15 @@ def screenshot(home: Path, out: Path, width: int, height: int, timeout_s: float)
             text = ""
             while time.monotonic() < deadline:
                 text = driver.find_element(By.TAG_NAME, "body").text
-                if all(group in text for group in GROUPS) and "benchmark_evaluation" in text:
+                if all(group in text for group in GROUPS) and "fetching statuses" not in text:
                     break
                 time.sleep(1)
             else:
                 raise SystemExit(f"the asset graph never showed {[g for g in GROUPS if g not in text]}")
             for button in driver.find_elements(By.XPATH, "//button[normalize-space()='Skip']"):
                 button.click()  # Dagster's welcome dialog, shown once per instance
+            while "fetching statuses" in driver.find_element(By.TAG_NAME, "body").text and time.monotonic() < deadline:
+                time.sleep(1)
             time.sleep(3)  # the graph's layout settles after its nodes appear
             out.parent.mkdir(parents=True, exist_ok=True)
             driver.save_screenshot(str(out))

@@ -1,5 +1,6 @@
-"""The README's SQL runs: every statement of its ```sql blocks, against a warehouse the main command
-wrote (`eval-platform run`, as `make run` runs it, on each dataset's first rows)."""
+"""The documented SQL runs: every statement of the ```sql blocks of the README and of the docs, against
+a warehouse the main command wrote (`eval-platform run`, as `make run` runs it, on each benchmark's
+first rows), on version 10's tables."""
 
 import os
 import re
@@ -14,11 +15,23 @@ from tests.conftest import PROJECT_ROOT
 from tests.processes import run_to_end
 
 README = PROJECT_ROOT / "README.md"
+DOCUMENTS = [README, *sorted((PROJECT_ROOT / "docs").rglob("*.md"))]
+# Version 9's tables and views, which version 10 replaced: no example may read them.
+OLD_TABLES = (
+    "prompts", "prompt_rejections", "harness_requests", "predictions", "prediction_runs", "model_evaluations",
+    "item_scores", "scores", "score_history", "model_comparisons", "protocol_results", "harness_answers",
+    "harness_samples", "harness_runs", "harness_history", "harness_results", "harness_comparisons",
+    "normalized_scores", "score_lineage", "harness_lineage",
+)  # fmt: skip
 
 
-def sql_statements() -> list[str]:
-    """The README's SQL statements."""
-    blocks = re.findall(r"```sql\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
+def sql_statements(*documents) -> list[str]:
+    """The statements of the documents' SQL blocks (each block split at its semicolons)."""
+    blocks = [
+        block
+        for document in documents or DOCUMENTS
+        for block in re.findall(r"```sql\n(.*?)```", document.read_text(encoding="utf-8"), flags=re.S)
+    ]
     return [s.strip() for block in blocks for s in block.split(";") if re.sub(r"--[^\n]*", "", s).strip()]
 
 
@@ -28,7 +41,8 @@ ABOUT_BAD_INPUT = ("FROM rejected_rows", "FROM blind_sheet_problems")
 
 @pytest.fixture(scope="module")
 def main_warehouse(tmp_path_factory):
-    """The main command's warehouse: its jobs, era and blind demo, on the first 3 rows of each benchmark."""
+    """The main command's warehouse: every declared benchmark on its first 3 rows, the roster, the
+    protocols and leaderboard, the era and the blind demo."""
     folder = tmp_path_factory.mktemp("main")
     shutil.copytree(
         PROJECT_ROOT / "data" / "blind_eval", folder / "blind_eval", ignore=shutil.ignore_patterns("issued", "*.xlsx")
@@ -47,16 +61,22 @@ def main_warehouse(tmp_path_factory):
     return folder / "warehouse.duckdb"
 
 
-def test_the_readme_has_its_sql_examples():
-    statements = sql_statements()
-    assert len(statements) >= 5 and any("FROM item_lineage" in s for s in statements)
+def test_the_readme_has_its_sql_examples_on_version_10s_tables():
+    statements = sql_statements(README)
+    assert len(statements) >= 5
+    for table in ("leaderboard_wide", "results", "item_lineage", "comparisons", "samples", "answers"):
+        assert any(re.search(rf"\b{table}\b", s) for s in statements), table
+    every = sql_statements()
+    assert len(every) >= 25, "the docs' examples (tables, evolution, blind evaluation, guides)"
+    old = [(t, s[:60]) for s in every for t in OLD_TABLES if re.search(rf"\bFROM {t}\b|\bJOIN {t}\b", s)]
+    assert not old, f"examples reading version 9's tables: {old}"
 
 
 @pytest.mark.parametrize("statement", sql_statements(), ids=lambda s: " ".join(s.split())[:60])
-def test_every_readme_sql_statement_answers_on_the_main_commands_warehouse(statement, main_warehouse):
+def test_every_documented_sql_statement_answers_on_the_main_commands_warehouse(statement, main_warehouse):
     with duckdb.connect(str(main_warehouse), read_only=True) as conn:
         rows = conn.execute(statement).fetchall()
     if any(source in statement for source in ABOUT_BAD_INPUT):
         assert rows == [], "the shipped data has no bad input"
     else:
-        assert rows, "the main command fills what every README query reads"
+        assert rows, "the main command fills what every documented query reads"

@@ -1,24 +1,170 @@
-"""The platform's resources, configured in one place (thin: the code lives in `eval_platform.common.resources`
-and, the roster's, in `eval_platform.benchmarks.resources`)."""
+"""The code location's resources, configured in one place (`RESOURCES`): the warehouse, the model
+gateway, the model under evaluation (and how any model is opened), and the roster.
 
-from eval_platform.benchmarks.resources import RosterResource
-from eval_platform.common.resources import (
-    BLIND_EVAL_DIR,
-    DATA_DIR,
-    DEFAULT_WAREHOUSE,
-    LanguageModelResource,
-    ModelGatewayResource,
-    WarehouseBusyError,
-    WarehouseResource,
+Every field can be set from the launchpad or a run config; their defaults come from the environment
+(eval_platform/environment.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from dagster import ConfigurableResource, get_dagster_logger
+from dagster_duckdb import DuckDBResource
+from pydantic import Field, create_model
+
+from eval_platform.benchmarks.declarations import Benchmark, declared_benchmarks
+from eval_platform.benchmarks.protocols import Protocol, declared_protocols
+from eval_platform.benchmarks.roster import RosterEntry, RosterError, load_roster
+from eval_platform.common.connections import connect
+from eval_platform.common.gateway import ModelGateway
+from eval_platform.common.models import LanguageModel, ModelSettings, open_model
+from eval_platform.common.warehouse import Store
+from eval_platform.environment import environment
+
+S = TypeVar("S", bound=Store)
+WAREHOUSE_POOL = "duckdb_warehouse"  # a concurrency pool: runs' warehouse steps in turns on one file
+
+
+class WarehouseResource(DuckDBResource):
+    """The warehouse: a DuckDB file (the default), or a DuckLake catalog that many hosts write at
+    once (`database` = `ducklake:postgres:dbname=... host=...`, its data files under `data_path`).
+    See eval_platform/common/connections.py for how a file is taken in turns and a lake attached."""
+
+    lock_timeout_s: float = Field(
+        default=environment().warehouse_lock_timeout_s, description="How long to wait for the warehouse file."
+    )
+    wait_log_interval_s: float = Field(default=10.0, description="How often a waiting run says what it waits for.")
+    data_path: str | None = Field(
+        default=environment().lake_data_path,
+        description="A DuckLake warehouse's data files: a folder every host sees (or an object-store URL). "
+        "Default: EVAL_LAKE_DATA_PATH.",
+    )
+    commit_retries: int = Field(default=5, description="A lake: how often a conflicting commit is re-run.")
+
+    @contextmanager
+    def get_connection(self) -> Iterator[Any]:
+        with connect(
+            self.database,
+            self.data_path,
+            dict(self.connection_config),
+            self.lock_timeout_s,
+            self.wait_log_interval_s,
+            self.commit_retries,
+            get_dagster_logger().warning,
+        ) as conn:
+            yield conn
+
+    @contextmanager
+    def store(self, kind: type[S]) -> Iterator[S]:
+        """A domain store over one short connection."""
+        with self.get_connection() as conn:
+            yield kind(conn, commit_retries=self.commit_retries)
+
+
+class ModelGatewayResource(ConfigurableResource):
+    """The one gateway for calls to API and served models, whichever asset makes them (benchmark
+    evaluations, compression, mutation, judges, blind-evaluation answers and rating). API keys are
+    read from the environment by litellm (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, ...)
+    and are never part of this configuration; a local server that needs no key works with none set."""
+
+    api_base: str | None = Field(
+        default=environment().api_base,
+        description="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1, or of several "
+        "replicas separated by commas (calls go to each in turn, a retry to the next); default: EVAL_API_BASE.",
+    )
+    timeout_s: float = Field(default=60.0, description="Seconds an attempt may take before it is retried.")
+    model_timeouts_s: dict[str, float] = Field(
+        default={}, description="A model's own timeout, by its model string (e.g. a slow reasoning model's)."
+    )
+    max_retries: int = Field(default=3, description="Retries on timeouts, connection errors, 429 and 5xx.")
+    backoff_s: float = Field(default=0.5, description="First retry delay; doubles on each retry.")
+    max_concurrency: int = Field(default=8, description="Calls in flight at once, per server.")
+
+    def gateway(self) -> ModelGateway:
+        return ModelGateway(
+            api_base=self.api_base,
+            timeout_s=self.timeout_s,
+            model_timeouts_s=dict(self.model_timeouts_s),
+            max_retries=self.max_retries,
+            backoff_s=self.backoff_s,
+            max_concurrency=self.max_concurrency,
+        )
+
+
+# The resource's config fields are ModelSettings' own, declared there once.
+_ModelSettingsConfig: type[ConfigurableResource] = create_model(
+    "ModelSettingsConfig",
+    __base__=ConfigurableResource,
+    **{name: (info.annotation, info) for name, info in ModelSettings.model_fields.items()},
 )
 
-__all__ = [
-    "BLIND_EVAL_DIR",
-    "DATA_DIR",
-    "DEFAULT_WAREHOUSE",
-    "LanguageModelResource",
-    "ModelGatewayResource",
-    "RosterResource",
-    "WarehouseBusyError",
-    "WarehouseResource",
-]
+
+class LanguageModelResource(_ModelSettingsConfig):  # type: ignore[misc, valid-type]
+    """The model under evaluation, and how any model is opened (eras' compressors and judges, blind
+    evaluation's answering systems and LLM rater): `local/smollm2-135m-instruct` (offline default),
+    `local/<path or hub id>` for any Hugging Face causal LM (on this resource's device and dtype),
+    `served/<name>` for a model behind an OpenAI-compatible server (vLLM, llama.cpp, TGI) at the
+    gateway's api_base, or a litellm provider string such as `openai/gpt-4o-mini`; API calls go
+    through the `gateway` resource (its server, retries, timeout and concurrency)."""
+
+    def settings(self) -> ModelSettings:
+        return ModelSettings(**{name: getattr(self, name) for name in ModelSettings.model_fields})
+
+    def open(self, name: str, gateway: ModelGateway) -> LanguageModel:
+        """Any model by name with this resource's settings; API and served calls through `gateway`."""
+        return open_model(name, self.settings(), gateway)
+
+    def load(self, gateway: ModelGateway) -> LanguageModel:
+        """The model under evaluation."""
+        return self.open(self.settings().model, gateway)
+
+    def for_entry(self, entry: RosterEntry) -> LanguageModelResource:
+        """These settings with a roster entry's on top."""
+        values = {field: getattr(self, field) for field in ModelSettings.model_fields}
+        return LanguageModelResource(**{**values, **entry.model_settings()})
+
+
+class RosterResource(ConfigurableResource):
+    """The roster folder, one file per model (eval_platform/benchmarks/roster.py), and the declared
+    benchmarks and protocols it names."""
+
+    directory: str = Field(
+        default=str(environment().roster_dir),
+        description="The roster folder: one YAML or JSON file per model. Default: EVAL_ROSTER_DIR, else data/roster/.",
+    )
+
+    def benchmarks(self) -> dict[str, Benchmark]:
+        return declared_benchmarks()
+
+    def protocols(self) -> dict[str, Protocol]:
+        return declared_protocols()
+
+    def entries(self) -> dict[str, RosterEntry]:
+        return load_roster(self.directory, self.benchmarks(), self.protocols())
+
+    def entry(self, name: str) -> RosterEntry:
+        roster = self.entries()
+        if name not in roster:
+            raise RosterError(
+                f"No roster entry named {name!r} in {self.directory} (entries: {sorted(roster)}); add {name}.yaml there"
+            )
+        return roster[name]
+
+
+def entry_gateway(entry: RosterEntry, defaults: ModelGatewayResource) -> ModelGatewayResource:
+    """The gateway resource's settings, with the roster entry's server where it names one."""
+    values = {field: getattr(defaults, field) for field in ModelGatewayResource.model_fields}
+    return ModelGatewayResource(**{**values, **({"api_base": entry.api_base} if entry.api_base else {})})
+
+
+RESOURCES = {
+    "warehouse": WarehouseResource(database=environment().warehouse),
+    # Every asset that opens a model takes both, so the launchpad's (or a run config's) `gateway`
+    # settings reach every model it opens: the one under evaluation, an era's, blind evaluation's.
+    "gateway": ModelGatewayResource(),
+    "evaluation_model": LanguageModelResource(),
+    # The models the benchmark assets evaluate: the roster folder's entries, over evaluation_model's.
+    "roster": RosterResource(),
+}

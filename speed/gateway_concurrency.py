@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eval_platform.common.gateway import ModelGateway  # noqa: E402
 from eval_platform.common.models import open_model  # noqa: E402
-from eval_platform.evolution.genetic import TAGS, EraConfig, evaluate_prompt_fitness  # noqa: E402
+from eval_platform.evolution.genetic import TAGS, EraSettings, evaluate_prompt_fitness  # noqa: E402
 from eval_platform.evolution.judging import make_judge  # noqa: E402
 from tests.openai_stub_server import StubServer  # noqa: E402
 
@@ -28,8 +28,7 @@ PARAGRAPH = " ".join(f"word{i}" for i in range(120))
 
 
 async def generation(gateway: ModelGateway, prompts: int) -> list[dict]:
-    config = EraConfig(
-        era="bench",
+    config = EraSettings(
         population_size=prompts,
         generations=0,
         compression_model="openai/compressor",

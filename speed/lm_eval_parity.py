@@ -15,7 +15,11 @@ files. Printed per run: both accuracies per metric, the share of items whose per
 agrees, how many prompts differ in text, the largest |difference| of a log-likelihood, how many
 generated texts are identical (and, for each that is not, the item and the token where the two
 part), and both tools' items per second in the model phase alone (the harness's `loglikelihood` /
-`generate_until` calls, our `predict`; loading and task building left out) with their ratio.
+`generate_until` calls, our engine's; loading and task building left out) with their ratio.
+
+Our side is the platform's own route: the benchmark's declaration, its rows parsed into documents,
+and its `harness` solver (the documents handed to the harness task as local files, answered by
+our engine through EngineLM). The harness's side is its own configs over its own HF model.
 """
 
 from __future__ import annotations
@@ -30,10 +34,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from eval_platform.benchmarks.harness_format import harness_item_scores  # noqa: E402
-from eval_platform.benchmarks.harness_tasks import task_manager  # noqa: E402
-from eval_platform.benchmarks.prediction import MODES, PredictionSettings, harness_item_of, predict  # noqa: E402
-from eval_platform.benchmarks.specs import BENCHMARKS, BenchmarkSpec, preprocess_rows  # noqa: E402
+from eval_platform.benchmarks.declarations import Benchmark, declared_benchmarks  # noqa: E402
+from eval_platform.benchmarks.documents import build_documents  # noqa: E402
+from eval_platform.benchmarks.harness import task_manager  # noqa: E402
+from eval_platform.benchmarks.parsers import parser  # noqa: E402
+from eval_platform.benchmarks.records import Sample  # noqa: E402
+from eval_platform.benchmarks.solvers import EvaluationJob, evaluate  # noqa: E402
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, Placement, load_local_model, smollm2_gguf  # noqa: E402
 from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE  # noqa: E402
 
@@ -41,17 +47,18 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "benchmarks"
 DATA_FEWSHOT = ROOT / "data" / "benchmarks" / "fewshot"
 
-# benchmark -> (harness task YAML under lm_eval/tasks, the split the harness evaluates, our mode)
+# benchmark -> (harness task YAML under lm_eval/tasks, the split the harness evaluates), written here
+# from the harness's own files so that its side is built with its own code, not with ours
 HARNESS_TASKS = {
-    "arc_easy": ("arc/arc_easy.yaml", "test", "loglikelihood"),
-    "arc_challenge": ("arc/arc_challenge.yaml", "test", "loglikelihood"),
-    "hellaswag": ("hellaswag/hellaswag.yaml", "validation", "loglikelihood"),
-    "mmlu": ("mmlu/default/mmlu_{subject}.yaml", "test", "loglikelihood"),
-    "truthfulqa": ("truthfulqa/truthfulqa_mc1.yaml", "validation", "loglikelihood"),
-    "truthfulqa_mc2": ("truthfulqa/truthfulqa_mc2.yaml", "validation", "loglikelihood"),
-    "winogrande": ("winogrande/default.yaml", "validation", "loglikelihood"),
-    "gsm8k": ("gsm8k/gsm8k.yaml", "test", "generate"),
-    "gsm8k_cot": ("gsm8k/gsm8k-cot.yaml", "test", "generate"),
+    "arc_easy": ("arc/arc_easy.yaml", "test"),
+    "arc_challenge": ("arc/arc_challenge.yaml", "test"),
+    "hellaswag": ("hellaswag/hellaswag.yaml", "validation"),
+    "mmlu": ("mmlu/default/mmlu_{subject}.yaml", "test"),
+    "truthfulqa": ("truthfulqa/truthfulqa_mc1.yaml", "validation"),
+    "truthfulqa_mc2": ("truthfulqa/truthfulqa_mc2.yaml", "validation"),
+    "winogrande": ("winogrande/default.yaml", "validation"),
+    "gsm8k": ("gsm8k/gsm8k.yaml", "test"),
+    "gsm8k_cot": ("gsm8k/gsm8k-cot.yaml", "test"),
 }
 FEWSHOT_FILES = {
     "arc_easy": "arc_easy_train.jsonl",
@@ -61,8 +68,8 @@ FEWSHOT_FILES = {
     "winogrande": "winogrande_train_l.jsonl",
     "gsm8k_cot": "gsm8k_cot_exemplars.jsonl",
 }  # the last one: the harness's own exemplars, in data/
-# run few-shot too: the leaderboard's few-shot tasks, and gsm8k_cot's fixed exemplars
-FEWSHOT_RUNS = {"arc_challenge", "hellaswag", "mmlu", "winogrande", "gsm8k", "gsm8k_cot"}
+# run few-shot too, with these shots: the leaderboard's few-shot tasks, and gsm8k_cot's fixed exemplars
+FEWSHOT_RUNS = {"arc_challenge": 25, "hellaswag": 10, "mmlu": 5, "winogrande": 5, "gsm8k": 5, "gsm8k_cot": 8}
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> str:
@@ -76,7 +83,7 @@ def harness_configs(name: str, rows: list[dict], fewshot: list[dict], folder: Pa
     import lm_eval
     from lm_eval.tasks._yaml_loader import load_yaml
 
-    template, split, _ = HARNESS_TASKS[name]
+    template, split = HARNESS_TASKS[name]
     tasks_dir = Path(lm_eval.__file__).parent / "tasks"
     groups = {}
     for row in rows:
@@ -168,39 +175,30 @@ def run_harness(name: str, rows: list[dict], fewshot: list[dict], shots: int, ba
     return samples, phase.seconds
 
 
-def run_platform(spec: BenchmarkSpec, rows: list[dict], fewshot: list[dict], shots: int, batch_size: int, model):
-    """Our items, predictions and scores, and the seconds of the model phase alone (`predict`)."""
-    mode = MODES[HARNESS_TASKS[spec.name][2]]
-    prepared = preprocess_rows(
-        spec, [(str(i), row) for i, row in enumerate(rows)], [(str(i), row) for i, row in enumerate(fewshot)]
+def run_platform(benchmark: Benchmark, rows: list[dict], fewshot: list[dict], shots: int, batch_size: int, model):
+    """Our samples, by document and filter in the harness's order, and the seconds of the model phase
+    alone (the engine's, answering the harness solver's requests)."""
+    built = build_documents(
+        benchmark, [(str(i), row) for i, row in enumerate(rows)], [(f"f{i}", row) for i, row in enumerate(fewshot)]
     )
-    assert not prepared.rejected, prepared.rejected[:3]
-    prompts = [
-        {**prompt, "row_json": json.dumps(rows[int(prompt["source_row_id"])])}
-        for prompt in prepared.with_requests(shots)
-    ]
-    start = time.perf_counter()
-    predictions = predict(
-        mode,
-        model,
-        prompts,
-        "harness",
-        spec,
-        PredictionSettings(batch_size=batch_size, chunk_items=max(1, len(prompts))),
-    )
-    seconds = time.perf_counter() - start
-    scores = harness_item_scores(
-        spec, [{**prompt, **vars(prediction)} for prompt, prediction in zip(prompts, predictions, strict=False)]
-    )
-    items = [harness_item_of(prompt) for prompt in prompts]
-    return items, predictions, [scores[prompt["prompt_id"]] for prompt in prompts], seconds
+    assert not [r for r in built.rejected if r.source_row_id is not None], built.rejected[:3]
+    settings = benchmark.evaluation_settings().model_copy(update={"num_fewshot": shots, "bootstrap_iters": 0})
+    job = EvaluationJob(benchmark, settings, model, batch_size, documents=built.documents, pool=built.pool)
+    evaluation = evaluate("harness", job)
+    by_document: dict[tuple[str, int], dict[str, Sample]] = {}
+    for sample in evaluation.samples:
+        by_document.setdefault((sample.task, sample.doc_id), {})[sample.filter] = sample
+    return [by_document[key] for key in by_document], evaluation.model_seconds
 
 
-def divergence(model, prompt: str, theirs: str, ours: str) -> dict:
+def divergence(model, prompt: str, theirs: str, ours: str, max_new_tokens: int = 0) -> dict:
     """Where two greedy texts part, the first differing token (the texts re-encoded), and the gap
     between the two tokens' log-probabilities there under `model` (None where one text ends
-    there). A gap below LOGLIKELIHOOD_TOLERANCE is a near-tie that float noise may flip."""
+    there), after the prompt as generation cuts it for `max_new_tokens`. A gap below
+    LOGLIKELIHOOD_TOLERANCE is a near-tie that float noise may flip."""
     import torch
+
+    from eval_platform.common.models import GenerationRequest
 
     a, b = model.encode_piece(theirs), model.encode_piece(ours)
     at = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
@@ -211,80 +209,72 @@ def divergence(model, prompt: str, theirs: str, ours: str) -> dict:
     }
     if at >= min(len(a), len(b)):
         return {**shown, "gap": None}
-    context = model.encode(prompt) + a[:at]
+    context = model.generation_prompt(GenerationRequest(prompt, max_new_tokens)) + a[:at]
     with torch.inference_mode():
         logits = model.network(input_ids=torch.tensor([context], device=model.network.device), logits_to_keep=1).logits
     log_probabilities = torch.log_softmax(logits[0, -1].float(), dim=-1)
     return {**shown, "gap": abs(float(log_probabilities[a[at]] - log_probabilities[b[at]]))}
 
 
-HARNESS_METRIC = {
-    "acc": "acc",
-    "acc_norm": "acc_norm",
-    "mc2": "acc",
-    "strict-match": ("strict-match", "exact_match"),
-    "flexible-extract": ("flexible-extract", "exact_match"),
-}
-
-
-def compare(spec: BenchmarkSpec, shots: int, rows, fewshot, batch_size: int, folder: Path, lm, model) -> dict:
+def compare(benchmark: Benchmark, shots: int, rows, fewshot, batch_size: int, folder: Path, lm, model) -> dict:
     """Both tools on the same rows with `shots` examples (0, or any number the few-shot pool holds)."""
-    name = spec.name
-    if shots and shots != spec.fewshot.shots:
-        spec = replace(spec, fewshot=replace(spec.fewshot, shots=shots))
+    name = benchmark.name
+    multiple_choice = parser(benchmark.parser or "").multiple_choice
     samples, harness_s = run_harness(name, rows, fewshot, shots, batch_size, folder, lm)
-    items, predictions, scored, ours_s = run_platform(spec, rows, fewshot, shots, batch_size, model)
-    assert len(samples) == len(items), (len(samples), len(items))
+    ours, ours_s = run_platform(benchmark, rows, fewshot, shots, batch_size, model)
+    assert len(samples) == len(ours), (len(samples), len(ours))
     report = {
         "benchmark": name,
         "shots": shots,
-        "items": len(items),
-        "harness_items_s": len(items) / harness_s,
-        "ours_items_s": len(items) / ours_s,
+        "items": len(ours),
+        "harness_items_s": len(ours) / harness_s,
+        "ours_items_s": len(ours) / ours_s,
         "prompt_mismatches": 0,
         "max_ll_diff": 0.0,
         "metrics": {},
     }
-    for index, (sample, item, prediction) in enumerate(zip(samples, items, predictions, strict=False)):
-        first = next(iter(sample.values()))
+    for index, (sample, filters) in enumerate(zip(samples, ours, strict=True)):
+        first, mine = next(iter(sample.values())), next(iter(filters.values()))
         arguments = (
             [tuple(a.values())[:2] for a in first["arguments"].values()]
             if isinstance(first["arguments"], dict)
             else [tuple(a)[:2] for a in first["arguments"]]
         )
-        ours = item.requests() if spec.multiple_choice else [(item.prompt,)]
         report["prompt_mismatches"] += any(
-            tuple(a[: len(o)]) != tuple(o) for a, o in zip(arguments, ours, strict=False)
+            tuple(a[:1]) != tuple(o[:1]) or (multiple_choice and tuple(a) != tuple(o))
+            for a, o in zip(arguments, mine.arguments, strict=True)
         )
-        if spec.multiple_choice:
+        if multiple_choice:
             theirs = [float(r[0]) for r in first["filtered_resps"]]
+            ours_ll = [float(r[0]) for r in mine.filtered_responses]
             report["max_ll_diff"] = max(
-                report["max_ll_diff"],
-                max(abs(a - b) for a, b in zip(theirs, prediction.choice_loglikelihoods, strict=False)),
+                report["max_ll_diff"], max(abs(a - b) for a, b in zip(theirs, ours_ll, strict=True))
             )
         else:
             report.setdefault("text_differences", [])
-            if first["resps"][0][0] != prediction.output_text:
+            if first["resps"][0][0] != mine.responses[0][0]:
                 report["text_differences"].append(
-                    {"item": index, **divergence(model, item.prompt, first["resps"][0][0], prediction.output_text)}
+                    {"item": index, **divergence(model, mine.prompt, first["resps"][0][0], mine.responses[0][0])}
                 )
-    for metric in scored[0]:
-        key = HARNESS_METRIC[metric]
-        filter_name, harness_metric = key if isinstance(key, tuple) else ("none", key)
-        theirs = [float(sample[filter_name][harness_metric]) for sample in samples]
-        ours = [s[metric].value for s in scored]
-        # 0/1 metrics agree exactly or not at all; mc2 (a probability mass) within what the
-        # log-likelihoods' float noise moves it
-        agree = sum(
-            abs(a - b) < LOGLIKELIHOOD_TOLERANCE if metric == "mc2" else a == b
-            for a, b in zip(theirs, ours, strict=False)
-        ) / len(ours)
-        report["metrics"][metric] = {
-            "harness": sum(theirs) / len(theirs),
-            "ours": sum(ours) / len(ours),
-            "agreement": agree,
-            "max_difference": max(abs(a - b) for a, b in zip(theirs, ours, strict=False)),
-        }
+    for filter_name, sample in ours[0].items():
+        for metric, value in sample.metrics.items():
+            if not isinstance(value, int | float):
+                continue
+            theirs = [float(s[filter_name][metric]) for s in samples]
+            mine = [float(filters[filter_name].metrics[metric]) for filters in ours]
+            # 0/1 metrics agree exactly or not at all; mc2 (a probability mass) within what the
+            # log-likelihoods' float noise moves it
+            fractional = any(v not in (0.0, 1.0) for v in theirs + mine)
+            agree = sum(
+                abs(a - b) < LOGLIKELIHOOD_TOLERANCE if fractional else a == b for a, b in zip(theirs, mine, strict=True)
+            ) / len(mine)
+            label = metric if filter_name == "none" else f"{metric},{filter_name}"
+            report["metrics"][label] = {
+                "harness": sum(theirs) / len(theirs),
+                "ours": sum(mine) / len(mine),
+                "agreement": agree,
+                "max_difference": max(abs(a - b) for a, b in zip(theirs, mine, strict=True)),
+            }
     return report
 
 
@@ -313,11 +303,13 @@ def main(argv: list[str] | None = None) -> None:
     print(header)
     reports = []
     with tempfile.TemporaryDirectory() as tmp:
+        declared = declared_benchmarks()
         for name in args.benchmarks:
-            spec = BENCHMARKS[name]
+            benchmark = declared[name]
+            assert benchmark.dataset is not None and benchmark.dataset.file is not None
             rows = [
                 json.loads(line)
-                for line in (SHARED / spec.data_file).read_text(encoding="utf-8").rstrip("\n").split("\n")
+                for line in (SHARED / Path(benchmark.dataset.file).name).read_text(encoding="utf-8").rstrip("\n").split("\n")
             ]
             rows = rows[: args.items]
             fewshot_file = next(
@@ -333,14 +325,10 @@ def main(argv: list[str] | None = None) -> None:
                 if fewshot_file.exists()
                 else []
             )
-            fewshot_runs = (
-                [spec.fewshot.shots]
-                if spec.fewshot and fewshot and name in FEWSHOT_RUNS and not args.zero_shot_only
-                else []
-            )
+            fewshot_runs = [FEWSHOT_RUNS[name]] if fewshot and name in FEWSHOT_RUNS and not args.zero_shot_only else []
             shot_counts = ([] if args.fewshot_only and fewshot_runs else [0]) + fewshot_runs
             for shots in shot_counts:
-                report = compare(spec, shots, rows, fewshot, args.batch_size, Path(tmp), lm, model)
+                report = compare(benchmark, shots, rows, fewshot, args.batch_size, Path(tmp), lm, model)
                 reports.append(report)
                 for i, (metric, values) in enumerate(report["metrics"].items()):
                     lead = f"{name:<15}{shots:>5}{report['items']:>6}  " if i == 0 else " " * 28

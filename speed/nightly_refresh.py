@@ -1,6 +1,6 @@
 """The nightly refresh of the roster, as the daemon runs it, timed: the schedule's benchmark_inputs
 runs, then the model_evaluation runs roster_evaluation_sensor requests as each succeeds. A first
-(cold) night into a new warehouse, then an unchanged night, which reuses every stored prediction.
+(cold) night into a new warehouse, then an unchanged night, which reuses every stored answer.
 
     .venv/bin/python speed/nightly_refresh.py                 (the demo roster, data/roster/, full slices)
     .venv/bin/python speed/nightly_refresh.py --limit 10      (each benchmark's first 10 rows)
@@ -16,8 +16,8 @@ from pathlib import Path
 
 from dagster import Definitions, build_run_status_sensor_context, build_schedule_context
 
-from eval_platform.benchmarks.schedules import nightly_benchmark_refresh
-from eval_platform.benchmarks.sensors import roster_evaluation_sensor
+from schedules import nightly_benchmark_refresh
+from schedules.sensors import roster_evaluation_sensor
 
 
 def run_request(defs: Definitions, instance, job: str, partition_key: str, limit: int | None = None):
@@ -30,12 +30,13 @@ def run_request(defs: Definitions, instance, job: str, partition_key: str, limit
     return result
 
 
-def predictions_counts(result) -> dict[str, dict]:
-    """The benchmark_predictions metadata of a run (computed, reused, forward passes per mode)."""
+def evaluation_counts(result) -> dict[str, dict]:
+    """The benchmark_evaluation metadata of a run: per solver, the answers it asked for, those it
+    computed, and the forward passes."""
     return {
-        str(event.partition): event.materialization.metadata["modes"].value
+        str(event.partition): event.materialization.metadata["solvers"].value
         for event in result.get_asset_materialization_events()
-        if event.asset_key.path[-1] == "benchmark_predictions"
+        if event.asset_key.path[-1] == "benchmark_evaluation"
     }
 
 
@@ -43,7 +44,7 @@ def run_night(
     defs: Definitions, instance, day: datetime, benchmarks: list[str] | None = None, limit: int | None = None
 ) -> tuple[dict[str, dict], float]:
     """One night: each of the schedule's runs (those of `benchmarks`, default all), then the runs the
-    sensor requests when it succeeds. Each evaluation's predictions counts, and the wall time."""
+    sensor requests when it succeeds. Each evaluation's answer counts, and the wall time."""
     roster = defs.resources["roster"]
     started = time.perf_counter()
     counts: dict[str, dict] = {}
@@ -59,23 +60,23 @@ def run_night(
             resources={"roster": roster},
         )
         for evaluation in roster_evaluation_sensor(context):
-            counts |= predictions_counts(run_request(defs, instance, "model_evaluation", evaluation.partition_key))
+            counts |= evaluation_counts(run_request(defs, instance, "model_evaluation", evaluation.partition_key))
     return counts, time.perf_counter() - started
 
 
 def totals(counts: dict[str, dict]) -> dict[str, int]:
     return {
-        field: sum(mode[field] for modes in counts.values() for mode in modes.values())
-        for field in ("computed", "reused", "forward_passes")
+        field: sum(solver[field] for solvers in counts.values() for solver in solvers.values())
+        for field in ("answers", "computed", "forward_passes")
     }
 
 
 def main() -> None:
     from dagster import DagsterInstance
 
-    from eval_platform.benchmarks.resources import RosterResource
-    from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
-    from eval_platform.definitions import defs
+    from resources import RosterResource
+    from resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
+    from evaluation_assets.definitions import defs
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--limit", type=int, help="Each benchmark's first N rows.")
@@ -95,7 +96,7 @@ def main() -> None:
         instance = DagsterInstance.local_temp(folder)  # persistent, as the daemon's: the schedule adds partitions
         for label, day in (("first night (cold warehouse)", 23), ("unchanged night", 24)):
             counts, seconds = run_night(night_defs, instance, datetime(2026, 11, day, 2, 0), limit=args.limit)
-            print(f"{label}: {seconds:.1f} s, {len(counts)} evaluations, predictions {totals(counts)}", flush=True)
+            print(f"{label}: {seconds:.1f} s, {len(counts)} evaluations, answers {totals(counts)}", flush=True)
 
 
 if __name__ == "__main__":

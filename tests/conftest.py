@@ -55,7 +55,7 @@ def pytest_runtest_protocol(item, nextitem):
 
 @pytest.fixture
 def warehouse(tmp_path):
-    from eval_platform.common.resources import WarehouseResource
+    from resources import WarehouseResource
 
     return WarehouseResource(database=str(tmp_path / "warehouse.duckdb"))
 

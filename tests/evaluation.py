@@ -6,20 +6,19 @@ from pathlib import Path
 
 from dagster import ConfigurableResource, DagsterInstance, materialize
 
-from eval_platform.benchmarks.assets import (
-    benchmark_fewshot_rows,
-    benchmark_predictions,
-    benchmark_prompts,
-    benchmark_raw_rows,
-    benchmark_scores,
-)
-from eval_platform.benchmarks.partitions import benchmark_partitions, evaluation_key, roster_partitions
-from eval_platform.benchmarks.resources import RosterResource
 from eval_platform.benchmarks.roster import RosterEntry, write_entry
-from eval_platform.definitions import defs
+from evaluation_assets.benchmarks.assets import (
+    benchmark_documents,
+    benchmark_evaluation,
+    benchmark_fewshot_rows,
+    benchmark_raw_rows,
+)
+from evaluation_assets.definitions import defs
+from evaluation_assets.partitions import benchmark_partitions, evaluation_key, roster_partitions
+from resources import RosterResource
 
-INPUTS = [benchmark_raw_rows, benchmark_fewshot_rows, benchmark_prompts]
-EVALUATION = [benchmark_predictions, benchmark_scores]
+INPUTS = [benchmark_raw_rows, benchmark_fewshot_rows, benchmark_documents]
+EVALUATION = [benchmark_evaluation]
 
 
 def roster_with(folder: Path, name: str, **fields) -> RosterResource:
@@ -73,7 +72,7 @@ def materialize_inputs(
     instance=None,
     raise_on_error: bool = True,
 ):
-    config = {"limit": limit, **({"source": str(source)} if source else {})}
+    config = {"limit": limit, **({"file": str(source)} if source else {})}
     return materialize_configured(
         assets,
         {"warehouse": warehouse},
@@ -89,7 +88,7 @@ def materialize_evaluation(
     benchmark: str,
     name: str,
     roster: RosterResource,
-    predictions: dict | None = None,
+    settings: dict | None = None,
     evaluation_model=None,
     gateway=None,
     assets=EVALUATION,
@@ -98,14 +97,10 @@ def materialize_evaluation(
     ops: dict | None = None,
 ):
     """Materialise `assets` for the roster model `name` on `benchmark` (its partition added first),
-    with the launchpad's op config `ops`."""
+    with the evaluation's launchpad config `settings` and the op config `ops`."""
     instance = with_partitions(instance, benchmark, name)
     ops = {
-        **(
-            {"benchmark_predictions": {"config": predictions}}
-            if predictions and benchmark_predictions in assets
-            else {}
-        ),
+        **({"benchmark_evaluation": {"config": settings}} if settings and benchmark_evaluation in assets else {}),
         **(ops or {}),
     }
     settings = {"warehouse": warehouse, "roster": roster, "gateway": gateway, "evaluation_model": evaluation_model}

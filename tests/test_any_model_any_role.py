@@ -8,8 +8,8 @@ from dagster import DagsterInstance, materialize
 
 from eval_platform.common.models import Chat, GenerationRequest, ModelSettings, open_model
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL
-from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
-from eval_platform.evolution.assets import (
+from resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
+from evaluation_assets.evolution.assets import (
     era_summary,
     evolution_era,
     gene_pools,

@@ -1,12 +1,13 @@
 """Benchmark predictions from an API model through litellm's real HTTP path (a local stub server)."""
 
+import json
 import math
 from pathlib import Path
 
 import pytest
 
 from eval_platform.common.models.api_chat import label_distribution
-from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource
+from resources import LanguageModelResource, ModelGatewayResource
 from tests.evaluation import materialize_evaluation, materialize_inputs, roster_with
 from tests.openai_stub_server import StubServer
 
@@ -18,7 +19,7 @@ def server():
         yield stub
 
 
-def run(warehouse, server, model, modes=("letter",)):
+def run(warehouse, server, model, solvers=("letter",)):
     """An API model as a roster entry (its model string), reached through the gateway resource's server."""
     assert materialize_inputs(warehouse, "arc_easy", 4).success
     roster = roster_with(Path(warehouse.database).parent / "roster", "api-model", model=model)
@@ -27,7 +28,7 @@ def run(warehouse, server, model, modes=("letter",)):
         "arc_easy",
         "api-model",
         roster,
-        {"modes": list(modes)},
+        {"solvers": list(solvers)},
         evaluation_model=LanguageModelResource(),
         gateway=ModelGatewayResource(api_base=server.api_base, max_retries=0),
         raise_on_error=False,
@@ -37,9 +38,9 @@ def run(warehouse, server, model, modes=("letter",)):
 def test_letter_from_top_logprobs(warehouse, server):
     assert run(warehouse, server, "openai/letter-logprobs").success
     with warehouse.get_connection() as conn:
-        rows = conn.execute("SELECT predicted, label_probabilities FROM predictions").fetchall()
+        rows = conn.execute("SELECT filtered_responses ->> '$[0]', responses -> '$[0]' FROM samples").fetchall()
     assert len(rows) == 4 and all(predicted == "B" for predicted, _ in rows)
-    probabilities = rows[0][1]
+    probabilities = json.loads(rows[0][1])
     expected_b = math.exp(-0.2) / (math.exp(-0.2) + math.exp(-2.0) + math.exp(-3.0))
     assert probabilities["B"] == pytest.approx(expected_b) and probabilities["D"] == 0
     assert sum(probabilities.values()) == pytest.approx(1)
@@ -48,11 +49,11 @@ def test_letter_from_top_logprobs(warehouse, server):
 def test_letter_parsed_from_text_without_logprobs(warehouse, server):
     assert run(warehouse, server, "openai/letter-text").success
     with warehouse.get_connection() as conn:
-        assert {r[0] for r in conn.execute("SELECT predicted FROM predictions").fetchall()} == {"C"}
+        assert {r[0] for r in conn.execute("SELECT filtered_responses ->> '$[0]' FROM samples").fetchall()} == {"C"}
 
 
-def test_loglikelihood_mode_is_refused_for_chat_apis(warehouse, server):
-    result = run(warehouse, server, "openai/letter-text", modes=("loglikelihood",))
+def test_the_harness_log_likelihoods_are_refused_for_chat_apis(warehouse, server):
+    result = run(warehouse, server, "openai/letter-text", solvers=("harness",))
     assert not result.success
     failure = next(e for e in result.all_events if e.is_step_failure)
     assert "without prompt log-probabilities" in str(failure.step_failure_data.error)

@@ -1,41 +1,41 @@
-"""In-process Dagster materialisations with the real SmolLM2 into a temporary DuckDB file."""
+"""In-process Dagster materialisations of every declared dataset with the real SmolLM2 into a
+temporary DuckDB file."""
 
 import json
 import re
 
 import pytest
 
-from eval_platform.benchmarks.assets import (
-    benchmark_predictions,
-    benchmark_prompts,
-    benchmark_raw_rows,
-    benchmark_scores,
-)
-from eval_platform.benchmarks.harness_format import zero_shot_items
-from eval_platform.benchmarks.prediction import MODES
-from eval_platform.benchmarks.specs import BENCHMARKS
-from eval_platform.benchmarks.store import BenchmarkStore
-from eval_platform.common.ingestion import DataFileError
+from eval_platform.benchmarks.declarations import declared_benchmarks
+from eval_platform.benchmarks.documents import build_documents
+from eval_platform.benchmarks.solvers import EvaluationJob
+from eval_platform.benchmarks.solvers.harness import built_requests
+from eval_platform.benchmarks.store import EvaluationStore
+from eval_platform.common.ingestion import DataFileError, load_rows
 from eval_platform.common.models import Chat, LoglikelihoodRequest
 from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
-from eval_platform.common.resources import LanguageModelResource
+from evaluation_assets.benchmarks.assets import benchmark_documents, benchmark_evaluation, benchmark_raw_rows
+from resources import LanguageModelResource
 from tests.evaluation import materialize_benchmark, materialize_evaluation, materialize_inputs, roster_with
 from tests.reference_scoring import naive_loglikelihoods
 
-# each harness task's metric_list (generative: one metric per filter), as the harness reports them
+DATASETS = {name: b for name, b in declared_benchmarks().items() if b.is_dataset}
+# each solver's metrics (and filters), and the harness tasks' own metric_list as they report them
+CHAT_METRICS = {"letter": {("acc", "none")}, "generate": {("exact_match", "strict-match"), ("exact_match", "flexible-extract")}}  # fmt: skip
 HARNESS_METRICS = {
-    "arc_easy": ("acc", "acc_norm"),
-    "arc_challenge": ("acc", "acc_norm"),
-    "hellaswag": ("acc", "acc_norm"),
-    "mmlu": ("acc",),
-    "truthfulqa": ("acc",),
-    "truthfulqa_mc2": ("mc2",),
-    "winogrande": ("acc",),
-    "gsm8k": ("strict-match", "flexible-extract"),
-    "gsm8k_cot": ("strict-match", "flexible-extract"),
+    "arc_easy": {("acc", "none"), ("acc_norm", "none")},
+    "arc_challenge": {("acc", "none"), ("acc_norm", "none")},
+    "hellaswag": {("acc", "none"), ("acc_norm", "none")},
+    "mmlu": {("acc", "none")},
+    "truthfulqa": {("acc", "none")},
+    "truthfulqa_mc2": {("acc", "none")},
+    "winogrande": {("acc", "none")},
+    "gsm8k_cot": {("exact_match", "strict-match"), ("exact_match", "flexible-extract")},
 }
 ROWS = 5
 MODEL = "smollm2"
+TABLES = ["raw_rows", "ingest_rejections", "fewshot_rows", "documents", "document_rejections", "answers", "samples",
+          "results", "evaluations", "history"]  # fmt: skip
 
 
 def run(warehouse, roster, partition):
@@ -46,20 +46,7 @@ def run(warehouse, roster, partition):
 
 
 def table_counts(conn):
-    return {
-        t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-        for t in [
-            "raw_rows",
-            "ingest_rejections",
-            "fewshot_rows",
-            "prompt_rejections",
-            "prompts",
-            "harness_requests",
-            "predictions",
-            "item_scores",
-            "scores",
-        ]
-    }
+    return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
 
 
 def materialization(result, asset):
@@ -68,166 +55,145 @@ def materialization(result, asset):
 
 @pytest.fixture(scope="module")
 def all_benchmarks(tmp_path_factory):
-    from eval_platform.common.resources import WarehouseResource
+    from resources import WarehouseResource
 
     folder = tmp_path_factory.mktemp("wh")
     warehouse = WarehouseResource(database=str(folder / "warehouse.duckdb"))
     roster = roster_with(folder / "roster", MODEL)
-    results = {p: run(warehouse, roster, p) for p in BENCHMARKS}
+    results = {name: run(warehouse, roster, name) for name in DATASETS}
     return warehouse, roster, results
 
 
-def test_all_six_benchmarks_materialise_with_the_real_model(all_benchmarks):
+def test_every_declared_dataset_materialises_with_the_real_model(all_benchmarks):
     warehouse, _, results = all_benchmarks
     assert all(r.success for r in results.values())
     with warehouse.get_connection() as conn:
-        per_benchmark = dict(conn.execute("SELECT benchmark, count(*) FROM prompts GROUP BY ALL").fetchall())
-        assert per_benchmark == {name: ROWS for name in BENCHMARKS}
-        sums = conn.execute("""SELECT list_sum(map_values(label_probabilities)) FROM predictions
-                               WHERE mode = 'letter'""").fetchall()
-        letter_benchmarks = [spec for spec in BENCHMARKS.values() if "letter" in spec.modes]
-        assert len(sums) == ROWS * len(letter_benchmarks) and all(abs(s - 1) < 1e-5 for (s,) in sums)
-        assert conn.execute("SELECT min(accuracy) >= 0 AND max(accuracy) <= 1 FROM scores").fetchone()[0]
-        stored = {
-            tuple(r)
-            for r in conn.execute("SELECT DISTINCT benchmark, mode, prompt_format, metric FROM scores").fetchall()
-        }
+        per_benchmark = dict(conn.execute("SELECT benchmark, count(*) FROM documents GROUP BY ALL").fetchall())
+        assert per_benchmark == {name: ROWS for name in DATASETS}
+        probabilities = [json.loads(r)[0] for (r,) in conn.execute("SELECT responses FROM samples WHERE solver = 'letter'")
+                         .fetchall()]  # fmt: skip
+        letter = [b for b in DATASETS.values() if "letter" in b.solvers]
+        assert len(probabilities) == ROWS * len(letter) and all(abs(sum(p.values()) - 1) < 1e-5 for p in probabilities)
+        assert conn.execute(
+            "SELECT min(value) >= 0 AND max(value) <= 1 FROM results WHERE metric IN ('acc', 'acc_norm', 'exact_match')"
+        ).fetchone()[0]
+        stored = {tuple(r) for r in conn.execute("SELECT DISTINCT benchmark, solver, metric, filter FROM results").fetchall()}
         expected = {
-            (spec.name, mode, fmt, metric)
-            for spec in BENCHMARKS.values()
-            for mode, requested in (("letter", "chat"), ("loglikelihood", "harness"), ("generate", "chat"))
-            for fmt in [requested if spec.chat_format else "harness"]
-            if mode in spec.modes
-            for metric in (HARNESS_METRICS[spec.name] if fmt == "harness" else MODES[mode].metrics(spec))
+            (name, solver, metric, filter_name)
+            for name, benchmark in DATASETS.items()
+            for solver in benchmark.solvers
+            for metric, filter_name in (HARNESS_METRICS[name] if solver == "harness" else CHAT_METRICS[solver])
         }
         assert stored == expected
-        generated = conn.execute(
-            "SELECT count(*) FROM predictions WHERE mode = 'generate' AND prompt_format = 'chat' AND output_text <> ''"
-        )  # a chat answer is never empty (a harness one may be)
-        generating = [spec for spec in BENCHMARKS.values() if spec.modes == ("generate",) and spec.chat_format]
-        assert generated.fetchone()[0] == ROWS * len(generating)
-        # Lineage: from a score to its predictions, their prompts and the raw rows.
+        generated = conn.execute("SELECT count(DISTINCT (benchmark, doc_id)) FROM samples WHERE solver = 'generate' "
+                                 "AND responses ->> '$[0]' <> ''")  # fmt: skip
+        generating = [b for b in DATASETS.values() if "generate" in b.solvers]
+        assert generated.fetchone()[0] == ROWS * len(generating)  # a chat answer is never empty
+        # Lineage: from a result to its samples, their documents and the raw rows.
         lineage = conn.execute("""
-            SELECT s.benchmark, s.metric, p.user_prompt, r.row_json
-            FROM scores s
-            JOIN predictions pr USING (model_fingerprint, benchmark, mode, prompt_format)
-            JOIN prompts p USING (prompt_id)
-            JOIN raw_rows r ON r.benchmark = p.benchmark AND r.source_row_id = p.source_row_id
-            WHERE s.benchmark = 'arc_easy' AND s.mode = 'letter'""").fetchall()
-        assert len(lineage) == ROWS and all(json.loads(row)["question"] in prompt for _, _, prompt, row in lineage)
-        # Per-item scores in the lineage view average back to every stored accuracy.
-        assert (
-            conn.execute("""SELECT count(*) FROM (SELECT benchmark, mode, prompt_format, num_fewshot, metric,
-                                   avg(item_score) AS recomputed, any_value(accuracy) AS stored
-                               FROM score_lineage GROUP BY ALL) WHERE abs(recomputed - stored) > 1e-9""").fetchone()[0]
-            == 0
-        )
-        assert conn.execute(
-            "SELECT count(*) FROM (SELECT DISTINCT benchmark, mode, prompt_format, metric FROM score_lineage)"
-        ).fetchone()[0] == len(expected)
-        report = conn.execute("SELECT report FROM scores WHERE benchmark = 'mmlu' AND mode = 'letter'").fetchone()[0]
-        assert report.splitlines()[0].startswith("0. Output: ") and report.splitlines()[-1].startswith("Score: ")
+            SELECT d.user_prompt, raw.row_json
+            FROM results r
+            JOIN samples s USING (benchmark, model, settings_key, solver, task, filter)
+            JOIN documents d ON d.benchmark = s.benchmark AND d.document_id = s.document_id
+            JOIN raw_rows raw ON raw.benchmark = d.benchmark AND raw.source_row_id = d.source_row_id
+            WHERE r.benchmark = 'arc_easy' AND r.solver = 'letter'""").fetchall()
+        assert len(lineage) == ROWS and all(json.loads(row)["question"] in prompt for prompt, row in lineage)
+        # Each document's value in the lineage view averages back to every stored result of its task.
+        assert conn.execute("""
+            SELECT count(*) FROM (SELECT benchmark, solver, settings_key, task, metric, filter,
+                                         avg(item_value::DOUBLE) AS recomputed, any_value(score) AS stored
+                                  FROM item_lineage GROUP BY ALL) WHERE abs(recomputed - stored) > 1e-9""").fetchone()[0] == 0
+        # MMLU's own number is over every subject's documents
+        ((mmlu, documents),) = conn.execute(
+            "SELECT value, n FROM results WHERE benchmark = 'mmlu' AND solver = 'harness' AND task = 'mmlu'"
+        ).fetchall()
+        assert documents == ROWS and mmlu == pytest.approx(conn.execute(
+            "SELECT avg((metrics->>'acc')::DOUBLE) FROM samples WHERE benchmark = 'mmlu' AND solver = 'harness'"
+        ).fetchone()[0])  # fmt: skip
 
 
 def test_every_item_is_in_view_with_its_prompt_answer_reference_and_metrics(all_benchmarks):
-    """The `samples` metadata of each benchmark's scores: every item, the exact prompt, the answer
-    (choice log-likelihoods, label probabilities, or generated text with each filter's answer)."""
+    """The `samples` metadata of an evaluation: its documents (all ROWS of them here, at most ten),
+    the end of the exact prompt, the answer and what each filter took, the reference, the metrics."""
     warehouse, _, results = all_benchmarks
     for benchmark in ("winogrande", "gsm8k_cot", "mmlu"):
-        view = materialization(results[benchmark], benchmark_scores).materialization.metadata["samples"].value
+        view = materialization(results[benchmark], benchmark_evaluation).materialization.metadata["samples"].value
         with warehouse.get_connection() as conn:
             items = conn.execute(
-                """SELECT source_row_id, mode, prompt_format, metric, item_score, predicted, reference,
-                                           user_prompt, harness_contexts, output_text
-                                    FROM score_lineage WHERE benchmark = ?""",
-                [benchmark],
+                "SELECT solver, task, doc_id, target, metrics, prompt FROM samples WHERE benchmark = ?", [benchmark]
             ).fetchall()
-        assert len({(i[0], i[1], i[2]) for i in items}) == ROWS * len({(i[1], i[2]) for i in items}) > 0
-        for row_id, mode, prompt_format, metric, value, predicted, reference, user, contexts, text in items:
-            assert f"#### {row_id}\n" in view and f"reference `{reference}`" in view
-            assert f"{metric} **{value:.4g}**" in view
-            prompt = user if prompt_format == "chat" else contexts[-1]
-            assert prompt in view and (text is None or text in view)
+        assert len(items) >= ROWS
+        for solver, task, doc_id, target, metrics, prompt in items:
+            assert f"{solver} (" in view and f"· {task} document {doc_id}\n" in view
+            assert f"reference `{target}`" in view
+            assert all(f"{metric} **{value:.4g}**" in view for metric, value in json.loads(metrics).items())
+            assert prompt[-1500:] in view
 
 
-def test_item_lineage_holds_every_scored_item_with_the_prompt_the_ui_shows(all_benchmarks):
-    """`item_lineage`, the one lineage view of either kind of benchmark: every spec item score, its
-    exact prompt as the samples view renders it, the answer and the source row."""
-    from eval_platform.benchmarks.samples import item_prompt
-
+def test_item_lineage_holds_every_scored_document_with_its_prompt_answer_and_row(all_benchmarks):
+    """`item_lineage`: every document's value of every result's metric, its exact prompt, the answer
+    and what the filter took out of it, the reference, and a dataset's source row."""
     warehouse, _, _ = all_benchmarks
-    key = ("model", "benchmark", "mode", "prompt_format", "num_fewshot", "metric", "source_row_id")
-    with warehouse.store(BenchmarkStore) as store:
-        items = {tuple(row[k] for k in key): row for row in store.rows("SELECT * FROM score_lineage")}
-        # metric and filter as the harness names them: a generated answer's exact_match under each filter
-        lineage = store.rows(
-            "SELECT *, item AS source_row_id, CASE WHEN mode = 'generate' THEN filter ELSE metric "
-            "END AS spec_metric FROM item_lineage"
-        )
-    assert len(lineage) == len(items) > 0 and {row["kind"] for row in lineage} == {"spec"}
-    assert {(row["metric"], row["filter"]) for row in lineage if row["mode"] == "generate"} == {
-        ("exact_match", "strict-match"),
-        ("exact_match", "flexible-extract"),
+    with warehouse.store(EvaluationStore) as store:
+        lineage = store.rows("SELECT * FROM item_lineage")
+        samples = {(s["benchmark"], s["solver"], s["task"], s["doc_id"], s["filter"]): s
+                   for s in store.rows("SELECT * FROM samples")}  # fmt: skip
+        rows = {(r["benchmark"], r["source_row_id"]): r for r in store.rows("SELECT * FROM raw_rows")}
+    assert lineage and {(row["benchmark"], row["solver"]) for row in lineage} == {
+        (name, solver) for name, b in DATASETS.items() for solver in b.solvers
     }
-    assert {row["filter"] for row in lineage if row["mode"] != "generate"} == {"none"}
     for row in lineage:
-        item = items[tuple(row[k] for k in key[:-2]) + (row["spec_metric"], row["source_row_id"])]
-        assert row["prompt"] == item_prompt(item)
-        assert (json.loads(row["item_value"]), row["score"], row["extracted"], row["reference"]) == (
-            item["item_score"],
-            item["accuracy"],
-            item["predicted"],
-            item["reference"],
-        )
-        answer = json.loads(row["answer"])
-        assert answer == (
-            item["output_text"]
-            if item["output_text"] is not None
-            else dict(item["label_probabilities"])
-            if item["label_probabilities"]
-            else item["choice_loglikelihoods"]
-        )
-        assert json.loads(row["source_row"]) == json.loads(item["row_json"]) and row["source"] == item["source"]
-    assert {row["prompt_format"] for row in lineage} == {"chat", "harness"}
-    assert any(row["prompt"].startswith("[context 1]") for row in lineage)  # Winogrande: a context per choice
+        sample = samples[(row["benchmark"], row["solver"], row["task"], row["doc_id"], row["filter"])]
+        assert row["prompt"] == sample["prompt"] and row["answer"] == sample["responses"]
+        assert json.loads(row["item_value"]) == json.loads(sample["metrics"])[row["metric"]]
+        assert (row["extracted"], row["reference"]) == (sample["filtered_responses"], sample["target"])
+        raw = rows[(row["benchmark"], row["source_row_id"])]
+        assert (row["source_row"], row["source"], row["line"]) == (raw["row_json"], raw["source"], raw["line"])
+    assert any(row["prompt"].startswith("[system]") for row in lineage)  # a chat prompt
+    assert any(len(json.loads(row["arguments"])) == 2 and json.loads(row["arguments"])[0][0] !=
+               json.loads(row["arguments"])[1][0] for row in lineage if row["benchmark"] == "winogrande"
+               and row["solver"] == "harness")  # Winogrande: a context per choice  # fmt: skip
 
 
 def test_letter_probabilities_match_an_unbatched_pass(all_benchmarks, local_model):
     warehouse, _, _ = all_benchmarks
     with warehouse.get_connection() as conn:
-        rows = conn.execute("""SELECT p.system_prompt, p.user_prompt, p.labels, pr.label_probabilities
-                               FROM predictions pr JOIN prompts p USING (prompt_id)
-                               WHERE p.benchmark = 'hellaswag' AND pr.mode = 'letter'""").fetchall()
+        rows = conn.execute("""SELECT d.system_prompt, d.user_prompt, d.labels, s.responses
+                               FROM samples s JOIN documents d USING (benchmark, document_id)
+                               WHERE s.benchmark = 'hellaswag' AND s.solver = 'letter'""").fetchall()
     assert len(rows) == ROWS
     for system, user, labels, stored in rows:
         (alone,) = local_model.label_probabilities([Chat(system, user)], [labels], batch_size=1)
-        assert all(abs(alone[label] - stored[label]) <= LOGLIKELIHOOD_TOLERANCE for label in labels)
+        assert all(abs(alone[label] - json.loads(stored)[0][label]) <= LOGLIKELIHOOD_TOLERANCE for label in labels)
 
 
-def test_rerun_replaces_rows_and_reuses_predictions(all_benchmarks):
+def test_rerun_replaces_rows_and_reuses_answers(all_benchmarks):
     warehouse, roster, _ = all_benchmarks
     with warehouse.get_connection() as conn:
         before = table_counts(conn)
     result = run(warehouse, roster, "arc_easy")
     with warehouse.get_connection() as conn:
-        assert table_counts(conn) == before
-    assert all(before[t] for t in ("raw_rows", "prompts", "harness_requests", "predictions", "item_scores", "scores"))
-    modes = materialization(result, benchmark_predictions).materialization.metadata["modes"].value
-    assert modes["letter/chat/0-shot"] == {"computed": 0, "reused": ROWS, "forward_passes": 0}
+        after = table_counts(conn)
+    assert {t: after[t] for t in TABLES if t != "history"} == {t: before[t] for t in TABLES if t != "history"}
+    assert all(before[t] for t in ("raw_rows", "documents", "answers", "samples", "results"))
+    assert after["history"] > before["history"]  # the run is one more in the regression watch's history
+    solvers = materialization(result, benchmark_evaluation).materialization.metadata["solvers"].value
+    assert solvers["letter (0-shot)"]["computed"] == 0 and solvers["harness (0-shot)"]["computed"] == 0
 
 
-def test_a_partition_predicted_twice_at_once_keeps_one_prediction_per_prompt(all_benchmarks, monkeypatch):
-    """A second run of a partition's predictions that read before the first one wrote (a worker's task
-    handed to a second worker): its predictions replace the first run's instead of adding to them."""
+def test_a_partition_evaluated_twice_at_once_keeps_one_sample_per_document(all_benchmarks, monkeypatch):
+    """A second run of a partition's evaluation that read before the first one wrote (a worker's task
+    handed to a second worker): its answers and samples replace the first run's instead of adding."""
     warehouse, roster, _ = all_benchmarks
     with warehouse.get_connection() as conn:
         before = table_counts(conn)
-    monkeypatch.setattr(BenchmarkStore, "stored_prediction_ids", lambda store, key: set())  # nothing stored yet
-    result = materialize_evaluation(warehouse, "winogrande", MODEL, roster, assets=[benchmark_predictions])
-    modes = materialization(result, benchmark_predictions).materialization.metadata["modes"].value
-    assert modes and all(counts["computed"] == ROWS and counts["reused"] == 0 for counts in modes.values())
+    monkeypatch.setattr(EvaluationStore, "load_answers", lambda store, fingerprint: {})  # nothing stored yet
+    result = materialize_evaluation(warehouse, "winogrande", MODEL, roster)
+    solvers = materialization(result, benchmark_evaluation).materialization.metadata["solvers"].value
+    assert solvers and all(counts["computed"] == counts["answers"] > 0 for counts in solvers.values())
     with warehouse.get_connection() as conn:
-        assert table_counts(conn) == before
+        after = table_counts(conn)
+    assert {t: after[t] for t in TABLES if t != "history"} == {t: before[t] for t in TABLES if t != "history"}
 
 
 def test_malformed_rows_are_kept_with_their_reason(warehouse, tmp_path):
@@ -236,11 +202,11 @@ def test_malformed_rows_are_kept_with_their_reason(warehouse, tmp_path):
     rows.append({"question": "Missing choices?", "subject": "x", "answer": 0})
     source = tmp_path / "mmlu_with_bad_rows.jsonl"
     source.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    result = materialize_inputs(warehouse, "mmlu", source=source, assets=[benchmark_raw_rows, benchmark_prompts])
-    metadata = materialization(result, benchmark_prompts).materialization.metadata
+    result = materialize_inputs(warehouse, "mmlu", source=source, assets=[benchmark_raw_rows, benchmark_documents])
+    metadata = materialization(result, benchmark_documents).materialization.metadata
     assert metadata["rejected_rows"].value == 2 and metadata["dagster/row_count"].value == 2
     with warehouse.get_connection() as conn:
-        rejected = conn.execute("SELECT source_row_id, reason, row_json FROM prompt_rejections ORDER BY 1").fetchall()
+        rejected = conn.execute("SELECT source_row_id, reason, row_json FROM document_rejections ORDER BY 1").fetchall()
         assert conn.execute("SELECT count(*) FROM rejected_rows WHERE stage = 'preprocess'").fetchone()[0] == 2
     assert [(r[0], r[1]) for r in rejected] == [
         ("row-1", "answer '9' in field 'answer' is out of range for 4 choices"),
@@ -265,13 +231,17 @@ def test_a_malformed_line_is_kept_with_its_line_and_the_good_rows_land(warehouse
     assert (source, line) == (str(broken), 2) and reason.startswith("invalid JSON")
 
 
+def harness_requests(name: str, rows: int) -> list[LoglikelihoodRequest]:
+    """The harness's zero-shot requests for a dataset's first rows."""
+    benchmark = DATASETS[name]
+    assert benchmark.dataset is not None and benchmark.dataset.file is not None
+    documents = build_documents(benchmark, load_rows(benchmark.dataset.file, None, None, rows).rows).documents
+    job = EvaluationJob(benchmark, benchmark.evaluation_settings(), model=None, documents=documents)  # type: ignore[arg-type]
+    return [LoglikelihoodRequest(c, k) for requests, _ in built_requests(job).values() for c, k in requests]
+
+
 def test_shared_context_loglikelihoods_equal_the_naive_loop(local_model):
-    requests = []
-    for name in ["winogrande", "arc_challenge"]:
-        rows = [json.loads(line) for line in open(f"data/benchmarks/{BENCHMARKS[name].data_file}").readlines()[:2]]
-        requests += [
-            LoglikelihoodRequest(c, k) for item in zero_shot_items(BENCHMARKS[name], rows) for c, k in item.requests()
-        ]
+    requests = harness_requests("winogrande", 2) + harness_requests("arc_challenge", 2)
     batched = local_model.loglikelihoods(requests, batch_size=4)
     naive = naive_loglikelihoods(local_model, requests)
     assert batched == pytest.approx(naive, abs=LOGLIKELIHOOD_TOLERANCE)

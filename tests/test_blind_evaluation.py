@@ -1,6 +1,7 @@
 """Blind evaluation round trip, refused sheets with cell references, formula safety, the sensor."""
 
 import shutil
+from pathlib import Path
 import zipfile
 
 import pytest
@@ -8,9 +9,9 @@ from dagster import RunRequest, SkipReason, build_schedule_context, build_sensor
 from openpyxl import load_workbook
 from sklearn.metrics import cohen_kappa_score
 
-from eval_platform.benchmarks.schedules import nightly_benchmark_refresh
+from schedules import nightly_benchmark_refresh
 from eval_platform.blind import sheets
-from eval_platform.blind.assets import (
+from evaluation_assets.blind.assets import (
     KEY_FILE,
     SHEET_FILE,
     blind_eval_answers,
@@ -19,7 +20,7 @@ from eval_platform.blind.assets import (
     blind_eval_sheet,
     blind_eval_tally,
 )
-from eval_platform.blind.sensors import filled_sheet_sensor
+from schedules.sensors import filled_sheet_sensor
 from tests.conftest import PROJECT_ROOT
 from tests.evaluation import materialize_configured
 
@@ -217,21 +218,20 @@ def test_sensor_requests_a_tally_for_a_dropped_sheet(issued, warehouse):
 def test_nightly_schedule_requests_every_benchmark_partition(tmp_path):
     from dagster import DagsterInstance
 
-    from eval_platform.benchmarks.specs import BENCHMARKS
-
+    declared = sorted(path.stem for path in Path("data/benchmarks").glob("*.yaml"))
     instance = DagsterInstance.local_temp(str(tmp_path))
     requests = nightly_benchmark_refresh(
         build_schedule_context(instance, scheduled_execution_time=__import__("datetime").datetime(2026, 11, 23, 2, 0))
     )
-    assert sorted(r.partition_key for r in requests) == sorted(BENCHMARKS)
-    assert all(r.run_key.endswith("2026-11-23") for r in requests)
-    assert sorted(instance.get_dynamic_partitions("benchmarks")) == sorted(BENCHMARKS)  # keys of the dimension
+    assert sorted(r.partition_key for r in requests) == declared and len(declared) == 12
+    assert all(r.run_key.endswith("2026-11-23:" + r.partition_key) for r in requests)
+    assert sorted(instance.get_dynamic_partitions("benchmarks")) == declared  # keys of the dimension
 
 
 @pytest.mark.parametrize("prefix", ["openai/", "served/"])
 def test_two_systems_answer_through_the_gateway(tmp_path, warehouse, monkeypatch, prefix):
     """Answered by an API model, and by a served model (its server's chat endpoint)."""
-    from eval_platform.common.resources import ModelGatewayResource
+    from resources import ModelGatewayResource
     from tests.openai_stub_server import StubServer
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
@@ -271,8 +271,8 @@ def test_two_systems_answer_through_the_gateway(tmp_path, warehouse, monkeypatch
 
 @pytest.mark.parametrize("prefix", ["openai/", "served/"])
 def test_llm_rater_is_one_more_rater_with_agreement(issued, warehouse, monkeypatch, prefix):
-    from eval_platform.blind.assets import blind_eval_llm_rating
-    from eval_platform.common.resources import ModelGatewayResource
+    from evaluation_assets.blind.assets import blind_eval_llm_rating
+    from resources import ModelGatewayResource
     from tests.openai_stub_server import StubServer
 
     folder, key = issued

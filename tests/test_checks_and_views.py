@@ -6,9 +6,9 @@ import sys
 
 from dagster import AssetCheckSeverity
 
-from eval_platform.benchmarks import checks as benchmark_checks
-from eval_platform.benchmarks.assets import benchmark_prompts, benchmark_raw_rows
-from eval_platform.evolution import checks as evolution_checks
+from evaluation_assets.benchmarks import checks as benchmark_checks
+from evaluation_assets.benchmarks.assets import benchmark_documents, benchmark_raw_rows
+from evaluation_assets.evolution import checks as evolution_checks
 from tests.evaluation import materialize_inputs
 from tests.processes import in_processes
 
@@ -22,33 +22,36 @@ def insert(warehouse, sql, *params):
         conn.execute(sql, list(params))
 
 
-SCORE = "INSERT INTO scores VALUES ('m', 'fp', 'arc_easy', 'letter', 'chat', 0, 'acc', 10, ?, ?, ?, ?, 'r', now())"
+RESULT = """INSERT INTO results (benchmark, model, model_fingerprint, settings_key, solver, task, is_group, metric,
+            filter, value, ci_low, ci_high, n, settings, computed_at)
+            VALUES ('arc_easy', 'm', 'fp', '0-shot', 'letter', 'arc_easy', false, 'acc', 'none', ?, ?, ?, 10, '{}', now())"""
 GENERATION = """INSERT INTO generations (era, generation, prompt_id, operator, parents, carried_over,
                 evaluated_generation, fitness, raw_fitness) VALUES ('e', ?, ?, 'initial', [], false, ?, ?, ?)"""
 
 
 def test_accuracy_check(warehouse):
-    insert(warehouse, SCORE, 5, 0.5, 0.2, 0.8)
+    insert(warehouse, RESULT, 0.5, 0.2, 0.8)
+    insert(warehouse, RESULT.replace("'acc'", "'word_perplexity'"), 35.2, None, None)  # not an accuracy
     assert run_check(benchmark_checks.accuracies_in_unit_interval, warehouse).passed
-    insert(warehouse, "UPDATE scores SET accuracy = 1.2, ci_high = 1.3")
+    insert(warehouse, "UPDATE results SET value = 1.2, ci_high = 1.3 WHERE metric = 'acc'")
     result = run_check(benchmark_checks.accuracies_in_unit_interval, warehouse)
     assert not result.passed and result.metadata["offending_rows"].value == 1
 
 
-def test_duplicate_prediction_check(warehouse):
-    # A warehouse whose predictions table was created without its primary key (by hand, or an old version).
+def test_duplicate_sample_check(warehouse):
+    # A warehouse whose samples table was created without its primary key (a lake's, or by hand).
     row = (
-        "INSERT INTO predictions (model, model_fingerprint, benchmark, prompt_id, mode, prompt_format, num_fewshot, "
-        "predicted_at) VALUES ('m', 'fp', 'arc_easy', 'p1', 'letter', 'chat', 0, now())"
+        "INSERT INTO samples (benchmark, model, model_fingerprint, settings_key, solver, task, doc_id, filter, prompt, "
+        "arguments, metrics) VALUES ('arc_easy', 'm', 'fp', '0-shot', 'letter', 'arc_easy', 0, 'none', 'p', '[]', '{}')"
     )
     with warehouse.get_connection() as conn:
-        conn.execute("CREATE TABLE unkeyed AS SELECT * FROM predictions")  # CTAS copies no constraints
-        conn.execute("DROP TABLE predictions")
-        conn.execute("ALTER TABLE unkeyed RENAME TO predictions")
+        conn.execute("CREATE TABLE unkeyed AS SELECT * FROM samples")  # CTAS copies no constraints
+        conn.execute("DROP TABLE samples")
+        conn.execute("ALTER TABLE unkeyed RENAME TO samples")
         conn.execute(row)
-    assert run_check(benchmark_checks.no_duplicate_predictions, warehouse).passed
+    assert run_check(benchmark_checks.no_duplicate_samples, warehouse).passed
     insert(warehouse, row)
-    assert not run_check(benchmark_checks.no_duplicate_predictions, warehouse).passed
+    assert not run_check(benchmark_checks.no_duplicate_samples, warehouse).passed
 
 
 def test_reject_rate_check(warehouse, tmp_path):
@@ -57,7 +60,7 @@ def test_reject_rate_check(warehouse, tmp_path):
     source.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
     def ingest():
-        materialize_inputs(warehouse, "winogrande", source=source, assets=[benchmark_raw_rows, benchmark_prompts])
+        materialize_inputs(warehouse, "winogrande", source=source, assets=[benchmark_raw_rows, benchmark_documents])
 
     ingest()
     assert run_check(benchmark_checks.reject_rate_below_threshold, warehouse).passed
@@ -125,14 +128,14 @@ def test_prompt_ancestry_view_walks_parents(warehouse):
 
 
 def _ingest(database: str, partition: str) -> None:
-    """One process's run: a benchmark's rows and prompts into the shared warehouse (exit 0 on success)."""
-    from eval_platform.common.resources import WarehouseResource
+    """One process's run: a benchmark's rows and documents into the shared warehouse (exit 0 on success)."""
+    from resources import WarehouseResource
 
     result = materialize_inputs(
         WarehouseResource(database=database),
         partition,
         20,
-        assets=[benchmark_raw_rows, benchmark_prompts],
+        assets=[benchmark_raw_rows, benchmark_documents],
         raise_on_error=False,
     )
     sys.exit(0 if result.success else 1)
@@ -142,16 +145,16 @@ def test_parallel_processes_share_the_warehouse(tmp_path):
     database = str(tmp_path / "shared.duckdb")
     partitions = ["arc_easy", "arc_challenge", "mmlu", "hellaswag", "winogrande", "truthfulqa"]
     assert in_processes(_ingest, [(database, p) for p in partitions], timeout_s=900) == [0] * len(partitions)
-    from eval_platform.common.resources import WarehouseResource
+    from resources import WarehouseResource
 
     with WarehouseResource(database=database).get_connection() as conn:
-        assert conn.execute("SELECT count(DISTINCT benchmark), count(*) FROM prompts").fetchone() == (6, 120)
+        assert conn.execute("SELECT count(DISTINCT benchmark), count(*) FROM documents").fetchone() == (6, 120)
 
 
 def test_every_check_defined_is_in_the_code_location_beside_an_asset_of_it():
     from dagster import AssetChecksDefinition
 
-    from eval_platform.definitions import defs
+    from evaluation_assets.definitions import defs
 
     defined = {
         value
@@ -161,6 +164,6 @@ def test_every_check_defined_is_in_the_code_location_beside_an_asset_of_it():
     }
     graph = defs.resolve_asset_graph()
     keys = {key for check in defined for key in check.check_keys}
-    assert len(keys) == len(defined) == 10  # each check written in a domain's checks.py, one key each
+    assert len(keys) == len(defined) == 8  # each check written in a domain's checks.py, one key each
     assert keys == set(graph.asset_check_keys)  # ... and nothing else, reaches the code location
     assert {key.asset_key for key in keys} <= set(graph.get_all_asset_keys())

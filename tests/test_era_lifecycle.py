@@ -14,9 +14,9 @@ import pytest
 from dagster import DagsterInstance, SensorResult, build_sensor_context, materialize
 
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL
-from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
-from eval_platform.evolution.assets import (
-    EraConfigurationChanged,
+from resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
+from eval_platform.evolution.eras import EraConfigurationChanged
+from evaluation_assets.evolution.assets import (
     era_summary,
     evolution_era,
     gene_pools,
@@ -24,7 +24,7 @@ from eval_platform.evolution.assets import (
     pareto_front,
     source_paragraphs,
 )
-from eval_platform.evolution.sensors import era_sensor
+from schedules.sensors import era_sensor
 from tests.conftest import PROJECT_ROOT
 from tests.era_process import DIE_AFTER_EVALUATIONS
 from tests.openai_stub_server import StubServer
@@ -257,9 +257,18 @@ def test_the_era_sensor_adds_and_runs_eras_dropped_into_its_folder(tmp_path):
     assert not isinstance(again, SensorResult)  # nothing new
 
 
-def test_config_fields_match_the_offline_default_era_file():
-    stored = json.loads((PROJECT_ROOT / "data" / "evolution" / "eras" / "phylo-2.json").read_text())
-    from eval_platform.evolution.assets import EraRunConfig
+def test_one_era_model_serves_the_era_file_the_launchpad_and_the_algorithm():
+    """An era file's fields are EraSettings' (the algorithm's input), and the era asset's launchpad
+    config has every one of them, with the same defaults, and `restart`."""
+    from eval_platform.evolution.genetic import EraSettings
+    from evaluation_assets.evolution.assets import EraConfig
 
-    assert EraRunConfig(**stored).judge_panel == {"smollm2": DEFAULT_LOCAL_MODEL}
-    assert pd.DataFrame([stored]).columns.isin(list(EraRunConfig.model_fields)).all()
+    stored = json.loads((PROJECT_ROOT / "data" / "evolution" / "eras" / "phylo-2.json").read_text())
+    assert EraSettings(**stored).judge_panel == {"smollm2": DEFAULT_LOCAL_MODEL}
+    assert set(EraConfig.model_fields) == set(EraSettings.model_fields) | {"restart"}
+    launchpad = EraConfig(**stored)
+    assert EraSettings(**launchpad.model_dump(exclude={"restart"})) == EraSettings(**stored)
+    assert {name: EraConfig.model_fields[name].default for name in EraSettings.model_fields} == {
+        name: list(info.default) if isinstance(info.default, tuple) else info.default
+        for name, info in EraSettings.model_fields.items()
+    }

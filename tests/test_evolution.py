@@ -8,9 +8,9 @@ import pytest
 from dagster import DagsterInstance
 
 from eval_platform.common.models import open_model
-from eval_platform.common.resources import ModelGatewayResource, WarehouseResource
-from eval_platform.definitions import defs
-from eval_platform.evolution.genetic import TAGS, EraConfig, Individual, next_generation, operator_counts, run_era
+from resources import ModelGatewayResource, WarehouseResource
+from evaluation_assets.definitions import defs
+from eval_platform.evolution.genetic import TAGS, EraSettings, Individual, next_generation, operator_counts, run_era
 from tests.openai_stub_server import StubServer
 
 SECRET = "sk-test-secret-never-stored-0123456789"
@@ -107,11 +107,12 @@ def gateway_resource(server):
     return ModelGatewayResource(**server.gateway_config()["config"])
 
 
-def history_of(config, gateway, paragraphs, pool=POOL):
+def history_of(era, config, gateway, paragraphs, pool=POOL):
     """Every generation's population of an era run start to end."""
     history = []
     status = asyncio.run(
         run_era(
+            era,
             config,
             lambda name: open_model(name, gateway=gateway),
             paragraphs,
@@ -146,8 +147,7 @@ def era_run(warehouse, server, era, config, instance=None):
 
 def test_same_seed_same_era(stub_server):
     paragraphs = [{"paragraph_id": "p", "text": " ".join(f"word{i}" for i in range(60))}]
-    config = EraConfig(
-        era="determinism",
+    config = EraSettings(
         population_size=8,
         generations=2,
         compression_model="openai/compressor",
@@ -159,13 +159,13 @@ def test_same_seed_same_era(stub_server):
     def run():
         return [
             [(i.prompt_id, i.operator, tuple(i.parents), round(i.fitness, 9)) for i in pop]
-            for pop in history_of(config, gateway, paragraphs)
+            for pop in history_of("determinism", config, gateway, paragraphs)
         ]
 
     first = run()
     assert run() == first
     assert len(first) == 3 and all(len(pop) == 8 for pop in first)
-    other_seed = history_of(EraConfig(**{**config.__dict__, "seed": 4}), gateway, paragraphs)
+    other_seed = history_of("determinism", config.model_copy(update={"seed": 4}), gateway, paragraphs)
     assert [i.prompt_id for i in other_seed[0]] != [p[0] for p in first[0]]
 
 
@@ -307,8 +307,7 @@ def test_rerunning_an_era_replaces_its_rows_and_secrets_stay_out(http_era):
 
 def test_mutation_by_a_mutation_model(stub_server):
     paragraphs = [{"paragraph_id": "p", "text": " ".join(f"word{i}" for i in range(60))}]
-    config = EraConfig(
-        era="mutation",
+    config = EraSettings(
         population_size=10,
         generations=1,
         compression_model="openai/compressor",
@@ -316,10 +315,51 @@ def test_mutation_by_a_mutation_model(stub_server):
         mutation_model="openai/mutator",
         seed=2,
     )
-    history = history_of(config, gateway_resource(stub_server).gateway(), paragraphs)
+    history = history_of("mutation", config, gateway_resource(stub_server).gateway(), paragraphs)
     mutants = [ind for ind in history[1] if ind.operator == "mutation"]
     assert len(mutants) == 2
     for mutant in mutants:
         (parent,) = [ind for ind in history[0] if ind.prompt_id == mutant.parents[0]]
         changed = [t for t in TAGS if mutant.genome[t] != parent.genome[t]]
         assert len(changed) == 1 and mutant.genome[changed[0]] == "Rewritten: " + parent.genome[changed[0]]
+
+
+def test_where_an_era_starts_follows_what_the_warehouse_holds_of_it():
+    """`era_start`, the era's resume logic, on what the warehouse could hold: nothing (generation 0),
+    its checkpoint (after it, with the cost so far), another configuration (refused, naming the
+    setting, unless restarted), and a choice of paragraphs (in the order named; an unknown one refused)."""
+    import json
+    import random
+
+    from eval_platform.evolution.eras import EraConfigurationChanged, config_hash, era_start
+
+    settings = EraSettings(generations=2, seed=3)
+    paragraphs = [{"paragraph_id": f"p{i}", "text": f"text {i}"} for i in range(3)]
+    genes = [{"tag": tag, "gene_index": 0, "text": f"{tag} gene"} for tag in TAGS]
+    fresh = era_start("e", settings, False, None, None, 0.0, paragraphs, genes)
+    assert fresh.resume is None and fresh.paragraphs == paragraphs and not fresh.done(settings)
+    assert fresh.gene_pool == {tag: [f"{tag} gene"] for tag in TAGS}
+    state = {"config": settings.model_dump_json(), "config_hash": config_hash("e", settings)}
+    rng = random.Random(1)
+    row = {"prompt_id": "g001-000-x", "operator": "elite", "parents": [], "evaluated_generation": 0,
+           "quality_scores": {"smollm2": 7.0}, **{tag: f"{tag} gene" for tag in TAGS},
+           **{field: 0.5 for field in ("fitness", "quality_score_avg", "compression_ratio")}}  # fmt: skip
+    from eval_platform.evolution.eras import EVALUATION_FIELDS
+
+    row.update({field: row.get(field, 0.5) for field in EVALUATION_FIELDS})
+    checkpoint = ({"generation": 1, "rng_state": json.dumps(rng.getstate())}, [row])
+    resumed = era_start("e", settings, False, state, checkpoint, 0.25, paragraphs, genes)
+    assert resumed.resume is not None and (resumed.resume.generation, resumed.resume.spent_usd) == (1, 0.25)
+    assert resumed.resume.rng_state == rng.getstate() and [i.prompt_id for i in resumed.resume.population] == ["g001-000-x"]
+    assert not resumed.done(settings) and resumed.done(settings.model_copy(update={"generations": 1}))
+    longer = era_start("e", settings.model_copy(update={"generations": 5}), False, state, checkpoint, 0.0, paragraphs, genes)
+    assert longer.resume is not None  # a longer era is the same era
+    with pytest.raises(EraConfigurationChanged, match="changed: seed"):
+        era_start("e", settings.model_copy(update={"seed": 4}), False, state, checkpoint, 0.0, paragraphs, genes)
+    restarted = era_start("e", settings.model_copy(update={"seed": 4}), True, state, checkpoint, 0.0, paragraphs, genes)
+    assert restarted.resume is None
+    chosen = era_start("e", settings.model_copy(update={"paragraph_ids": ("p2", "p0")}), False, None, None, 0.0,
+                       paragraphs, genes)  # fmt: skip
+    assert [p["paragraph_id"] for p in chosen.paragraphs] == ["p2", "p0"]
+    with pytest.raises(ValueError, match=r"Unknown paragraph_ids \['p9'\]"):
+        era_start("e", settings.model_copy(update={"paragraph_ids": ("p9",)}), False, None, None, 0.0, paragraphs, genes)

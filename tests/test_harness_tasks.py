@@ -9,20 +9,29 @@ import json
 import pytest
 from dagster import AssetCheckSeverity, DagsterInstance
 
-from eval_platform.benchmarks.engine_lm import strip_reasoning
-from eval_platform.benchmarks.harness_tasks import (
-    HarnessRun,
-    HarnessTaskError,
-    build_task_dict,
+from eval_platform.benchmarks.declarations import (
+    DeclarationError,
+    EvaluationSettings,
+    declared_benchmarks,
     parse_declaration,
-    task_manager,
+    settings_key,
 )
-from eval_platform.benchmarks.leaderboard_v2 import V2_TASKS, normalize, protocol_rows
-from eval_platform.benchmarks.partitions import benchmark_partitions, evaluation_key, roster_partitions
+from eval_platform.benchmarks.engine_lm import strip_reasoning
+from eval_platform.benchmarks.harness import HarnessRun, HarnessTaskError, build_tasks, task_manager
+from eval_platform.benchmarks.protocols import declared_protocols, normalize, protocol_rows
 from eval_platform.benchmarks.roster import RosterEntry, write_entry
-from eval_platform.benchmarks.store import BenchmarkStore
-from eval_platform.common.resources import WarehouseResource
+from eval_platform.benchmarks.store import EvaluationStore
+from evaluation_assets.partitions import benchmark_partitions, evaluation_key, roster_partitions
+from resources import WarehouseResource
 from tests.conftest import DATA_BENCHMARKS, PROJECT_ROOT
+
+V2 = declared_protocols()["open_llm_leaderboard_v2"]
+
+
+def built(task, **settings):
+    """The harness's task objects for a task (or group) run with `settings`."""
+    return build_tasks(HarnessRun((task,), EvaluationSettings(**settings)))
+
 
 TASK_YAML = """task: throwaway_capitals
 dataset_path: json
@@ -70,7 +79,7 @@ def project(tmp_path, monkeypatch):
         "task: throwaway_capitals\ninclude_path: ../tasks\nheadline: {metric: acc}\n"
         "data_files:\n  throwaway_capitals: {test: capitals.jsonl}\n"
     )
-    monkeypatch.setenv("EVAL_HARNESS_DIR", str(benchmarks))
+    monkeypatch.setenv("EVAL_BENCHMARKS_DIR", str(benchmarks))
     write_entry(tmp_path / "roster", RosterEntry(name="smollm2", model="local/smollm2-135m-instruct"))
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(roster_partitions.name, ["smollm2"])
@@ -78,7 +87,7 @@ def project(tmp_path, monkeypatch):
 
 
 def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
-    from eval_platform.definitions import defs
+    from evaluation_assets.definitions import defs
 
     root, instance = project
     instance.add_dynamic_partitions(benchmark_partitions.name, ["capitals"])
@@ -88,28 +97,31 @@ def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
     )
     assert first.success
     metadata = {e.asset_key.path[-1]: e.materialization.metadata for e in first.get_asset_materialization_events()}[
-        "harness_evaluation"
+        "benchmark_evaluation"
     ]
-    assert (metadata["requests"].value, metadata["computed"].value, metadata["reused"].value) == (11, 11, 0)
-    view = metadata["samples"].value  # every document in the UI: prompt, each choice's log-likelihood, metrics
-    assert view.count("#### throwaway_capitals document ") == 4 and "Q: What is the capital of Italy?\nA:" in view
+    counts = metadata["solvers"].value["harness (default shots)"]
+    assert (counts["answers"], counts["computed"]) == (11, 11)
+    view = metadata["samples"].value  # each document in the UI: prompt, each choice's log-likelihood, metrics
+    assert view.count("· throwaway_capitals document ") == 4 and "Q: What is the capital of Italy?\nA:" in view
     assert all(f"| {choice} | " in view for row in ROWS for choice in row["choices"]) and "acc_norm **" in view
     warehouse = WarehouseResource(database=str(root / "warehouse.duckdb"))
-    with warehouse.store(BenchmarkStore) as store:
-        samples = store.load_harness_samples("capitals", "smollm2")
-        results = store.load_harness_results("capitals")
-    assert list(samples["doc_id"]) == [0, 1, 2, 3]
+    with warehouse.store(EvaluationStore) as store:
+        samples = store.load_samples("capitals", "smollm2")
+        results = store.load_results("capitals")
+    assert list(samples["doc_id"]) == [0, 1, 2, 3] and set(samples["solver"]) == {"harness"}
     assert samples["prompt"].iloc[1] == "Q: What is the capital of Italy?\nA:"
     with warehouse.get_connection() as conn:  # each request's stored answer, and the run that computed it
         answers = {
             key: (json.loads(arguments), json.loads(response), run_id)
             for key, arguments, response, run_id in conn.execute(
-                "SELECT request_key, arguments, response, run_id FROM harness_answers"
+                "SELECT request_key, arguments, response, run_id FROM answers"
             ).fetchall()
         }
-        environments = conn.execute("SELECT run_id, dtype, batch_size FROM harness_runs").fetchall()
+        environments = conn.execute("SELECT run_id, dtype, batch_size FROM evaluation_runs").fetchall()
     assert environments == [(first.run_id, "float32", 8)]
     assert metadata["environment"].value["dtype"] == "float32"
+    # the engine's path for the model: SmolLM2 attends to the whole past and shares prefixes
+    assert metadata["environment"].value["engine"] == {"attention_windows": "none", "shared_prefixes": "yes"}
     for sample in samples.itertuples():  # acc is the harness's: the gold choice has the largest log-likelihood
         likelihoods = [response[0] for response in json.loads(sample.filtered_responses)]
         gold = ROWS[sample.doc_id]["answer"]
@@ -120,18 +132,12 @@ def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
         assert {answers[key][2] for key in sample.request_keys} == {first.run_id}
     with warehouse.get_connection() as conn:  # score -> item -> prompt -> document -> data file, in plain SQL
         lineage = conn.execute(
-            "SELECT doc_id, item_value, prompt, doc ->> 'country', data_files FROM harness_lineage "
-            "WHERE metric = 'acc' ORDER BY doc_id"
+            "SELECT doc_id, item_value, prompt, doc ->> 'country', data_files FROM item_lineage "
+            "WHERE benchmark = 'capitals' AND metric = 'acc' ORDER BY doc_id"
         ).fetchall()
     assert [(row[0], row[3]) for row in lineage] == [(i, r["country"]) for i, r in enumerate(ROWS)]
     assert [float(row[1]) for row in lineage] == [json.loads(m)["acc"] for m in samples["metrics"]]
     assert "capitals.jsonl" in lineage[0][4]
-    with warehouse.get_connection() as conn:  # the same documents in the one lineage view of either kind
-        either = conn.execute(
-            "SELECT item::INTEGER, item_value, prompt, source_row ->> 'country', source, num_fewshot "
-            "FROM item_lineage WHERE kind = 'harness' AND metric = 'acc' ORDER BY 1"
-        ).fetchall()
-    assert [(*row[:5], 0) for row in lineage] == either
     acc = next(r for r in results if r["metric"] == "acc")
     assert acc["n"] == 4 and acc["value"] == pytest.approx(
         samples["metrics"].map(lambda m: json.loads(m)["acc"]).mean()
@@ -143,15 +149,16 @@ def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
     assert scored.success
     board = {e.asset_key.path[-1]: e.materialization.metadata for e in scored.get_asset_materialization_events()}
     assert board["leaderboard"]["smollm2/capitals"].value == pytest.approx(acc["value"])
-    assert "throwaway_capitals" in board["leaderboard"]["harness_benchmarks"].value
-    with warehouse.get_connection() as conn:  # one leaderboard table for every kind of benchmark
+    assert "capitals (acc)" in board["leaderboard"]["leaderboard"].value
+    with warehouse.get_connection() as conn:  # one leaderboard table for every benchmark
         row = conn.execute(
-            "SELECT model, mode, metric, num_fewshot, n, accuracy, ci_high - ci_low FROM leaderboard "
+            "SELECT model, solver, task, metric, num_fewshot, n, value, ci_high - ci_low FROM leaderboard "
             "WHERE benchmark = 'capitals'"
         ).fetchall()
     assert row == [
-        ("smollm2", "harness", "acc", 0, 4, pytest.approx(acc["value"]), pytest.approx(2 * 1.959964 * acc["stderr"]))
-    ]
+        ("smollm2", "harness", "throwaway_capitals", "acc", 0, 4, pytest.approx(acc["value"]),
+         pytest.approx(2 * 1.959964 * acc["stderr"]))
+    ]  # fmt: skip
     # a second model, compared with the first as its baseline on the same documents
     write_entry(
         root / "roster",
@@ -162,37 +169,34 @@ def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
         partition_key=evaluation_key("capitals", "smollm2-bf16"), instance=instance, run_config=config
     )
     assert second.success
-    with warehouse.store(BenchmarkStore) as store:
-        comparisons = {(r["metric"], r["relation"]): r for r in store.rows("SELECT * FROM harness_comparisons")}
-        bf16 = {r["metric"]: r["value"] for r in store.load_harness_results("capitals") if r["model"] == "smollm2-bf16"}
+    with warehouse.store(EvaluationStore) as store:
+        comparisons = {(r["metric"], r["relation"]): r for r in store.rows("SELECT * FROM comparisons")}
+        bf16 = {r["metric"]: r["value"] for r in store.load_results("capitals") if r["model"] == "smollm2-bf16"}
     assert set(comparisons) == {("acc", "baseline"), ("acc_norm", "baseline")}
     paired = comparisons[("acc", "baseline")]
-    assert (paired["model_a"], paired["model_b"], paired["items"], paired["mode"]) == (
+    assert (paired["model_a"], paired["model_b"], paired["items"], paired["task"], paired["filter"]) == (
         "smollm2-bf16",
         "smollm2",
         4,
         "throwaway_capitals",
+        "none",
     )
     assert paired["accuracy_a"] == pytest.approx(bf16["acc"]) and paired["accuracy_b"] == pytest.approx(acc["value"])
     assert paired["difference"] == pytest.approx((paired["only_a"] - paired["only_b"]) / 4)
     assert paired["environment_differences"] == "dtype: bfloat16 vs float32"  # where each side's answers were computed
-    with warehouse.store(BenchmarkStore) as store:  # in the comparisons of either kind: its task and filter
-        either = store.rows("SELECT * FROM comparisons WHERE kind = 'harness' AND metric = 'acc'")
-    assert [(r["task"], r["filter"], r["mode"], r["difference"]) for r in either] == [
-        ("throwaway_capitals", paired["prompt_format"], "harness", paired["difference"])
-    ]
     compared = {e.asset_key.path[-1]: e.materialization.metadata for e in second.get_asset_materialization_events()}
-    assert "## smollm2-bf16 (a) against smollm2 (b)" in compared["harness_model_comparison"]["items"].value
+    assert "## smollm2-bf16 (a) against smollm2 (b)" in compared["model_comparison"]["items"].value
     again = defs.resolve_job_def("model_evaluation").execute_in_process(
         partition_key=evaluation_key("capitals", "smollm2"), instance=instance, run_config=config
     )
     metadata = {e.asset_key.path[-1]: e.materialization.metadata for e in again.get_asset_materialization_events()}
-    assert (metadata["harness_evaluation"]["computed"].value, metadata["harness_evaluation"]["reused"].value) == (0, 11)
-    with warehouse.store(BenchmarkStore) as store:
-        assert len(store.load_harness_samples("capitals", "smollm2")) == 4
-        assert store.rows("SELECT count(*) AS n FROM harness_answers")[0]["n"] == 22  # 11 per fingerprint
+    counts = metadata["benchmark_evaluation"]["solvers"].value["harness (default shots)"]
+    assert (counts["computed"], counts["answers"]) == (0, 11)
+    with warehouse.store(EvaluationStore) as store:
+        assert len(store.load_samples("capitals", "smollm2")) == 4
+        assert store.rows("SELECT count(*) AS n FROM answers")[0]["n"] == 22  # 11 per fingerprint
         history = store.rows(
-            "SELECT run_id, prediction_run_id, count(*) AS n FROM harness_history WHERE "
+            "SELECT run_id, prediction_run_id, count(*) AS n FROM history WHERE "
             "model = 'smollm2' AND metric = 'acc' GROUP BY ALL ORDER BY min(scored_at)"
         )
     # each run's document values, the reused answers still naming the run that computed them
@@ -211,10 +215,10 @@ MORE_ROWS = ROWS + [
 
 
 def test_the_regression_watch_names_the_documents_that_flipped_on_a_harness_benchmark(project):
-    """Each run of a harness benchmark keeps its documents' values and settings (harness_history);
-    the check accuracy_regression on harness_evaluation, run by the job as by the UI, compares the
-    latest run with the previous one on the documents both scored."""
-    from eval_platform.definitions import defs
+    """Each run of a harness benchmark keeps its documents' values and settings (history); the check
+    accuracy_regression on benchmark_evaluation, run by the job as by the UI, compares the latest run
+    with the previous one (of the same settings key and solver) on the documents both scored."""
+    from evaluation_assets.definitions import defs
 
     root, instance = project
     (root / "more.jsonl").write_text("".join(json.dumps(r) + "\n" for r in MORE_ROWS))
@@ -224,7 +228,7 @@ def test_the_regression_watch_names_the_documents_that_flipped_on_a_harness_benc
 
     def regression_check(**config):
         ops = {
-            "harness_evaluation": {
+            "benchmark_evaluation": {
                 "config": {"data_files": {"throwaway_capitals": {"test": str(root / "more.jsonl")}}, **config}
             }
         }
@@ -235,16 +239,16 @@ def test_the_regression_watch_names_the_documents_that_flipped_on_a_harness_benc
         )
         assert result.success
         [check] = [c for c in result.get_asset_check_evaluations() if c.check_name == "accuracy_regression"]
-        assert check.asset_key.path[-1] == "harness_evaluation"
+        assert check.asset_key.path[-1] == "benchmark_evaluation"
         return check
 
     def answer_every_document(right: bool):  # the stored answers the next run reuses
         with warehouse.get_connection() as conn:
-            for key, arguments in conn.execute("SELECT request_key, arguments FROM harness_answers").fetchall():
+            for key, arguments in conn.execute("SELECT request_key, arguments FROM answers").fetchall():
                 context, continuation = json.loads(arguments)
                 value = 0.0 if (continuation == gold[context]) == right else -1000.0
                 conn.execute(
-                    "UPDATE harness_answers SET response = ? WHERE request_key = ?", [json.dumps([value, False]), key]
+                    "UPDATE answers SET response = ? WHERE request_key = ?", [json.dumps([value, False]), key]
                 )
 
     assert regression_check().passed  # one run: nothing to compare
@@ -256,30 +260,27 @@ def test_the_regression_watch_names_the_documents_that_flipped_on_a_harness_benc
     report = check.metadata["examples"].value
     for metric in ("acc", "acc_norm"):
         assert (
-            f"('capitals', 'smollm2', 'throwaway_capitals (default shots)', 'none', 0, '{metric}', 1.0, 0.0, 'p=0.0156'"
+            f"('capitals', 'smollm2', 'default shots', 'harness', 'throwaway_capitals', 'none', '{metric}', 1.0, 0.0, "
+            "'p=0.0156'"
         ) in report
     assert "flipped to wrong: " + ", ".join(f"throwaway_capitals/{i}" for i in range(7)) in report
-    assert "environment changed: limit: None vs 7" in report  # the previous run's setting, then the latest's
+    assert "changed: limit: None vs 7" in report  # the previous run's setting, then the latest's
     assert "'acc', 'limit: None vs 7')" in check.metadata["environment_changes"].value
     with warehouse.get_connection() as conn:
         runs = conn.execute(
-            "SELECT run_id, count(*), count(DISTINCT settings ->> 'limit') FROM harness_history "
+            "SELECT run_id, count(*), count(DISTINCT settings ->> 'limit') FROM history "
             "WHERE metric = 'acc' GROUP BY run_id ORDER BY min(scored_at)"
         ).fetchall()
     assert [row[1:] for row in runs] == [(8, 0), (8, 0), (7, 1)]
     check = regression_check(num_fewshot=0)  # other settings: the first run of its key, compared with none
     report = check.metadata["examples"].value
-    assert (
-        "0-shot" not in report
-        and "'throwaway_capitals (default shots)', 'none', 0, 'acc', 1.0, 0.0, 'p=0.0156'" in report
-    )
+    assert "0-shot" not in report and "'default shots', 'harness', 'throwaway_capitals', 'none', 'acc', 1.0" in report
 
 
 def test_any_harness_task_runs_by_name_from_the_launchpad_on_local_files(project):
-    """A harness task no spec or declaration names (OpenBookQA, on ARC-Easy's rows in its layout),
-    added by name to the benchmark dimension and launched in the one job with its data in the
-    launchpad: the harness builds it, and the spec's assets of the job are skipped."""
-    from eval_platform.definitions import defs
+    """A harness task no declaration names (OpenBookQA, on ARC-Easy's rows in its layout), added by
+    name to the benchmark dimension and launched in the one job with its data in the launchpad."""
+    from evaluation_assets.definitions import defs
 
     root, instance = project
     rows = [json.loads(line) for line in (DATA_BENCHMARKS / "arc_easy.jsonl").read_text().split("\n")[:3]]
@@ -297,19 +298,17 @@ def test_any_harness_task_runs_by_name_from_the_launchpad_on_local_files(project
         run_config=launchpad(
             root / "warehouse.duckdb",
             root / "roster",
-            {"harness_evaluation": {"config": {"data_files": {"openbookqa": {"test": str(root / "obqa.jsonl")}}}}},
+            {"benchmark_evaluation": {"config": {"data_files": {"openbookqa": {"test": str(root / "obqa.jsonl")}}}}},
         ),
     )
     assert result.success
     assert {e.asset_key.path[-1] for e in result.get_asset_materialization_events()} == {
-        "harness_evaluation",
-        "harness_model_comparison",
+        "benchmark_evaluation",
+        "model_comparison",
     }
-    skipped = {e.step_key for e in result.all_events if e.event_type_value == "STEP_SKIPPED"}
-    assert {"benchmark_scores", "model_comparison"} <= skipped  # after benchmark_predictions, which yielded nothing
-    with WarehouseResource(database=str(root / "warehouse.duckdb")).store(BenchmarkStore) as store:
-        samples = store.load_harness_samples("openbookqa", "smollm2")
-        metrics = {r["metric"] for r in store.load_harness_results("openbookqa")}
+    with WarehouseResource(database=str(root / "warehouse.duckdb")).store(EvaluationStore) as store:
+        samples = store.load_samples("openbookqa", "smollm2")
+        metrics = {r["metric"] for r in store.load_results("openbookqa")}
     assert len(samples) == 3 and samples["prompt"].iloc[0] == rows[0]["question"]
     assert [a[1] for a in json.loads(samples["arguments"].iloc[0])] == [" " + c for c in rows[0]["choices"]["text"]]
     assert metrics == {"acc", "acc_norm"}
@@ -318,99 +317,93 @@ def test_any_harness_task_runs_by_name_from_the_launchpad_on_local_files(project
 def test_bad_tasks_and_files_are_refused_naming_them(project):
     root, _ = project
     with pytest.raises(HarnessTaskError, match="'no_such_task' is not a task"):
-        build_task_dict(HarnessRun("no_such_task"))
+        built("no_such_task")
     with pytest.raises(
         HarnessTaskError,
         match=r"arc_easy: the harness could not build it: .*allenai/ai2_arc.*"
         r"\(offline: point it at local files with data_files",
     ):
-        build_task_dict(HarnessRun("arc_easy"))  # offline, no data files: its hub dataset cannot be reached
+        built("arc_easy")  # offline, no data files: its hub dataset cannot be reached
     with pytest.raises(HarnessTaskError, match="data file .*missing.jsonl does not exist"):
-        build_task_dict(HarnessRun("arc_easy", data_files={"arc_easy": {"test": str(root / "missing.jsonl")}}))
+        built("arc_easy", data_files={"arc_easy": {"test": str(root / "missing.jsonl")}})
     with pytest.raises(HarnessTaskError, match=r"name \['mmlu_pro'\], which are not among its tasks"):
-        build_task_dict(
-            HarnessRun(
-                "arc_easy",
-                data_files={"arc_easy": {"test": str(DATA_BENCHMARKS / "arc_easy.jsonl")}, "mmlu_pro": {"test": "x"}},
-            )
-        )
+        built("arc_easy", data_files={"arc_easy": {"test": str(DATA_BENCHMARKS / "arc_easy.jsonl")}, "mmlu_pro": {"test": "x"}})
     for lines, problem in (
         (['{"country": "France"}', "{not json"], "line 2: invalid JSON: Expecting property name"),
         (['{"country": "France"}', "", '["Paris"]'], r"line 3: a JSON list where an object \(one row\)"),
     ):
         (root / "bad.jsonl").write_text("\n".join(lines) + "\n")
         with pytest.raises(HarnessTaskError, match=rf"throwaway_capitals: data file .*bad.jsonl, {problem}"):
-            build_task_dict(
-                HarnessRun(
-                    "throwaway_capitals",
-                    include_path=(str(root / "tasks"),),
-                    data_files={"throwaway_capitals": {"test": str(root / "bad.jsonl")}},
-                )
-            )
+            built("throwaway_capitals", include_path=(str(root / "tasks"),),
+                  data_files={"throwaway_capitals": {"test": str(root / "bad.jsonl")}})  # fmt: skip
     (root / "array.json").write_text(json.dumps(ROWS, indent=2))  # a .json file may hold one array of objects
-    built = build_task_dict(
-        HarnessRun(
-            "throwaway_capitals",
-            include_path=(str(root / "tasks"),),
-            data_files={"throwaway_capitals": {"test": str(root / "array.json")}},
-        )
-    )
-    assert [doc["country"] for doc in built["tasks"]["throwaway_capitals"].eval_docs] == [r["country"] for r in ROWS]
+    [task] = built("throwaway_capitals", include_path=(str(root / "tasks"),),
+                   data_files={"throwaway_capitals": {"test": str(root / "array.json")}})  # fmt: skip
+    assert [doc["country"] for doc in task.eval_docs] == [r["country"] for r in ROWS]
     bad = root / "harness" / "bad.yaml"
     bad.write_text("task: arc_easy\nshots: 5\n")
-    with pytest.raises(HarnessTaskError, match=r"bad.yaml: unknown field\(s\) \['shots'\]"):
+    with pytest.raises(DeclarationError, match=r"bad.yaml: shots: Extra inputs are not permitted"):
+        parse_declaration(bad)
+    bad.write_text("task: arc_easy\ndataset: {file: x.jsonl}\n")
+    with pytest.raises(DeclarationError, match=r"bad.yaml: parser: a dataset needs the parser of its rows"):
         parse_declaration(bad)
 
 
-def result(model, task, metric, value, baseline=None, is_group=False):
+def result(model, task, metric, value, baseline=None, is_group=False, benchmark=None, shots=None, **settings):
+    """A harness result as `load_results` gives it, of a run with the task's own shots (each of its
+    tasks' `num_fewshot` what that task was evaluated with)."""
     return {
+        "benchmark": benchmark or task,
         "model": model,
         "model_fingerprint": "fp",
+        "settings_key": "default shots",
+        "solver": "harness",
         "task": task,
         "metric": metric,
         "filter": "none",
         "value": value,
+        "n": 10,
+        "ci_low": None,
+        "ci_high": None,
         "random_baseline": baseline,
         "is_group": is_group,
+        "num_fewshot": shots,
+        "settings": json.dumps({"overrides": {}, "system_instruction": None, **settings}),
     }
 
 
 def test_open_llm_leaderboard_v2_normalises_as_the_leaderboard_did():
     assert normalize(0.55, 0.1) == pytest.approx(50.0) and normalize(0.05, 0.1) == 0.0
     rows = protocol_rows(
+        V2,
         [
-            result("m", "leaderboard_bbh", "acc_norm", 0.55, is_group=True),
-            result("m", "leaderboard_bbh_navigate", "acc_norm", 0.5, 0.5),  # at chance: 0
-            result("m", "leaderboard_bbh_date_understanding", "acc_norm", 0.6, 0.2),  # (0.6 - 0.2) / 0.8 = 50
-            result("m", "leaderboard_mmlu_pro", "acc", 0.19),  # baseline 0.1: 10
-            result("m", "leaderboard_ifeval", "prompt_level_strict_acc", 0.3),
-            result("m", "leaderboard_ifeval", "inst_level_strict_acc", 0.5),  # mean 0.4: 40
-        ]
+            result("m", "leaderboard_bbh", "acc_norm", 0.55, is_group=True, benchmark="leaderboard_bbh"),
+            result("m", "leaderboard_bbh_navigate", "acc_norm", 0.5, 0.5, benchmark="leaderboard_bbh", shots=3),
+            result("m", "leaderboard_bbh_date_understanding", "acc_norm", 0.6, 0.2, benchmark="leaderboard_bbh",
+                   shots=3),  # (0.6 - 0.2) / 0.8 = 50  # fmt: skip
+            result("m", "leaderboard_mmlu_pro", "acc", 0.19, shots=5),  # baseline 0.1: 10
+            result("m", "leaderboard_ifeval", "prompt_level_strict_acc", 0.3, shots=0),
+            result("m", "leaderboard_ifeval", "inst_level_strict_acc", 0.5, shots=0),  # mean 0.4: 40
+        ],
     )
-    by_task = {r["benchmark"]: r for r in rows}
+    by_task = {r["task"]: r for r in rows}
     assert by_task["leaderboard_bbh"]["normalized"] == pytest.approx(25.0)  # per subtask, then unweighted
     assert by_task["leaderboard_bbh"]["raw"] == pytest.approx(0.55) and by_task["leaderboard_bbh"]["subtasks"] == 2
-    assert by_task["leaderboard_mmlu_pro"]["normalized"] == pytest.approx(10.0)
-    assert by_task["leaderboard_ifeval"]["normalized"] == pytest.approx(40.0)
+    assert by_task["leaderboard_mmlu_pro"]["score"] == pytest.approx(10.0)
+    assert by_task["leaderboard_ifeval"]["score"] == pytest.approx(40.0)
     assert by_task["leaderboard_gpqa"]["status"].startswith("missing: GPQA")
-    assert by_task["average"]["normalized"] == pytest.approx(25.0)
+    assert by_task["average"]["score"] == pytest.approx(25.0)
     assert by_task["average"]["status"] == (
         "partial: 3 of 6 tasks (missing leaderboard_gpqa, leaderboard_math_hard, leaderboard_musr)"
     )
 
 
 def test_the_v2_protocol_counts_a_task_only_as_the_leaderboard_evaluated_it():
-    as_the_leaderboard = {"overrides": {}, "system_instruction": None}
-
-    def evaluated(task, metric, value, shots, baseline=None, is_group=False, **settings):
-        return {
-            **result("m", task, metric, value, baseline, is_group),
-            "num_fewshot": shots,
-            "settings": json.dumps({**as_the_leaderboard, **settings}),
-        }
+    def evaluated(task, metric, value, shots, baseline=None, is_group=False, benchmark=None, **settings):
+        return result("m", task, metric, value, baseline, is_group, benchmark or task, shots, **settings)
 
     def statuses(*results):
-        return {r["benchmark"]: r["status"] for r in protocol_rows(results)}
+        return {r["task"]: r["status"] for r in protocol_rows(V2, results)}
 
     ifeval = [
         evaluated("leaderboard_ifeval", metric, 0.4, 0)
@@ -418,19 +411,20 @@ def test_the_v2_protocol_counts_a_task_only_as_the_leaderboard_evaluated_it():
     ]
     bbh = [
         evaluated("leaderboard_bbh", "acc_norm", 0.6, None, is_group=True),
-        evaluated("leaderboard_bbh_navigate", "acc_norm", 0.6, 3, 0.5),
+        evaluated("leaderboard_bbh_navigate", "acc_norm", 0.6, 3, 0.5, benchmark="leaderboard_bbh"),
     ]
     math = [
         evaluated("leaderboard_math_hard", "exact_match", 0.1, None, is_group=True),
-        evaluated("leaderboard_math_algebra_hard", "exact_match", 0.1, 4),
+        evaluated("leaderboard_math_algebra_hard", "exact_match", 0.1, 4, benchmark="leaderboard_math_hard"),
     ]
+    gpqa, musr = (next(t for t in V2.tasks if t.name == name) for name in ("leaderboard_gpqa", "leaderboard_musr"))
     assert statuses(evaluated("leaderboard_mmlu_pro", "acc", 0.19, 5), *ifeval, *bbh, *math) == {
         "leaderboard_bbh": "scored",
         "leaderboard_ifeval": "scored",
         "leaderboard_math_hard": "scored",
         "leaderboard_mmlu_pro": "scored",
-        "leaderboard_gpqa": "missing: " + V2_TASKS[1].unavailable_offline,
-        "leaderboard_musr": "missing: " + V2_TASKS[5].unavailable_offline,
+        "leaderboard_gpqa": "missing: " + gpqa.unavailable_offline,
+        "leaderboard_musr": "missing: " + musr.unavailable_offline,
         "average": "partial: 4 of 6 tasks (missing leaderboard_gpqa, leaderboard_musr)",
     }
     assert (
@@ -438,25 +432,20 @@ def test_the_v2_protocol_counts_a_task_only_as_the_leaderboard_evaluated_it():
         == "missing: evaluated 0-shot, not the protocol's 5-shot"
     )
     # a benchmark declared with other shots beside the task's own: the protocol takes the run as it says
-    zero, five = (
-        {**evaluated("leaderboard_mmlu_pro", "acc", value, shots), "benchmark": benchmark}
-        for value, shots, benchmark in ((0.55, 0, "mmlu_pro_0shot"), (0.19, 5, "leaderboard_mmlu_pro"))
-    )
-    [chosen] = [r for r in protocol_rows([zero, five]) if r["benchmark"] == "leaderboard_mmlu_pro"]
+    zero = evaluated("leaderboard_mmlu_pro", "acc", 0.55, 0, benchmark="mmlu_pro_0shot")
+    five = evaluated("leaderboard_mmlu_pro", "acc", 0.19, 5)
+    [chosen] = [r for r in protocol_rows(V2, [zero, five]) if r["task"] == "leaderboard_mmlu_pro"]
     assert (chosen["status"], chosen["raw"]) == ("scored", 0.19)
     # one subtask at other shots takes the whole task out; MATH-hard's subtasks are leaderboard_math_*_hard
-    zero_shot = evaluated("leaderboard_bbh_snarks", "acc_norm", 0.5, 0, 0.5)
+    zero_shot = evaluated("leaderboard_bbh_snarks", "acc_norm", 0.5, 0, 0.5, benchmark="leaderboard_bbh")
     assert statuses(*bbh, zero_shot)["leaderboard_bbh"] == "missing: evaluated 0-shot, not the protocol's 3-shot"
-    two_shot = evaluated("leaderboard_math_geometry_hard", "exact_match", 0.0, 2)
+    two_shot = evaluated("leaderboard_math_geometry_hard", "exact_match", 0.0, 2, benchmark="leaderboard_math_hard")
     assert statuses(*math, two_shot)["leaderboard_math_hard"] == "missing: evaluated 2-shot, not the protocol's 4-shot"
     # where the data comes from may be overridden; how the task is evaluated may not
     local = {"leaderboard_ifeval": {"dataset_path": "json", "dataset_kwargs": {"data_files": {"train": "i.jsonl"}}}}
-    assert (
-        statuses(*[{**r, "settings": json.dumps({**as_the_leaderboard, "overrides": local})} for r in ifeval])[
-            "leaderboard_ifeval"
-        ]
-        == "scored"
-    )
+    assert statuses(*[evaluated(r["task"], r["metric"], 0.4, 0, overrides=local) for r in ifeval])[
+        "leaderboard_ifeval"
+    ] == "scored"  # fmt: skip
     short = {"leaderboard_ifeval": {"generation_kwargs": {"max_gen_toks": 24}}}
     assert (
         statuses(*[evaluated(r["task"], r["metric"], 0.4, 0, overrides=short) for r in ifeval])["leaderboard_ifeval"]
@@ -468,17 +457,19 @@ def test_the_v2_protocol_counts_a_task_only_as_the_leaderboard_evaluated_it():
         ]
         == "missing: evaluated with a system instruction"
     )
+    chat = [{**r, "solver": "letter"} for r in ifeval]  # asked another way than the protocol's
+    assert statuses(*chat)["leaderboard_ifeval"] == "missing: evaluated by the letter solver, not the protocol's harness"
 
 
 def test_the_v2_protocols_shots_are_the_harness_tasks_own():
     registry = task_manager((), True)
-    for spec in V2_TASKS:
+    for spec in V2.tasks:
         shots = {
             name: entry.cfg.get("num_fewshot") or 0
             for name, entry in registry.task_index.items()
             if spec.covers(name) and entry.kind.name == "TASK"
         }
-        assert shots and set(shots.values()) == {spec.shots}, (spec.task, shots)
+        assert shots and set(shots.values()) == {spec.num_fewshot}, (spec.task, shots)
 
 
 def test_a_v2_task_evaluated_with_other_shots_from_the_launchpad_is_kept_beside_the_protocols_run(project):
@@ -488,18 +479,18 @@ def test_a_v2_task_evaluated_with_other_shots_from_the_launchpad_is_kept_beside_
     replaces its rows and leaves the 0-shot run's."""
     import duckdb
 
-    from eval_platform.definitions import defs
+    from evaluation_assets.definitions import defs
 
     root, instance = project
     instance.add_dynamic_partitions(benchmark_partitions.name, ["leaderboard_mmlu_pro"])
-    data = PROJECT_ROOT / "data" / "harness" / "mmlu_pro"
+    data = DATA_BENCHMARKS / "mmlu_pro"
     files = {"leaderboard_mmlu_pro": {"test": str(data / "test.jsonl"), "validation": str(data / "validation.jsonl")}}
 
     def evaluate_then_score(**settings):
         config = launchpad(
             root / "warehouse.duckdb",
             root / "roster",
-            {"harness_evaluation": {"config": {"data_files": files, "limit": 1, **settings}}},
+            {"benchmark_evaluation": {"config": {"data_files": files, "limit": 1, **settings}}},
         )
         for job, partition, run_config in (
             ("model_evaluation", evaluation_key("leaderboard_mmlu_pro", "smollm2"), config),
@@ -512,13 +503,14 @@ def test_a_v2_task_evaluated_with_other_shots_from_the_launchpad_is_kept_beside_
             )
         with duckdb.connect(str(root / "warehouse.duckdb"), read_only=True) as conn:
             results = conn.execute("""
-                SELECT r.settings_key, r.num_fewshot, r.value IS NOT NULL, n.status FROM harness_results r
-                JOIN normalized_scores n ON n.model = r.model AND n.benchmark = r.benchmark
-                WHERE r.task = 'leaderboard_mmlu_pro' AND r.metric = 'acc' ORDER BY ALL""").fetchall()
+                SELECT r.settings_key, r.num_fewshot, r.value IS NOT NULL, n.status FROM results r
+                JOIN protocol_scores n ON n.model = r.model AND n.task = r.benchmark
+                WHERE r.task = 'leaderboard_mmlu_pro' AND r.metric = 'acc' AND n.protocol = 'open_llm_leaderboard_v2'
+                ORDER BY ALL""").fetchall()
             stored = conn.execute("""
-                SELECT 'samples', settings_key, count(*) FROM harness_samples GROUP BY ALL
-                UNION ALL SELECT 'history', settings_key, count(DISTINCT run_id) FROM harness_history GROUP BY ALL
-                UNION ALL SELECT 'lineage', settings_key, count(*) FROM harness_lineage WHERE metric = 'acc' GROUP BY ALL
+                SELECT 'samples', settings_key, count(*) FROM samples GROUP BY ALL
+                UNION ALL SELECT 'history', settings_key, count(DISTINCT run_id) FROM history GROUP BY ALL
+                UNION ALL SELECT 'lineage', settings_key, count(*) FROM item_lineage WHERE metric = 'acc' GROUP BY ALL
                 ORDER BY ALL""").fetchall()
         return results, stored
 
@@ -548,27 +540,31 @@ def test_a_runs_settings_key_names_what_it_measured_beyond_its_task_and_data():
     are kept apart by; where the data comes from, how many documents, and the roster entry's chat
     format are not."""
     import re
-    from dataclasses import replace
 
-    base = HarnessRun(task="leaderboard_mmlu_pro", data_files={"leaderboard_mmlu_pro": {"test": "a.jsonl"}}, limit=3)
-    same = replace(
-        base,
-        data_files={},
-        limit=None,
-        include_path=("tasks",),
-        apply_chat_template=True,
-        fewshot_as_multiturn=True,
-        overrides={"leaderboard_mmlu_pro": {"dataset_path": "json"}},
+    def key(settings):
+        return settings_key(settings.describe())
+
+    base = EvaluationSettings(task="leaderboard_mmlu_pro", data_files={"leaderboard_mmlu_pro": {"test": "a.jsonl"}}, limit=3)
+    same = base.model_copy(
+        update={
+            "data_files": {},
+            "limit": None,
+            "include_path": ("tasks",),
+            "apply_chat_template": True,
+            "fewshot_as_multiturn": True,
+            "overrides": {"leaderboard_mmlu_pro": {"dataset_path": "json"}},
+        }
     )
-    assert base.settings_key() == same.settings_key() == "default shots"
-    other = replace(
-        base,
-        num_fewshot=0,
-        system_instruction="Answer briefly.",
-        overrides={"leaderboard_mmlu_pro": {"dataset_path": "json", "generation_kwargs": {"until": []}}},
+    assert key(base) == key(same) == "default shots"
+    other = base.model_copy(
+        update={
+            "num_fewshot": 0,
+            "system_instruction": "Answer briefly.",
+            "overrides": {"leaderboard_mmlu_pro": {"dataset_path": "json", "generation_kwargs": {"until": []}}},
+        }
     )
-    assert re.fullmatch(r"0-shot, system instruction [0-9a-f]{8}, overrides [0-9a-f]{8}", other.settings_key())
-    assert replace(other, system_instruction="Answer at length.").settings_key() != other.settings_key()
+    assert re.fullmatch(r"0-shot, system instruction [0-9a-f]{8}, overrides [0-9a-f]{8}", key(other))
+    assert key(other.model_copy(update={"system_instruction": "Answer at length."})) != key(other)
 
 
 def test_a_benchmarks_headline_comes_from_its_run_with_the_declared_settings():
@@ -576,36 +572,14 @@ def test_a_benchmarks_headline_comes_from_its_run_with_the_declared_settings():
     the declared run's; a benchmark run only otherwise shows its latest run."""
     from datetime import datetime
 
-    from eval_platform.benchmarks.harness_tasks import HarnessBenchmark, headline_rows
+    from eval_platform.benchmarks.leaderboard import headline_rows
 
-    declared = HarnessRun(task="leaderboard_mmlu_pro")
-    declarations = {"leaderboard_mmlu_pro": HarnessBenchmark("leaderboard_mmlu_pro", "MMLU-Pro", declared, "acc")}
+    def run(model, shots, value, day):
+        return {**result(model, "leaderboard_mmlu_pro", "acc", value, shots=shots), "computed_at": datetime(2026, 11, day),
+                "num_fewshot": 5 if shots is None else shots}  # fmt: skip
 
-    def result(model, run, value, day):
-        return {
-            "benchmark": "leaderboard_mmlu_pro",
-            "model": model,
-            "model_fingerprint": f"{model}@1",
-            "settings_key": run.settings_key(),
-            "settings": json.dumps(run.describe()),
-            "task": "leaderboard_mmlu_pro",
-            "metric": "acc",
-            "filter": "none",
-            "value": value,
-            "stderr": 0.1,
-            "n": 10,
-            "num_fewshot": run.num_fewshot if run.num_fewshot is not None else 5,
-            "computed_at": datetime(2026, 11, day),
-        }
-
-    zero = HarnessRun(task="leaderboard_mmlu_pro", num_fewshot=0)
-    results = [
-        result("a", declared, 0.3, 1),
-        result("a", zero, 0.2, 2),
-        result("b", zero, 0.1, 1),
-        result("b", HarnessRun(task="leaderboard_mmlu_pro", num_fewshot=1), 0.4, 2),
-    ]
-    assert [(row["model"], row["num_fewshot"], row["value"]) for row in headline_rows(results, declarations)] == [
+    results = [run("a", None, 0.3, 1), run("a", 0, 0.2, 2), run("b", 0, 0.1, 1), run("b", 1, 0.4, 2)]
+    assert [(row["model"], row["num_fewshot"], row["value"]) for row in headline_rows(results, declared_benchmarks())] == [
         ("a", 5, 0.3),
         ("b", 1, 0.4),
     ]
@@ -619,27 +593,44 @@ def test_a_reasoning_block_is_what_comes_before_the_last_marker_and_a_marker_is_
         RosterEntry(name="r", reasoning_end="")
 
 
-def test_the_nightly_schedule_evaluates_every_roster_model_on_every_declared_harness_benchmark(project):
+def test_the_nightly_refresh_evaluates_every_roster_model_on_every_declared_benchmark(project):
+    """The schedule refreshes each declared benchmark's inputs (a harness task has none to ingest), and
+    when they succeed roster_evaluation_sensor requests every roster entry evaluated on it."""
     from datetime import datetime
 
-    from dagster import build_schedule_context, instance_for_test
+    from dagster import build_run_status_sensor_context, build_schedule_context, instance_for_test
 
-    from eval_platform.benchmarks.resources import RosterResource
-    from eval_platform.benchmarks.schedules import nightly_harness_evaluation
+    from evaluation_assets.definitions import defs
+    from resources import RosterResource
+    from schedules import nightly_benchmark_refresh
+    from schedules.sensors import roster_evaluation_sensor
 
     root, _ = project
-    write_entry(root / "roster", RosterEntry(name="legacy-only", benchmarks=("arc_easy",)))
+    (root / "harness" / "capitals_copy.yaml").write_text((root / "harness" / "capitals.yaml").read_text())
+    write_entry(root / "roster", RosterEntry(name="copy-only", benchmarks=("capitals_copy",)))
+    roster = RosterResource(directory=str(root / "roster"))
     with instance_for_test() as instance:
-        context = build_schedule_context(
-            instance=instance,
-            scheduled_execution_time=datetime(2026, 11, 24, 2),
-            resources={"roster": RosterResource(directory=str(root / "roster"))},
-        )
-        requests = nightly_harness_evaluation(context)
-        # legacy-only lists no harness benchmark; both dimensions gain their keys
-        assert [str(r.partition_key) for r in requests] == ["capitals|smollm2"]
-        assert instance.get_dynamic_partitions(benchmark_partitions.name) == ["capitals"]
-        assert set(instance.get_dynamic_partitions(roster_partitions.name)) == {"smollm2", "legacy-only"}
+        context = build_schedule_context(instance=instance, scheduled_execution_time=datetime(2026, 11, 24, 2))
+        inputs = nightly_benchmark_refresh(context)
+        assert [(r.job_name, r.partition_key) for r in inputs] == [
+            ("benchmark_inputs", "capitals"),
+            ("benchmark_inputs", "capitals_copy"),
+        ]
+        assert instance.get_dynamic_partitions(benchmark_partitions.name) == ["capitals", "capitals_copy"]
+        requests = []
+        for request in inputs:  # each inputs run, and the evaluations the sensor requests when it succeeds
+            run = defs.resolve_job_def("benchmark_inputs").execute_in_process(
+                partition_key=request.partition_key, instance=instance,
+                run_config={"resources": {"warehouse": {"config": {"database": str(root / "w.duckdb")}}}},
+            )  # fmt: skip
+            assert run.success and not run.get_asset_materialization_events()  # no dataset of its own
+            sensor = build_run_status_sensor_context(
+                sensor_name="roster_evaluation_sensor", dagster_instance=instance, dagster_run=run.dagster_run,
+                dagster_event=run.get_run_success_event(), resources={"roster": roster},
+            )  # fmt: skip
+            requests += [str(r.partition_key) for r in roster_evaluation_sensor(sensor)]
+        assert requests == ["capitals|smollm2", "capitals_copy|copy-only", "capitals_copy|smollm2"]
+        assert set(instance.get_dynamic_partitions(roster_partitions.name)) == {"smollm2", "copy-only"}
 
 
 GENERATION_YAML = """task: throwaway_echo
@@ -661,7 +652,7 @@ def test_a_chat_api_answers_a_generation_task_over_http_and_a_reasoning_block_is
     turn) answers a harness generation task run with the chat template: the harness's chat is sent
     as a chat, the roster entry's reasoning block is stripped before the harness filters and scores
     the reply, and the unstripped reply stays stored."""
-    from eval_platform.definitions import defs
+    from evaluation_assets.definitions import defs
     from tests.openai_stub_server import StubServer
 
     root, instance = project
@@ -684,12 +675,12 @@ def test_a_chat_api_answers_a_generation_task_over_http_and_a_reasoning_block_is
             partition_key=evaluation_key("echo", "api-echo"), instance=instance, run_config=config
         )
         assert result.success and server.calls
-    with WarehouseResource(database=str(root / "warehouse.duckdb")).store(BenchmarkStore) as store:
-        samples = store.load_harness_samples("echo", "api-echo")
-        results = store.load_harness_results("echo")
-        stored = sorted(json.loads(r["response"]) for r in store.rows("SELECT response FROM harness_answers"))
+    with WarehouseResource(database=str(root / "warehouse.duckdb")).store(EvaluationStore) as store:
+        samples = store.load_samples("echo", "api-echo")
+        results = store.load_results("echo")
+        stored = sorted(json.loads(r["response"]) for r in store.rows("SELECT response FROM answers"))
         by_document = store.rows(
-            "SELECT s.doc_id, a.response FROM harness_samples s JOIN harness_answers a "
+            "SELECT s.doc_id, a.response FROM samples s JOIN answers a "
             "ON list_contains(s.request_keys, a.request_key) ORDER BY s.doc_id"
         )
     assert [json.loads(r)[0][0] for r in samples["responses"]] == ["apple", "pear"]
@@ -701,16 +692,15 @@ def test_a_chat_api_answers_a_generation_task_over_http_and_a_reasoning_block_is
     ]
 
 
-def test_the_main_command_runs_the_v2_protocol_offline_and_prints_raw_and_normalised_scores(tmp_path):
+def main_command(tmp_path, *arguments, timeout_s=3600):
+    """`eval-platform` as a user runs it: the installed console script, offline, into a new warehouse."""
     import os
     import sys
-
-    import duckdb
+    from pathlib import Path
 
     from tests.processes import run_to_end
-    from tests.test_readme import sql_statements
 
-    (tmp_path / "home").mkdir()
+    (tmp_path / "home").mkdir(exist_ok=True)
     environment = {
         **os.environ,
         "EVAL_WAREHOUSE": str(tmp_path / "warehouse.duckdb"),
@@ -718,120 +708,115 @@ def test_the_main_command_runs_the_v2_protocol_offline_and_prints_raw_and_normal
         "HF_HUB_OFFLINE": "1",
         "HF_DATASETS_OFFLINE": "1",
     }
-    returncode, output = run_to_end(
-        [sys.executable, "-m", "jobs.run_all", "--protocol", "open_llm_leaderboard_v2", "--limit", "1"],
-        timeout_s=3600,
-        cwd=PROJECT_ROOT,
-        env=environment,
-    )
+    command = [str(Path(sys.executable).with_name("eval-platform")), *arguments]
+    return run_to_end(command, timeout_s=timeout_s, cwd=PROJECT_ROOT, env=environment)
+
+
+def printed_table(output: str, first_header: str) -> tuple[list[str], dict[str, dict[str, str]]]:
+    """The Markdown table the output prints under a header row beginning with `first_header`."""
+    lines = [line for line in output.splitlines() if line.startswith("| ")]
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first_header} "))
+    table = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in lines[start:]]
+    header = table[0]
+    rows = {}
+    for row in table[1:]:
+        if len(row) != len(header):
+            break
+        rows[row[0]] = dict(zip(header, row, strict=True))
+    return header, rows
+
+
+def test_the_main_command_runs_the_v2_protocol_offline_and_prints_raw_and_normalised_scores(tmp_path):
+    import duckdb
+
+    from tests.test_readme import sql_statements
+
+    returncode, output = main_command(tmp_path, "run", "--protocol", "open_llm_leaderboard_v2", "--limit", "1")
     assert returncode == 0, output[-3000:]
     for task in ("leaderboard_gpqa", "leaderboard_math_hard", "leaderboard_musr"):
         assert f"open_llm_leaderboard_v2 [{task}]: skipped:" in output
     assert "partial: 3 of 6 tasks (missing leaderboard_gpqa, leaderboard_math_hard, leaderboard_musr)" in output
     with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:
-        rows = conn.execute("SELECT model, benchmark, raw, normalized, status FROM normalized_scores").fetchall()
+        rows = conn.execute(
+            "SELECT model, task, raw, normalized, score, status FROM protocol_scores "
+            "WHERE protocol = 'open_llm_leaderboard_v2'"
+        ).fetchall()
         documents = dict(
-            conn.execute(
-                "SELECT benchmark, count(DISTINCT task || doc_id) FROM harness_samples GROUP BY ALL"
-            ).fetchall()
+            conn.execute("SELECT benchmark, count(DISTINCT task || doc_id) FROM samples GROUP BY ALL").fetchall()
         )
         wide = conn.execute(
-            "SELECT leaderboard_bbh, leaderboard_gpqa, leaderboard_ifeval, leaderboard_mmlu_pro, "
+            "SELECT open_llm_leaderboard_v2__leaderboard_bbh, open_llm_leaderboard_v2__leaderboard_gpqa, "
+            "open_llm_leaderboard_v2__leaderboard_ifeval, open_llm_leaderboard_v2__leaderboard_mmlu_pro, "
             "open_llm_leaderboard_v2, open_llm_leaderboard_v2_status FROM leaderboard_wide "
             "WHERE model = 'smollm2-135m-instruct-float32'"
         ).fetchone()
-    scored = {benchmark: (raw, normalized) for model, benchmark, raw, normalized, status in rows if status == "scored"}
+    scored = {task: (raw, normalized) for model, task, raw, normalized, score, status in rows if status == "scored"}
     assert set(scored) == {"leaderboard_bbh", "leaderboard_ifeval", "leaderboard_mmlu_pro"}
-    # The wide leaderboard has a column per v2 task (normalised) beside the specs', and the v2 average.
+    # The wide leaderboard has a column per v2 task (normalised) beside the benchmarks', and the v2 average.
     average = next(row for row in rows if row[1] == "average")
     assert wide == (
         scored["leaderboard_bbh"][1],
         None,
         scored["leaderboard_ifeval"][1],
         scored["leaderboard_mmlu_pro"][1],
-        average[3],
         average[4],
+        average[5],
     )
     assert {model for model, *_ in rows} == {"smollm2-135m-instruct-float32"}  # the entry that lists no benchmarks
     assert documents == {"leaderboard_bbh": 24, "leaderboard_ifeval": 1, "leaderboard_mmlu_pro": 1}
     with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:  # the README's queries answer
-        assert all(conn.execute(statement).fetchall() for statement in sql_statements(harness=True))
+        assert all(conn.execute(statement).fetchall() for statement in sql_statements(benchmarks=True))
         keys = conn.execute("""
             SELECT count(*), count(a.request_key), count(DISTINCT s.task || '/' || s.doc_id)
-            FROM harness_samples s, unnest(s.request_keys) AS k(request_key)
-            LEFT JOIN harness_answers a ON a.model_fingerprint = s.model_fingerprint
-                                       AND a.request_key = k.request_key""").fetchone()
+            FROM samples s, unnest(s.request_keys) AS k(request_key)
+            LEFT JOIN answers a ON a.model_fingerprint = s.model_fingerprint
+                               AND a.request_key = k.request_key""").fetchone()
     assert keys[0] == keys[1] and keys[2] == sum(documents.values())  # every document's requests, answered
-    printed = {
-        cells[1]: cells
-        for line in output.splitlines()
-        if len(cells := [cell.strip() for cell in line.strip().strip("|").split("|")]) == 6
-    }
-    for benchmark, (raw, normalized) in scored.items():  # the printed table holds what the warehouse holds
-        assert printed[benchmark][5] == "scored"
-        assert float(printed[benchmark][3]) == pytest.approx(raw, abs=1e-4)
-        assert float(printed[benchmark][4]) == pytest.approx(normalized, abs=1e-4)
+    _, printed = printed_table(output, "model")
+    for task, (raw, normalized) in scored.items():  # the printed table holds what the warehouse holds
+        assert printed["smollm2-135m-instruct-float32"][task] == f"{normalized:.2f} (raw {raw:.4f})"
 
 
-def test_the_main_command_runs_named_benchmarks_of_either_kind_and_shows_their_leaderboard(tmp_path):
-    import os
-    import sys
-
+def test_the_main_command_runs_named_benchmarks_and_shows_their_leaderboard(tmp_path):
     import duckdb
 
-    from tests.processes import run_to_end
-
-    (tmp_path / "home").mkdir()
-    environment = {
-        **os.environ,
-        "EVAL_WAREHOUSE": str(tmp_path / "warehouse.duckdb"),
-        "DAGSTER_HOME": str(tmp_path / "home"),
-        "HF_HUB_OFFLINE": "1",
-        "HF_DATASETS_OFFLINE": "1",
-    }
-    command = [sys.executable, "-m", "jobs.run_all", "--limit", "1", "--benchmarks"]
-    returncode, output = run_to_end([*command, "arc_easy", "nope"], timeout_s=600, cwd=PROJECT_ROOT, env=environment)
-    assert returncode == 2 and "unknown benchmark(s) nope: a spec's (arc_easy, " in output
-    assert f"or one declared in {PROJECT_ROOT / 'data' / 'harness'} (leaderboard_bbh, " in output
+    returncode, output = main_command(tmp_path, "run", "--limit", "1", "--benchmarks", "arc_easy", "nope")
+    assert returncode == 2 and "unknown benchmark(s) nope: declared in " in output
+    assert f"{DATA_BENCHMARKS} are arc_challenge, arc_easy, " in output
     assert not (tmp_path / "warehouse.duckdb").exists()  # refused before anything ran
 
-    returncode, output = run_to_end(
-        [*command, "arc_easy", "leaderboard_mmlu_pro"], timeout_s=3600, cwd=PROJECT_ROOT, env=environment
-    )
+    returncode, output = main_command(tmp_path, "run", "--limit", "1", "--benchmarks", "arc_easy", "leaderboard_mmlu_pro")
     assert returncode == 0, output[-3000:]
     runs = [line.split(": ")[0] for line in output.splitlines() if ": success in " in line]
     assert runs == [
         "benchmark_inputs [arc_easy]",
         "model_evaluation [arc_easy|smollm2-135m-instruct-float32]",
         "model_evaluation [arc_easy|smollm2-135m-instruct-bfloat16]",  # after its baseline
+        "benchmark_inputs [leaderboard_mmlu_pro]",
         # the bfloat16 entry lists its benchmarks, and not this one
         "model_evaluation [leaderboard_mmlu_pro|smollm2-135m-instruct-float32]",
         "score_protocols",
     ]
     with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:
-        headlines = conn.execute("SELECT model, benchmark, mode, accuracy FROM leaderboard").fetchall()
-    assert sorted((model, benchmark, mode) for model, benchmark, mode, _ in headlines) == [
-        ("smollm2-135m-instruct-bfloat16", "arc_easy", "loglikelihood"),
-        ("smollm2-135m-instruct-float32", "arc_easy", "loglikelihood"),
+        headlines = conn.execute("SELECT model, benchmark, solver, value FROM leaderboard").fetchall()
+    assert sorted((model, benchmark, solver) for model, benchmark, solver, _ in headlines) == [
+        ("smollm2-135m-instruct-bfloat16", "arc_easy", "harness"),
+        ("smollm2-135m-instruct-float32", "arc_easy", "harness"),
         ("smollm2-135m-instruct-float32", "leaderboard_mmlu_pro", "harness"),
     ]
-    table = [
-        [cell.strip() for cell in line.strip().strip("|").split("|")]
-        for line in output.splitlines()
-        if line.startswith("| ")
-    ]
-    header, rows = table[0], {row[0]: dict(zip(table[0], row, strict=False)) for row in table[1:]}
+    header, rows = printed_table(output, "model")
     assert header == [
         "model",
         "fingerprint",
         "arc_easy (0-shot acc_norm)",
-        "leaderboard_mmlu_pro (harness, 5-shot acc)",
+        "leaderboard_mmlu_pro (acc)",
         "open_llm_leaderboard_v1",
+        "open_llm_leaderboard_v2",
     ]
-    for model, benchmark, _, accuracy in headlines:  # each cell is the warehouse's headline, as text
+    for model, benchmark, _, value in headlines:  # each cell is the warehouse's headline, as text
         column = next(label for label in header if label.startswith(benchmark + " "))
-        assert rows[model][column].startswith(f"{accuracy:.3f}")
-    assert rows["smollm2-135m-instruct-bfloat16"]["leaderboard_mmlu_pro (harness, 5-shot acc)"] == ""
+        assert rows[model][column].startswith(f"{value:.3f}")
+    assert rows["smollm2-135m-instruct-bfloat16"]["leaderboard_mmlu_pro (acc)"] == ""
 
 
 def test_an_evaluation_leaves_the_process_global_generators_as_they_were():
@@ -839,7 +824,7 @@ def test_an_evaluation_leaves_the_process_global_generators_as_they_were():
 
     import numpy as np
 
-    from eval_platform.benchmarks.harness_tasks import preserved_global_generators
+    from eval_platform.benchmarks.harness import preserved_global_generators
 
     random.seed(7)
     np.random.seed(7)
@@ -859,10 +844,12 @@ def test_the_index_of_a_task_folder_is_read_from_a_cache_until_one_of_its_files_
     import lm_eval
     from lm_eval.tasks._index import TaskIndex
 
-    from eval_platform.benchmarks import harness_tasks
+    from pathlib import Path
 
-    own = TaskIndex.build([harness_tasks.Path(lm_eval.__file__).parent / "tasks"])
-    registered = harness_tasks.task_manager().task_index
+    from eval_platform.benchmarks import harness
+
+    own = TaskIndex.build([Path(lm_eval.__file__).parent / "tasks"])
+    registered = harness.task_manager().task_index
     assert len(own) > 14_000 and registered.keys() == own.keys()
     assert all(
         (registered[name].kind, registered[name].cfg, registered[name].tags, registered[name].yaml_path)
@@ -870,7 +857,7 @@ def test_the_index_of_a_task_folder_is_read_from_a_cache_until_one_of_its_files_
         for name, entry in own.items()
     )
 
-    monkeypatch.setattr(harness_tasks, "INDEX_CACHE", tmp_path / "cache")
+    monkeypatch.setenv("EVAL_HARNESS_INDEX", str(tmp_path / "cache"))
     builds, build = [], TaskIndex.build
     monkeypatch.setattr(
         TaskIndex, "build", staticmethod(lambda paths, **kw: builds.append(paths) or build(paths, **kw))
@@ -879,15 +866,15 @@ def test_the_index_of_a_task_folder_is_read_from_a_cache_until_one_of_its_files_
     folder.mkdir()
     (folder / "_template_yaml").write_text("output_type: multiple_choice\ntest_split: test\n")
     (folder / "capitals.yaml").write_text("include: _template_yaml\ntask: capitals\ndataset_path: json\n")
-    first = harness_tasks.cached_task_index(folder)
+    first = harness.cached_task_index(folder)
     assert first["capitals"].cfg["output_type"] == "multiple_choice" and len(builds) == 1
-    assert harness_tasks.cached_task_index(folder)["capitals"].cfg == first["capitals"].cfg and len(builds) == 1
+    assert harness.cached_task_index(folder)["capitals"].cfg == first["capitals"].cfg and len(builds) == 1
     (folder / "_template_yaml").write_text("output_type: generate_until\ntest_split: test\n")
-    assert harness_tasks.cached_task_index(folder)["capitals"].cfg["output_type"] == "generate_until"
+    assert harness.cached_task_index(folder)["capitals"].cfg["output_type"] == "generate_until"
     assert len(builds) == 2 and len(list((tmp_path / "cache").glob("*.pickle"))) == 2
     (tmp_path / "a file").write_text("")
-    monkeypatch.setattr(harness_tasks, "INDEX_CACHE", tmp_path / "a file" / "cache")  # cannot be written
-    assert harness_tasks.cached_task_index(folder)["capitals"].cfg["output_type"] == "generate_until"
+    monkeypatch.setenv("EVAL_HARNESS_INDEX", str(tmp_path / "a file" / "cache"))  # cannot be written
+    assert harness.cached_task_index(folder)["capitals"].cfg["output_type"] == "generate_until"
 
 
 def test_an_evaluation_keeps_the_harness_versions_without_torchs_environment_report():
@@ -895,7 +882,8 @@ def test_an_evaluation_keeps_the_harness_versions_without_torchs_environment_rep
     other commands: half a second to a second per evaluation) unless the platform's registry was built first."""
     import lm_eval.evaluator
 
-    from eval_platform.benchmarks.harness_tasks import HARNESS_VERSION, task_manager
+    from eval_platform.benchmarks.declarations import HARNESS_VERSION
+    from eval_platform.benchmarks.harness import task_manager
 
     task_manager()
     report = {}

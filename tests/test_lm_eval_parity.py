@@ -5,14 +5,14 @@ near-tie that float noise can flip, shown by the parity script's divergence). A 
 keep this quick; `speed/lm_eval_parity.py` runs the same comparison on 200 items each."""
 
 import json
+from pathlib import Path
 
 import lm_eval  # noqa: F401  (a dependency: a missing harness fails the suite, never skips it)
 import pytest
 
-from eval_platform.benchmarks.specs import BENCHMARKS
+from eval_platform.benchmarks.declarations import declared_benchmarks
 from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
 from speed.lm_eval_parity import compare, harness_model
-from tests.conftest import DATA_BENCHMARKS
 
 # (benchmark, shots, items): every benchmark, every sampler (random, random without the evaluated
 # doc, first-n of the subject) at the leaderboard's shots, and both request types
@@ -43,10 +43,10 @@ def harness_lm():
 
 @pytest.mark.parametrize("name, shots, items", CASES, ids=[f"{c[0]}-{c[1]}shot" for c in CASES])
 def test_per_item_results_equal_lm_evaluation_harness(name, shots, items, harness_lm, local_model, tmp_path):
-    spec = BENCHMARKS[name]
-    rows = jsonl(DATA_BENCHMARKS / spec.data_file, items)
-    fewshot = jsonl(DATA_BENCHMARKS / "fewshot" / spec.fewshot.data_file) if shots else []
-    report = compare(spec, shots, rows, fewshot, 8, tmp_path, harness_lm, local_model)
+    benchmark = declared_benchmarks()[name]
+    rows = jsonl(Path(benchmark.dataset.file), items)
+    fewshot = jsonl(Path(benchmark.fewshot.file)) if shots else []
+    report = compare(benchmark, shots, rows, fewshot, 8, tmp_path, harness_lm, local_model)
 
     assert report["items"] == items
     assert report["prompt_mismatches"] == 0

@@ -4,8 +4,8 @@ the regression watch of the nightly refresh, and scores as numbers Dagster can p
 import pytest
 from dagster import AssetCheckSeverity, DagsterInstance
 
-from eval_platform.benchmarks import checks
-from eval_platform.benchmarks.assets import benchmark_scores, model_comparison
+from evaluation_assets.benchmarks import checks
+from evaluation_assets.benchmarks.assets import benchmark_evaluation, model_comparison
 from eval_platform.benchmarks.comparison import (
     NO_PAIRED_TEST,
     compare,
@@ -16,7 +16,7 @@ from eval_platform.benchmarks.comparison import (
 )
 from eval_platform.benchmarks.samples import side_by_side
 from eval_platform.common.reproducibility import cpu_name
-from eval_platform.common.resources import LanguageModelResource
+from resources import LanguageModelResource
 from tests.evaluation import materialize_evaluation, materialize_inputs, roster_with
 
 BFLOAT16 = LanguageModelResource(device="cpu", dtype="bfloat16")
@@ -35,17 +35,18 @@ def test_exact_mcnemar_and_the_paired_bootstrap():
     assert flipped_to_wrong({"a": 1.0, "b": 1.0, "c": 0.0}, {"a": 0.0, "b": 1.0, "c": 0.0, "d": 0.0}) == ["a"]
 
 
-def item_rows(model: str, values: dict[str, float], metric: str = "acc") -> list[dict]:
+def item_rows(model: str, values: dict[str, float], metric: str = "acc", task: str = "arc_easy") -> list[dict]:
+    """Document values as `load_document_values` gives them."""
     return [
         {
             "model": model,
             "model_fingerprint": f"{model}@1",
-            "mode": "loglikelihood",
-            "prompt_format": "harness",
-            "num_fewshot": 0,
+            "settings_key": "0-shot",
+            "solver": "harness",
+            "task": task,
+            "filter": "none",
             "metric": metric,
-            "prompt_id": item,
-            "source_row_id": f"row-{item}",
+            "item": f"row-{item}",
             "value": value,
             "prediction_run_id": None,
         }
@@ -73,60 +74,43 @@ def test_a_comparison_names_flipped_items_and_says_when_no_paired_test_applies()
     assert fractional["flipped_to_wrong"] is None and fractional["difference"] == pytest.approx(0.0)
 
 
-@pytest.mark.parametrize("kind", ["spec", "harness"])
-def test_a_significant_drop_against_the_baseline_warns_naming_the_flipped_items(warehouse, kind):
-    """The same check on either kind of benchmark's comparison asset, each reading its own kind."""
-    import pandas as pd
+def test_a_significant_drop_against_the_baseline_warns_naming_the_flipped_items(warehouse):
+    """The check on the comparisons of any benchmark: a dataset's documents are named by their source
+    rows, a harness task's by task/doc_id."""
+    from eval_platform.benchmarks.store import ComparisonStore
 
-    from eval_platform.benchmarks.store import BenchmarkStore
-
-    spec_check, harness_check = checks.no_drop_against_baseline, checks.harness_no_drop_against_baseline
-    check, other = (spec_check, harness_check) if kind == "spec" else (harness_check, spec_check)
-    assert check(warehouse=warehouse).passed
-    rows = item_rows("base", {str(i): 1.0 for i in range(12)}) + item_rows(
-        "new", {str(i): float(i >= 10) for i in range(12)}
-    )
-    if kind == "harness":  # as load_harness_item_values gives them: the task as mode, the filter as format
-        rows = [
-            {
-                **row,
-                "settings_key": "default shots",
-                "mode": "leaderboard_bbh_navigate",
-                "prompt_format": "none",
-                "source_row_id": f"leaderboard_bbh_navigate/{row['prompt_id']}",
-            }
-            for row in rows
-        ]
-    benchmark = "arc_easy" if kind == "spec" else "leaderboard_bbh"
-    compared = pd.DataFrame(comparison_rows(benchmark, "new", {"baseline": "base"}, rows, {})).assign(
-        compared_at=pd.Timestamp.now()
-    )
-    with warehouse.store(BenchmarkStore) as store:
-        replace = store.replace_model_comparisons if kind == "spec" else store.replace_harness_comparisons
-        replace(benchmark, "new", compared)
-    result = check(warehouse=warehouse)
-    assert not result.passed and result.severity == AssetCheckSeverity.WARN
+    assert checks.no_drop_against_baseline(warehouse=warehouse).passed
+    rows = item_rows("base", {str(i): 1.0 for i in range(12)}) + item_rows("new", {str(i): float(i >= 10) for i in range(12)})
+    navigate = "leaderboard_bbh_navigate"
+    harness = [{**row, "settings_key": "default shots", "task": navigate, "item": f"{navigate}/{row['item'][4:]}"}
+               for row in rows]  # fmt: skip
+    with warehouse.store(ComparisonStore) as store:
+        store.replace_comparisons("arc_easy", "new", comparison_rows("arc_easy", "new", {"baseline": "base"}, rows, {}))
+        store.replace_comparisons(
+            "leaderboard_bbh", "new", comparison_rows("leaderboard_bbh", "new", {"baseline": "base"}, harness, {})
+        )
+    result = checks.no_drop_against_baseline(warehouse=warehouse)
+    assert not result.passed and result.severity == AssetCheckSeverity.WARN and result.metadata["offending_rows"].value == 2
     report = result.metadata["examples"].value
-    assert f"('{benchmark}', 'new', 'baseline', 'base', " in report and "p=0.00195" in report  # 10 flipped
-    assert ("'row-9'" if kind == "spec" else "'leaderboard_bbh_navigate/9'") in report
-    if kind == "harness":
-        assert "'leaderboard_bbh_navigate (default shots)', 'none', 0, 'acc'" in report  # task, settings, filter
-    assert other(warehouse=warehouse).passed
+    assert "('arc_easy', 'new', 'baseline', 'base', '0-shot', 'harness', 'arc_easy', 'none', 'acc'," in report
+    assert "p=0.00195" in report and "'row-9'" in report  # 10 flipped, named by source row
+    assert f"('leaderboard_bbh', 'new', 'baseline', 'base', 'default shots', 'harness', '{navigate}', 'none'" in report
+    assert f"'{navigate}/9'" in report
 
 
 def test_side_by_side_lists_the_items_scored_differently_first():
     rows = [
         {
             **row,
-            "predicted": f"{row['model']}-{row['prompt_id']}",
+            "predicted": f"{row['model']}-{row['item'][4:]}",
             "reference": "B",
-            "question": f"Q {row['prompt_id']}",
+            "question": f"Q {row['item']}",
         }
         for row in item_rows("new", {"a": 1.0, "b": 1.0, "c": 0.0, "d": 1.0})
         + item_rows("base", {"a": 1.0, "b": 0.0, "c": 1.0, "d": 1.0})
     ]
     view = side_by_side("new", "base", rows)
-    assert "2 of 4 items differ" in view
+    assert "2 of 4 documents differ" in view
     listed = [
         line.split("|")[1].strip().strip("*")
         for line in view.splitlines()
@@ -143,13 +127,10 @@ def test_two_precisions_of_smollm2_compared_on_shared_items(warehouse, tmp_path)
     assert materialize_inputs(warehouse, "arc_easy", 6).success
     for name, model in (("f32", LanguageModelResource()), ("bf16", BFLOAT16)):
         result = materialize_evaluation(
-            warehouse, "arc_easy", name, roster, {"modes": ["loglikelihood"]}, evaluation_model=model, instance=instance
+            warehouse, "arc_easy", name, roster, {"solvers": ["harness"]}, evaluation_model=model, instance=instance
         )
-        scores = next(
-            e for e in result.get_asset_materialization_events() if e.asset_key.path[-1] == "benchmark_scores"
-        )
-        metadata = scores.materialization.metadata
-        assert 0 <= metadata["accuracy/loglikelihood/harness/0-shot/acc_norm"].value <= 1  # a number Dagster plots
+        metadata = evaluation_metadata(result)
+        assert 0 <= metadata["harness/arc_easy/acc_norm"].value <= 1  # a number Dagster plots
         tags = instance.get_run_by_id(result.run_id).tags
         assert tags["eval/model"] == "local/smollm2-135m-instruct"
         assert tags["eval/model_fingerprint"].endswith("+bfloat16") == (model.dtype == "bfloat16")
@@ -157,7 +138,7 @@ def test_two_precisions_of_smollm2_compared_on_shared_items(warehouse, tmp_path)
     metadata = result.get_asset_materialization_events()[0].materialization.metadata
     assert metadata["compared_with"].value == {"baseline": "f32"} and metadata["not_comparable_yet"].value == []
     assert "| f32 " in metadata["comparison"].value and "baseline" in metadata["comparison"].value
-    assert "## bf16 (a) against f32 (b)" in metadata["items"].value and "of 6 items differ" in metadata["items"].value
+    assert "## bf16 (a) against f32 (b)" in metadata["items"].value and "of 6 documents differ" in metadata["items"].value
     # any two entries: float32 against bfloat16, chosen in the launchpad
     chosen = materialize_evaluation(
         warehouse,
@@ -173,54 +154,51 @@ def test_two_precisions_of_smollm2_compared_on_shared_items(warehouse, tmp_path)
     with warehouse.get_connection() as conn:
         rows = conn.execute(
             "SELECT metric, items, accuracy_a, accuracy_b, difference, only_a, only_b, mcnemar_p, "
-            "ci_low, ci_high FROM model_comparisons WHERE model_a = 'bf16' AND model_b = 'f32' "
+            "ci_low, ci_high FROM comparisons WHERE model_a = 'bf16' AND model_b = 'f32' "
             "AND fingerprint_a LIKE '%+bfloat16' ORDER BY metric"
         ).fetchall()
     assert [r[0] for r in rows] == ["acc", "acc_norm"]
     for _, items, a, b, difference, only_a, only_b, p, low, high in rows:
         assert items == 6 and difference == pytest.approx(a - b) and low <= difference <= high
         assert p == pytest.approx(exact_mcnemar(only_a, only_b))
-    with warehouse.get_connection() as conn:  # the comparisons of either kind of benchmark, in one view
-        stored = conn.execute("SELECT * EXCLUDE (compared_at) FROM model_comparisons ORDER BY ALL").fetchall()
-        either = conn.execute(
-            "SELECT * EXCLUDE (compared_at, kind, task, filter, settings_key) FROM comparisons "
-            "WHERE kind = 'spec' AND task = benchmark AND filter = 'none' "
-            "AND settings_key IS NULL ORDER BY ALL"
-        ).fetchall()  # a spec's: mode, format, shots
-    assert either == stored and len(stored) == 4
 
 
 def test_the_regression_watch_names_items_that_flipped_to_wrong(warehouse, tmp_path):
+    """The model's stored answers changed (as a changed model would answer): the next run, which
+    reuses them, scores every document again, and the check compares it with the run before."""
     roster = roster_with(tmp_path, "m")
 
-    def score():
-        assert materialize_evaluation(warehouse, "arc_easy", "m", roster, assets=[benchmark_scores]).success
+    def evaluate():
+        assert materialize_evaluation(warehouse, "arc_easy", "m", roster, {"solvers": ["letter"]}).success
+
+    def answer(labels: str) -> None:
+        """Every stored letter answer puts all its probability on the label `labels` picks."""
+        with warehouse.get_connection() as conn:
+            conn.execute(f"""
+                UPDATE answers a SET response = to_json(map_from_entries(list_transform(d.labels,
+                    lambda l: {{'key': l, 'value': CASE WHEN l = {labels} THEN 1.0 ELSE 0.0 END}})))
+                FROM documents d WHERE a.request_type = 'label_probabilities'
+                    AND a.arguments ->> '$[1]' = d.user_prompt""")
 
     assert materialize_inputs(warehouse, "arc_easy", 12).success
-    assert materialize_evaluation(warehouse, "arc_easy", "m", roster, {"modes": ["letter"]}).success
+    evaluate()
     assert checks.accuracy_regression(warehouse=warehouse).passed  # one run: nothing to compare
-    with warehouse.get_connection() as conn:  # a model that answers every question right ...
-        conn.execute(
-            "UPDATE predictions p SET predicted = q.real_answer FROM prompts q WHERE p.prompt_id = q.prompt_id"
-        )
-    score()
+    answer("d.real_answer")  # a model that answers every question right ...
+    evaluate()
     assert checks.accuracy_regression(warehouse=warehouse).passed  # better is no regression
-    with warehouse.get_connection() as conn:  # ... then, refreshed, none
-        conn.execute(
-            "UPDATE predictions p SET predicted = CASE q.real_answer WHEN 'A' THEN 'B' ELSE 'A' END "
-            "FROM prompts q WHERE p.prompt_id = q.prompt_id"
-        )
-        flipped = {r[0] for r in conn.execute("SELECT source_row_id FROM prompts").fetchall()}
-    score()
+    answer("CASE d.real_answer WHEN 'A' THEN 'B' ELSE 'A' END")  # ... then, refreshed, none
+    with warehouse.get_connection() as conn:
+        flipped = {r[0] for r in conn.execute("SELECT source_row_id FROM documents").fetchall()}
+    evaluate()
     result = checks.accuracy_regression(warehouse=warehouse)
     assert not result.passed and result.severity == AssetCheckSeverity.WARN
     report = result.metadata["examples"].value
     assert "p=0.000488" in report and all(row_id in report for row_id in flipped)
 
 
-def predictions_metadata(result) -> dict:
+def evaluation_metadata(result) -> dict:
     return next(
-        e for e in result.get_asset_materialization_events() if e.asset_key.path[-1] == "benchmark_predictions"
+        e for e in result.get_asset_materialization_events() if e.asset_key.path[-1] == "benchmark_evaluation"
     ).materialization.metadata
 
 
@@ -235,7 +213,7 @@ def test_each_prediction_run_records_where_it_ran_and_comparisons_name_what_diff
             "arc_easy",
             name,
             roster,
-            {"modes": ["loglikelihood"], "recompute": recompute},
+            {"solvers": ["harness"], "recompute": recompute},
             evaluation_model=model,
         )
         assert result.success
@@ -246,45 +224,45 @@ def test_each_prediction_run_records_where_it_ran_and_comparisons_name_what_diff
             return {
                 fingerprint: set(ids)
                 for fingerprint, ids in conn.execute(
-                    "SELECT model_fingerprint, list(DISTINCT run_id) FROM predictions GROUP BY ALL"
+                    "SELECT model_fingerprint, list(DISTINCT run_id) FROM answers GROUP BY ALL"
                 ).fetchall()
             }
 
     first = refresh("f32", LanguageModelResource(batch_size=4))
     second = refresh("bf16", LanguageModelResource(device="cpu", dtype="bfloat16", batch_size=8))
-    assert predictions_metadata(first)["environment"].value["batch_size"] == 4
+    assert evaluation_metadata(first)["environment"].value["batch_size"] == 4
     with warehouse.get_connection() as conn:
         stored = conn.execute(
             "SELECT run_id, batch_size, device, device_name, dtype, threads, cpu_features, "
-            "torch_version, transformers_version FROM prediction_runs ORDER BY batch_size"
+            "torch_version, transformers_version FROM evaluation_runs ORDER BY batch_size"
         ).fetchall()
         named = conn.execute(
-            "SELECT count(*), count(r.run_id) FROM predictions p LEFT JOIN prediction_runs r USING (run_id, benchmark)"
+            "SELECT count(*), count(r.run_id) FROM answers a LEFT JOIN evaluation_runs r USING (run_id)"
         ).fetchone()
     assert [row[:3] + (row[4],) for row in stored] == [
         (first.run_id, 4, "cpu", "float32"),
         (second.run_id, 8, "cpu", "bfloat16"),
     ]
     assert all(row[3] == cpu_name() and row[5] >= 1 and row[7] and row[8] for row in stored)
-    assert named == (12, 12)  # every prediction names the run that computed it
+    assert named == (48, 48)  # every answer (4 choices of 6 documents, 2 models) names the run that computed it
 
     assert materialize_evaluation(warehouse, "arc_easy", "bf16", roster, assets=[model_comparison]).success
     with warehouse.get_connection() as conn:
-        ((differences,),) = conn.execute("SELECT DISTINCT environment_differences FROM model_comparisons").fetchall()
+        ((differences,),) = conn.execute("SELECT DISTINCT environment_differences FROM comparisons").fetchall()
     assert differences == "batch_size: 8 vs 4; dtype: bfloat16 vs float32"
 
     before = prediction_run_ids()
     reused = refresh("f32", LanguageModelResource(batch_size=16))  # nothing to compute: reused, with their run
-    assert predictions_metadata(reused)["modes"].value["loglikelihood/harness/0-shot"]["computed"] == 0
+    assert evaluation_metadata(reused)["solvers"].value["harness (0-shot)"]["computed"] == 0
     assert prediction_run_ids() == before
     assert (
         checks.accuracy_regression(warehouse=warehouse)
         .metadata["environment_changes"]
-        .value.startswith("_the compared runs had the same environment")
+        .value.startswith("_the compared runs had the same settings and environment")
     )
     refresh("f32", LanguageModelResource(batch_size=16), recompute=True)
     changes = checks.accuracy_regression(warehouse=warehouse).metadata["environment_changes"].value
-    assert "'acc', 'batch_size: 4 vs 16')" in changes and "'acc_norm', 'batch_size: 4 vs 16')" in changes
+    assert "'acc', 'batch_size: 4 vs 16')" in changes and "'acc_norm', 'batch_size: 4 vs 16')" in changes, changes
     with warehouse.get_connection() as conn:
-        kept = conn.execute("SELECT run_id FROM prediction_runs ORDER BY recorded_at").fetchall()
-    assert len(kept) == 3  # the replaced run stays while a stored score's history names it
+        kept = conn.execute("SELECT run_id FROM evaluation_runs ORDER BY recorded_at").fetchall()
+    assert len(kept) == 3  # the replaced run stays while a stored result's history names it

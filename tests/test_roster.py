@@ -9,22 +9,26 @@ import pytest
 import yaml
 from dagster import DagsterInstance, Definitions, SkipReason, build_sensor_context, partition_loading_context
 
-from eval_platform.benchmarks import checks
-from eval_platform.benchmarks.leaderboard import (
-    harness_headline_scores,
-    headline_scores,
-    leaderboard_plot,
-    leaderboard_table,
-)
-from eval_platform.benchmarks.partitions import benchmark_partitions, evaluation_key, roster_partitions
-from eval_platform.benchmarks.resources import ROSTER_DIR, RosterResource
+from eval_platform.benchmarks.declarations import declared_benchmarks
+from eval_platform.benchmarks.leaderboard import headline_rows, leaderboard_plot, leaderboard_table
+from eval_platform.benchmarks.protocols import declared_protocols
 from eval_platform.benchmarks.roster import RosterError, evaluation_order, load_roster
-from eval_platform.benchmarks.sensors import checkpoint_sensor, roster_sensor
-from eval_platform.benchmarks.store import legacy_names
-from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource
-from speed.nightly_refresh import predictions_counts, run_night, run_request
+from eval_platform.benchmarks.store.migrations.to_v5 import legacy_names
+from eval_platform.environment import environment
+from evaluation_assets.benchmarks import checks
+from evaluation_assets.partitions import benchmark_partitions, evaluation_key, roster_partitions
+from resources import LanguageModelResource, ModelGatewayResource, RosterResource
+from schedules.sensors import checkpoint_sensor, roster_sensor
+from speed.nightly_refresh import evaluation_counts, run_night, run_request
 
 ROWS = 8
+
+
+BENCHMARKS, PROTOCOLS = declared_benchmarks(), declared_protocols()
+
+
+def roster_of(folder):
+    return load_roster(folder, BENCHMARKS, PROTOCOLS)
 
 
 def write(folder, stem, **fields):
@@ -36,7 +40,7 @@ def write(folder, stem, **fields):
 
 
 def test_the_demo_roster_is_smollm2_in_two_precisions():
-    roster = load_roster(ROSTER_DIR)
+    roster = roster_of(environment().roster_dir)
     assert sorted(roster) == ["smollm2-135m-instruct-bfloat16", "smollm2-135m-instruct-float32"]
     float32, bfloat16 = roster["smollm2-135m-instruct-float32"], roster["smollm2-135m-instruct-bfloat16"]
     assert (float32.model, float32.dtype, bfloat16.model, bfloat16.dtype) == (
@@ -46,7 +50,9 @@ def test_the_demo_roster_is_smollm2_in_two_precisions():
         "bfloat16",
     )
     assert bfloat16.references() == {"baseline": float32.name}
-    assert "gsm8k" in float32.evaluated_on() and "gsm8k" not in bfloat16.evaluated_on()
+    assert "gsm8k" in float32.evaluated_on(BENCHMARKS, PROTOCOLS)
+    assert "gsm8k" not in bfloat16.evaluated_on(BENCHMARKS, PROTOCOLS)
+    assert bfloat16.evaluation_settings() == {"solvers": ("harness",)}
     assert evaluation_order(roster) == [float32.name, bfloat16.name]  # a baseline first
 
 
@@ -65,26 +71,26 @@ def test_the_demo_roster_is_smollm2_in_two_precisions():
 def test_a_bad_roster_file_is_refused_naming_the_file_and_field(tmp_path, content, problem):
     (tmp_path / "bad.yaml").write_text(content)
     with pytest.raises(RosterError, match=str(tmp_path / "bad.yaml")) as refused:
-        load_roster(tmp_path)
+        roster_of(tmp_path)
     assert problem in str(refused.value)
 
 
 def test_an_entrys_run_tags_are_on_every_run_requested_for_it(tmp_path):
     from dagster import DagsterInstance
 
-    from eval_platform.benchmarks.schedules import evaluation_run_requests
+    from schedules import evaluation_run_requests
 
     write(tmp_path, "gpu", model="local/x", run_tags={"eval/gpu": "a100"}, benchmarks=["arc_easy", "mmlu"])
     write(tmp_path, "cpu", model="local/y", benchmarks=["arc_easy"])
     with DagsterInstance.ephemeral() as instance:
-        requests = evaluation_run_requests(instance, load_roster(tmp_path), ["arc_easy", "mmlu"], "night")
+        requests = evaluation_run_requests(instance, roster_of(tmp_path), ["arc_easy", "mmlu"], PROTOCOLS, "night")
     assert sorted(
         (r.partition_key.keys_by_dimension["model"], r.partition_key.keys_by_dimension["benchmark"], dict(r.tags))
         for r in requests
     ) == [("cpu", "arc_easy", {}), ("gpu", "arc_easy", {"eval/gpu": "a100"}), ("gpu", "mmlu", {"eval/gpu": "a100"})]
     (tmp_path / "cpu.yaml").write_text("run_tags: {eval/gpu: [a100]}")
     with pytest.raises(RosterError, match="run_tags"):
-        load_roster(tmp_path)
+        roster_of(tmp_path)
 
 
 def test_a_name_used_twice_or_a_cycle_is_refused(tmp_path):
@@ -122,115 +128,72 @@ def test_models_scored_before_the_roster_are_named_by_model_and_precision():
 # --- the leaderboard --------------------------------------------------------------------------------
 
 
-def score(model, benchmark, metric, shots, accuracy, mode="loglikelihood", prompt_format="harness", fingerprint=None):
+def result(model, benchmark, metric, shots, value, solver="harness", task=None, flt="none", fingerprint=None, ci=0.1):
     return {
         "model": model,
         "model_fingerprint": fingerprint or f"local/{model}@1",
         "benchmark": benchmark,
-        "mode": mode,
-        "prompt_format": prompt_format,
-        "num_fewshot": shots,
+        "solver": solver,
+        "settings_key": f"{shots}-shot" if shots is not None else "default shots",
+        "task": task or benchmark,
         "metric": metric,
+        "filter": flt,
+        "num_fewshot": shots,
         "n": 10,
-        "accuracy": accuracy,
-        "ci_low": accuracy - 0.1,
-        "ci_high": accuracy + 0.1,
+        "value": value,
+        "ci_low": value - ci if ci is not None else None,
+        "ci_high": value + ci if ci is not None else None,
     }
 
 
 def test_the_leaderboard_shows_each_models_headline_and_labels_what_differs():
-    scores = [
-        score("f32", "arc_challenge", "acc", 25, 0.3),
-        score("f32", "arc_challenge", "acc_norm", 0, 0.4),
-        score("f32", "arc_challenge", "acc_norm", 25, 0.5),
-        score("bf16", "arc_challenge", "acc_norm", 0, 0.45, fingerprint="local/f32@1+bfloat16"),
-        score("f32", "gsm8k", "strict-match", 0, 0.1, mode="generate", prompt_format="chat"),
+    results = [
+        result("f32", "arc_challenge", "acc", 25, 0.3),
+        result("f32", "arc_challenge", "acc_norm", 0, 0.4),
+        result("f32", "arc_challenge", "acc_norm", 25, 0.5),
+        result("f32", "arc_challenge", "acc", 0, 0.7, solver="letter"),
+        result("bf16", "arc_challenge", "acc_norm", 0, 0.45, fingerprint="local/f32@1+bfloat16"),
+        result("f32", "gsm8k", "exact_match", 0, 0.1, solver="generate", flt="strict-match"),
+        result("f32", "gsm8k", "exact_match", 0, 0.0, solver="generate", flt="flexible-extract"),
+        result("f32", "mmlu", "acc", 5, 0.2, task="mmlu_anatomy"),
+        result("f32", "mmlu", "acc", 5, 0.25),  # the benchmark's own number, over every subject
     ]
-    headlines = headline_scores(scores)
-    assert [(h["model"], h["benchmark"], h["metric"], h["num_fewshot"], h["accuracy"]) for h in headlines] == [
-        ("bf16", "arc_challenge", "acc_norm", 0, 0.45),
-        ("f32", "arc_challenge", "acc_norm", 25, 0.5),
-        ("f32", "gsm8k", "strict-match", 0, 0.1),
+    headlines = headline_rows(results, BENCHMARKS)
+    assert [(h["model"], h["benchmark"], h["solver"], h["metric"], h["num_fewshot"], h["value"]) for h in headlines] == [
+        ("bf16", "arc_challenge", "harness", "acc_norm", 0, 0.45),
+        ("f32", "arc_challenge", "harness", "acc_norm", 25, 0.5),
+        ("f32", "gsm8k", "generate", "exact_match", 0, 0.1),
+        ("f32", "mmlu", "harness", "acc", 5, 0.25),
     ]
     averages = [
-        {
-            "model": "f32",
-            "model_fingerprint": "local/f32@1",
-            "n": 2,
-            "accuracy": 0.3,
-            "status": "partial: 2 of 6 tasks (missing hellaswag, mmlu, truthfulqa_mc2, winogrande)",
-        },
-        {"model": "bf16", "model_fingerprint": "local/f32@1+bfloat16", "n": 6, "accuracy": 0.35, "status": "complete"},
-    ]
-    table = leaderboard_table(headlines, averages).set_index("model")
+        {"protocol": "open_llm_leaderboard_v1", "model": "f32", "score": 0.3,
+         "status": "partial: 2 of 6 tasks (missing hellaswag, mmlu, truthfulqa_mc2, winogrande)"},
+        {"protocol": "open_llm_leaderboard_v1", "model": "bf16", "score": 0.35, "status": "complete"},
+    ]  # fmt: skip
+    table = leaderboard_table(headlines, averages, BENCHMARKS).set_index("model")
     assert list(table.index) == ["bf16", "f32"]  # a complete average first
     assert table.loc["f32", "arc_challenge (25-shot acc_norm)"] == "0.500 [0.400, 0.600]"
     assert table.loc["bf16", "arc_challenge (25-shot acc_norm)"] == "0.450 [0.350, 0.550] (0-shot)"
-    assert table.loc["f32", "gsm8k (5-shot strict-match)"] == "0.100 [0.000, 0.200] (0-shot, chat)"
+    assert table.loc["f32", "gsm8k (5-shot exact_match,strict-match)"] == "0.100 [0.000, 0.200] (0-shot, generate)"
+    assert table.loc["f32", "mmlu (5-shot acc)"] == "0.250 [0.150, 0.350]"
     assert table.loc["f32", "open_llm_leaderboard_v1"].startswith("0.3000 (partial: 2 of 6 tasks")
     assert table.loc["bf16", "open_llm_leaderboard_v1"] == "0.3500 (complete)"
     assert (table.loc["f32", "fingerprint"], table.loc["bf16", "fingerprint"]) == ("f32@1", "f32@1+bfloat16")
 
 
-def test_a_harness_benchmark_is_a_leaderboard_column_beside_a_spec_of_the_same_name():
-    """A harness task launched by a spec's name (`arc_easy`) is its own column; a group's headline
-    has no shots, documents or standard error, so no interval is shown for it."""
-    harness = [
-        {
-            "benchmark": "arc_easy",
-            "model": "f32",
-            "model_fingerprint": "local/f32@1",
-            "task": "arc_easy",
-            "metric": "acc",
-            "filter": "none",
-            "value": 0.6,
-            "stderr": 0.05,
-            "n": 20,
-            "num_fewshot": 0,
-        },
-        {
-            "benchmark": "leaderboard_bbh",
-            "model": "f32",
-            "model_fingerprint": "local/f32@1",
-            "task": "leaderboard_bbh",
-            "metric": "acc_norm",
-            "filter": "none",
-            "value": 0.3,
-            "stderr": None,
-            "n": None,
-            "num_fewshot": None,
-        },
-        {
-            "benchmark": "gsm8k_local",
-            "model": "f32",
-            "model_fingerprint": "local/f32@1",
-            "task": "gsm8k",
-            "metric": "exact_match",
-            "filter": "strict-match",
-            "value": 0.1,
-            "stderr": 0.1,
-            "n": 5,
-            "num_fewshot": 5,
-        },
+def test_a_harness_task_of_no_declaration_and_a_group_are_columns_too():
+    """A harness task launched by name, declared nowhere, is a column headed by its first metric; a
+    group's headline has no standard error, so no interval is shown for it."""
+    results = [
+        result("f32", "leaderboard_bbh", "acc_norm", None, 0.3, ci=None),
+        result("f32", "leaderboard_bbh", "acc_norm", 3, 0.2, task="leaderboard_bbh_navigate"),
+        result("f32", "gsm8k_local", "exact_match", 5, 0.1, task="gsm8k", flt="strict-match", ci=0.1959964),
     ]
-    rows = harness_headline_scores(harness)
-    assert [(r["benchmark"], r["mode"], r["metric"], r["ci_low"], r["ci_high"]) for r in rows] == [
-        ("arc_easy", "harness", "acc", pytest.approx(0.6 - 1.959964 * 0.05), pytest.approx(0.6 + 1.959964 * 0.05)),
-        ("leaderboard_bbh", "harness", "acc_norm", None, None),
-        (
-            "gsm8k_local",
-            "harness",
-            "exact_match,strict-match",
-            pytest.approx(0.1 - 0.1959964),
-            pytest.approx(0.1 + 0.1959964),
-        ),
-    ]
-    table = leaderboard_table(headline_scores([score("f32", "arc_easy", "acc", 0, 0.5)]) + rows, []).set_index("model")
-    assert table.loc["f32", "arc_easy (0-shot acc_norm)"] == "0.500 [0.400, 0.600] (acc)"
-    assert table.loc["f32", "arc_easy (harness, 0-shot acc)"] == "0.600 [0.502, 0.698]"
-    assert table.loc["f32", "leaderboard_bbh (harness, acc_norm)"] == "0.300"
-    assert table.loc["f32", "gsm8k_local (harness, 5-shot exact_match,strict-match)"] == "0.100 [-0.096, 0.296]"
-    assert "png" in leaderboard_plot(headline_scores([score("f32", "arc_easy", "acc", 0, 0.5)]) + rows)
+    headlines = headline_rows(results, BENCHMARKS)
+    table = leaderboard_table(headlines, [], BENCHMARKS).set_index("model")
+    assert table.loc["f32", "leaderboard_bbh (acc_norm)"] == "0.300"
+    assert table.loc["f32", "gsm8k_local (first metric)"] == "0.100 [-0.096, 0.296]"
+    assert "png" in leaderboard_plot(headlines)
 
 
 # --- nightly, sensors -------------------------------------------------------------------------------
@@ -240,7 +203,7 @@ def test_a_harness_benchmark_is_a_leaderboard_column_beside_a_spec_of_the_same_n
 def platform(tmp_path, warehouse):
     """The code location's jobs over a test warehouse and a roster of two models (the demo's two
     precisions of SmolLM2) on ARC-Easy and MMLU, each benchmark cut to its first ROWS rows."""
-    from eval_platform.definitions import defs
+    from evaluation_assets.definitions import defs
 
     roster = RosterResource(directory=str(tmp_path / "roster"))
     write(
@@ -255,7 +218,7 @@ def platform(tmp_path, warehouse):
         "bf16",
         model="local/smollm2-135m-instruct",
         dtype="bfloat16",
-        modes=["loglikelihood"],
+        solvers=["harness"],
         benchmarks=["arc_easy", "mmlu"],
         baseline="f32",
     )
@@ -279,7 +242,7 @@ def run_requests(test_defs, instance, job, requests) -> dict[str, dict]:
     predictions counts by partition."""
     counts = {}
     for request in requests:
-        counts |= predictions_counts(run_request(test_defs, instance, job, request.partition_key, ROWS))
+        counts |= evaluation_counts(run_request(test_defs, instance, job, request.partition_key, ROWS))
     return counts
 
 
@@ -290,24 +253,24 @@ def night(platform, day: int) -> tuple[dict[str, dict], float]:
 
 
 def computed(counts: dict[str, dict]) -> dict[str, int]:
-    return {key: sum(mode["computed"] for mode in modes.values()) for key, modes in counts.items()}
+    return {key: sum(solver["computed"] for solver in solvers.values()) for key, solvers in counts.items()}
 
 
-def test_an_unchanged_nightly_refresh_computes_no_prediction(platform):
+def test_an_unchanged_nightly_refresh_computes_no_answer(platform):
     first, _ = night(platform, 23)
     assert sorted(first) == sorted(str(evaluation_key(b, m)) for b in ("arc_easy", "mmlu") for m in ("f32", "bf16"))
     assert all(count > 0 for count in computed(first).values())
     second, seconds = night(platform, 24)
     print(f"\nunchanged night: {seconds:.1f} s for {len(second)} evaluations")
     assert computed(second) == {key: 0 for key in first}
-    assert all(mode["forward_passes"] == 0 for modes in second.values() for mode in modes.values())
+    assert all(solver["forward_passes"] == 0 for solvers in second.values() for solver in solvers.values())
     _, _, warehouse, _, tmp_path = platform
     write(
         tmp_path / "roster",
         "bf16",
         model="local/smollm2-135m-instruct",
         dtype="float16",  # a changed entry
-        modes=["loglikelihood"],
+        solvers=["harness"],
         benchmarks=["arc_easy", "mmlu"],
         baseline="f32",
     )
@@ -316,7 +279,7 @@ def test_an_unchanged_nightly_refresh_computes_no_prediction(platform):
         key: key.endswith("|bf16") for key in first
     }  # only the changed entry is evaluated again
     with warehouse.get_connection() as conn:
-        fingerprints = conn.execute("SELECT DISTINCT model, model_fingerprint FROM scores ORDER BY 1").fetchall()
+        fingerprints = conn.execute("SELECT DISTINCT model, model_fingerprint FROM results ORDER BY 1").fetchall()
     assert [(m, f.rsplit("@")[-1].split("+")[-1] if "+" in f else "float32") for m, f in fingerprints] == [
         ("bf16", "float16"),
         ("f32", "float32"),
@@ -339,8 +302,8 @@ def test_the_roster_sensor_adds_partitions_and_evaluates_a_changed_entry(platfor
     )
     changed = roster_sensor(build_sensor_context(instance=instance, resources={"roster": roster}, cursor=again.cursor))
     assert [r.partition_key for r in changed.run_requests] == [evaluation_key("arc_easy", "f32")]
-    # an entry that now lists a harness benchmark (data/harness/) too: both by the one job, checked as the
-    # daemon checks a sensor's requests
+    # an entry that now lists a harness task's benchmark too: both by the one job, checked as the daemon
+    # checks a sensor's requests
     write(
         tmp_path / "roster",
         "f32",
@@ -366,7 +329,7 @@ def test_a_new_checkpoint_is_evaluated_and_compared_with_its_predecessor_and_bas
 
     test_defs, roster, warehouse, instance, tmp_path = platform
     checkpoints = tmp_path / "checkpoints"
-    write(checkpoints, "checkpoints", benchmarks=["arc_easy"], modes=["loglikelihood"], baseline="f32")
+    write(checkpoints, "checkpoints", benchmarks=["arc_easy"], solvers=["harness"], baseline="f32")
     sensor = checkpoint_sensor(checkpoints, "test_checkpoint_sensor")
 
     def tick():
@@ -384,14 +347,14 @@ def test_a_new_checkpoint_is_evaluated_and_compared_with_its_predecessor_and_bas
         assert [r.partition_key for r in result.run_requests] == [evaluation_key("arc_easy", step)]
         assert step in instance.get_dynamic_partitions(roster_partitions.name)
         counts = run_requests(test_defs, instance, "model_evaluation", result.run_requests)
-        assert computed(counts) == {str(evaluation_key("arc_easy", step)): ROWS}  # a new model: evaluated
+        assert computed(counts) == {str(evaluation_key("arc_easy", step)): 4 * ROWS}  # a new model: every choice
     assert isinstance(tick(), SkipReason)
-    entry = load_roster(tmp_path / "roster")["step-200"]
+    entry = roster_of(tmp_path / "roster")["step-200"]
     assert (entry.model, entry.previous, entry.baseline) == (f"local/{checkpoints / 'step-200'}", "step-100", "f32")
     with warehouse.get_connection() as conn:
         compared = conn.execute(
             "SELECT model_b, relation, metric, items, difference, flipped_to_wrong "
-            "FROM model_comparisons WHERE model_a = 'step-200' ORDER BY 1, 3"
+            "FROM comparisons WHERE model_a = 'step-200' ORDER BY 1, 3"
         ).fetchall()
     assert [row[:4] for row in compared] == [
         ("f32", "baseline", "acc", ROWS),
@@ -403,16 +366,13 @@ def test_a_new_checkpoint_is_evaluated_and_compared_with_its_predecessor_and_bas
     assert checks.no_drop_against_baseline(warehouse=warehouse).passed  # the same weights: no drop
 
 
-def test_a_benchmark_declares_its_own_headline_and_a_new_one_needs_no_other_file(monkeypatch):
-    from dataclasses import replace
+def test_a_benchmark_declares_its_own_headline():
+    from eval_platform.benchmarks.leaderboard import headline_of, headline_task
 
-    from eval_platform.benchmarks.leaderboard import headline_task
-    from eval_platform.benchmarks.specs import BENCHMARKS
-
-    arc_easy = headline_task("arc_easy")  # ARC-Easy is in no protocol: its spec's zero-shot acc_norm
-    assert (arc_easy.metric, arc_easy.num_fewshot) == ("acc_norm", 0)
-    assert (headline_task("gsm8k_cot").metric, headline_task("gsm8k_cot").num_fewshot) == ("strict-match", 8)
-    monkeypatch.setitem(
-        BENCHMARKS, "arc_easy_copy", replace(BENCHMARKS["arc_easy"], name="arc_easy_copy", headline_metric="acc")
-    )
-    assert (headline_task("arc_easy_copy").metric, headline_task("arc_easy_copy").mode) == ("acc", "loglikelihood")
+    arc_easy = headline_of(BENCHMARKS["arc_easy"])  # ARC-Easy is in no protocol: its declared zero-shot acc_norm
+    assert (arc_easy.solver, arc_easy.metric, arc_easy.num_fewshot) == ("harness", "acc_norm", 0)
+    cot = headline_of(BENCHMARKS["gsm8k_cot"])
+    assert (cot.metric, cot.filter, cot.num_fewshot) == ("exact_match", "strict-match", 8)
+    assert headline_task(BENCHMARKS["mmlu"]) == "mmlu" and headline_task(BENCHMARKS["leaderboard_bbh"]) == "leaderboard_bbh"
+    bbh = headline_of(BENCHMARKS["leaderboard_bbh"])  # a harness task's own shots: none declared
+    assert (bbh.metric, bbh.num_fewshot) == ("acc_norm", None)

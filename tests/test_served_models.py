@@ -16,7 +16,7 @@ from eval_platform.common.models import Chat, GenerationRequest, LoglikelihoodRe
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, Placement, choose_placement
 from eval_platform.common.models.served import ServedCompletionsModel, ServerCheckFailed
 from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
-from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource
+from resources import LanguageModelResource, ModelGatewayResource
 from tests.conftest import DATA_BENCHMARKS, PROJECT_ROOT
 from tests.evaluation import materialize_evaluation, materialize_inputs, roster_with
 from tests.processes import free_port, running
@@ -169,7 +169,7 @@ def test_a_served_model_of_the_roster_reaches_its_server_and_needs_no_key(server
     from dagster import DagsterInstance
 
     from eval_platform.benchmarks.partitions import benchmark_partitions, evaluation_key, roster_partitions
-    from eval_platform.definitions import defs
+    from evaluation_assets.definitions import defs
 
     monkeypatch.delenv("OPENAI_API_KEY")
     entry = {**readme_served_entry(), "api_base": f"{server}/v1"}

@@ -117,7 +117,7 @@ def test_the_layering_test_catches_what_it_forbids(tmp_path, monkeypatch):
         "benchmarks/scoring_extra.py": "import duckdb\n",
         "benchmarks/store_extra.py": "from eval_platform.evolution.genetic import TAGS\n",
         "common/helper.py": "from eval_platform.benchmarks.specs import BENCHMARKS\n",
-        "blind/store.py": "from eval_platform.blind.assets import SHEET_FILE\n",
+        "blind/store.py": "from evaluation_assets.blind.assets import SHEET_FILE\n",
     }
     package = tmp_path / "eval_platform"
     for relative, source in {
@@ -148,10 +148,10 @@ def test_thin_folders_only_re_export_the_package():
 
 def store_methods():
     from eval_platform.common.warehouse import table_access
-    from eval_platform.definitions import ALL_STORES
+    from eval_platform.common.warehouse import registered_stores
 
     methods = {}
-    for store in ALL_STORES:
+    for store in registered_stores():
         for name, function in vars(store).items():
             if hasattr(function, "table_access"):
                 assert name not in methods, f"store method {name} is defined twice"
@@ -186,7 +186,8 @@ FILE_EDGES = {("blind_eval_llm_rating", "blind_eval_sheet")}
 
 
 def test_every_table_has_one_writer_and_deps_equal_the_table_graph():
-    from eval_platform.definitions import ALL_STORES, defs
+    from evaluation_assets.definitions import defs
+    from eval_platform.common.warehouse import registered_stores
 
     methods = store_methods()
     touched, deps = {}, {}
@@ -200,7 +201,7 @@ def test_every_table_has_one_writer_and_deps_equal_the_table_graph():
     for asset, (_, written) in touched.items():
         for table in written:
             writers.setdefault(table, []).append(asset)
-    every_table = {table for store in ALL_STORES for table in store.tables}
+    every_table = {table for store in registered_stores() for table in store.tables}
     assert {t: w for t, w in writers.items() if len(w) > 1} == {}
     assert every_table - set(writers) == set(), "tables no asset writes"
     for asset, (read, written) in touched.items():
@@ -209,7 +210,7 @@ def test_every_table_has_one_writer_and_deps_equal_the_table_graph():
 
 
 def test_asset_checks_read_tables_of_their_asset_or_upstream():
-    from eval_platform.definitions import defs
+    from evaluation_assets.definitions import defs
 
     methods = store_methods()
     graph = defs.resolve_asset_graph()
@@ -242,15 +243,15 @@ def test_a_store_method_cannot_touch_an_undeclared_table(warehouse):
 
 
 def test_a_new_warehouse_records_every_store_version(warehouse):
-    from eval_platform.definitions import ALL_STORES
+    from eval_platform.common.warehouse import registered_stores
 
     with warehouse.get_connection() as conn:
         versions = dict(conn.execute("SELECT store, version FROM schema_versions").fetchall())
-    assert versions == {store.name: store.version for store in ALL_STORES}
+    assert versions == {store.name: store.version for store in registered_stores()}
 
 
 def test_an_unversioned_warehouse_is_migrated(tmp_path):
-    from eval_platform.common.resources import WarehouseResource
+    from resources import WarehouseResource
 
     path = tmp_path / "old.duckdb"
     with duckdb.connect(str(path)) as conn:
@@ -280,15 +281,15 @@ def test_an_unversioned_warehouse_is_migrated(tmp_path):
 
 def test_a_version_1_warehouse_is_migrated(tmp_path):
     """Version 1 (harness requests inside prompts, eras without status or costs) to the current."""
-    from eval_platform.common.resources import WarehouseResource
-    from eval_platform.definitions import ALL_STORES
+    from resources import WarehouseResource
+    from eval_platform.common.warehouse import registered_stores
 
     path = tmp_path / "v1.duckdb"
     with duckdb.connect(str(path)) as conn:
         conn.execute((PROJECT_ROOT / "tests" / "data" / "v1_warehouse.sql").read_text())
     with WarehouseResource(database=str(path)).get_connection() as conn:
         versions = dict(conn.execute("SELECT store, version FROM schema_versions").fetchall())
-        assert versions == {store.name: store.version for store in ALL_STORES}
+        assert versions == {store.name: store.version for store in registered_stores()}
         assert conn.execute("SELECT prompt_id, row_number FROM prompts").fetchall() == [("p1", 0)]
         assert conn.execute("SELECT stage, source_row_id FROM rejected_rows ORDER BY stage").fetchall() == [
             ("ingest", "row-0"),
@@ -322,8 +323,8 @@ def test_a_version_2_warehouse_is_migrated_with_every_row(tmp_path, monkeypatch)
     """The previous release's warehouse (tests/data/v2_warehouse, DuckDB's EXPORT DATABASE of what it
     wrote: ARC-Easy by two models, compared) gains the prediction runs and keeps every row; its
     predictions name no run, which a comparison reads as an unrecorded environment."""
-    from eval_platform.common.resources import WarehouseResource
-    from eval_platform.definitions import ALL_STORES
+    from resources import WarehouseResource
+    from eval_platform.common.warehouse import registered_stores
 
     monkeypatch.chdir(PROJECT_ROOT)
     path = tmp_path / "v2.duckdb"
@@ -338,7 +339,7 @@ def test_a_version_2_warehouse_is_migrated_with_every_row(tmp_path, monkeypatch)
             conn.execute("SELECT count(*), count(environment_differences) FROM model_comparisons").fetchone(),
             conn.execute("SELECT count(*) FROM prediction_runs").fetchone(),
         )
-    assert versions == {store.name: store.version for store in ALL_STORES}
+    assert versions == {store.name: store.version for store in registered_stores()}
     assert added == ((4, 0), (12, 0), (2, 0), (0,))
     # Tables whose `model` became the roster name (version 5) keep every row (see the version 4 test).
     renamed = {"scores", "item_scores", "score_history", "model_comparisons"}
@@ -372,8 +373,8 @@ def test_a_version_8_warehouse_keeps_every_harness_row_under_the_key_of_its_sett
     """The previous release's warehouse (tests/data/v8_warehouse: a throwaway harness task by two roster
     models, one run twice, the other 0-shot and compared with it) keeps every row of every table;
     each harness row takes the settings key of the run that computed it (a comparison: its model's)."""
-    from eval_platform.common.resources import WarehouseResource
-    from eval_platform.definitions import ALL_STORES
+    from resources import WarehouseResource
+    from eval_platform.common.warehouse import registered_stores
     from tests.tables import SETTINGS_KEYED_TABLES, V8_SETTINGS_KEYS, settings_keys
 
     monkeypatch.chdir(PROJECT_ROOT)
@@ -389,7 +390,7 @@ def test_a_version_8_warehouse_keeps_every_harness_row_under_the_key_of_its_sett
             for table in before
         }
         keys = settings_keys(conn)
-    assert versions == {store.name: store.version for store in ALL_STORES}
+    assert versions == {store.name: store.version for store in registered_stores()}
     assert after == before and sum(map(len, before.values())) > 0
     assert keys == V8_SETTINGS_KEYS
 
@@ -406,8 +407,8 @@ def test_a_version_4_warehouse_carries_every_row_over_to_the_roster_names(tmp_pa
     every row is kept, under the names the demo roster gives those two models, and the roster's
     next evaluation reuses the stored predictions and continues the score history."""
     from eval_platform.benchmarks.comparison import NO_PAIRED_TEST
-    from eval_platform.benchmarks.resources import RosterResource
-    from eval_platform.common.resources import WarehouseResource
+    from resources import RosterResource
+    from resources import WarehouseResource
     from tests.evaluation import materialize_evaluation, materialize_inputs
 
     path = v4_warehouse(tmp_path)
@@ -501,7 +502,7 @@ def v4_warehouse(tmp_path) -> Path:
 
 
 def test_a_version_3_warehouse_takes_the_harness_metric_names(tmp_path):
-    from eval_platform.common.resources import WarehouseResource
+    from resources import WarehouseResource
 
     path = v4_warehouse(tmp_path)
     with duckdb.connect(str(path)) as conn:  # a version 3 warehouse: the metrics' old names
@@ -537,7 +538,7 @@ def columns_of(conn) -> dict[str, list[tuple[str, str, bool]]]:
 def test_a_migrated_warehouse_has_the_tables_and_columns_a_new_one_has(fixture, tmp_path, monkeypatch):
     """A column added to a table's declaration without its migration fails here (a new table needs
     none: it is created in an existing warehouse as in a new one)."""
-    from eval_platform.common.resources import WarehouseResource
+    from resources import WarehouseResource
 
     monkeypatch.chdir(PROJECT_ROOT)
     path = tmp_path / "old.duckdb"
@@ -607,7 +608,7 @@ def test_api_models_call_through_the_configured_gateway(monkeypatch):
 
     from eval_platform.common.gateway import ModelCallError
     from eval_platform.common.models import Chat
-    from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource
+    from resources import LanguageModelResource, ModelGatewayResource
     from tests.openai_stub_server import StubServer
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-gateway-not-a-real-key")

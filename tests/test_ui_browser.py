@@ -40,9 +40,9 @@ def materialise_history(home: Path, warehouse: Path) -> None:
     from dagster import DagsterInstance, Definitions
 
     from eval_platform.benchmarks.partitions import benchmark_partitions, evaluation_key, roster_partitions
-    from eval_platform.benchmarks.resources import RosterResource
-    from eval_platform.common.resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
-    from eval_platform.definitions import defs
+    from resources import RosterResource
+    from resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
+    from evaluation_assets.definitions import defs
     from tests.openai_stub_server import StubServer
 
     test_defs = Definitions(

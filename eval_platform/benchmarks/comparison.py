@@ -82,20 +82,19 @@ def comparison_rows(
     rows: Sequence[Mapping[str, Any]],
     environments: Mapping[str, Any],
 ) -> list[dict[str, Any]]:
-    """`model` against each of its references (relation -> name) on every mode, format, shots and
-    metric both were scored on, from item-score rows (model, model_fingerprint, mode, prompt_format,
-    num_fewshot, metric, prompt_id, source_row_id, value, prediction_run_id; a harness document's
-    also its settings_key, compared within it and kept): a = the model, b = the reference, with the
-    items right in b and wrong in a by source row id."""
+    """`model` against each of its references (relation -> name) on every settings key, solver,
+    task, filter and metric both were scored on, from document values (model, model_fingerprint,
+    settings_key, solver, task, filter, metric, item, value, prediction_run_id; `item` names the
+    document: a dataset's source row id, else task/doc_id): a = the model, b = the reference, with
+    the items right in b and wrong in a."""
     from eval_platform.common.reproducibility import environment_differences
 
     values: dict[tuple, dict[str, dict[str, float]]] = {}
     fingerprints: dict[tuple, str] = {}
     runs: dict[tuple, set] = {}
-    sources = {row["prompt_id"]: row["source_row_id"] for row in rows}
     for row in rows:
-        key = (row.get("settings_key"), row["mode"], row["prompt_format"], row["num_fewshot"], row["metric"])
-        values.setdefault(key, {}).setdefault(row["model"], {})[row["prompt_id"]] = row["value"]
+        key = (row["settings_key"], row["solver"], row["task"], row["filter"], row["metric"])
+        values.setdefault(key, {}).setdefault(row["model"], {})[row["item"]] = row["value"]
         fingerprints[(*key, row["model"])] = row["model_fingerprint"]
         runs.setdefault((*key, row["model"]), set()).add(row["prediction_run_id"])
     comparisons = []
@@ -106,14 +105,14 @@ def comparison_rows(
             result = compare(by_model[model], by_model[reference])
             if not result.items:
                 continue
-            settings, mode, prompt_format, shots, metric = key
+            settings_key, solver, task, filter_name, metric = key
             comparisons.append(
                 {
-                    **({"settings_key": settings} if settings is not None else {}),
                     "benchmark": benchmark,
-                    "mode": mode,
-                    "prompt_format": prompt_format,
-                    "num_fewshot": shots,
+                    "settings_key": settings_key,
+                    "solver": solver,
+                    "task": task,
+                    "filter": filter_name,
                     "metric": metric,
                     "model_a": model,
                     "fingerprint_a": fingerprints[(*key, model)],
@@ -130,9 +129,7 @@ def comparison_rows(
                     "paired_test": "exact McNemar" if result.mcnemar_p is not None else NO_PAIRED_TEST,
                     "ci_low": result.ci_low,
                     "ci_high": result.ci_high,
-                    "flipped_to_wrong": [
-                        sources[item] for item in flipped_to_wrong(by_model[reference], by_model[model])
-                    ]
+                    "flipped_to_wrong": flipped_to_wrong(by_model[reference], by_model[model])
                     if result.mcnemar_p is not None
                     else None,
                     "environment_differences": environment_differences(

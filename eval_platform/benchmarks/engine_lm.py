@@ -15,17 +15,16 @@ finds it. This module imports lm_eval; harness_tasks.py imports it only when a t
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
+from eval_platform.benchmarks.records import Answer, request_key
 from eval_platform.common.models import Chat, GenerationRequest, LanguageModel, LoglikelihoodRequest, UnsupportedRequest
 
 LOG = logging.getLogger(__name__)
@@ -66,25 +65,10 @@ def generation_request(
     )
 
 
-def request_key(request_type: str, arguments: Sequence[Any]) -> str:
-    """A request's identity: its type and the harness's arguments (context, continuation or
-    generation settings), whatever task or document asked it."""
-    text = json.dumps([request_type, list(arguments)], sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
 def strip_reasoning(text: str, marker: str | None) -> str:
     """The answer after a reasoning block: the text after the last `marker` (e.g. `</think>`),
     as the harness's `think_end_token` strips it; the whole text where there is no marker."""
     return text.split(marker)[-1].lstrip() if marker and marker in text else text
-
-
-@dataclass
-class Answer:
-    request_type: str
-    arguments: list[Any]
-    response: Any  # loglikelihood: [log-likelihood, is_greedy]; generate_until: the generated text, unstripped
-    computed: bool
 
 
 @register_model("eval-platform")
@@ -97,27 +81,29 @@ class EngineLM(LM):
         batch_size: int = 8,
         stored: Mapping[str, Any] | None = None,
         reasoning_end: str | None = None,
+        max_gen_toks: int | None = None,
     ) -> None:
         super().__init__()
         self.model, self.batch_size, self.reasoning_end = model, batch_size, reasoning_end
+        self.max_gen_toks = max_gen_toks  # every generation's budget, over the task's own
         self.stored = dict(stored or {})
         self.answers: dict[str, Answer] = {}
         self.model_seconds = 0.0  # time in the engine alone
 
-    def _answer(self, request_type: str, requests: Sequence[Any], compute) -> list[Any]:
-        keys = [request_key(request_type, request.args) for request in requests]
+    def _answer(self, request_type: str, arguments: Sequence[Sequence[Any]], compute) -> list[Any]:
+        keys = [request_key(request_type, args) for args in arguments]
         todo = {}
-        for key, request in zip(keys, requests, strict=False):
+        for key, args in zip(keys, arguments, strict=True):
             if key in self.stored:
-                self.answers.setdefault(key, Answer(request_type, list(request.args), self.stored[key], False))
+                self.answers.setdefault(key, Answer(request_type, list(args), self.stored[key], False))
             elif key not in self.answers:
-                todo[key] = request.args
+                todo[key] = args
         if todo:
             start = time.perf_counter()
             responses = compute(list(todo.values()))
             self.model_seconds += time.perf_counter() - start
-            for (key, arguments), response in zip(todo.items(), responses, strict=False):
-                self.answers[key] = Answer(request_type, list(arguments), response, True)
+            for (key, args), response in zip(todo.items(), responses, strict=True):
+                self.answers[key] = Answer(request_type, list(args), response, True)
         return [self.answers[key].response for key in keys]
 
     def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
@@ -133,14 +119,38 @@ class EngineLM(LM):
             return [[value, False] for value in self.model.loglikelihoods(batch, self.batch_size)]
 
         return [
-            (float(value), bool(is_greedy)) for value, is_greedy in self._answer("loglikelihood", requests, compute)
+            (float(value), bool(is_greedy))
+            for value, is_greedy in self._answer("loglikelihood", [r.args for r in requests], compute)
         ]
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
-        raise UnsupportedRequest(
-            "loglikelihood_rolling (perplexity tasks such as wikitext) is not answered by the "
-            "platform's engine yet; run such a task with lm-evaluation-harness's own models"
-        )
+        """Each text's log-likelihood as a whole (perplexity tasks such as wikitext), in the windows
+        the harness's HF model scores: the text's tokens in rolling windows of the model's length
+        (`get_rolling_token_windows`, made disjoint), the first after the prefix token, each token
+        predicted once; the windows of all texts go to the engine at once."""
+        from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
+
+        score = getattr(self.model, "token_loglikelihoods", None)
+        if score is None:
+            raise UnsupportedRequest(
+                f"{self.model.name} scores no token windows: loglikelihood_rolling (perplexity tasks) "
+                "is answered by local models"
+            )
+
+        def compute(arguments: list[tuple[str]]) -> list[float]:
+            windows, owners = [], []
+            for owner, (text,) in enumerate(arguments):
+                for window in get_rolling_token_windows(
+                    self.model.encode(text), self.model.prefix_token_id, self.model.max_length, context_len=1
+                ):
+                    windows.append(make_disjoint_window(window))
+                    owners.append(owner)
+            totals = [0.0] * len(arguments)
+            for owner, value in zip(owners, score(windows, self.batch_size), strict=True):
+                totals[owner] += value
+            return totals
+
+        return [float(value) for value in self._answer("loglikelihood_rolling", requests, compute)]
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         def compute(arguments: list[tuple[str, dict]]) -> list[str]:
@@ -149,7 +159,10 @@ class EngineLM(LM):
             ]
             return self.model.generate(batch, self.batch_size)
 
-        return [strip_reasoning(text, self.reasoning_end) for text in self._answer("generate_until", requests, compute)]
+        budget = {"max_gen_toks": self.max_gen_toks} if self.max_gen_toks else {}
+        arguments = [(context, {**gen_kwargs, **budget}) for context, gen_kwargs in (r.args for r in requests)]
+        answers = self._answer("generate_until", arguments, compute)
+        return [strip_reasoning(text, self.reasoning_end) for text in answers]
 
     # --- chat templates (apply_chat_template, fewshot_as_multiturn) ------------------------------
 

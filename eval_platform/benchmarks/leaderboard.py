@@ -1,130 +1,83 @@
-"""The leaderboard: each roster model's headline score on each benchmark (with its 95% interval)
-and its protocol average, as a table and a plot.
+"""The leaderboard: each roster model's headline on each benchmark (with its 95% interval) and each
+protocol's average, as a table and a plot.
 
-A benchmark's headline is its task in the Open LLM Leaderboard (v1) protocol (mode, format, shots
-and metric), or the headline its spec declares (metric and shots) for the others. A model without
-that exact score shows the nearest one it has (same metric first, then format, mode and shots), and
-the cell says what differs, so no number is shown as something it is not. A harness benchmark's
-headline (harness_tasks.headline_rows: its declared metric and filter) is a row of the same table,
-in mode `harness`.
+A benchmark's headline is the result its declaration names (`headline`: solver, shots, metric and
+filter) of its own task (a group's, where the benchmark has several tasks). A model without that
+exact result shows the nearest one it has (same metric and filter first, then solver and shots),
+and the cell says what differs, so no number is shown as something it is not.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
-from eval_platform.benchmarks.protocols import PROTOCOLS, ProtocolTask
-from eval_platform.benchmarks.specs import BENCHMARKS
+from eval_platform.benchmarks.declarations import Benchmark, Headline
 
-PRIMARY_PROTOCOL = "open_llm_leaderboard_v1"
-HARNESS_MODE = "harness"  # a harness task's own requests, filters and metrics
-Z_95 = 1.959964  # a 95% normal interval from the harness's standard error
+COLUMNS = ("model", "model_fingerprint", "benchmark", "solver", "settings_key", "task", "metric", "filter",
+           "num_fewshot", "n", "value", "ci_low", "ci_high")  # fmt: skip
 
 
-def headline_task(benchmark: str) -> ProtocolTask:
-    """The benchmark's task in the primary protocol, else the headline its spec declares."""
-    tasks = {task.benchmark: task for task in PROTOCOLS[PRIMARY_PROTOCOL].tasks}
-    if benchmark in tasks:
-        return tasks[benchmark]
-    spec = BENCHMARKS[benchmark]
-    return ProtocolTask(
-        benchmark,
-        "loglikelihood" if spec.multiple_choice else "generate",
-        spec.headline_metric,
-        fewshot=spec.headline_fewshot,
-    )
+def headline_task(benchmark: Benchmark) -> str:
+    """The task whose result is the benchmark's number: its task, or the benchmark's own group where
+    its documents belong to several tasks (MMLU's subjects)."""
+    return benchmark.name if "{" in benchmark.task else benchmark.task
 
 
-def _distance(score: Mapping[str, Any], task: ProtocolTask) -> tuple:
+def headline_of(benchmark: Benchmark) -> Headline:
+    """The declared headline, its shots the declaration's where it names none."""
+    headline = benchmark.headline
+    shots = headline.num_fewshot if headline.num_fewshot is not None else benchmark.num_fewshot
+    return headline.model_copy(update={"num_fewshot": shots})
+
+
+def _distance(row: Mapping[str, Any], headline: Headline) -> tuple:
     return (
-        score["metric"] != task.metric,
-        score["prompt_format"] != task.prompt_format,
-        score["mode"] != task.mode,
-        score["num_fewshot"] != task.num_fewshot,
-        -score["num_fewshot"],
-        score["model_fingerprint"],
+        headline.metric is not None and row["metric"] != headline.metric,
+        row["filter"] != headline.filter,
+        row["solver"] != headline.solver,
+        headline.num_fewshot is not None and row["num_fewshot"] != headline.num_fewshot,
+        -(row["num_fewshot"] or 0),
+        row["model_fingerprint"],
     )
 
 
-def headline_scores(scores: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One score per model and benchmark: the headline, or the nearest the model has."""
+def headline_rows(results: Sequence[Mapping[str, Any]], benchmarks: Mapping[str, Benchmark]) -> list[dict[str, Any]]:
+    """One row per model and benchmark: its headline, or the nearest result it has."""
     groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
-    for score in scores:
-        groups.setdefault((score["model"], score["benchmark"]), []).append(score)
-    columns = (
-        "model",
-        "model_fingerprint",
-        "benchmark",
-        "mode",
-        "prompt_format",
-        "num_fewshot",
-        "metric",
-        "n",
-        "accuracy",
-        "ci_low",
-        "ci_high",
-    )
-    return [
-        {column: best[column] for column in columns}
-        for (model, benchmark), group in sorted(groups.items())
-        for best in [min(group, key=lambda s: _distance(s, headline_task(benchmark)))]
-    ]
-
-
-def harness_headline_scores(headlines: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Harness benchmarks' headlines (harness_tasks.headline_rows) as leaderboard rows: the metric
-    named as the harness names it with its filter (`exact_match,strict-match`), the interval the
-    harness's standard error gives where it reports one."""
+    for row in results:
+        if row["value"] is not None:
+            groups.setdefault((row["model"], row["benchmark"]), []).append(row)
     rows = []
-    for h in headlines:
-        half = Z_95 * h["stderr"] if h["stderr"] is not None else None
-        rows.append(
-            {
-                "model": h["model"],
-                "model_fingerprint": h["model_fingerprint"],
-                "benchmark": h["benchmark"],
-                "mode": HARNESS_MODE,
-                "prompt_format": "harness",
-                "num_fewshot": h["num_fewshot"],
-                "metric": h["metric"] if h["filter"] == "none" else f"{h['metric']},{h['filter']}",
-                "n": h["n"],
-                "accuracy": h["value"],
-                "ci_low": None if half is None else h["value"] - half,
-                "ci_high": None if half is None else h["value"] + half,
-            }
-        )
+    for (_, name), group in sorted(groups.items()):
+        benchmark = benchmarks.get(name) or Benchmark(name=name, task=name)
+        own = [r for r in group if r["task"] == headline_task(benchmark)] or group
+        best = min(own, key=lambda r: _distance(r, headline_of(benchmark)))
+        rows.append({column: best[column] for column in COLUMNS})
     return rows
 
 
-def _interval(score: Mapping[str, Any]) -> str:
-    text = f"{score['accuracy']:.3f}"
-    return text if score["ci_low"] is None else f"{text} [{score['ci_low']:.3f}, {score['ci_high']:.3f}]"
+def _interval(row: Mapping[str, Any]) -> str:
+    text = f"{row['value']:.3f}"
+    return text if row["ci_low"] is None else f"{text} [{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
 
 
-def _cell(score: Mapping[str, Any]) -> str:
-    if score["mode"] == HARNESS_MODE:
-        return _interval(score)
-    task = headline_task(score["benchmark"])
-    differs = [f"{score['num_fewshot']}-shot"] if score["num_fewshot"] != task.num_fewshot else []
-    differs += [score[field] for field in ("prompt_format", "mode", "metric") if score[field] != getattr(task, field)]
-    return f"{_interval(score)} ({', '.join(differs)})" if differs else _interval(score)
+def _cell(row: Mapping[str, Any], headline: Headline) -> str:
+    differs = [f"{row['num_fewshot']}-shot"] if headline.num_fewshot is not None and row["num_fewshot"] != headline.num_fewshot else []
+    differs += [row["solver"]] if row["solver"] != headline.solver else []
+    metric = row["metric"] if row["filter"] == "none" else f"{row['metric']},{row['filter']}"
+    wanted = headline.metric if headline.filter == "none" else f"{headline.metric},{headline.filter}"
+    differs += [metric] if headline.metric is not None and metric != wanted else []
+    return f"{_interval(row)} ({', '.join(differs)})" if differs else _interval(row)
 
 
-def _columns(headlines: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, bool]]:
-    """The leaderboard's benchmark columns: (label, benchmark, is a harness benchmark), every spec's
-    and then each harness benchmark that has a headline."""
-    columns = []
-    for benchmark in BENCHMARKS:
-        task = headline_task(benchmark)
-        columns.append((f"{benchmark} ({task.num_fewshot}-shot {task.metric})", benchmark, False))
-    for benchmark in sorted({h["benchmark"] for h in headlines if h["mode"] == HARNESS_MODE}):
-        first = next(h for h in headlines if h["benchmark"] == benchmark and h["mode"] == HARNESS_MODE)
-        shots = "" if first["num_fewshot"] is None else f"{first['num_fewshot']}-shot "
-        columns.append((f"{benchmark} (harness, {shots}{first['metric']})", benchmark, True))
-    return columns
+def column_label(benchmark: Benchmark) -> str:
+    headline = headline_of(benchmark)
+    shots = f"{headline.num_fewshot}-shot " if headline.num_fewshot is not None else ""
+    metric = headline.metric or "first metric"
+    return f"{benchmark.name} ({shots}{metric}{'' if headline.filter == 'none' else ',' + headline.filter})"
 
 
 def short_fingerprint(fingerprint: str) -> str:
@@ -134,62 +87,53 @@ def short_fingerprint(fingerprint: str) -> str:
 def leaderboard_table(
     headlines: Sequence[Mapping[str, Any]],
     averages: Sequence[Mapping[str, Any]],
-    benchmarks: Collection[str] | None = None,
+    benchmarks: Mapping[str, Benchmark],
 ) -> pd.DataFrame:
-    """Models as rows; each benchmark's headline (`value [95% interval]`; only `benchmarks`' if given)
-    and the protocol average (labelled complete or partial, per model) as columns; best complete
-    average first."""
-    columns = [c for c in _columns(headlines) if benchmarks is None or c[1] in benchmarks]
-    models = sorted({h["model"] for h in headlines} | {a["model"] for a in averages})
+    """Models as rows; each benchmark's headline (`value [95% interval]`, what differs from the
+    declared one in brackets) and each protocol's average (complete or partial) as columns; best
+    complete average first."""
+    shown = [name for name in benchmarks if any(h["benchmark"] == name for h in headlines)]
+    shown += sorted({h["benchmark"] for h in headlines} - set(benchmarks))
+    protocols = sorted({a["protocol"] for a in averages})
     rows = []
-    for model in models:
-        own = [h for h in headlines if h["model"] == model]
-        mean = [a for a in averages if a["model"] == model]
-        row = {
+    for model in sorted({h["model"] for h in headlines} | {a["model"] for a in averages}):
+        own = {h["benchmark"]: h for h in headlines if h["model"] == model}
+        row: dict[str, Any] = {
             "model": model,
-            "fingerprint": ", ".join(sorted({short_fingerprint(h["model_fingerprint"]) for h in own + mean})),
+            "fingerprint": ", ".join(sorted({short_fingerprint(h["model_fingerprint"]) for h in own.values()})),
         }
-        for label, benchmark, harness in columns:
-            row[label] = next(
-                (_cell(h) for h in own if h["benchmark"] == benchmark and (h["mode"] == HARNESS_MODE) == harness), ""
+        for name in shown:
+            benchmark = benchmarks.get(name) or Benchmark(name=name, task=name)
+            row[column_label(benchmark)] = _cell(own[name], headline_of(benchmark)) if name in own else ""
+        complete = []
+        for protocol in protocols:
+            mine = [a for a in averages if a["model"] == model and a["protocol"] == protocol]
+            row[protocol] = "; ".join(
+                f"{a['score']:.4f} ({a['status']})" if a["score"] is not None else a["status"] for a in mine
             )
-        row[PRIMARY_PROTOCOL] = "; ".join(
-            f"{a['accuracy']:.4f} ({a['status']})" if a["accuracy"] is not None else a["status"] for a in mean
-        )
-        complete = [a["accuracy"] for a in mean if a["status"] == "complete" and a["accuracy"] is not None]
+            complete += [a["score"] for a in mine if a["status"] == "complete" and a["score"] is not None]
         rows.append((-(max(complete) if complete else -1.0), model, row))
     return pd.DataFrame([row for *_, row in sorted(rows, key=lambda r: r[:2])])
 
 
 def leaderboard_plot(headlines: Sequence[Mapping[str, Any]]) -> str:
-    """Markdown embedding a PNG: each model's headline score per benchmark, with its 95% interval."""
+    """Markdown embedding a PNG: each model's headline per benchmark, with its 95% interval."""
     from eval_platform.common.plots import new_axes, png_markdown
 
-    columns = [
-        (name if not harness else f"{name} (harness)", (name, harness))
-        for _, name, harness in _columns(headlines)
-        if any(h["benchmark"] == name and (h["mode"] == HARNESS_MODE) == harness for h in headlines)
-    ]
+    names = sorted({h["benchmark"] for h in headlines})
     models = sorted({h["model"] for h in headlines})
     figure, axes = new_axes(
-        "Headline score per benchmark (95% interval)", size=(7, 1 + 0.5 * len(columns) * max(1, len(models)))
+        "Headline score per benchmark (95% interval)", size=(7, 1 + 0.5 * len(names) * max(1, len(models)))
     )
     height = 0.8 / max(1, len(models))
     for i, model in enumerate(models):
-        own = {(h["benchmark"], h["mode"] == HARNESS_MODE): h for h in headlines if h["model"] == model}
-        ys = [b + (i - (len(models) - 1) / 2) * height for b in range(len(columns))]
-        shown = [(y, own[key]) for y, (_, key) in zip(ys, columns, strict=False) if key in own]
-        below = [0 if h["ci_low"] is None else h["accuracy"] - h["ci_low"] for _, h in shown]
-        above = [0 if h["ci_high"] is None else h["ci_high"] - h["accuracy"] for _, h in shown]
-        axes.barh(
-            [y for y, _ in shown],
-            [h["accuracy"] for _, h in shown],
-            height=height,
-            label=model,
-            xerr=[below, above],
-            capsize=2,
-        )
-    axes.set_yticks(range(len(columns)), [label for label, _ in columns])
-    axes.set(xlabel="score", xlim=(0, max([1.0, *(h["ci_high"] or h["accuracy"] for h in headlines)])))
+        own = {h["benchmark"]: h for h in headlines if h["model"] == model}
+        shown = [(b + (i - (len(models) - 1) / 2) * height, own[n]) for b, n in enumerate(names) if n in own]
+        below = [0 if h["ci_low"] is None else max(0.0, h["value"] - h["ci_low"]) for _, h in shown]
+        above = [0 if h["ci_high"] is None else max(0.0, h["ci_high"] - h["value"]) for _, h in shown]
+        axes.barh([y for y, _ in shown], [h["value"] for _, h in shown], height=height, label=model,
+                  xerr=[below, above], capsize=2)  # fmt: skip
+    axes.set_yticks(range(len(names)), names)
+    axes.set(xlabel="score", xlim=(0, max([1.0, *((h["ci_high"] or h["value"]) for h in headlines)])))
     axes.legend(fontsize="small")
     return png_markdown(figure, "headline score per benchmark and model")

@@ -1,44 +1,51 @@
 """The roster: the models a team evaluates, declared as data. One YAML (or JSON) file per model in
 the roster folder (default `data/roster/`, or EVAL_ROSTER_DIR, or the `roster` resource's
-`directory`); each entry's name is a key of the model dimension of the benchmark partitions.
+`directory`); each entry's name is a key of the model dimension of the evaluation partitions.
 
     name: smollm2-135m-instruct-bfloat16         # default: the file's stem
     model: local/smollm2-135m-instruct           # default: the evaluation_model resource's model
     dtype: bfloat16                              # and device, device_map, batch_size, max_new_tokens,
                                                  # served_tokenizer, api_base (a served model's server)
-    benchmarks: [arc_easy, mmlu]                 # default: every benchmark (or the protocol's)
-    modes: [loglikelihood]                       # default: the prediction config's
-    protocol: open_llm_leaderboard_v1            # optional: its shots, formats and metrics
+    benchmarks: [arc_easy, mmlu]                 # default: every declared benchmark (or the protocol's)
+    solvers: [harness]                           # default: each benchmark's own
+    protocol: open_llm_leaderboard_v1            # optional: its solver and shots on its benchmarks
     baseline: smollm2-135m-instruct-float32      # optional: the entry it is compared with
     previous: step-1000                          # optional: its predecessor (set for checkpoints)
-    apply_chat_template: true                    # harness tasks: the chat template, and
+    apply_chat_template: true                    # the harness's prompts through the chat template,
     fewshot_as_multiturn: true                   # few-shot examples as turns (default: false)
     reasoning_end: "</think>"                    # generated text up to this marker is not scored
+
+A checkpoint directory (one with a config.json) dropped into the checkpoints folder becomes an entry
+named after it (`new_checkpoint_entries`), its other fields those of `checkpoints.yaml` there.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import ConfigDict, Field, ValidationError, create_model
+from pydantic import ConfigDict, ValidationError, create_model
 
-from eval_platform.benchmarks.harness_tasks import load_declarations
-from eval_platform.benchmarks.protocols import PROTOCOLS
-from eval_platform.benchmarks.specs import BENCHMARKS
+from eval_platform.benchmarks.declarations import Benchmark, EvaluationSettings
+from eval_platform.benchmarks.protocols import Protocol
+from eval_platform.common.fields import optional_fields
 from eval_platform.common.models import ModelSettings
 
 ROSTER_SUFFIXES = (".yaml", ".yml", ".json")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+CHECKPOINT_SETTINGS = "checkpoints.yaml"
+# The evaluation settings an entry may set: how its model is asked (its chat template, solvers).
+EVALUATION_FIELDS = ("solvers", "apply_chat_template", "fewshot_as_multiturn", "reasoning_end")
 # The model settings an entry may set: ModelSettings' fields (each optional: unset takes the
 # evaluation_model resource's), but not where converted weights are kept, which is the machine's.
 ENTRY_SETTINGS = create_model(
     "EntrySettings",
     __config__=ConfigDict(extra="forbid", frozen=True),
-    **ModelSettings.optional_fields(exclude=("model_cache_dir",)),
+    **optional_fields(ModelSettings, exclude=("model_cache_dir",)),
+    **optional_fields(EvaluationSettings, include=EVALUATION_FIELDS),
 )
 
 
@@ -46,42 +53,38 @@ class RosterError(ValueError):
     """A roster file or entry that cannot be used; the message names the file and the field."""
 
 
-class RosterEntry(ENTRY_SETTINGS):
+class RosterEntry(ENTRY_SETTINGS):  # type: ignore[misc, valid-type]
     """One model of the roster: what it is, how it runs, what it is evaluated on and compared with."""
 
     name: str
     api_base: str | None = None
     benchmarks: tuple[str, ...] | None = None
-    modes: tuple[str, ...] | None = None
     protocol: str | None = None
     baseline: str | None = None
     previous: str | None = None
-    # lm-evaluation-harness tasks: the model's chat template, few-shot examples as turns (as the
-    # Open LLM Leaderboard v2 ran instruct models), and a reasoning block stripped before scoring
-    apply_chat_template: bool | None = None
-    fewshot_as_multiturn: bool | None = None
-    reasoning_end: str | None = Field(default=None, min_length=1)
     # Tags on each run of this entry: a team's run queue limits by them (`eval/gpu: a100`), and on
     # Kubernetes `dagster-k8s/config` requests the run's GPUs (deploy/kubernetes/values.yaml)
     run_tags: dict[str, str] | None = None
 
-    def evaluated_on(self) -> tuple[str, ...]:
-        """The benchmarks this entry is evaluated on: its list, within its protocol's if it has one."""
-        candidates = [t.benchmark for t in PROTOCOLS[self.protocol].tasks] if self.protocol else list(BENCHMARKS)
+    def evaluated_on(self, benchmarks: Iterable[str], protocols: Mapping[str, Protocol]) -> tuple[str, ...]:
+        """Of `benchmarks`, those this entry is evaluated on: its list, within its protocol's."""
+        candidates = [t.benchmark for t in protocols[self.protocol].tasks] if self.protocol else list(benchmarks)
         return tuple(b for b in candidates if self.benchmarks is None or b in self.benchmarks)
 
-    def evaluates(self, benchmark: str) -> bool:
-        """Whether this entry is evaluated on a benchmark: a spec's among `evaluated_on()`; a harness
-        benchmark (data/harness/) when it lists none, or lists it."""
-        if benchmark in BENCHMARKS:
-            return benchmark in self.evaluated_on()
-        return self.benchmarks is None or benchmark in self.benchmarks
+    def evaluates(self, benchmark: str, protocols: Mapping[str, Protocol]) -> bool:
+        return benchmark in self.evaluated_on([benchmark], protocols)
 
-    def settings(self) -> dict[str, Any]:
+    def model_settings(self) -> dict[str, Any]:
         """The model settings this entry sets (those it leaves unset come from the resources)."""
         return {
-            field: getattr(self, field) for field in ENTRY_SETTINGS.model_fields if getattr(self, field) is not None
+            field: getattr(self, field)
+            for field in ENTRY_SETTINGS.model_fields
+            if field not in EVALUATION_FIELDS and getattr(self, field) is not None
         }
+
+    def evaluation_settings(self) -> dict[str, Any]:
+        """The evaluation settings this entry sets."""
+        return {field: getattr(self, field) for field in EVALUATION_FIELDS if getattr(self, field) is not None}
 
     def references(self) -> dict[str, str]:
         """The entries this one is compared with, by relation (baseline, previous)."""
@@ -92,8 +95,11 @@ class RosterEntry(ENTRY_SETTINGS):
         }
 
 
-def parse_entry(path: Path) -> RosterEntry:
-    """A roster file's entry, or a RosterError naming the file and what is wrong."""
+def parse_entry(
+    path: Path, benchmarks: Mapping[str, Benchmark] | None = None, protocols: Mapping[str, Protocol] | None = None
+) -> RosterEntry:
+    """A roster file's entry, or a RosterError naming the file and what is wrong (a benchmark or
+    protocol it names that is not among those given)."""
     import yaml
 
     try:
@@ -109,18 +115,19 @@ def parse_entry(path: Path) -> RosterEntry:
         raise RosterError(f"{path}: {problems}") from error
     if not NAME.match(entry.name):
         raise RosterError(f"{path}: name {entry.name!r} must be letters, digits, '.', '_' or '-'")
-    known = [*BENCHMARKS, *load_declarations()]
-    unknown = [b for b in entry.benchmarks or () if b not in known]
+    unknown = [b for b in entry.benchmarks or () if benchmarks is not None and b not in benchmarks]
     if unknown:
-        raise RosterError(f"{path}: benchmarks: unknown {unknown}; known: {sorted(known)}")
-    if entry.protocol and entry.protocol not in PROTOCOLS:
-        raise RosterError(f"{path}: protocol: unknown {entry.protocol!r}; known: {sorted(PROTOCOLS)}")
+        raise RosterError(f"{path}: benchmarks: unknown {unknown}; known: {sorted(benchmarks or ())}")
+    if entry.protocol and protocols is not None and entry.protocol not in protocols:
+        raise RosterError(f"{path}: protocol: unknown {entry.protocol!r}; known: {sorted(protocols)}")
     return entry
 
 
-def load_roster(folder: Path | str) -> dict[str, RosterEntry]:
-    """Every entry of the roster folder by name; a RosterError names a bad file, a name used twice
-    or a baseline (or predecessor) that is not in the roster."""
+def load_roster(
+    folder: Path | str, benchmarks: Mapping[str, Benchmark] | None = None, protocols: Mapping[str, Protocol] | None = None
+) -> dict[str, RosterEntry]:
+    """Every entry of the roster folder by name; a RosterError names a bad file, a name used twice,
+    an unknown benchmark or protocol, or a baseline (or predecessor) that is not in the roster."""
     folder = Path(folder)
     if not folder.is_dir():
         raise RosterError(
@@ -129,7 +136,7 @@ def load_roster(folder: Path | str) -> dict[str, RosterEntry]:
     roster: dict[str, RosterEntry] = {}
     files: dict[str, Path] = {}
     for path in sorted(p for p in folder.iterdir() if p.suffix in ROSTER_SUFFIXES):
-        entry = parse_entry(path)
+        entry = parse_entry(path, benchmarks, protocols)
         if entry.name in roster:
             raise RosterError(f"{path}: the name {entry.name!r} is already used by {files[entry.name]}")
         roster[entry.name], files[entry.name] = entry, path
@@ -171,5 +178,35 @@ def write_entry(folder: Path | str, entry: RosterEntry) -> Path:
 
 
 def missing_partitions(names: Iterable[str], existing: list[str]) -> list[str]:
-    """The names (roster entries, harness benchmarks) that are not yet keys of their dimension."""
+    """The names (roster entries, benchmarks) that are not yet keys of their dimension."""
     return [name for name in names if name not in set(existing)]
+
+
+def _natural(name: str) -> list:
+    """step-900 before step-1000."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+def checkpoint_dirs(folder: Path) -> list[Path]:
+    """The checkpoint directories in `folder` (those holding a config.json), in natural name order."""
+    return sorted((p for p in Path(folder).iterdir() if (p / "config.json").is_file()), key=lambda p: _natural(p.name))
+
+
+def new_checkpoint_entries(folder: Path, roster: Mapping[str, RosterEntry]) -> list[RosterEntry]:
+    """A roster entry for each checkpoint directory not yet in the roster: named after it, its model
+    the directory, its predecessor the checkpoint before it, its other fields checkpoints.yaml's."""
+    settings_file = Path(folder) / CHECKPOINT_SETTINGS
+    settings = parse_entry(settings_file).model_dump(exclude_none=True) if settings_file.exists() else {}
+    if {"model", "previous"} & set(settings):
+        raise RosterError(f"{settings_file}: model and previous are set per checkpoint, not here")
+    settings.pop("name", None)
+    if settings.get("baseline") and settings["baseline"] not in roster:
+        raise RosterError(f"{settings_file}: baseline: {settings['baseline']!r} is not in the roster")
+    entries, previous = [], None
+    for directory in checkpoint_dirs(folder):
+        name = re.sub(r"[^A-Za-z0-9._-]", "-", directory.name)
+        if name not in roster:
+            fields = {**settings, "name": name, "model": f"local/{directory.resolve()}"}
+            entries.append(RosterEntry(**fields, **({"previous": previous} if previous else {})))
+        previous = name
+    return entries

@@ -1,6 +1,6 @@
-"""Scoring: per-item scores (exact match, log-likelihood argmax and acc_norm), accuracy with a
-confidence interval, and the per-item report of the benchmark specification
-(`0. Output: A, Reference: A :: O` ... `Score: 0.5`)."""
+"""Scoring: per-item scores (exact match, log-likelihood argmax and acc_norm), means with a 95%
+interval, and the per-item report of the benchmark specification (`0. Output: A, Reference: A :: O`
+... `Score: 0.5`)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,22 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from eval_platform.benchmarks.records import Result, Sample
+
+
+def argmax(values: Sequence[float]) -> int:
+    """The index of the largest value; the first one wins ties (as numpy's argmax)."""
+    return max(range(len(values)), key=lambda i: (values[i], -i))
+
 
 def argmax_label(labels: Sequence[str], scores: Sequence[float]) -> str:
     """The label of the highest score; the first one wins ties (deterministic)."""
     return labels[argmax(scores)]
+
+
+def length_normalized(loglikelihoods: Sequence[float], choice_texts: Sequence[str]) -> list[float]:
+    """`acc_norm`'s scores: each log-likelihood divided by its choice's length in characters."""
+    return [ll / float(len(text)) for ll, text in zip(loglikelihoods, choice_texts, strict=True)]
 
 
 def wilson_interval(correct: int, n: int, z: float = 1.959964) -> tuple[float, float]:
@@ -29,10 +41,18 @@ def normal_interval(values: Sequence[float], z: float = 1.959964) -> tuple[float
     n = len(values)
     if n == 0:
         return 0.0, 0.0
+    half = z * standard_error(values)
     mean = sum(values) / n
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
-    half = z * sd / math.sqrt(n)
     return max(0.0, mean - half), min(1.0, mean + half)
+
+
+def standard_error(values: Sequence[float]) -> float:
+    """The standard error of a mean, as the harness computes it (sample deviation / sqrt(n))."""
+    n = len(values)
+    if n < 2:
+        return 0.0
+    mean = sum(values) / n
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) / math.sqrt(n)
 
 
 @dataclass(frozen=True)
@@ -82,11 +102,59 @@ def score_items(outputs: Sequence[str | None], references: Sequence[str]) -> Sco
     return aggregate([exact(output, reference) for output, reference in zip(outputs, references, strict=True)])
 
 
-def argmax(values: Sequence[float]) -> int:
-    """The index of the largest value; the first one wins ties (as numpy's argmax)."""
-    return max(range(len(values)), key=lambda i: (values[i], -i))
+def item_scores(samples: Sequence[Sample], metric: str, filter_name: str) -> list[ItemScore]:
+    """The samples' values of one metric under one filter, with what was answered and expected."""
+    return [
+        ItemScore(sample.numeric_metrics()[metric], _shown(sample.filtered_responses), sample.target)
+        for sample in samples
+        if sample.filter == filter_name and metric in sample.numeric_metrics()
+    ]
 
 
-def length_normalized(loglikelihoods: Sequence[float], choice_texts: Sequence[str]) -> list[float]:
-    """`acc_norm`'s scores: each log-likelihood divided by its choice's length in characters."""
-    return [ll / float(len(text)) for ll, text in zip(loglikelihoods, choice_texts, strict=False)]
+def _shown(answer: object) -> str | None:
+    while isinstance(answer, list) and len(answer) == 1:
+        answer = answer[0]
+    return None if answer is None else str(answer)
+
+
+def mean_results(samples: Sequence[Sample], task: str, num_fewshot: int | None, group: bool = False) -> list[Result]:
+    """Each numeric metric's mean over the samples per filter, as `task`'s result (a group's over
+    several tasks, when `group`): its documents, standard error and 95% interval (Wilson for 0/1
+    values, normal otherwise)."""
+    keys = dict.fromkeys((metric, s.filter) for s in samples for metric in s.numeric_metrics())
+    results = []
+    for metric, filter_name in keys:
+        items = item_scores(samples, metric, filter_name)
+        score = aggregate(items)
+        values = [item.value for item in items]
+        results.append(
+            Result(
+                task=task,
+                metric=metric,
+                filter=filter_name,
+                value=score.accuracy,
+                stderr=standard_error(values),
+                n=score.n,
+                num_fewshot=num_fewshot,
+                is_group=group,
+                alias=task,
+                higher_is_better=True,
+                ci_low=score.ci_low,
+                ci_high=score.ci_high,
+            )
+        )
+    return results
+
+
+def results_by_task(samples: Sequence[Sample], benchmark: str, num_fewshot: int | None) -> list[Result]:
+    """Each task's mean results, and where the samples span several tasks (MMLU's subjects), the
+    benchmark's over all of them, named after it (a group)."""
+    tasks = dict.fromkeys(sample.task for sample in samples)
+    results = [
+        result
+        for task in tasks
+        for result in mean_results([s for s in samples if s.task == task], task, num_fewshot)
+    ]
+    if len(tasks) > 1:
+        results += mean_results(samples, benchmark, num_fewshot, group=True)
+    return results

@@ -13,6 +13,12 @@ from typing import Any
 
 import pandas as pd
 
+
+SHEET_FILE, KEY_FILE, RUBRIC_FILE = (
+    "blind_evaluation_scoring_sheet.xlsx",
+    "blind_evaluation_answer_key.xlsx",
+    "rubric.json",
+)
 SHEET_COLUMNS = [
     "Question_ID",
     "Question",

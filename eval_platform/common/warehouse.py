@@ -103,6 +103,8 @@ class Store:
     version: ClassVar[int]
     tables: ClassVar[Mapping[str, str]]
     views: ClassVar[Mapping[str, str]] = {}
+    # views whose definition is built when the schema is ensured (from declarations), by name
+    dynamic_views: ClassVar[Mapping[str, Callable[[], str]]] = {}
     migrations: ClassVar[Mapping[int, Callable[[Any], None]]] = {}
 
     def __init__(self, conn: Any, commit_retries: int = 5, retry_backoff_s: float = 0.2):
@@ -152,7 +154,12 @@ class Store:
     # The names every store owns, to recognise a statement's tables.
     @classmethod
     def owned(cls) -> set[str]:
-        return set(cls.tables) | set(cls.views)
+        return set(cls.tables) | set(cls.views) | set(cls.dynamic_views)
+
+    @classmethod
+    def view_definitions(cls) -> dict[str, str]:
+        """Every view's definition: the fixed ones and those built now."""
+        return {**cls.views, **{name: build() for name, build in cls.dynamic_views.items()}}
 
     def sql(self, statement: str, params: Sequence[Any] = ()) -> Any:
         """Run one statement; it may name only the tables its method declared."""
@@ -233,6 +240,16 @@ class Store:
         self.sql(f"DELETE FROM {table} WHERE {where}", params)
         return self.insert(table, frame, select)
 
+    def rows_frame(self, table: str, rows: Sequence[Mapping[str, Any]], **constants: Any) -> pd.DataFrame | None:
+        """Rows as a frame of the table's columns (a column a row leaves out is NULL), or None."""
+        if not rows:
+            return None
+        frame = pd.DataFrame(list(rows)).assign(**constants)
+        unknown = sorted(set(frame.columns) - set(ddl_columns(type(self).tables[table])))
+        if unknown:
+            raise SchemaError(f"A write to {table} does not match its columns: no such column {', '.join(unknown)}")
+        return frame.reindex(columns=ddl_columns(type(self).tables[table]))
+
     def replace_together(self, where: str, params: Sequence[Any], **frames: pd.DataFrame) -> None:
         """Replace the rows matching `where` of every table named in `frames` with that frame (in
         the write's transaction: a partition's tables change together or not at all)."""
@@ -271,7 +288,7 @@ class Store:
     def create_views(cls, conn: Any) -> None:
         """Create or replace each view, commented with its definition's digest (so a view whose
         definition changed since, e.g. `leaderboard_wide` with a column per benchmark, is rebuilt)."""
-        for view, body in cls.views.items():
+        for view, body in cls.view_definitions().items():
             conn.execute(f"CREATE OR REPLACE VIEW {view} AS {body}")
             conn.execute(f"COMMENT ON VIEW {view} IS '{view_digest(body)}'")
 
@@ -296,6 +313,21 @@ def table_key(columns: str) -> list[str]:
     return [match.group(1) for part in columns.split(",") if (match := _INLINE_KEY.match(part))]
 
 
+def ddl_columns(columns: str) -> list[str]:
+    """The column names a table's DDL declares, in order."""
+    names, depth, piece = [], 0, ""
+    for char in columns + ",":
+        depth += (char == "(") - (char == ")")
+        if char == "," and depth == 0:
+            first = piece.split()[0] if piece.split() else ""
+            if first and first.upper() not in ("PRIMARY", "UNIQUE"):
+                names.append(first)
+            piece = ""
+        else:
+            piece += char
+    return names
+
+
 def without_keys(columns: str) -> str:
     """A table's DDL without its PRIMARY KEY and UNIQUE constraints (which DuckLake lacks)."""
     return re.sub(r"\s+(PRIMARY KEY|UNIQUE)\b", "", _KEY.sub("", columns), flags=re.IGNORECASE)
@@ -312,7 +344,9 @@ def stale_views(conn: Any, stores: Sequence[type[Store]]) -> bool:
             "SELECT view_name, comment FROM duckdb_views() WHERE NOT internal AND database_name = current_database()"
         ).fetchall()
     )
-    return any(current.get(view) != view_digest(body) for store in stores for view, body in store.views.items())
+    return any(
+        current.get(view) != view_digest(body) for store in stores for view, body in store.view_definitions().items()
+    )
 
 
 def registered_stores() -> tuple[type[Store], ...]:
@@ -374,7 +408,7 @@ def ensure_schema(conn: Any, stores: Sequence[type[Store]]) -> None:
             if version is None:
                 store.create(conn)
             else:
-                drop_views(conn, list(store.views))
+                drop_views(conn, list(store.view_definitions()))
                 for step in range(version, store.version):
                     if step not in store.migrations:
                         raise SchemaError(
@@ -398,6 +432,16 @@ def rebuild_table(conn: Any, table: str, columns: str, select: str) -> None:
     conn.execute(f"CREATE TABLE {table} ({without_keys(columns) if is_lake(conn) else columns})")
     conn.execute(f"INSERT INTO {table} BY NAME SELECT {select} FROM {table}_old AS old")
     conn.execute(f"DROP TABLE {table}_old")
+
+
+def existing_tables(conn: Any) -> set[str]:
+    """The names of the tables of the connection's current database."""
+    return {
+        name
+        for (name,) in conn.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()"
+        ).fetchall()
+    }
 
 
 def has_column(conn: Any, table: str, column: str) -> bool:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from itertools import combinations
 from typing import Any
 
@@ -14,11 +16,8 @@ import numpy as np
 import pandas as pd
 
 from eval_platform.common.ingestion import KEPT_CHARS, LoadedRows
-from eval_platform.evolution.genetic import TAGS, EraConfig, GenerationRecord, Individual
+from eval_platform.evolution.genetic import HASHED_SETTINGS, TAGS, Checkpoint, EraSettings, GenerationRecord, Individual
 
-# What an era's results do not depend on: its budget (it can be raised to resume), its length
-# (an era of N generations is the start of one of more) and whether the response cache answers.
-CONFIG_FIELDS_NOT_HASHED = ("max_cost_usd", "generations")
 EVALUATION_FIELDS = (
     "prompt_text",
     "paragraph_id",
@@ -76,9 +75,65 @@ def paragraph_records(loaded: LoadedRows) -> tuple[list[dict[str, Any]], list[di
     return paragraphs, sorted(rejections, key=lambda r: r["line"] or 0)
 
 
-def config_hash(config: EraConfig) -> str:
-    fields = {k: v for k, v in vars(config).items() if k not in CONFIG_FIELDS_NOT_HASHED}
+def config_hash(era: str, settings: EraSettings) -> str:
+    """The digest of what an era's results depend on (`HASHED_SETTINGS`), and its name."""
+    fields = {"era": era, **{name: getattr(settings, name) for name in HASHED_SETTINGS}}
     return hashlib.sha256(json.dumps(fields, sort_keys=True, default=dict).encode()).hexdigest()[:16]
+
+
+class EraConfigurationChanged(ValueError):
+    """An era re-run with another configuration than the one its stored generations came from."""
+
+
+@dataclass(frozen=True)
+class EraStart:
+    """How an era run begins: after its stored checkpoint (None: from generation 0), on which
+    paragraphs, from which gene pool."""
+
+    resume: Checkpoint | None
+    paragraphs: list[dict[str, Any]]
+    gene_pool: dict[str, list[str]]
+
+    def done(self, settings: EraSettings) -> bool:
+        """Whether the era already has all its generations."""
+        return self.resume is not None and self.resume.generation >= settings.generations
+
+
+def era_start(
+    era: str,
+    settings: EraSettings,
+    restart: bool,
+    state: Mapping[str, Any] | None,
+    checkpoint: tuple[Mapping[str, Any], Sequence[Mapping[str, Any]]] | None,
+    spent_usd: float,
+    paragraphs: Sequence[Mapping[str, Any]],
+    genes: Sequence[Mapping[str, Any]],
+) -> EraStart:
+    """Where an era run starts, from what the warehouse holds of it (`state`: its row of `eras`,
+    `checkpoint`: its last complete generation, `spent_usd`: its cost so far): after that
+    generation, unless `restart`; a stored era whose configuration differs is refused, naming what
+    changed, unless `restart`. The paragraphs are those `paragraph_ids` names, in that order."""
+    if state and state["config_hash"] != config_hash(era, settings) and not restart:
+        old = json.loads(state["config"])
+        changed = [key for key, value in settings.model_dump(mode="json").items()
+                   if key in HASHED_SETTINGS and old.get(key) != value]  # fmt: skip
+        raise EraConfigurationChanged(
+            f"Era {era!r} was run with another configuration (changed: {', '.join(changed) or 'its version'}); "
+            "set restart: true to start it again (its stored generations are replaced), or name a new era."
+        )
+    resume = None
+    if state and checkpoint and not restart:
+        stored, rows = checkpoint
+        resume = Checkpoint(stored["generation"], population_from_rows(rows), rng_state(stored["rng_state"]), spent_usd)
+    chosen = list(paragraphs)
+    if settings.paragraph_ids:
+        known = {p["paragraph_id"]: p for p in paragraphs}
+        unknown = [pid for pid in settings.paragraph_ids if pid not in known]
+        if unknown:
+            raise ValueError(f"Unknown paragraph_ids {unknown}; known: {sorted(known)}")
+        chosen = [known[pid] for pid in settings.paragraph_ids]
+    pool = {tag: [g["text"] for g in genes if g["tag"] == tag] for tag in TAGS}
+    return EraStart(resume, [dict(p) for p in chosen], pool)
 
 
 def generation_frames(era: str, record: GenerationRecord, judges: Sequence[str], at: Any) -> dict[str, pd.DataFrame]:
@@ -272,3 +327,13 @@ def pareto_front(points: pd.DataFrame) -> pd.DataFrame:
         if not ((quality >= quality[i]) & (ratio >= ratio[i]) & ((quality > quality[i]) | (ratio > ratio[i]))).any()
     ]
     return candidates.iloc[front].sort_values(["quality_score_avg", "compression_ratio"], ascending=False)
+
+
+def era_files(folder: Path) -> dict[str, Path]:
+    """Each era's configuration file in `folder`, by era name (the file's stem)."""
+    return {path.stem: path for path in sorted(Path(folder).glob("*.json"))}
+
+
+def era_run_config(path: Path) -> dict[str, Any]:
+    """The run config of an era from its configuration file."""
+    return {"ops": {"evolution_era": {"config": json.loads(path.read_text())}}}

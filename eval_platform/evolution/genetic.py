@@ -16,11 +16,13 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 import numpy as np
 import pandas as pd
 
 from eval_platform.common.gateway import call_record, describe_error
-from eval_platform.common.models import Chat, LanguageModel
+from eval_platform.common.models import DEFAULT_LOCAL_MODEL, Chat, LanguageModel
 from eval_platform.evolution.fitness import calculate_fitness
 from eval_platform.evolution.judging import Judge, judge_compression, make_judge
 
@@ -50,18 +52,38 @@ class Individual:
         return self.evaluation["fitness"] if self.evaluation else 0.0
 
 
-@dataclass(frozen=True)
-class EraConfig:
-    era: str
-    population_size: int
-    generations: int  # generations after generation 0
-    compression_model: str
-    judge_panel: Mapping[str, str]
-    seed: int = 0
-    use_token_metric: bool = False
-    mutation_model: str | None = None  # None: mutate from the gene pool
-    compression_max_tokens: int = 256
-    max_cost_usd: float | None = None  # stop after the generation whose calls bring the era's cost to it
+class EraSettings(BaseModel):
+    """An era's settings, declared once: an era file's fields (data/evolution/eras/), the era
+    asset's launchpad config and what the genetic algorithm runs with."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    population_size: int = Field(default=5, gt=0)
+    generations: int = Field(default=2, ge=0, description="Generations after generation 0; raise it to extend an era.")
+    paragraph_ids: tuple[str, ...] = Field(default=(), description="Paragraphs to use, in turn; empty: all.")
+    compression_model: str = Field(default=DEFAULT_LOCAL_MODEL, description="The model that compresses.")
+    judge_panel: dict[str, str] = Field(
+        default={"smollm2": DEFAULT_LOCAL_MODEL},
+        description='Judge name -> model, e.g. {"openai": "openai/gpt-4o-mini", "claude": '
+        '"anthropic/claude-3-5-sonnet-20241022", "gemini": "gemini/gemini-1.5-flash"}. The default is '
+        "the offline panel: the local model judging by digit probabilities.",
+    )
+    mutation_model: str | None = Field(default=None, description="Model that rewrites a tag; None: the gene pool.")
+    use_token_metric: bool = Field(default=False, description="Compression measured in tokens, not words.")
+    tokenizer: str = Field(default=DEFAULT_LOCAL_MODEL, description="Tokenizer for token counts.")
+    seed: int = 7
+    compression_max_tokens: int = Field(default=64, gt=0)
+    max_cost_usd: float | None = Field(
+        default=None, description="Stop after the generation that brings the era's API cost to this; raise it to resume."
+    )
+    use_response_cache: bool = Field(default=True, description="Answer identical temperature-0 calls from DuckDB.")
+
+
+# What an era's results depend on (its configuration's digest, `eras.config_hash`): not its budget (it
+# can be raised to resume), its length (an era of N generations is the start of one of more), the
+# paragraphs' choice and order or the tokenizer (checked apart), nor whether the response cache answers.
+HASHED_SETTINGS = ("population_size", "compression_model", "judge_panel", "seed", "use_token_metric",
+                   "mutation_model", "compression_max_tokens")  # fmt: skip
 
 
 def _prompt_id(generation: int, index: int, genome: Mapping[str, str]) -> str:
@@ -143,7 +165,7 @@ async def evaluate_prompt_fitness(
     judges: Mapping[str, Judge],
     genome: Mapping[str, str],
     paragraph_text: str,
-    config: EraConfig,
+    config: EraSettings,
     count_tokens: Callable[[str], int],
 ) -> dict[str, Any]:
     """Compress with the era's model, judge with every judge in parallel, compute the fitness.
@@ -260,13 +282,14 @@ def generation_calls(population: Sequence[Individual], generation: int) -> list[
     ]
 
 
-def era_models(config: EraConfig) -> list[str]:
+def era_models(config: EraSettings) -> list[str]:
     """Every model an era calls: its compression model, judges and mutation model."""
     return sorted({config.compression_model, *config.judge_panel.values(), *filter(None, [config.mutation_model])})
 
 
 async def run_era(
-    config: EraConfig,
+    era: str,
+    config: EraSettings,
     open_model: Callable[[str], LanguageModel],
     paragraphs: Sequence[Mapping[str, str]],
     gene_pool: Mapping[str, Sequence[str]],
@@ -279,7 +302,7 @@ async def run_era(
     (generation g on paragraph g mod len(paragraphs)), elite keep their evaluation. Returns
     `complete`, or `stopped_for_budget` when a generation brought the cost to `max_cost_usd`.
     Models are opened by name with `open_model`, so any backend can compress, judge or mutate."""
-    rng = random.Random(f"{config.seed}:{config.era}")
+    rng = random.Random(f"{config.seed}:{era}")
     models = {name: open_model(name) for name in era_models(config)}
     judges = {name: make_judge(models[model]) for name, model in config.judge_panel.items()}
     mutate_tag = _llm_mutation(models[config.mutation_model]) if config.mutation_model else None

@@ -16,7 +16,7 @@ import duckdb
 def held(path: str, kind: str) -> AbstractContextManager:
     if kind == "session":
         return duckdb.connect(path, read_only=True)
-    from eval_platform.common.resources import WarehouseResource
+    from resources import WarehouseResource
 
     return WarehouseResource(database=path).get_connection()
 

@@ -21,7 +21,7 @@ ERA_CONFIG = {
 
 
 def warehouse(path: str):
-    from eval_platform.common.resources import WarehouseResource
+    from resources import WarehouseResource
 
     return WarehouseResource(database=path)
 
@@ -45,8 +45,8 @@ def benchmark(path: str, limit: int = 6) -> None:
 
 def era(path: str, api_base: str) -> None:
     """The inputs, then a three-generation era judged over HTTP, then its summary."""
-    from eval_platform.common.resources import ModelGatewayResource
-    from eval_platform.evolution.assets import era_summary, evolution_era, gene_pools, source_paragraphs
+    from resources import ModelGatewayResource
+    from evaluation_assets.evolution.assets import era_summary, evolution_era, gene_pools, source_paragraphs
     from tests.evaluation import materialize_configured
 
     instance = DagsterInstance.ephemeral()
@@ -68,7 +68,7 @@ def era(path: str, api_base: str) -> None:
 def blind(path: str, folder: str) -> None:
     """Questions, answers and the issued sheet; two demo raters fill it; their scores are read
     back and tallied."""
-    from eval_platform.blind.assets import (
+    from evaluation_assets.blind.assets import (
         SHEET_FILE,
         blind_eval_answers,
         blind_eval_questions,

@@ -11,8 +11,8 @@ from dagster import DagsterInstance
 
 from eval_platform.benchmarks.assets import benchmark_prompts, benchmark_raw_rows
 from eval_platform.common.ingestion import MAX_FIELD_CHARS
-from eval_platform.common.resources import WarehouseResource
-from eval_platform.evolution.assets import source_paragraphs
+from resources import WarehouseResource
+from evaluation_assets.evolution.assets import source_paragraphs
 from tests.conftest import DATA_BENCHMARKS, PROJECT_ROOT
 from tests.evaluation import materialize_configured, with_partitions
 

@@ -13,7 +13,7 @@ import pytest
 from dagster import DagsterInstance
 
 from eval_platform.benchmarks.assets import benchmark_raw_rows
-from eval_platform.common.resources import WarehouseResource
+from resources import WarehouseResource
 from tests.conftest import DATA_BENCHMARKS, PROJECT_ROOT
 from tests.evaluation import materialize_configured, with_partitions
 from tests.processes import STARTED, stop_group

@@ -14,8 +14,8 @@ from dagster import DagsterInstance
 from eval_platform.benchmarks.assets import benchmark_predictions
 from eval_platform.common.gateway import redact
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL
-from eval_platform.common.resources import ModelGatewayResource, WarehouseResource
-from eval_platform.evolution.assets import era_summary, evolution_era, gene_pools, source_paragraphs
+from resources import ModelGatewayResource, WarehouseResource
+from evaluation_assets.evolution.assets import era_summary, evolution_era, gene_pools, source_paragraphs
 from tests.evaluation import materialize_configured, materialize_evaluation, materialize_inputs, roster_with
 from tests.openai_stub_server import StubServer
 from tests.processes import free_port, running

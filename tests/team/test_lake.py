@@ -18,7 +18,7 @@ import pytest
 
 from eval_platform.benchmarks.assets import benchmark_predictions
 from eval_platform.benchmarks.store import BenchmarkStore
-from eval_platform.common.resources import WarehouseResource
+from resources import WarehouseResource
 from eval_platform.common.warehouse import CommitConflictError, without_keys, writes
 from tests.conftest import PROJECT_ROOT
 from tests.evaluation import materialize_benchmark, materialize_evaluation, roster_with

@@ -13,8 +13,8 @@ from dagster import DagsterInstance, RunsFilter
 
 from eval_platform.benchmarks.partitions import evaluation_key
 from eval_platform.benchmarks.roster import RosterEntry, write_entry
-from eval_platform.common.resources import WarehouseResource
-from eval_platform.definitions import defs
+from resources import WarehouseResource
+from evaluation_assets.definitions import defs
 from tests.evaluation import launchpad
 from tests.tables import assert_same_rows, file_snapshot, snapshot
 from tests.team.team_deployment import CELERY_SETTINGS, team_deployment

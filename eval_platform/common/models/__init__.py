@@ -86,7 +86,7 @@ class LanguageModel(Protocol):
 
     def describe_placement(self) -> dict[str, Any]:
         """Where the model computes: `device`, `device_name`, `dtype` and (in this process) torch's
-        `threads`, for the run's environment record."""
+        `threads` and the engine's path for it (`engine`), for the run's environment record."""
 
 
 class UnsupportedRequest(ValueError):
@@ -135,18 +135,6 @@ class ModelSettings(BaseModel):
         "with the run). Only for a server known to be right.",
     )
 
-    @classmethod
-    def optional_fields(cls, exclude: Sequence[str] = ()) -> dict[str, Any]:
-        """The fields as `pydantic.create_model` takes them, each optional (None: not set)."""
-
-        def optional(info: Any) -> Any:
-            return Optional[Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation]
-
-        return {
-            name: (optional(info), Field(default=None, description=info.description))
-            for name, info in cls.model_fields.items()
-            if name not in exclude
-        }
 
 
 # Backends by the prefix of a model's name, as "module:function(name, settings, gateway)"; imported

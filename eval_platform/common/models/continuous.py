@@ -10,6 +10,11 @@ where one is known: a fixed few-shot header, a system prompt, a chat template's 
 once. A prefix becomes known when a prompt about to be encoded shares at least `min_shared` tokens
 with a prompt still waiting; the few most recent prefixes are kept.
 
+Every layer's cache is kept whole, a sliding-window layer's too (transformers' own cache cuts it to
+its window, which would not fit the batch's columns), and each layer's mask is the model's own, from
+the batch's attention mask: a row's tokens fill adjacent columns, so a window counted in columns is
+counted in positions.
+
 The batch's cache is preallocated, one row per sequence (`SlotBatch`): a step writes its new
 column in place, where transformers' `DynamicCache` concatenates a whole new cache at every step,
 and computes only the rows of sequences still running (one that finishes hands its row to the last).
@@ -178,7 +183,8 @@ class ContinuousBatcher:
 
     def _forward(self, tokens: Sequence[int], start: int, past):
         """One row's pass over `tokens` (positions from `start`) after the cache `past`: the
-        key/values per layer of the past and the tokens, and the last token's logits."""
+        key/values per layer of the past and the tokens, every layer's whole (a sliding-window
+        layer's cut to its window would not fit the batch's columns), and the last token's logits."""
         import torch
         from transformers import DynamicCache
 
@@ -189,7 +195,7 @@ class ContinuousBatcher:
             output = self.network(
                 input_ids=torch.tensor([list(tokens)], device=device),
                 position_ids=torch.arange(start, start + len(tokens), device=device).unsqueeze(0),
-                past_key_values=DynamicCache(ddp_cache_data=past) if past else None,
+                past_key_values=DynamicCache(ddp_cache_data=past) if past else DynamicCache(),
                 use_cache=True,
                 logits_to_keep=1,
             )

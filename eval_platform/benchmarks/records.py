@@ -1,0 +1,107 @@
+"""What an evaluation produces, whatever the solver: each document's sample and each task's result.
+
+A `Sample` is one document under one filter: the exact prompt, every request's arguments and key
+(as `answers` keys its answer), the answers before and after the filter, the reference and the
+per-document metrics. A `Result` is one task's (or group's) aggregate of a metric under a filter.
+They are the harness's own sample and result shapes, which the chat solvers produce too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+Z_95 = 1.959964  # a 95% normal interval
+
+
+@dataclass(frozen=True)
+class Sample:
+    task: str
+    doc_id: int
+    filter: str
+    prompt: str  # the exact text the model was given (a chat: its turns)
+    arguments: list[list[Any]]  # each request's arguments
+    request_keys: list[str]
+    target: str | None
+    responses: Any  # each request's answer
+    filtered_responses: Any  # what the filter took out of them
+    metrics: dict[str, Any]  # per-document metric values
+    doc: Any  # the document as the task read it
+    doc_hash: str | None = None
+    prompt_hash: str | None = None
+    document_id: str | None = None  # a dataset's document (documents table)
+    fewshot_ids: list[str] | None = None  # the few-shot rows drawn into its prompt, by source row id
+
+    def numeric_metrics(self) -> dict[str, float]:
+        """The metrics whose value is a number (IFEval's per-instruction lists are not)."""
+        return {
+            name: float(value)
+            for name, value in self.metrics.items()
+            if isinstance(value, bool | int | float) and value == value
+        }
+
+
+@dataclass(frozen=True)
+class Result:
+    task: str
+    metric: str
+    filter: str
+    value: float | None
+    stderr: float | None = None
+    n: int | None = None
+    num_fewshot: int | None = None
+    is_group: bool = False
+    alias: str | None = None
+    higher_is_better: bool | None = None
+    random_baseline: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+
+    def with_normal_interval(self) -> Result:
+        """Its 95% interval from its standard error, where it has one and no interval of its own."""
+        if self.ci_low is not None or self.stderr is None or self.value is None:
+            return self
+        half = Z_95 * self.stderr
+        return Result(**{**self.__dict__, "ci_low": self.value - half, "ci_high": self.value + half})
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One request's answer: its type and arguments, the response, and whether this run computed it."""
+
+    request_type: str
+    arguments: list[Any]
+    response: Any  # loglikelihood: [log-likelihood, is_greedy]; generate_until: the text, unstripped
+    computed: bool
+
+
+@dataclass
+class Evaluation:
+    """One solver's evaluation of a benchmark: its samples, results and answers (by request key),
+    under the key of the settings it measured, and the seconds spent in the model alone."""
+
+    solver: str
+    settings_key: str
+    samples: list[Sample] = field(default_factory=list)
+    results: list[Result] = field(default_factory=list)
+    answers: dict[str, Answer] = field(default_factory=dict)
+    model_seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)  # what the run logs: the path taken, what was skipped
+
+    @property
+    def computed(self) -> int:
+        return sum(answer.computed for answer in self.answers.values())
+
+
+def as_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def request_key(request_type: str, arguments: Sequence[Any]) -> str:
+    """A request's identity: its type and arguments (context, continuation or generation settings;
+    a chat's turns), whatever task, document or solver asked it."""
+    text = json.dumps([request_type, list(arguments)], sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]

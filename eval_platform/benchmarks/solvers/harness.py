@@ -1,0 +1,177 @@
+"""The `harness` solver: a benchmark's harness task asked and scored by lm-evaluation-harness itself.
+
+The harness builds the requests (its templates, few-shot sampler and seed, chat template), the
+platform's engine answers them through `EngineLM`, and the harness's filters, `process_results` and
+aggregation score them (`simple_evaluate`).
+
+A dataset's documents reach the harness the way any local data does: each task's documents (in
+the task's layout, in order) and its few-shot pool become the task's local files, its registry
+only the task's own folder of the harness's YAML files. So the harness renders each document as it
+would from its own copy of the data, and a later document draws its examples as the harness would
+on the file without the rows this platform rejected. Each sample names its document, and the
+few-shot rows drawn into its prompt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from eval_platform.benchmarks.declarations import Benchmark, EvaluationSettings, settings_key
+from eval_platform.benchmarks.documents import Document, task_of
+from eval_platform.benchmarks.harness import (
+    HarnessRun,
+    build_tasks,
+    evaluate,
+    outcome_results,
+    outcome_samples,
+    own_task_folder,
+    record_fewshot_draws,
+    registered_config,
+    write_whole,
+)
+from eval_platform.benchmarks.records import Evaluation, Sample
+from eval_platform.benchmarks.scoring import mean_results
+from eval_platform.benchmarks.solvers import EvaluationJob, register_solver
+from eval_platform.environment import environment
+
+
+def jsonl_file(name: str, rows: Sequence[Mapping[str, Any]]) -> str:
+    """The rows as a JSONL file named by its content, written once: the same rows keep one path and
+    modification time, so `datasets` finds them in its cache instead of caching a copy per run."""
+    text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    path = environment().harness_data / f"{name}-{hashlib.sha256(text.encode()).hexdigest()[:20]}.jsonl"
+    if not path.exists():
+        write_whole(path, text.encode("utf-8"))
+    return str(path)
+
+
+def task_files(
+    task: str,
+    registry: tuple[str, ...],
+    documents: Sequence[Document],
+    pool: Sequence[Mapping[str, Any]],
+) -> dict[str, str]:
+    """A task's splits as local files: the split it evaluates, and its few-shot (or training) split
+    where a pool is given, with the documents' columns only (`datasets` reads the files as one
+    dataset, of one schema)."""
+    config = registered_config(task, registry, include_defaults=False)
+    evaluated = config.get("test_split") or config.get("validation_split")
+    files = {evaluated: jsonl_file(f"{task}-{evaluated}", [d.doc for d in documents])}
+    fewshot_split = config.get("fewshot_split") or config.get("training_split")
+    if pool and fewshot_split and fewshot_split != evaluated:
+        columns = set(documents[0].doc)
+        rows = [{k: v for k, v in row.items() if k in columns} for row in pool]
+        files[fewshot_split] = jsonl_file(f"{task}-{fewshot_split}", rows)
+    return files
+
+
+class DatasetRun:
+    """A dataset's documents as harness tasks over local files: each task's documents and pool."""
+
+    def __init__(self, job: EvaluationJob) -> None:
+        folder = job.benchmark.task_folder
+        self.registry = (own_task_folder(folder),) if folder else tuple(job.settings.include_path)
+        self.documents: dict[str | None, list[Document]] = defaultdict(list)
+        for document in job.documents:
+            self.documents[document.task].append(document)
+        self.unnamed = self.documents.pop(None, [])  # a row lacking the field that names its task
+        shots = job.settings.num_fewshot
+        if shots and not job.pool:
+            source = job.benchmark.fewshot.describe() if job.benchmark.fewshot else "none declared"
+            raise ValueError(
+                f"{job.benchmark.name}: no few-shot examples for {shots}-shot: load its few-shot split ({source}) "
+                "with benchmark_fewshot_rows' source"
+            )
+        if not self.documents:
+            raise ValueError(
+                f"{job.benchmark.name}: no document names its harness task {job.benchmark.task} (the rows lack "
+                f"its field): the harness cannot ask them; the chat solvers can"
+            )
+        self.pool: dict[str | None, list[tuple[str, Mapping[str, Any]]]] = defaultdict(list)
+        for row_id, row in job.pool:
+            self.pool[task_of(job.benchmark.task, row)].append((row_id, row))
+        data_files = {
+            task: task_files(task, self.registry, documents, [row for _, row in self.pool[task]])
+            for task, documents in self.documents.items()
+        }
+        settings = job.settings.model_copy(update={"include_path": self.registry, "data_files": data_files})
+        self.run = HarnessRun(tuple(str(task) for task in self.documents), settings, include_defaults=False)
+
+    def drawn_ids(self, task: str, positions: list[int]) -> list[str]:
+        """The few-shot rows at `positions` of the task's few-shot split: its pool, else its own
+        documents (the harness draws from the evaluated split, never a document's own row)."""
+        source = [row_id for row_id, _ in self.pool[task]] or [d.source_row_id for d in self.documents[task]]
+        return [source[position] for position in positions]
+
+    def named(self, samples: list[Sample], draws: Mapping[str, list[list[int]]]) -> list[Sample]:
+        """The samples with their documents and the few-shot rows drawn for them."""
+        named = []
+        for sample in samples:
+            document = self.documents[sample.task][sample.doc_id]
+            drawn = draws.get(sample.task, [])
+            fewshot = self.drawn_ids(sample.task, drawn[sample.doc_id]) if sample.doc_id < len(drawn) else []
+            named.append(Sample(**{**sample.__dict__, "document_id": document.document_id, "fewshot_ids": fewshot}))
+        return named
+
+
+class HarnessSolver:
+    name = "harness"
+
+    def refusal(self, benchmark: Benchmark) -> str | None:
+        return None
+
+    def settings_key(self, settings: EvaluationSettings) -> str:
+        return settings_key(settings.describe())
+
+    def evaluate(self, job: EvaluationJob) -> Evaluation:
+        from eval_platform.benchmarks.engine_lm import EngineLM
+
+        settings = job.settings
+        dataset = DatasetRun(job) if job.benchmark.is_dataset else None
+        run = dataset.run if dataset else HarnessRun((settings.task,), settings)
+        tasks = build_tasks(run)
+        recorders = {task.config.task: record_fewshot_draws(task) for task in tasks} if dataset else {}
+        lm = EngineLM(job.model, job.batch_size, job.stored, settings.reasoning_end, settings.max_gen_toks)
+        outcome = evaluate(run, tasks, lm)
+        samples = outcome_samples(outcome)
+        results = outcome_results(outcome)
+        notes = []
+        if dataset:
+            samples = dataset.named(samples, {task: record() for task, record in recorders.items()})
+            if dataset.unnamed:
+                notes.append(
+                    f"{len(dataset.unnamed)} documents name no harness task (their rows lack a field of "
+                    f"{job.benchmark.task}): not asked by the harness"
+                )
+            if len(dataset.documents) > 1:  # the benchmark's own number over all of its tasks' documents
+                shots = next((r.num_fewshot for r in results if r.num_fewshot is not None), settings.num_fewshot)
+                results += mean_results(samples, job.benchmark.name, shots, group=True)
+        return Evaluation(self.name, self.settings_key(settings), samples, results, lm.answers, lm.model_seconds, notes)
+
+
+register_solver(HarnessSolver())
+
+
+def built_requests(job: EvaluationJob) -> dict[tuple[str, int], tuple[list[tuple[Any, ...]], list[str]]]:
+    """Each of a dataset's documents' requests as the harness builds them, and the few-shot rows
+    drawn into them, by (task, doc_id): what the `harness` solver asks the model, without asking it."""
+    from eval_platform.benchmarks.declarations import FEWSHOT_SEED
+
+    dataset = DatasetRun(job)
+    built: dict[tuple[str, int], tuple[list[tuple[Any, ...]], list[str]]] = {}
+    for task in build_tasks(dataset.run):
+        name = task.config.task
+        if job.settings.num_fewshot is not None:
+            task.set_config(key="num_fewshot", value=job.settings.num_fewshot)
+        task.set_fewshot_seed(seed=FEWSHOT_SEED)
+        draws = record_fewshot_draws(task)
+        task.build_all_requests()
+        drawn = draws()
+        for instance in sorted(task.instances, key=lambda i: (i.doc_id, i.idx)):
+            fewshot = dataset.drawn_ids(name, drawn[instance.doc_id]) if instance.doc_id < len(drawn) else []
+            built.setdefault((name, instance.doc_id), ([], fewshot))[0].append(tuple(instance.args))
+    return built

@@ -1,0 +1,242 @@
+"""Evaluations, of every benchmark and solver: answers, samples, results, runs and history."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import pandas as pd
+
+from eval_platform.benchmarks.records import Evaluation, as_json
+from eval_platform.benchmarks.store.schema import KEPT_RUNS, BenchmarkSchema
+from eval_platform.common.warehouse import reads, utc_now, writes
+
+# one evaluation of a solver: (benchmark, model, settings key, solver)
+SCOPE = "benchmark = ? AND model = ? AND settings_key = ? AND solver = ?"
+
+
+@dataclass(frozen=True)
+class EvaluationRun:
+    """Which roster entry an evaluation was for, with which model and settings, in which run, and
+    where the run computed (its `evaluation_runs` row)."""
+
+    benchmark: str
+    model: str  # the roster entry
+    model_source: str  # the model's name (local/..., a litellm string)
+    model_fingerprint: str
+    run_id: str
+    settings: Mapping[str, Any]
+    environment: Mapping[str, Any]
+
+
+def _frames(run: EvaluationRun, evaluation: Evaluation, now: datetime) -> dict[str, pd.DataFrame]:
+    scope = {
+        "benchmark": run.benchmark,
+        "model": run.model,
+        "model_fingerprint": run.model_fingerprint,
+        "settings_key": evaluation.settings_key,
+        "solver": evaluation.solver,
+        "run_id": run.run_id,
+    }
+    samples = pd.DataFrame(
+        [
+            {
+                **scope,
+                **{name: getattr(s, name) for name in ("task", "doc_id", "filter", "document_id", "prompt", "target")},
+                **{name: as_json(getattr(s, name)) for name in ("arguments", "responses", "filtered_responses")},
+                "metrics": as_json(s.metrics),
+                "doc": as_json(s.doc),
+                "request_keys": s.request_keys,
+                "doc_hash": s.doc_hash,
+                "prompt_hash": s.prompt_hash,
+                "fewshot_ids": s.fewshot_ids,
+            }
+            for s in evaluation.samples
+        ]
+    )
+    results = pd.DataFrame(
+        [{**scope, **r.__dict__, "settings": as_json(run.settings), "computed_at": now} for r in evaluation.results]
+    )
+    answers = pd.DataFrame(
+        [
+            {
+                "model_fingerprint": run.model_fingerprint,
+                "request_key": key,
+                "request_type": a.request_type,
+                "arguments": as_json(a.arguments),
+                "response": as_json(a.response),
+                "run_id": run.run_id,
+                "answered_at": now,
+            }
+            for key, a in evaluation.answers.items()
+            if a.computed
+        ]
+    )
+    evaluations = pd.DataFrame(
+        [{**scope, "model_source": run.model_source, "settings": as_json(run.settings), "evaluated_at": now}]
+    )
+    environment = pd.DataFrame(
+        [
+            {
+                "run_id": run.run_id,
+                "benchmark": run.benchmark,
+                "model": run.model,
+                "model_fingerprint": run.model_fingerprint,
+                **run.environment,
+                "recorded_at": now,
+            }
+        ]
+    )
+    return {"samples": samples, "results": results, "answers": answers, "evaluations": evaluations, "runs": environment}
+
+
+class EvaluationStore(BenchmarkSchema):
+    @reads("answers")
+    def load_answers(self, model_fingerprint: str) -> dict[str, Any]:
+        """Every stored answer of the model fingerprint, by request key."""
+        return {
+            key: json.loads(response)
+            for key, response in self.sql(
+                "SELECT request_key, response FROM answers WHERE model_fingerprint = ?", [model_fingerprint]
+            ).fetchall()
+        }
+
+    @writes("answers", "samples", "results", "evaluations", "evaluation_runs", "history")
+    @reads("document_values")
+    def save_evaluation(self, run: EvaluationRun, evaluation: Evaluation, keep_runs: int = KEPT_RUNS) -> None:
+        """One solver's evaluation of a benchmark for a roster entry: the answers it computed (added
+        to, or replacing, the fingerprint's stored ones) with the row saying where its run computed
+        them, and the samples and results under its settings key and solver, replacing those of the
+        same key and solver (others kept), in one transaction. Each document's values are also kept
+        as this run's history (the latest `keep_runs` runs per benchmark, model, key and solver),
+        for the regression watch; a run that no answer or history names any more goes."""
+        frames, now = _frames(run, evaluation, utc_now()), utc_now()
+        scope = [run.benchmark, run.model, evaluation.settings_key, evaluation.solver]
+        answers = frames["answers"]
+        if len(answers):
+            with self.registered("computed", answers[["model_fingerprint", "request_key"]]):
+                self.sql(
+                    "DELETE FROM answers WHERE (model_fingerprint, request_key) IN "
+                    "(SELECT (model_fingerprint, request_key) FROM computed)"
+                )
+            self.insert("answers", answers)
+            self.replace("evaluation_runs", frames["runs"], "run_id = ? AND benchmark = ?", [run.run_id, run.benchmark])
+        for table in ("samples", "results", "evaluations"):
+            self.replace(table, frames[table], SCOPE, scope)
+        self.sql(f"DELETE FROM history WHERE {SCOPE} AND run_id = ?", [*scope, run.run_id])
+        self.sql(
+            f"""
+            INSERT INTO history BY NAME
+            SELECT ? AS run_id, ? AS scored_at, benchmark, model, model_fingerprint, settings_key, solver, task,
+                   filter, metric, doc_id, document_id, value, ? AS num_fewshot, ?::JSON AS settings, prediction_run_id
+            FROM document_values WHERE {SCOPE}""",
+            [run.run_id, now, _shots(evaluation), as_json(run.settings), *scope],
+        )
+        self.sql(
+            f"""
+            DELETE FROM history WHERE {SCOPE} AND run_id NOT IN (
+                SELECT run_id FROM history WHERE {SCOPE} GROUP BY run_id ORDER BY max(scored_at) DESC LIMIT ?)""",
+            [*scope, *scope, keep_runs],
+        )
+        self.sql("""
+            DELETE FROM evaluation_runs WHERE run_id NOT IN (
+                SELECT run_id FROM answers WHERE run_id IS NOT NULL
+                UNION SELECT prediction_run_id FROM history WHERE prediction_run_id IS NOT NULL
+                UNION SELECT run_id FROM samples WHERE run_id IS NOT NULL)""")
+
+    @reads("results")
+    def load_results(self, benchmark: str | None = None) -> list[dict[str, Any]]:
+        """Each task's and group's results, with the settings of the run that computed them (JSON)."""
+        where, params = ("WHERE benchmark = ?", [benchmark]) if benchmark else ("", [])
+        return self.rows(
+            f"SELECT * FROM results {where} "
+            "ORDER BY benchmark, model, settings_key, solver, is_group DESC, task, metric, filter",
+            params,
+        )
+
+    @reads("results")
+    def result_table(self, benchmarks: Sequence[str] | None = None) -> pd.DataFrame:
+        """Every result (of `benchmarks`, where given), one line each, for a console summary."""
+        return self.frame(
+            """
+            SELECT benchmark, solver || ' / ' || settings_key || ' / ' || task || ' / ' || metric
+                       || CASE WHEN filter <> 'none' THEN ',' || filter ELSE '' END AS result,
+                   model, n, round(value, 3) AS value,
+                   CASE WHEN ci_low IS NOT NULL THEN '[' || round(ci_low, 3) || ', ' || round(ci_high, 3) || ']' END
+                       AS ci95
+            FROM results WHERE ? IS NULL OR list_contains(?, benchmark) ORDER BY benchmark, result, model""",
+            [None if benchmarks is None else list(benchmarks)] * 2,
+        )
+
+    @reads("evaluation_runs")
+    def load_evaluation_runs(self) -> dict[str, dict[str, Any]]:
+        """Every run that computed answers still stored or named, by run id: where it computed them."""
+        return {
+            row["run_id"]: row
+            for row in self.rows("SELECT * EXCLUDE (recorded_at, benchmark) FROM evaluation_runs")
+        }
+
+    @reads("document_values", "documents")
+    def load_document_values(self, benchmark: str, models: Sequence[str]) -> list[dict[str, Any]]:
+        """Each document's value of each numeric per-document metric for the named roster models,
+        with what names the document (`item`: a dataset's source row id, else task/doc_id), its
+        answer, reference and the end of its prompt."""
+        return self.rows(
+            """
+            SELECT v.model, v.model_fingerprint, v.settings_key, v.solver, v.task, v.filter, v.metric, v.doc_id,
+                   coalesce(d.source_row_id, v.task || '/' || v.doc_id) AS item, v.prediction_run_id, v.value,
+                   v.filtered_responses::VARCHAR AS predicted, v.target AS reference, right(v.prompt, 160) AS question
+            FROM document_values v LEFT JOIN documents d ON d.benchmark = v.benchmark AND d.document_id = v.document_id
+            WHERE v.benchmark = ? AND list_contains(?, v.model)
+            ORDER BY v.model, v.settings_key, v.solver, v.task, v.doc_id""",
+            [benchmark, list(models)],
+        )
+
+    @reads("history", "documents")
+    def latest_runs(self) -> list[dict[str, Any]]:
+        """Document values of the latest two runs of every benchmark, model, key, solver, task,
+        filter and metric (`latest` true for the newest), with each run's settings and what names
+        each document (`item`: a dataset's source row id, else task/doc_id)."""
+        key = "benchmark, model, model_fingerprint, settings_key, solver, task, filter, metric"
+        return self.rows(f"""
+            WITH per_run AS (SELECT {key}, run_id, max(scored_at) AS last_scored FROM history GROUP BY ALL),
+            runs AS (SELECT *, row_number() OVER (PARTITION BY {key} ORDER BY last_scored DESC) AS recency
+                     FROM per_run)
+            SELECT h.* REPLACE (h.settings::VARCHAR AS settings), r.recency = 1 AS latest,
+                   coalesce(d.source_row_id, h.task || '/' || h.doc_id) AS item
+            FROM history h JOIN runs r USING ({key}, run_id)
+            LEFT JOIN documents d ON d.benchmark = h.benchmark AND d.document_id = h.document_id
+            WHERE r.recency <= 2""")
+
+    @reads("samples")
+    def load_samples(self, benchmark: str, model: str, limit: int | None = None) -> pd.DataFrame:
+        """The roster model's samples on the benchmark, in order (the first `limit`)."""
+        bound = f"LIMIT {int(limit)}" if limit is not None else ""
+        return self.frame(
+            f"SELECT * FROM samples WHERE benchmark = ? AND model = ? "
+            f"ORDER BY settings_key, solver, task, doc_id, filter {bound}",
+            [benchmark, model],
+        )
+
+    @reads("results")
+    def values_outside_unit_interval(self) -> list[tuple]:
+        """Results of an accuracy (acc, acc_norm, exact_match, IFEval's ..._acc) outside [0, 1], or
+        whose interval does not hold the value."""
+        return self.sql("""
+            SELECT benchmark, model, settings_key, solver, task, metric, filter, value FROM results
+            WHERE (metric IN ('acc', 'acc_norm', 'exact_match') OR metric LIKE '%\_acc' ESCAPE '\')
+              AND NOT (value BETWEEN 0 AND 1 AND coalesce(ci_low <= value + 1e-12 AND ci_high >= value - 1e-12,
+                                                           TRUE))""").fetchall()
+
+    @reads("samples")
+    def duplicate_samples(self) -> list[tuple]:
+        return self.sql("""
+            SELECT benchmark, model, settings_key, solver, task, doc_id, filter, count(*) FROM samples
+            GROUP BY ALL HAVING count(*) > 1""").fetchall()
+
+
+def _shots(evaluation: Evaluation) -> int | None:
+    return next((r.num_fewshot for r in evaluation.results if r.num_fewshot is not None), None)

@@ -1,0 +1,119 @@
+"""The environment, read in one place: every `EVAL_*` variable the platform reads, with its default.
+
+`environment()` reads the process's environment when called (a test or a process that sets a
+variable first sees it), so no module keeps a value it read at import time. The reference page of
+the docs lists these fields, generated from this class.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+DATA_DIR = PROJECT_ROOT / "data"
+CACHE_DIR = Path.home() / ".cache"
+
+
+class Environment(BaseModel):
+    """The `EVAL_*` environment variables (each field's alias), their defaults and what they set."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True)
+
+    warehouse: str = Field(
+        default=str(DATA_DIR / "warehouse.duckdb"),
+        alias="EVAL_WAREHOUSE",
+        description="The warehouse: a DuckDB file, or a DuckLake catalog (`ducklake:postgres:...`).",
+    )
+    lake_data_path: str | None = Field(
+        default=None, alias="EVAL_LAKE_DATA_PATH", description="A DuckLake warehouse's data files (a shared folder)."
+    )
+    warehouse_lock_timeout_s: float = Field(
+        default=600.0,
+        alias="EVAL_WAREHOUSE_LOCK_TIMEOUT_S",
+        description="How long a run waits for a warehouse file another process holds.",
+    )
+    benchmarks_dir: Path = Field(
+        default=DATA_DIR / "benchmarks",
+        alias="EVAL_BENCHMARKS_DIR",
+        description="The folder of benchmark declarations (one YAML file per benchmark).",
+    )
+    protocols_dir: Path = Field(
+        default=DATA_DIR / "protocols",
+        alias="EVAL_PROTOCOLS_DIR",
+        description="The folder of protocol declarations (one YAML file per protocol).",
+    )
+    roster_dir: Path = Field(
+        default=DATA_DIR / "roster", alias="EVAL_ROSTER_DIR", description="The roster: one YAML file per model."
+    )
+    checkpoint_dir: Path = Field(
+        default=DATA_DIR / "checkpoints",
+        alias="EVAL_CHECKPOINT_DIR",
+        description="Where new checkpoint directories become roster entries (the checkpoint sensor).",
+    )
+    eras_dir: Path = Field(
+        default=DATA_DIR / "evolution" / "eras",
+        alias="EVAL_ERAS_DIR",
+        description="Where era configurations (<era>.json) are dropped (the era sensor and the main command).",
+    )
+    blind_dir: Path = Field(
+        default=DATA_DIR / "blind_eval",
+        alias="EVAL_BLIND_DIR",
+        description="Blind evaluation's folder: questions, answers, issued and filled sheets.",
+    )
+    model_cache: Path = Field(
+        default=CACHE_DIR / "lm-eval-platform",
+        alias="EVAL_MODEL_CACHE",
+        description="Where the local model's converted weights are kept.",
+    )
+    harness_index: Path = Field(
+        default=CACHE_DIR / "eval_platform" / "harness_index",
+        alias="EVAL_HARNESS_INDEX",
+        description="Where the index of lm-evaluation-harness's own task files is cached.",
+    )
+    harness_data: Path = Field(
+        default=CACHE_DIR / "eval_platform" / "harness_format",
+        alias="EVAL_HARNESS_DATA",
+        description="Where a dataset benchmark's documents are written as the harness task's local files.",
+    )
+    torch_threads: int | None = Field(
+        default=None, alias="EVAL_TORCH_THREADS", description="torch's intra-op threads (unset: torch's default)."
+    )
+    api_base: str | None = Field(
+        default=None, alias="EVAL_API_BASE", description="The model gateway's default server (an OpenAI-compatible URL)."
+    )
+    nightly_cron: str = Field(
+        default="0 2 * * *", alias="EVAL_NIGHTLY_CRON", description="When the nightly refresh runs (cron)."
+    )
+    timezone: str = Field(default="UTC", alias="EVAL_TIMEZONE", description="The nightly refresh's time zone.")
+    max_reject_rate: float = Field(
+        default=0.05, alias="EVAL_MAX_REJECT_RATE", description="The reject-rate check's bound per benchmark."
+    )
+    regression_alpha: float = Field(
+        default=0.05,
+        alias="EVAL_REGRESSION_ALPHA",
+        description="The significance level of the regression and baseline checks (exact McNemar).",
+    )
+    max_judge_failure_rate: float = Field(
+        default=0.34,
+        alias="EVAL_MAX_JUDGE_FAILURE_RATE",
+        description="The judge-failure check's bound per judge and era.",
+    )
+    celery_broker: str | None = Field(
+        default=None,
+        alias="EVAL_CELERY_BROKER",
+        description="A Celery broker URL: runs' steps execute on Celery workers (a team's setup).",
+    )
+    celery_config: Path = Field(
+        default=PROJECT_ROOT / "deploy" / "team" / "celery.yaml",
+        alias="EVAL_CELERY_CONFIG",
+        description="The Celery executor's settings, read by the workers too.",
+    )
+
+
+def environment() -> Environment:
+    """The `EVAL_*` variables as set now (an empty one counts as unset)."""
+    aliases = {field.alias for field in Environment.model_fields.values()}
+    return Environment.model_validate({name: value for name, value in os.environ.items() if name in aliases and value})

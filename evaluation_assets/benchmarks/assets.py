@@ -1,0 +1,434 @@
+"""Benchmark validation, one chain for every benchmark: a dataset's rows and few-shot rows ->
+its documents (one partition per benchmark; a harness task reads its own data); then, one partition
+per benchmark and roster model, its evaluation by each solver -> the model against its baseline and
+predecessor; and the protocols' scores and the leaderboard over every evaluation."""
+
+
+from collections.abc import Iterator
+from typing import Any
+
+import pandas as pd
+from dagster import AssetExecutionContext, AutomationCondition, Config, MaterializeResult, MetadataValue, asset
+from pydantic import Field
+
+from eval_platform.benchmarks.comparison import comparison_rows
+from eval_platform.benchmarks.declarations import Benchmark, DataSource, EvaluationSettings
+from eval_platform.benchmarks.documents import build_documents, fewshot_pool
+from eval_platform.benchmarks.evaluation import ProgressLog, benchmark_named, evaluation_plan
+from eval_platform.benchmarks.leaderboard import headline_rows, leaderboard_plot, leaderboard_table
+from eval_platform.benchmarks.protocols import protocol_rows, protocol_table
+from eval_platform.benchmarks.records import Evaluation
+from eval_platform.benchmarks.samples import sample_markdown, side_by_side
+from eval_platform.benchmarks.scoring import aggregate, item_scores
+from eval_platform.benchmarks.solvers import EvaluationJob, evaluate
+from eval_platform.benchmarks.store import ComparisonStore, EvaluationStore, InputStore, LeaderboardStore
+from eval_platform.benchmarks.store.evaluations import EvaluationRun
+from eval_platform.common.ingestion import load_rows
+from eval_platform.common.reproducibility import describe_environment
+from evaluation_assets.configs import optional_config, set_fields
+from evaluation_assets.partitions import benchmark_partitions, evaluation_partitions, partition_names
+from resources import (
+    WAREHOUSE_POOL,
+    LanguageModelResource,
+    ModelGatewayResource,
+    RosterResource,
+    WarehouseResource,
+    entry_gateway,
+)
+
+MAX_TABLE_ROWS = 100
+
+
+def markdown_table(frame: pd.DataFrame, rows: int = MAX_TABLE_ROWS, **tabulate: Any) -> MetadataValue:
+    """At most `rows` rows of a frame as a Markdown table (saying how many more there are)."""
+    if not len(frame):
+        return MetadataValue.md("_no rows_")
+    more = f"\n\n_{len(frame) - rows} more rows in the warehouse_" if len(frame) > rows else ""
+    return MetadataValue.md(frame.head(rows).to_markdown(index=False, **tabulate) + more)
+
+
+SourceConfig = optional_config(
+    "SourceConfig",
+    DataSource,
+    "Where the rows come from, over the declaration's (a local file, or a hub id with its configuration "
+    "and split), and how many to read.",
+    limit=(int | None, Field(default=None, description="Read only the first N rows.")),
+)
+
+
+def _dataset(context: AssetExecutionContext, roster: RosterResource) -> Benchmark | None:
+    """The declared dataset of an inputs partition; None (logged) for a harness task's, whose data the
+    harness reads from its own files when it is evaluated."""
+    benchmark = roster.benchmarks().get(context.partition_key)
+    if benchmark is None or not benchmark.is_dataset:
+        context.log.info(
+            f"{context.partition_key} declares no dataset: the harness reads its task's data when "
+            "benchmark_evaluation evaluates it"
+        )
+        return None
+    return benchmark
+
+
+def _source(declared: DataSource | None, config: Config) -> DataSource | None:
+    """The launchpad's source where it names a file or hub id, else the declaration's (its split and
+    configuration overridden where set)."""
+    fields = set_fields(config, DataSource)
+    if "file" in fields or "hub" in fields:
+        return DataSource(**fields)
+    return declared.model_copy(update=fields) if declared else None
+
+
+def _rejection_metadata(rejected: pd.DataFrame) -> MetadataValue:
+    return markdown_table(rejected[["line", "source_row_id", "reason"]], 20)
+
+
+@asset(
+    partitions_def=benchmark_partitions,
+    group_name="benchmark_inputs",
+    kinds={"huggingface", "duckdb"},
+    pool=WAREHOUSE_POOL,
+    output_required=False,
+)
+def benchmark_raw_rows(
+    context: AssetExecutionContext, config: SourceConfig, warehouse: WarehouseResource, roster: RosterResource
+) -> Iterator[MaterializeResult]:
+    """A dataset's evaluation split, each row verbatim as JSON, keyed by source row id. A line that
+    cannot be read, or repeats an id, is kept in `ingest_rejections` with its line and reason."""
+    if (benchmark := _dataset(context, roster)) is None:
+        return
+    source = _source(benchmark.dataset, config)
+    assert source is not None
+    loaded = load_rows(source.file or str(source.hub), source.hub_name, source.split, config.limit)
+    with warehouse.store(InputStore) as store:
+        count, rejected = store.replace_raw_rows(benchmark.name, source.describe(), loaded)
+    for reject in rejected.itertuples():
+        context.log.warning(f"{source.describe()} line {reject.line}: {reject.reason}")
+    yield MaterializeResult(
+        metadata={
+            "dagster/row_count": count,
+            "rejected_rows": len(rejected),
+            "source": source.describe(),
+            "rejections": _rejection_metadata(rejected),
+        }
+    )
+
+
+@asset(
+    partitions_def=benchmark_partitions,
+    group_name="benchmark_inputs",
+    kinds={"huggingface", "duckdb"},
+    pool=WAREHOUSE_POOL,
+    output_required=False,
+)
+def benchmark_fewshot_rows(
+    context: AssetExecutionContext, config: SourceConfig, warehouse: WarehouseResource, roster: RosterResource
+) -> Iterator[MaterializeResult]:
+    """A dataset's few-shot split, in order: the pool the harness draws its examples from. Default: the
+    declaration's (none ships for HellaSwag, whose train split is not available offline: point the
+    source at it)."""
+    if (benchmark := _dataset(context, roster)) is None:
+        return
+    declared = benchmark.fewshot
+    source = _source(declared if declared and declared.file else None, config)
+    if source is None:
+        note = (
+            "zero-shot only"
+            if declared is None
+            else f"no few-shot split shipped: set the source to {declared.describe()} with hub access, or to a local file"
+        )
+        with warehouse.store(InputStore) as store:
+            store.replace_fewshot_rows(benchmark.name, None, None)
+        context.log.info(f"{benchmark.name}: {note}")
+        yield MaterializeResult(metadata={"dagster/row_count": 0, "note": note})
+        return
+    loaded = load_rows(source.file or str(source.hub), source.hub_name, source.split, config.limit)
+    with warehouse.store(InputStore) as store:
+        count, rejected = store.replace_fewshot_rows(benchmark.name, source.describe(), loaded)
+    yield MaterializeResult(
+        metadata={
+            "dagster/row_count": count,
+            "rejected_rows": len(rejected),
+            "source": source.describe(),
+            "rejections": _rejection_metadata(rejected),
+        }
+    )
+
+
+@asset(
+    partitions_def=benchmark_partitions,
+    deps=[benchmark_raw_rows, benchmark_fewshot_rows],
+    group_name="benchmark_inputs",
+    kinds={"python", "duckdb"},
+    pool=WAREHOUSE_POOL,
+    output_required=False,
+)
+def benchmark_documents(
+    context: AssetExecutionContext, warehouse: WarehouseResource, roster: RosterResource
+) -> Iterator[MaterializeResult]:
+    """Each row that parses as a document: the row in its harness task's layout and its chat prompt
+    (system and user turns, labels, choices, the real answer). Rows that cannot be parsed, and
+    few-shot rows left out of the pool, are kept in `document_rejections` with their reason."""
+    if (benchmark := _dataset(context, roster)) is None:
+        return
+    with warehouse.store(InputStore) as store:
+        built = build_documents(benchmark, store.load_raw_rows(benchmark.name), store.load_fewshot_rows(benchmark.name))
+        store.replace_documents(benchmark.name, built.documents, built.rejected)
+    for reject in built.rejected:
+        context.log.warning(f"{benchmark.name} row {reject.source_row_id} rejected: {reject.reason}")
+    first = built.documents[:3]
+    yield MaterializeResult(
+        metadata={
+            "dagster/row_count": len(built.documents),
+            "rejected_rows": len(built.rejected),
+            "few_shot_pool": len(built.pool),
+            "tasks": MetadataValue.json(sorted({d.task for d in built.documents})[:50]),
+            "reject_reasons": markdown_table(
+                pd.DataFrame([r.__dict__ for r in built.rejected], columns=["source_row_id", "reason"]), 20
+            ),
+            "preview": markdown_table(
+                pd.DataFrame([[d.document_id, d.user_prompt, d.real_answer] for d in first],
+                             columns=["document_id", "user_prompt", "real_answer"])  # fmt: skip
+            ),
+        }
+    )
+
+
+EvaluationConfig = optional_config(
+    "EvaluationConfig",
+    EvaluationSettings,
+    "How the benchmark is evaluated, over its declaration's and the roster entry's settings.",
+    protocol=(
+        str | None,
+        Field(default=None, description="A protocol (open_llm_leaderboard_v1): its solver and shots for the benchmark."),
+    ),
+    recompute=(bool, Field(default=False, description="Ignore the answers stored for the same model fingerprint.")),
+)
+
+
+def _report(evaluation: Evaluation) -> str:
+    """The specification's per-item report of each metric and filter (`0. Output: A, Reference: A :: O`)."""
+    keys = dict.fromkeys((metric, s.filter) for s in evaluation.samples for metric in s.numeric_metrics())
+    return "\n\n".join(
+        f"{evaluation.solver} {metric},{filter_name}\n{aggregate(item_scores(evaluation.samples, metric, filter_name)).report}"
+        for metric, filter_name in keys
+    )
+
+
+@asset(
+    partitions_def=evaluation_partitions,
+    deps=[benchmark_documents],
+    group_name="benchmark_evaluation",
+    kinds={"pytorch", "duckdb"},
+    pool=WAREHOUSE_POOL,
+)
+def benchmark_evaluation(
+    context: AssetExecutionContext,
+    config: EvaluationConfig,
+    warehouse: WarehouseResource,
+    roster: RosterResource,
+    evaluation_model: LanguageModelResource,
+    gateway: ModelGatewayResource,
+) -> MaterializeResult:
+    """A roster model on a benchmark, by each of its solvers: the harness's own requests, filters and
+    metrics, or the chat prompt's letter, choices or generated answer. Every answer (reused where
+    the same model fingerprint answered the same request before), each document's sample and each
+    task's result land in the warehouse under the settings key and the solver, with where the run
+    computed its answers (`evaluation_runs`) and each document's value in the run's history."""
+    name, model_name = partition_names(context.partition_key)
+    benchmark = benchmark_named(name, roster.benchmarks(), config.task)
+    entry = roster.entry(model_name)
+    protocol_name = config.protocol or entry.protocol
+    protocol = roster.protocols()[protocol_name] if protocol_name else None
+    plan = evaluation_plan(benchmark, entry.evaluation_settings(), set_fields(config, EvaluationSettings), protocol)
+    for solver, reason in plan.skipped.items():
+        context.log.info(f"{name}: the {solver} solver is skipped: {reason}")
+    resource = evaluation_model.for_entry(entry)
+    model = resource.load(entry_gateway(entry, gateway).gateway())
+    context.instance.add_run_tags(context.run_id, {"eval/model": model.name, "eval/model_fingerprint": model.fingerprint})
+    documents, pool = [], []
+    if benchmark.is_dataset:
+        with warehouse.store(InputStore) as store:
+            documents, fewshot = store.load_documents(name), store.load_fewshot_rows(name)
+        if not documents:
+            raise ValueError(f"{name} has no documents yet: materialise benchmark_inputs for it first")
+        pool, _ = fewshot_pool(benchmark, fewshot)
+    with warehouse.store(EvaluationStore) as store:
+        stored = {} if config.recompute else store.load_answers(model.fingerprint)
+    placement = model.describe_placement()
+    environment = describe_environment(placement, resource.batch_size).as_row()
+    run = EvaluationRun(name, model_name, model.name, model.fingerprint, context.run_id, plan.settings.describe(), environment)
+    engine = {"engine": placement["engine"]} if "engine" in placement else {}  # the engine's path for the model
+    summary, results = {}, []
+    for solver in plan.settings.solvers:
+        job = EvaluationJob(
+            benchmark, plan.settings, model, resource.batch_size, resource.max_new_tokens, documents, pool, stored,
+            ProgressLog(context.log.info, f"{name} {model_name} {solver}"),
+        )  # fmt: skip
+        passes = getattr(model, "forward_passes", 0)
+        evaluation = evaluate(solver, job)
+        with warehouse.store(EvaluationStore) as store:
+            store.save_evaluation(run, evaluation)
+        summary[f"{solver} ({evaluation.settings_key})"] = {
+            "documents": len({(s.task, s.doc_id) for s in evaluation.samples}),
+            "answers": len(evaluation.answers),
+            "computed": evaluation.computed,
+            "model_seconds": round(evaluation.model_seconds, 2),
+            "forward_passes": getattr(model, "forward_passes", 0) - passes,
+        }
+        for note in evaluation.notes:
+            context.log.warning(f"{name} {model_name} {solver}: {note}")
+        results += [{"solver": solver, "settings_key": evaluation.settings_key, **r.__dict__} for r in evaluation.results]
+        context.log.info(f"{name} {model_name} {solver}: {summary[f'{solver} ({evaluation.settings_key})']}")
+        context.log.debug(_report(evaluation))
+    with warehouse.store(EvaluationStore) as store:
+        shown = store.load_samples(name, model_name, limit=40).to_dict("records")
+    frame = pd.DataFrame(results)
+    table = frame[["solver", "settings_key", "task", "metric", "filter", "value", "ci_low", "ci_high", "n", "num_fewshot"]]
+    return MaterializeResult(
+        metadata={
+            "dagster/row_count": len(frame),
+            "roster_model": model_name,
+            "model": model.name,
+            "model_fingerprint": model.fingerprint,
+            "solvers": MetadataValue.json(summary),
+            "settings": MetadataValue.json(plan.settings.describe()),
+            "environment": MetadataValue.json({**environment, **engine}),
+            "results": markdown_table(table.round(4)),
+            "samples": MetadataValue.md(
+                sample_markdown(f"{benchmark.title}: {model_name}", shown, summary_documents(summary), "`samples`")
+            ),
+            **{
+                f"{r['solver']}/{r['task']}/{r['metric']}"
+                + ("" if r["filter"] == "none" else f",{r['filter']}"): MetadataValue.float(float(r["value"]))
+                for r in results[:MAX_TABLE_ROWS]
+                if r["value"] is not None and (r["is_group"] or r["task"] in (benchmark.task, benchmark.name))
+            },
+        }
+    )
+
+
+def summary_documents(summary: dict[str, dict[str, Any]]) -> int:
+    return sum(solver["documents"] for solver in summary.values())
+
+
+class ComparisonConfig(Config):
+    compare_with: str | None = Field(
+        default=None,
+        description="Another roster entry to compare with too (relation 'chosen'), beside the entry's "
+        "baseline and predecessor.",
+    )
+
+    def references(self, roster: RosterResource, name: str) -> dict[str, str]:
+        """The entries the roster model is compared with, by relation."""
+        chosen = {"chosen": roster.entry(self.compare_with).name} if self.compare_with else {}
+        return {**roster.entry(name).references(), **chosen}
+
+
+@asset(
+    partitions_def=evaluation_partitions,
+    deps=[benchmark_evaluation],
+    group_name="benchmark_evaluation",
+    kinds={"scipy", "duckdb"},
+    pool=WAREHOUSE_POOL,
+)
+def model_comparison(
+    context: AssetExecutionContext, config: ComparisonConfig, warehouse: WarehouseResource, roster: RosterResource
+) -> MaterializeResult:
+    """The roster model against the entries it is compared with (its baseline, and its predecessor
+    for a checkpoint) on the documents both were scored on, per settings key, solver, task, filter
+    and metric: the difference (this model minus the other), an exact McNemar test on the documents
+    they disagree on (or why none applies), a paired bootstrap 95% interval, the documents that
+    flipped from right to wrong, and what differed where the two sides' answers were computed."""
+    benchmark, name = partition_names(context.partition_key)
+    references = config.references(roster, name)
+    with warehouse.store(EvaluationStore) as store:
+        rows = store.load_document_values(benchmark, [name, *references.values()])
+        environments = store.load_evaluation_runs()
+    comparisons = comparison_rows(benchmark, name, references, rows, environments)
+    with warehouse.store(ComparisonStore) as store:
+        store.replace_comparisons(benchmark, name, comparisons)
+    missing = [
+        f"{relation} {reference}"
+        for relation, reference in references.items()
+        if reference not in {c["model_b"] for c in comparisons}
+    ]
+    for reference in missing:
+        context.log.warning(f"{benchmark}: {name} has no scores in common with its {reference} yet")
+    frame = pd.DataFrame(comparisons)
+    shown = (
+        frame[["model_b", "relation", "solver", "settings_key", "task", "metric", "filter", "items", "accuracy_a",
+               "accuracy_b", "difference", "only_a", "only_b", "mcnemar_p", "ci_low", "ci_high", "flipped_to_wrong",
+               "environment_differences"]].round(4)  # fmt: skip
+        if len(frame)
+        else frame
+    )
+    return MaterializeResult(
+        metadata={
+            "dagster/row_count": len(frame),
+            "roster_model": name,
+            "compared_with": MetadataValue.json(references),
+            "not_comparable_yet": MetadataValue.json(missing),
+            "comparison": markdown_table(shown),
+            "items": MetadataValue.md(
+                "\n\n".join(side_by_side(name, other, rows) for other in references.values())
+                or "_no model to compare with_"
+            ),
+        }
+    )
+
+
+@asset(
+    group_name="benchmark_protocols",
+    deps=[benchmark_evaluation],
+    kinds={"duckdb"},
+    pool=WAREHOUSE_POOL,
+    automation_condition=AutomationCondition.eager(),
+)
+def protocol_scores(
+    context: AssetExecutionContext, warehouse: WarehouseResource, roster: RosterResource
+) -> MaterializeResult:
+    """Every declared protocol's tasks per roster model (a score, or why it is missing) and their
+    average, complete or partial: the Open LLM Leaderboard's v1 and v2 numbers."""
+    with warehouse.store(EvaluationStore) as store:
+        results = store.load_results()
+    metadata: dict[str, Any] = {"dagster/row_count": len(results)}
+    for protocol in roster.protocols().values():
+        rows = protocol_rows(protocol, results)
+        with warehouse.store(LeaderboardStore) as store:
+            store.replace_protocol_scores(protocol.name, rows)
+        metadata[protocol.name] = markdown_table(protocol_table(rows))
+        for row in (r for r in rows if r["task"] == "average"):
+            context.log.info(f"{protocol.title} {row['model']}: {row['score']} ({row['status']})")
+            if row["score"] is not None:
+                label = "average" if row["status"] == "complete" else f"partial average ({row['n']} tasks)"
+                metadata[f"{protocol.name}/{row['model']}/{label}"] = MetadataValue.float(float(row["score"]))
+    return MaterializeResult(metadata=metadata)
+
+
+@asset(
+    group_name="benchmark_protocols",
+    deps=[benchmark_evaluation, protocol_scores],
+    kinds={"duckdb"},
+    pool=WAREHOUSE_POOL,
+    automation_condition=AutomationCondition.eager(),
+)
+def leaderboard(warehouse: WarehouseResource, roster: RosterResource) -> MaterializeResult:
+    """The roster's leaderboard: each model's headline on each benchmark with its 95% interval and
+    each protocol's average (complete or partial), as a table in the metadata, the table
+    `leaderboard` (one row per model and benchmark) and the view `leaderboard_wide` (one row per
+    model, sortable in SQL), and a plot of each model's scores."""
+    benchmarks = roster.benchmarks()
+    with warehouse.store(EvaluationStore) as store:
+        headlines = headline_rows(store.load_results(), benchmarks)
+    with warehouse.store(LeaderboardStore) as store:
+        store.replace_leaderboard(headlines)
+        averages = [r for r in store.load_protocol_scores() if r["task"] == "average"]
+    table = leaderboard_table(headlines, averages, benchmarks)
+    return MaterializeResult(
+        metadata={
+            "dagster/row_count": len(table),
+            "leaderboard": markdown_table(table, disable_numparse=True),
+            "plot": MetadataValue.md(leaderboard_plot(headlines)) if headlines else "no scores yet",
+            **{f"{h['model']}/{h['benchmark']}": MetadataValue.float(float(h["value"])) for h in headlines},
+        }
+    )

@@ -1,0 +1,142 @@
+"""Every causal-LM family users evaluate, exact: on a tiny model of each with seeded random weights
+(built from its transformers config, SmolLM2's tokenizer, sliding windows of 32 tokens, far below
+every prompt), the harness's own ARC-Challenge and gsm8k_cot tasks give the same log-likelihoods
+(within LOGLIKELIHOOD_TOLERANCE), the same per-item metrics and the same generated texts through
+this platform's engine as through the harness's HF model on the same weights, with prefixes
+shared; and a perplexity task (`loglikelihood_rolling`) gives the harness's word_perplexity,
+byte_perplexity and bits_per_byte. `speed/architecture_parity.py` prints the same comparison (on
+ARC-Challenge 25-shot)."""
+
+import lm_eval  # noqa: F401  (a dependency: a missing harness fails the suite, never skips it)
+import pytest
+
+from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
+from speed.architecture_parity import (
+    PERPLEXITY_LENGTH,
+    PERPLEXITY_RELATIVE_TOLERANCE,
+    compare_family,
+    compare_perplexity,
+)
+from speed.tiny_models import FAMILIES, WINDOW, Family, smollm2_tokenizer, tiny_model
+
+ITEMS, SHOTS = 2, 5  # ARC-Challenge's 5-shot prompts are 164 tokens or more; gsm8k_cot's about 800
+# the families whose configs give some layers a sliding window (the others attend to the whole past)
+WINDOWED = {"qwen2", "mistral", "mixtral", "gemma2", "gemma3_text", "gemma3", "phi3", "phimoe", "olmo3", "cohere2"}
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return smollm2_tokenizer()
+
+
+def assert_agrees(report: dict) -> None:
+    """Both tools alike item by item: prompts, log-likelihoods, every per-item metric, and texts
+    (parting, if ever, only at a near-tie that float noise can flip)."""
+    assert report["prompts_differ"] == 0
+    assert report["max_ll_diff"] < LOGLIKELIHOOD_TOLERANCE
+    assert report["metrics"] and all(agreement == 1.0 for agreement in report["metrics"].values()), report["metrics"]
+    for difference in report["text_differences"]:
+        assert difference["gap"] is not None and difference["gap"] < LOGLIKELIHOOD_TOLERANCE, difference
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_every_family_agrees_item_by_item_with_the_harness(name, tokenizer, tmp_path):
+    report = compare_family(FAMILIES[name], tokenizer, ITEMS, SHOTS, batch_size=4, folder=tmp_path)
+
+    assert report["documents"] == 2 * ITEMS and report["loglikelihoods"] == 4 * ITEMS and report["texts"] == ITEMS
+    assert_agrees(report)
+    assert set(report["metrics"]) == {"acc", "acc_norm", "exact_match"}
+    assert report["window"] == (WINDOW if name in WINDOWED else None)  # read from the config
+    assert report["shortest_prompt"] > 4 * WINDOW  # every prompt outruns every window
+    # prefixes shared: a question's context once for its four choices, gsm8k_cot's exemplars once
+    assert report["shared_prefixes"] == "yes" and report["ours_tokens"] < report["harness_tokens"] / 2
+
+
+def test_a_model_whose_prefixes_cannot_be_shared_runs_every_sequence_whole_and_agrees(tokenizer, tmp_path):
+    """Dynamic RoPE recomputes its frequencies from the length of each pass, so a prefix encoded
+    alone could see others than its whole sequence: the engine runs each sequence whole (and says
+    so), as the harness's model does, and agrees with it."""
+    dynamic = Family("Llama, dynamic RoPE", "llama", {"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}})
+    report = compare_family(dynamic, tokenizer, ITEMS, SHOTS, batch_size=4, folder=tmp_path)
+
+    assert_agrees(report)
+    assert (
+        report["shared_prefixes"]
+        == "no, every sequence runs whole: dynamic RoPE: frequencies depend on each pass's length"
+    )
+    assert report["ours_tokens"] > report["harness_tokens"] / 2  # nothing encoded once for several requests
+
+
+def test_perplexity_equals_the_harness_on_a_local_text_task(local_model):
+    """SmolLM2-135M on the three paragraphs of data/benchmarks/perplexity, each in one window."""
+    report = compare_perplexity(local_model, batch_size=4)
+
+    assert report["documents"] == 3 and report["windows"] == 3
+    assert_agrees(report)
+    assert report["max_relative_difference"] < PERPLEXITY_RELATIVE_TOLERANCE, report["aggregates"]
+
+
+@pytest.mark.parametrize("name", ["llama", "gemma2"])
+def test_perplexity_in_several_rolling_windows_equals_the_harness(name, tokenizer):
+    """Models PERPLEXITY_LENGTH positions long: each paragraph in three rolling windows (the last
+    with the context the harness gives it), Gemma 2's sliding windows shorter still."""
+    report = compare_perplexity(tiny_model(FAMILIES[name], tokenizer, PERPLEXITY_LENGTH), batch_size=4)
+
+    assert report["documents"] == 3 and report["windows"] == 9
+    assert_agrees(report)
+    assert report["max_relative_difference"] < PERPLEXITY_RELATIVE_TOLERANCE, report["aggregates"]
+
+
+LONGROPE = {"rope_type": "longrope", "short_factor": [1.0] * 8, "long_factor": [4.0] * 8, "factor": 4.0}
+
+
+@pytest.mark.parametrize(
+    "model_type, settings, kernel, path",
+    [
+        (  # Gemma 3's multimodal config: its text model's layers
+            "gemma3",
+            {"text_config": {"num_hidden_layers": 6, "sliding_window": 1024}},
+            "sdpa",
+            {"attention_windows": "1024 tokens on 5 of 6 layers", "shared_prefixes": "yes"},
+        ),
+        (
+            "llama4_text",
+            {"num_hidden_layers": 2, "attention_chunk_size": 64},
+            "sdpa",
+            {
+                "attention_windows": "none",
+                "shared_prefixes": "no, every sequence runs whole: layers of type chunked_attention: the prefix "
+                "cache masks full and sliding-window attention",
+            },
+        ),
+        (
+            "phi3",
+            {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "rope_parameters": LONGROPE},
+            "eager",
+            {
+                "attention_windows": "none",
+                "shared_prefixes": "no, every sequence runs whole: longrope RoPE: frequencies depend on each pass's "
+                "length",
+            },
+        ),
+        (
+            "mistral",
+            {"num_hidden_layers": 2, "sliding_window": 4096},
+            "flash_attention_2",
+            {
+                "attention_windows": "4096 tokens on 2 of 2 layers",
+                "shared_prefixes": "no, every sequence runs whole: the flash_attention_2 attention kernel takes no "
+                "custom mask",
+            },
+        ),
+    ],
+    ids=["gemma3-multimodal", "llama4-chunked", "phi3-longrope", "flash-attention"],
+)
+def test_the_engine_path_is_read_from_the_models_config(model_type, settings, kernel, path):
+    from transformers import AutoConfig
+
+    from eval_platform.common.models.attention import AttentionLayout
+
+    config = AutoConfig.for_model(model_type, **settings)
+    config.get_text_config(decoder=True)._attn_implementation = kernel
+    assert AttentionLayout.of(config).describe() == path

@@ -15,6 +15,8 @@ Models (the `model` field, after litellm strips the `openai/` prefix):
 - `rater`: a blind-evaluation score: 5 if the answer cites an Article, else 2.
 - `judge-pairwise`: an MT-Bench pairwise judgment preferring the longer answer ("[[A]]" or "[[B]]",
   "[[C]]" when both are as long; the user prompt's "[The Start of Assistant A's Answer]" sections).
+- `judge-single`: an MT-Bench grade, "Rating: [[n]]" with n = 1 + the user prompt's length mod 10
+  (`single_rating`), except for a prompt whose length is a multiple of 7: a judgment without one.
 - `letter-logprobs`: answers "B" with first-token `top_logprobs` (B, A, " C").
 - `letter-text`: answers "I think the answer is C." without log-probabilities.
 - `echo`: replies with the last user message (for the latency benchmark).
@@ -69,6 +71,11 @@ def pairwise_judgment(prompt: str) -> str:
     verdict = "[[A]]" if a > b else "[[B]]" if b > a else "[[C]]"
     reason = f"Assistant A's answer has {a} characters and Assistant B's {b}; the longer is better."
     return f"{reason}\n\nFinal verdict: {verdict}"
+
+
+def single_rating(prompt: str) -> int | None:
+    """The grade `judge-single` gives a user prompt (None: it writes no rating)."""
+    return None if len(prompt) % 7 == 0 else 1 + len(prompt) % 10
 
 
 def rubric(prompt: str) -> dict:
@@ -176,6 +183,9 @@ class StubServer:
             return 200, "5" if "Article" in answer else "2"
         if model == "judge-pairwise":
             return 200, pairwise_judgment(prompt)
+        if model == "judge-single":
+            rating = single_rating(prompt)
+            return 200, "The answer is fine." if rating is None else f"The answer is fine.\n\nRating: [[{rating}]]"
         if model == "letter-logprobs":
             return 200, "B"
         if model == "letter-text":

@@ -35,6 +35,18 @@ from eval_platform.judging.ratings import battles_from_labels
 from eval_platform.judging.records import JudgeVerdict, JudgingInputError
 from eval_platform.judging.report import LLMBAR_PUBLISHED, PANDALM_README, PANDALM_README_KAPPAS
 
+# The eight models whose MT-Bench answers are shipped (data/judging/SOURCES.md).
+MT_BENCH_MODELS = [
+    "alpaca-13b",
+    "claude-v1",
+    "falcon-40b-instruct",
+    "gpt-3.5-turbo",
+    "gpt-4",
+    "llama-13b",
+    "vicuna-13b-v1.3",
+    "wizardlm-13b",
+]
+
 
 @pytest.fixture(scope="module")
 def shipped():
@@ -94,18 +106,7 @@ def test_the_sets_and_verdicts_parse(shipped):
 def test_mt_bench_data_parses():
     questions, answers = shipped_mt_bench()
     assert len(questions) == 80 and len({q.category for q in questions}) == 8
-    assert sorted(answers) == sorted(
-        [
-            "alpaca-13b",
-            "claude-v1",
-            "falcon-40b-instruct",
-            "gpt-3.5-turbo",
-            "gpt-4",
-            "llama-13b",
-            "vicuna-13b-v1.3",
-            "wizardlm-13b",
-        ]
-    )
+    assert sorted(answers) == MT_BENCH_MODELS
     assert all(len(by_question) == 80 for by_question in answers.values())
     assert sum(q.reference is not None for q in questions) == 30
     assert all(q.reference for q in questions if q.category in ("math", "reasoning", "coding"))

@@ -7,9 +7,10 @@ import statistics
 import numpy as np
 import pytest
 
+from eval_platform.evolution.fitness import panel_average
 from eval_platform.judging.agreement import (
+    AgreementMetric,
     Estimate,
-    JudgeAgreement,
     agreement_table,
     classification_scores,
     cohen_kappa,
@@ -20,7 +21,7 @@ from eval_platform.judging.agreement import (
     proportion,
     wilson,
 )
-from eval_platform.judging.panel import agreement_weights, flag_judges, panel_average
+from eval_platform.judging.panel import agreement_weights, flag_judges
 from eval_platform.judging.ratings import (
     Battle,
     Preference,
@@ -354,18 +355,22 @@ def test_without_a_taste_for_length_the_control_changes_little():
 
 
 def row(judge, kappa_value, set_name="hand"):
-    e = Estimate(kappa_value, kappa_value - 0.1, kappa_value + 0.1, 50, "bootstrap")
-    empty = Estimate.empty()
-    return JudgeAgreement(judge, set_name, 50, 100, 2, 0, 0, None, e, e, empty, e, e, empty, e, empty)
+    """A judge's stored kappa on a set (and its accuracy, which the panel reads only when asked)."""
+    return [
+        AgreementMetric(judge, set_name, "kappa", kappa_value, kappa_value - 0.1, kappa_value + 0.1, 50, "bootstrap"),
+        AgreementMetric(judge, set_name, "accuracy", 0.99, 0.98, 1.0, 50, "wilson"),
+    ]
 
 
 def test_panel_flags_and_weights():
-    rows = [row("good", 0.6), row("weak", 0.2), row("elsewhere", 0.9, set_name="other")]
+    rows = [*row("good", 0.6), *row("weak", 0.2), *row("elsewhere", 0.9, set_name="other")]
     flags = {f.judge: f for f in flag_judges(rows, ["good", "weak", "elsewhere"], "hand", bound=0.3)}
     assert {j: f.status for j, f in flags.items()} == {"good": "ok", "weak": "below", "elsewhere": "unmeasured"}
     assert "below the bound 0.3" in flags["weak"].message
     # With side="high", only a judge whose whole interval is under the bound is flagged (0.2 + 0.1 = 0.3).
     assert flag_judges(rows, ["weak"], "hand", bound=0.3, side="high")[0].status == "ok"
+    # Another metric is another figure: the weak judge's accuracy (0.99) clears 0.95.
+    assert flag_judges(rows, ["weak"], "hand", bound=0.95, metric="accuracy")[0].status == "ok"
     weights = agreement_weights(rows, ["good", "weak", "elsewhere"], "hand")
     # 0.6 and 0.2, the unmeasured judge the mean 0.4: 0.6 / 1.2, 0.2 / 1.2, 0.4 / 1.2
     assert weights == pytest.approx({"good": 0.5, "weak": 1 / 6, "elsewhere": 1 / 3})

@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import PROJECT_ROOT
 
 PACKAGE = PROJECT_ROOT / "eval_platform"
-DOMAINS = ("benchmarks", "evolution", "blind")
+DOMAINS = ("benchmarks", "evolution", "blind", "judging")
 SHARED = "common"
 # A module's role, by its file name: stores own tables; Dagster modules define assets, checks, jobs,
 # schedules, sensors, partitions and resources; every other module is logic.

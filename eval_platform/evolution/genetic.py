@@ -16,10 +16,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 import numpy as np
 import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from eval_platform.common.gateway import call_record, describe_error
 from eval_platform.common.models import DEFAULT_LOCAL_MODEL, Chat, LanguageModel
@@ -30,6 +29,8 @@ TAGS = ("role", "compression_target", "fidelity", "constraints", "output")
 ELITE_FRACTION = 0.2
 MUTATION_FRACTION = 0.2
 IMMIGRATION_FRACTION = 0.08
+WEIGHTINGS = ("average", "agreement")
+AGREEMENT_METRICS = ("kappa", "accuracy")
 
 
 def build_compression_prompt(genome: Mapping[str, str], paragraph_text: str) -> str:
@@ -77,6 +78,30 @@ class EraSettings(BaseModel):
         default=None, description="Stop after the generation that brings the era's API cost to this; raise it to resume."
     )
     use_response_cache: bool = Field(default=True, description="Answer identical temperature-0 calls from DuckDB.")
+    # The panel measured against humans (the judging domain's judge_agreement): a judge's agreement
+    # is its model's, on a human-labelled set.
+    judge_weighting: str = Field(
+        default="average",
+        description="How the panel's scores combine: average (the seed's plain mean) or agreement (weighted by "
+        "each judge's measured agreement with humans on agreement_set, read when the era runs).",
+    )
+    agreement_set: str = Field(
+        default="llmbar_natural", description="The human-labelled set a judge's agreement is measured on."
+    )
+    agreement_metric: str = Field(default="kappa", description="kappa (Cohen's, against the labels) or accuracy.")
+    min_judge_agreement: float = Field(
+        default=0.2,
+        description="The flag_judges check flags a panel judge whose agreement on agreement_set is below this, "
+        "or unmeasured (0.2: the bottom of 'fair' agreement for kappa).",
+    )
+
+    @field_validator("judge_weighting", "agreement_metric")
+    @classmethod
+    def _choices(cls, value: str, info: ValidationInfo) -> str:
+        allowed = {"judge_weighting": WEIGHTINGS, "agreement_metric": AGREEMENT_METRICS}[info.field_name]
+        if value not in allowed:
+            raise ValueError(f"{info.field_name}: {value!r} is not one of {', '.join(allowed)}")
+        return value
 
 
 # What an era's results depend on (its configuration's digest, `eras.config_hash`): not its budget (it
@@ -84,6 +109,13 @@ class EraSettings(BaseModel):
 # paragraphs' choice and order or the tokenizer (checked apart), nor whether the response cache answers.
 HASHED_SETTINGS = ("population_size", "compression_model", "judge_panel", "seed", "use_token_metric",
                    "mutation_model", "compression_max_tokens")  # fmt: skip
+# Hashed too where the panel is weighted (so the digest of an era on the plain average is unchanged).
+WEIGHTING_SETTINGS = ("judge_weighting", "agreement_set", "agreement_metric")
+
+
+def hashed_settings(settings: EraSettings) -> tuple[str, ...]:
+    """The settings an era's results depend on."""
+    return HASHED_SETTINGS + (WEIGHTING_SETTINGS if settings.judge_weighting != "average" else ())
 
 
 def _prompt_id(generation: int, index: int, genome: Mapping[str, str]) -> str:
@@ -167,9 +199,11 @@ async def evaluate_prompt_fitness(
     paragraph_text: str,
     config: EraSettings,
     count_tokens: Callable[[str], int],
+    judge_weights: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
-    """Compress with the era's model, judge with every judge in parallel, compute the fitness.
-    Returns the fitness document's evaluation dictionary."""
+    """Compress with the era's model, judge with every judge in parallel, compute the fitness (the
+    panel's plain average, or weighted by `judge_weights`). Returns the fitness document's
+    evaluation dictionary."""
     prompt_text = build_compression_prompt(genome, paragraph_text)
     try:
         completion = await compressor.acomplete(Chat("", prompt_text), max_tokens=config.compression_max_tokens)
@@ -195,7 +229,9 @@ async def evaluate_prompt_fitness(
     judge_details = {v["judge_model"]: v for v in verdicts}
     calls += [v.pop("call") for v in verdicts if "call" in v]
     quality_scores = {name: v["score"] for name, v in judge_details.items()}
-    metrics = calculate_fitness(paragraph_text, compressed_text, quality_scores, config.use_token_metric, count_tokens)
+    metrics = calculate_fitness(
+        paragraph_text, compressed_text, quality_scores, config.use_token_metric, count_tokens, judge_weights
+    )
     return {
         "prompt_text": prompt_text,
         "original_text": paragraph_text,
@@ -296,12 +332,14 @@ async def run_era(
     count_tokens: Callable[[str], int],
     on_generation: Callable[[GenerationRecord], None] = lambda record: None,
     resume: Checkpoint | None = None,
+    judge_weights: Mapping[str, float] | None = None,
 ) -> str:
     """Run the era's generations (0..config.generations) from the start or after a checkpoint,
     handing each complete generation to `on_generation`; each individual is evaluated once
     (generation g on paragraph g mod len(paragraphs)), elite keep their evaluation. Returns
     `complete`, or `stopped_for_budget` when a generation brought the cost to `max_cost_usd`.
-    Models are opened by name with `open_model`, so any backend can compress, judge or mutate."""
+    Models are opened by name with `open_model`, so any backend can compress, judge or mutate;
+    the panel's scores are averaged plainly, or weighted by `judge_weights` (by judge name)."""
     rng = random.Random(f"{config.seed}:{era}")
     models = {name: open_model(name) for name in era_models(config)}
     judges = {name: make_judge(models[model]) for name, model in config.judge_panel.items()}
@@ -323,7 +361,13 @@ async def run_era(
         evaluations = await asyncio.gather(
             *(
                 evaluate_prompt_fitness(
-                    models[config.compression_model], judges, ind.genome, paragraph["text"], config, count_tokens
+                    models[config.compression_model],
+                    judges,
+                    ind.genome,
+                    paragraph["text"],
+                    config,
+                    count_tokens,
+                    judge_weights,
                 )
                 for ind in pending
             )

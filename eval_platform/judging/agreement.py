@@ -293,7 +293,7 @@ def judge_agreement(
 
     correct = [sum(v.verdict == item.gold for v in counted(group)) for item, group in labelled]
     trials = [len(counted(group)) for _, group in labelled]
-    pairs = [[(v.verdict, item.gold) for v in counted(group)] for item, group in labelled]
+    pairs = [[(v.verdict, str(item.gold)) for v in counted(group)] for item, group in labelled]
 
     both = [group for _, group in items if {v.order for v in group} == {"as_is", "swapped"}]
     consistent = [

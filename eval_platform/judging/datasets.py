@@ -12,15 +12,16 @@ naming the file and the row (the line, for JSONL; the 0-based position, for a JS
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from dataclasses import fields as dataclass_fields
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Literal
 
 from eval_platform.judging.records import (
+    GeneratedAnswer,
     HumanSet,
     JudgePrompt,
     JudgeVerdict,
@@ -32,7 +33,7 @@ from eval_platform.judging.records import (
     VerdictLabel,
 )
 
-DATA_JUDGING = Path(os.environ.get("EVAL_JUDGING_DIR", str(Path(__file__).resolve().parents[2] / "data" / "judging")))
+DATA_JUDGING = Path(__file__).resolve().parents[2] / "data" / "judging"
 
 # Our set name -> LLMBar's folder.
 LLMBAR_SETS = {
@@ -48,6 +49,8 @@ MT_BENCH_HUMAN_SET = "mt_bench_human"
 GPT4_LLMBAR_JUDGE = "recorded/llmbar/gpt-4-vanilla-rules"
 GPT35_PANDALM_JUDGE = "recorded/pandalm/gpt-3.5-turbo"
 PANDALM7B_JUDGE = "recorded/pandalm/pandalm-7b"
+# The MT-Bench human experts' majority labels (LLMBar's 200 pairs) as a judge of the models they name.
+HUMAN_EXPERTS_JUDGE = "recorded/mt_bench/human-experts-majority"
 NEED_REFERENCE_CATEGORIES = ("math", "reasoning", "coding")  # FastChat's NEED_REF_CATS
 
 
@@ -487,7 +490,7 @@ def blind_human_set(ratings: Sequence[BlindRating], set_name: str) -> HumanSet:
                 first.system_b,
             ):
                 raise JudgingInputError(f"{first.sheet_id}: {question_id}: raters saw different answers")
-        labels = tuple(BLIND_WINNERS[r.winner] for r in sorted(group, key=lambda r: r.rater))
+        labels: tuple[Label, ...] = tuple(BLIND_WINNERS[r.winner] for r in sorted(group, key=lambda r: r.rater))
         items.append(
             PairwiseItem(
                 set_name=set_name,
@@ -508,7 +511,92 @@ def blind_human_set(ratings: Sequence[BlindRating], set_name: str) -> HumanSet:
         items=tuple(items),
         tie_policy="tie_is_label",
         source=f"blind evaluation sheet(s) {', '.join(sheets)}",
+        kind="blind",
     )
+
+
+def blind_set_name(sheet_id: str) -> str:
+    return f"blind|{sheet_id}"
+
+
+# --- two roster models' generations -------------------------------------------------------------
+
+
+def generated_text(responses: Any) -> str | None:
+    """The generated text of a sample's responses (the chat solver's `[text]`, the harness's
+    `[[text]]`), or None where they hold none (answers by log-likelihood or letter)."""
+    while isinstance(responses, list) and responses:
+        responses = responses[0]
+    return responses if isinstance(responses, str) else None
+
+
+def generation_set_name(benchmark: str, model_a: str, model_b: str) -> str:
+    return f"{benchmark}|{model_a}|{model_b}"
+
+
+def parse_generation_pair(text: str) -> tuple[str, str, str]:
+    """ "benchmark|model_a|model_b" (two roster entries' generations on a benchmark)."""
+    parts = text.split("|")
+    if len(parts) != 3 or not all(part.strip() for part in parts) or parts[1] == parts[2]:
+        raise JudgingInputError(f"{text!r}: expected 'benchmark|model_a|model_b', two different roster models")
+    return parts[0], parts[1], parts[2]
+
+
+def generation_set(benchmark: str, model_a: str, model_b: str, answers: Sequence[GeneratedAnswer]) -> HumanSet:
+    """Two roster models' generated answers to the same documents of a benchmark (the same solver
+    and settings key) as a set to judge: no human labels, each item named by the two models."""
+    by_model: dict[str, dict[tuple[str, str, str, int], GeneratedAnswer]] = {model_a: {}, model_b: {}}
+    for answer in answers:
+        if answer.model in by_model:
+            by_model[answer.model][(answer.solver, answer.settings_key, answer.task, answer.doc_id)] = answer
+    for model, found in by_model.items():
+        if not found:
+            raise JudgingInputError(f"{benchmark}: no generated answers of the roster model {model!r} (evaluate it)")
+    common = sorted(set(by_model[model_a]) & set(by_model[model_b]))
+    if not common:
+        raise JudgingInputError(
+            f"{benchmark}: {model_a!r} and {model_b!r} answered no document under the same solver and settings key"
+        )
+    name = generation_set_name(benchmark, model_a, model_b)
+    items = []
+    for key in common:
+        first, second = by_model[model_a][key], by_model[model_b][key]
+        if first.prompt != second.prompt:
+            raise JudgingInputError(
+                f"{benchmark}: {'/'.join(map(str, key))}: the two models were given different prompts"
+            )
+        items.append(
+            PairwiseItem(
+                set_name=name,
+                item_id="/".join(map(str, key)),
+                instruction=first.prompt,
+                answer_a=first.text,
+                answer_b=second.text,
+                model_a=model_a,
+                model_b=model_b,
+            )
+        )
+    return HumanSet(
+        name=name,
+        description=f"{model_a} against {model_b}: their generated answers on {benchmark}, unlabelled",
+        items=tuple(items),
+        tie_policy="tie_is_label",
+        source=f"the warehouse's samples of {benchmark}",
+        kind="generations",
+    )
+
+
+def matching_sets(sets: Mapping[str, HumanSet], patterns: Sequence[str]) -> list[HumanSet]:
+    """The sets whose names match any of the patterns (a name, or a pattern such as 'blind|*'), in
+    the patterns' order; a name that is no stored set is an error naming the sets there are (a
+    pattern may match none: no blind sheet tallied yet)."""
+    chosen: dict[str, HumanSet] = {}
+    for pattern in patterns:
+        found = [name for name in sets if fnmatchcase(name, pattern)]
+        if not found and not any(char in pattern for char in "*?["):
+            raise JudgingInputError(f"no stored judging set {pattern!r} (stored: {', '.join(sorted(sets))})")
+        chosen.update({name: sets[name] for name in found})
+    return list(chosen.values())
 
 
 # --- stored verdicts ---------------------------------------------------------------------------

@@ -51,6 +51,7 @@ JUDGE_MAX_TOKENS = 2048  # FastChat's for its API judges
 MT_BENCH_SET = "mt_bench"
 ShownVerdict = Literal["A", "B", "tie", "error"]
 JudgeMode = Literal["generate", "probabilities"]
+PairsMode = Literal["pairwise-all", "pairwise-baseline"]
 
 
 class ChatModel(Protocol):
@@ -238,9 +239,7 @@ def mt_bench_answer_length(answers: Mapping[str, Mapping[int, ModelAnswer]]) -> 
     return length
 
 
-def mt_bench_pairs(
-    models: Sequence[str], mode: Literal["pairwise-all", "pairwise-baseline"], baseline: str | None = None
-) -> list[tuple[str, str]]:
+def mt_bench_pairs(models: Sequence[str], mode: PairsMode, baseline: str | None = None) -> list[tuple[str, str]]:
     """The model pairs FastChat's `gen_judgment.py` judges: every pair of models (in the order the
     models are given), or each model against the baseline (the model first)."""
     if mode == "pairwise-all":
@@ -248,6 +247,25 @@ def mt_bench_pairs(
     if baseline is None:
         raise ValueError("pairwise-baseline needs a baseline model")
     return [(model, baseline) for model in models if model != baseline]
+
+
+def chosen_questions(questions: Sequence[MTBenchQuestion], ids: Sequence[int]) -> list[MTBenchQuestion]:
+    """The questions with these ids, in the ids' order (none given: all); an unknown id is an error."""
+    if not ids:
+        return list(questions)
+    by_id = {q.question_id: q for q in questions}
+    unknown = [i for i in ids if i not in by_id]
+    if unknown:
+        raise ValueError(f"no MT-Bench question {', '.join(map(str, unknown))} (ids {min(by_id)}-{max(by_id)})")
+    return [by_id[i] for i in ids]
+
+
+def chosen_models(answers: Mapping[str, Mapping[int, ModelAnswer]], names: Sequence[str]) -> list[str]:
+    """The named models (none given: every model with answers); one without answers is an error."""
+    unknown = [name for name in names if name not in answers]
+    if unknown:
+        raise ValueError(f"no MT-Bench answers of {', '.join(unknown)} (models: {', '.join(sorted(answers))})")
+    return list(names) or sorted(answers)
 
 
 def mt_bench_tasks(
@@ -360,7 +378,7 @@ async def judge_pairs(
     `rubric_judging` decides, as it does for the evolution domain's rubric judges."""
     if mode is None:
         mode = "probabilities" if getattr(model, "rubric_judging", "json") == "probabilities" else "generate"
-    calls = [(task, order) for task in tasks for order in ORDERS]
+    calls: list[tuple[PairTask, Order]] = [(task, order) for task in tasks for order in ORDERS]
     if mode == "probabilities":
         chats = [Chat(task.chat(order).system, task.chat(order).user + PROBABILITY_QUESTION) for task, order in calls]
         distributions = await asyncio.to_thread(

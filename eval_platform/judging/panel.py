@@ -1,16 +1,16 @@
-"""What the prompt-evolution era takes from the judges' measured agreement with humans: which panel
-members fall below a bound on a chosen set (the asset check that runs before an era), and weights
-for the panel's average (the seed's "learned judge weights"). The era's default stays the seed's
-plain average: `panel_average` with no weights is `statistics.mean` of the judges that answered."""
+"""What the prompt-evolution era takes from the judges' measured agreement with humans (the stored
+`judge_agreement` rows): which panel members fall below a bound on a chosen set (the asset check
+that runs before an era), and weights for the panel's average (the seed's "learned judge
+weights"; the era's default stays the seed's plain average)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import mean
 from typing import Literal
 
-from eval_platform.judging.agreement import Estimate, JudgeAgreement
+from eval_platform.judging.agreement import AgreementMetric, Estimate
 
 FlagStatus = Literal["ok", "below", "unmeasured"]
 
@@ -36,12 +36,16 @@ class JudgeFlag:
         )
 
 
-def _measured(rows: Sequence[JudgeAgreement], set_name: str, metric: str) -> dict[str, Estimate]:
-    return {row.judge: getattr(row, metric) for row in rows if row.set_name == set_name}
+def _measured(rows: Sequence[AgreementMetric], set_name: str, metric: str) -> dict[str, Estimate]:
+    return {
+        row.judge: Estimate(row.value, row.low, row.high, row.n, row.method)
+        for row in rows
+        if row.set_name == set_name and row.metric == metric
+    }
 
 
 def flag_judges(
-    rows: Sequence[JudgeAgreement],
+    rows: Sequence[AgreementMetric],
     panel: Sequence[str],
     set_name: str,
     bound: float,
@@ -63,7 +67,7 @@ def flag_judges(
 
 
 def agreement_weights(
-    rows: Sequence[JudgeAgreement], panel: Sequence[str], set_name: str, metric: str = "kappa", floor: float = 0.0
+    rows: Sequence[AgreementMetric], panel: Sequence[str], set_name: str, metric: str = "kappa", floor: float = 0.0
 ) -> dict[str, float]:
     """Panel weights proportional to each judge's measured agreement on one set (at least `floor`;
     an unmeasured judge gets the measured judges' mean), summing to 1; equal weights when every
@@ -79,18 +83,3 @@ def agreement_weights(
     if total <= 0:
         return {judge: 1.0 / len(panel) for judge in panel}
     return {judge: value / total for judge, value in raw.items()}
-
-
-def panel_average(scores: Mapping[str, float | None], weights: Mapping[str, float] | None = None) -> float:
-    """The panel's score: the plain mean of the judges that answered (None: failed), as the seed
-    does, or their weighted mean (weights renormalised over the judges that answered; the plain
-    mean again if those weights are all 0). 0 when no judge answered, as the fitness formula has it."""
-    valid = {judge: score for judge, score in scores.items() if score is not None}
-    if not valid:
-        return 0.0
-    if weights is None:
-        return mean(valid.values())
-    total = sum(weights.get(judge, 0.0) for judge in valid)
-    if total <= 0:
-        return mean(valid.values())
-    return sum(weights.get(judge, 0.0) * score for judge, score in valid.items()) / total

@@ -41,7 +41,7 @@ import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -263,7 +263,7 @@ def _l1_logistic(c: float) -> LogisticRegression:
     `penalty` is deprecated from scikit-learn 1.8, where `l1_ratio=1` says the same."""
     from sklearn.linear_model import LogisticRegression
 
-    options = dict(C=c, solver="liblinear", fit_intercept=False, random_state=123)
+    options: dict[str, Any] = {"C": c, "solver": "liblinear", "fit_intercept": False, "random_state": 123}
     if inspect.signature(LogisticRegression).parameters["penalty"].default == "deprecated":
         return LogisticRegression(l1_ratio=1.0, **options)
     return LogisticRegression(penalty="l1", **options)
@@ -352,7 +352,7 @@ def length_controlled_win_rate(
         draws = []
         for counts in resample_counts(len(preferences), rounds, seed):
             chosen = np.repeat(np.arange(len(preferences)), counts)
-            sample = [preferences[i] for i in chosen]
+            sample = [preferences[int(i)] for i in chosen]
             draws.append(_lc(*_design(sample, instruction_difficulty)[:2])[0])
         low, high = (float(v) for v in np.percentile(draws, [2.5, 97.5]))
     return LengthControlled(
@@ -488,4 +488,24 @@ def leaderboard(
                 lc.lc_high if lc else None,
             )
         )
+    return rows
+
+
+def leaderboards(
+    battles: Sequence[Battle],
+    baseline: str | None = None,
+    length: Callable[[Battle, str], int] | None = None,
+    rounds: int = BOOTSTRAP_ROUNDS,
+    min_battles: int = 1,
+    seed: int = SEED,
+) -> list[LeaderboardRow]:
+    """Each judge's `leaderboard` (judges by name); a judge left with no battles once sparse models
+    are removed has none."""
+    by_judge: dict[str, list[Battle]] = {}
+    for battle in battles:
+        by_judge.setdefault(battle.judge, []).append(battle)
+    rows = []
+    for judge in sorted(by_judge):
+        if drop_sparse(by_judge[judge], min_battles):
+            rows += leaderboard(by_judge[judge], baseline, length, rounds, seed=seed, min_battles=min_battles)
     return rows

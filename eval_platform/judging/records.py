@@ -19,6 +19,9 @@ ORDERS: tuple[Order, Order] = ("as_is", "swapped")
 # How a set counts ties (see `HumanSet.tie_policy`).
 TiePolicy = Literal["tie_is_label", "tie_is_wrong", "tie_excluded"]
 VerdictSource = Literal["recorded", "model"]
+# Where a set comes from: the shipped files, a blind-evaluation sheet's raters, or two roster
+# models' generations on a benchmark (no labels).
+SetKind = Literal["shipped", "blind", "generations"]
 
 
 class JudgingInputError(ValueError):
@@ -65,6 +68,7 @@ class HumanSet:
     items: tuple[PairwiseItem, ...]
     tie_policy: TiePolicy
     source: str  # where the labels come from (a provenance line)
+    kind: SetKind = "shipped"
 
     @cached_property
     def by_id(self) -> dict[str, PairwiseItem]:
@@ -111,6 +115,19 @@ def shown_to_item_order(shown: Literal["A", "B", "tie", "error"], order: Order) 
         return "unparsed"
     first, second = ("a", "b") if order == "as_is" else ("b", "a")
     return first if shown == "A" else second
+
+
+@dataclass(frozen=True)
+class GeneratedAnswer:
+    """A roster model's generated answer to one document of a benchmark (its samples row)."""
+
+    model: str  # the roster entry
+    solver: str
+    settings_key: str
+    task: str
+    doc_id: int
+    prompt: str  # what the model was given
+    text: str  # what it generated
 
 
 @dataclass(frozen=True)

@@ -339,14 +339,14 @@ def test_the_flag_check_fires_below_the_bound_and_passes_above_it(warehouse, tmp
     """GPT-4's recorded verdicts on LLMBar Natural give it Cohen's kappa 0.908 against the gold labels."""
     eras = tmp_path / "eras"
     gpt4 = {"gpt4": GPT4_LLMBAR_JUDGE}
-    era_file(eras, "trusting", judge_panel=gpt4, min_judge_agreement=0.9)
+    era_file(eras, "trusting", judge_panel=gpt4, agreement_set="llmbar_natural", min_judge_agreement=0.9)
     monkeypatch.setenv("EVAL_ERAS_DIR", str(eras))
     assets = [judging_sets, recorded_verdicts, judge_agreement]
     ops = {"judging_sets": {"blind_sheets": False}, "judge_agreement": {"rounds": ROUNDS}}
     passed = {c.check_name: c for c in judging(warehouse, assets, ops).get_asset_check_evaluations()}
     assert passed["flag_panel_judges"].passed
-    era_file(eras, "demanding", judge_panel=gpt4, min_judge_agreement=0.95)
-    era_file(eras, "unmeasured", judge_panel={"new": "openai/gpt-4o"})
+    era_file(eras, "demanding", judge_panel=gpt4, agreement_set="llmbar_natural", min_judge_agreement=0.95)
+    era_file(eras, "unmeasured", judge_panel={"new": "openai/gpt-4o"}, agreement_set="llmbar_natural")
     again = judging(warehouse, [judge_agreement], {"judge_agreement": {"rounds": ROUNDS}})
     checks = {c.check_name: c for c in again.get_asset_check_evaluations()}
     flagged = checks["flag_panel_judges"]
@@ -371,6 +371,7 @@ def test_an_era_weighs_its_judges_by_their_measured_agreement(warehouse, server,
         "compression_model": "openai/compressor",
         "judge_panel": {"harsh": "openai/judge-harsh", "lenient": "openai/judge-lenient"},
         "judge_weighting": "agreement",
+        "agreement_set": "llmbar_natural",
     }
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("eras", ["weighted"])

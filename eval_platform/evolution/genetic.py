@@ -86,7 +86,8 @@ class EraSettings(BaseModel):
         "each judge's measured agreement with humans on agreement_set, read when the era runs).",
     )
     agreement_set: str = Field(
-        default="llmbar_natural", description="The human-labelled set a judge's agreement is measured on."
+        default="pandalm_test",
+        description="The human-labelled set a judge's agreement is measured on (PandaLM's: three annotators each).",
     )
     agreement_metric: str = Field(default="kappa", description="kappa (Cohen's, against the labels) or accuracy.")
     min_judge_agreement: float = Field(

@@ -75,12 +75,12 @@ class JudgingSetsSettings(ShippedData):
 class PanelSettings(JudgingSettings):
     judges: tuple[str, ...] = Field(default=(DEFAULT_LOCAL_MODEL,), min_length=1, description=JUDGES_DESCRIPTION)
     sets: tuple[str, ...] = Field(
-        default=("llmbar_natural", "blind|*"),
+        default=("pandalm_test", "blind|*"),
         min_length=1,
         description="The stored sets to judge, by name or pattern ('blind|*': every blind sheet's, "
         "'gsm8k|*': every generation set on GSM8K).",
     )
-    items: int | None = Field(default=3, gt=0, description="The first N items of each set; unset: every item.")
+    items: int | None = Field(default=2, gt=0, description="The first N items of each set; unset: every item.")
     mode: str | None = Field(default=None, description=MODE_DESCRIPTION)
     max_tokens: int = Field(default=JUDGE_MAX_TOKENS, gt=0, description="A judgment's token budget (generate).")
 

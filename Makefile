@@ -40,7 +40,7 @@ DEMO_ROWS ?= 20
 # TQDM_DISABLE: the runs' times are printed, not the progress bars of the libraries beneath them.
 run: $(VENV)/.installed
 	mkdir -p $(DAGSTER_HOME)
-	TQDM_DISABLE=1 $(PY) -m jobs.run_all --limit $(DEMO_ROWS)
+	TQDM_DISABLE=1 $(VENV)/bin/eval-platform run --limit $(DEMO_ROWS)
 
 # Debian's Redis, the team tests' Celery broker (needs root, as on CI); PostgreSQL 15 is installed.
 servers:

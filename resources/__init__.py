@@ -14,6 +14,10 @@ from dagster import ConfigurableResource, get_dagster_logger
 from dagster_duckdb import DuckDBResource
 from pydantic import Field, create_model
 
+# Every domain's store: a warehouse opened through the resource is created and migrated whole.
+import eval_platform.benchmarks.store
+import eval_platform.blind.store
+import eval_platform.evolution.store  # noqa: F401
 from eval_platform.benchmarks.declarations import Benchmark, declared_benchmarks
 from eval_platform.benchmarks.protocols import Protocol, declared_protocols
 from eval_platform.benchmarks.roster import RosterEntry, RosterError, load_roster

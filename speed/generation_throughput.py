@@ -28,7 +28,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eval_platform.benchmarks.engine_lm import generation_request  # noqa: E402
-from eval_platform.benchmarks.specs import BENCHMARKS, preprocess_rows  # noqa: E402
+from eval_platform.benchmarks.declarations import declared_benchmarks  # noqa: E402
+from eval_platform.benchmarks.solvers.harness import rows_requests  # noqa: E402
+from eval_platform.common.ingestion import load_rows  # noqa: E402
 from eval_platform.common.models import Chat, GenerationRequest  # noqa: E402
 from eval_platform.common.models.continuous import ContinuousBatcher, cut_at_stop  # noqa: E402
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, Placement, load_local_model  # noqa: E402
@@ -39,25 +41,18 @@ SHARED = ROOT.parent / "shared" / "benchmarks"
 
 
 def harness_prompts(name: str, items: int, benchmarks: Path = SHARED) -> tuple[list[str], int, tuple[str, ...]]:
-    """The benchmark's few-shot prompts in the harness's format over the first rows of its file in
-    `benchmarks`, its token budget and its stop sequences."""
-    spec = BENCHMARKS[name]
-    rows = [json.loads(line) for line in (benchmarks / spec.data_file).read_text(encoding="utf-8").splitlines()][:items]
-    fewshot_file = next(
-        path
-        for path in (
-            benchmarks / "fewshot" / spec.fewshot.data_file,
-            ROOT / "data" / "benchmarks" / "fewshot" / spec.fewshot.data_file,
-        )
-        if path.exists()
-    )
-    pool = [json.loads(line) for line in fewshot_file.read_text(encoding="utf-8").splitlines()]
-    prepared = preprocess_rows(
-        spec, [(str(i), r) for i, r in enumerate(rows)], [(str(i), r) for i, r in enumerate(pool)]
-    )
-    items = [r["item"] for r in prepared.requests if r["num_fewshot"] == spec.fewshot.shots]
-    request = generation_request(items[0].prompt, items[0].generation_kwargs)  # the task's budget and stop sequences
-    return [item.prompt for item in items], request.max_new_tokens, request.stop
+    """The harness's prompts for the benchmark (at its headline's shots) over the first rows of its
+    file in `benchmarks`, its token budget and its stop sequences."""
+    benchmark = declared_benchmarks()[name]
+    assert benchmark.dataset is not None and benchmark.dataset.file is not None
+    rows = load_rows(str(benchmarks / Path(benchmark.dataset.file).name), limit=items).rows
+    pool = load_rows(benchmark.fewshot.file).rows if benchmark.fewshot and benchmark.fewshot.file else []
+    shots = benchmark.headline.num_fewshot if benchmark.headline else None
+    settings = benchmark.evaluation_settings().model_copy(update={"solvers": ("harness",), "num_fewshot": shots})
+    requests = [args for built, _ in rows_requests(benchmark, rows, pool, settings).values() for args in built]
+    context, kwargs = requests[0]
+    request = generation_request(context, kwargs)  # the task's budget and stop sequences
+    return [prompt for prompt, _ in requests], request.max_new_tokens, request.stop
 
 
 def fixed_batches(model, prompts: list[list[int]], budget: int, stop: tuple[str, ...], batch_size: int) -> list[str]:
@@ -149,7 +144,7 @@ def main(argv: list[str] | None = None) -> None:
                 flush=True,
             )
     if args.concurrent:
-        rows = [json.loads(line) for line in (SHARED / BENCHMARKS["gsm8k"].data_file).read_text().splitlines()]
+        rows = [row for _, row in load_rows(str(SHARED / "gsm8k.jsonl")).rows]
         apart, together, same = concurrent_chat_answers(model, [row["question"] for row in rows[: args.concurrent]], 64)
         print(
             f"{args.concurrent} chat answers of up to 64 tokens: {apart:.1f} s as concurrent calls, {together:.1f} s "

@@ -6,7 +6,11 @@ from pathlib import Path
 
 from dagster import ConfigurableResource, DagsterInstance, materialize
 
+from eval_platform.benchmarks.declarations import declared_benchmarks
 from eval_platform.benchmarks.roster import RosterEntry, write_entry
+from eval_platform.benchmarks.solvers.harness import rows_requests
+from eval_platform.common.ingestion import load_rows
+from eval_platform.common.models import LoglikelihoodRequest
 from evaluation_assets.benchmarks.assets import (
     benchmark_documents,
     benchmark_evaluation,
@@ -120,3 +124,12 @@ def materialize_benchmark(
     """A benchmark's inputs (its first `limit` rows), then the roster model on it: the evaluation's result."""
     assert materialize_inputs(warehouse, benchmark, limit).success
     return materialize_evaluation(warehouse, benchmark, name, roster, **evaluation)
+
+
+def dataset_requests(name: str, rows: int) -> list[LoglikelihoodRequest]:
+    """The harness's requests (the declared shots) for a declared dataset's first rows, as the
+    `harness` solver would ask them."""
+    benchmark = declared_benchmarks()[name]
+    assert benchmark.dataset is not None and benchmark.dataset.file is not None
+    built = rows_requests(benchmark, load_rows(benchmark.dataset.file, None, None, rows).rows)
+    return [LoglikelihoodRequest(c, k) for requests, _ in built.values() for c, k in requests]

@@ -21,7 +21,7 @@ def unpartitioned_graph():
 
 
 def era_graph():
-    from eval_platform.evolution.partitions import era_partitions
+    from evaluation_assets.partitions import era_partitions
 
     job = define_asset_job(
         "era_graph", selection=AssetSelection.groups("prompt_evolution"), partitions_def=era_partitions

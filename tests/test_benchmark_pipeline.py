@@ -7,16 +7,19 @@ import re
 import pytest
 
 from eval_platform.benchmarks.declarations import declared_benchmarks
-from eval_platform.benchmarks.documents import build_documents
-from eval_platform.benchmarks.solvers import EvaluationJob
-from eval_platform.benchmarks.solvers.harness import built_requests
 from eval_platform.benchmarks.store import EvaluationStore
-from eval_platform.common.ingestion import DataFileError, load_rows
-from eval_platform.common.models import Chat, LoglikelihoodRequest
+from eval_platform.common.ingestion import DataFileError
+from eval_platform.common.models import Chat
 from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
 from evaluation_assets.benchmarks.assets import benchmark_documents, benchmark_evaluation, benchmark_raw_rows
 from resources import LanguageModelResource
-from tests.evaluation import materialize_benchmark, materialize_evaluation, materialize_inputs, roster_with
+from tests.evaluation import (
+    dataset_requests,
+    materialize_benchmark,
+    materialize_evaluation,
+    materialize_inputs,
+    roster_with,
+)
 from tests.reference_scoring import naive_loglikelihoods
 
 DATASETS = {name: b for name, b in declared_benchmarks().items() if b.is_dataset}
@@ -231,17 +234,8 @@ def test_a_malformed_line_is_kept_with_its_line_and_the_good_rows_land(warehouse
     assert (source, line) == (str(broken), 2) and reason.startswith("invalid JSON")
 
 
-def harness_requests(name: str, rows: int) -> list[LoglikelihoodRequest]:
-    """The harness's zero-shot requests for a dataset's first rows."""
-    benchmark = DATASETS[name]
-    assert benchmark.dataset is not None and benchmark.dataset.file is not None
-    documents = build_documents(benchmark, load_rows(benchmark.dataset.file, None, None, rows).rows).documents
-    job = EvaluationJob(benchmark, benchmark.evaluation_settings(), model=None, documents=documents)  # type: ignore[arg-type]
-    return [LoglikelihoodRequest(c, k) for requests, _ in built_requests(job).values() for c, k in requests]
-
-
 def test_shared_context_loglikelihoods_equal_the_naive_loop(local_model):
-    requests = harness_requests("winogrande", 2) + harness_requests("arc_challenge", 2)
+    requests = dataset_requests("winogrande", 2) + dataset_requests("arc_challenge", 2)
     batched = local_model.loglikelihoods(requests, batch_size=4)
     naive = naive_loglikelihoods(local_model, requests)
     assert batched == pytest.approx(naive, abs=LOGLIKELIHOOD_TOLERANCE)

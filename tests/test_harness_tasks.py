@@ -729,8 +729,6 @@ def printed_table(output: str, first_header: str) -> tuple[list[str], dict[str, 
 def test_the_main_command_runs_the_v2_protocol_offline_and_prints_raw_and_normalised_scores(tmp_path):
     import duckdb
 
-    from tests.test_readme import sql_statements
-
     returncode, output = main_command(tmp_path, "run", "--protocol", "open_llm_leaderboard_v2", "--limit", "1")
     assert returncode == 0, output[-3000:]
     for task in ("leaderboard_gpqa", "leaderboard_math_hard", "leaderboard_musr"):
@@ -764,8 +762,7 @@ def test_the_main_command_runs_the_v2_protocol_offline_and_prints_raw_and_normal
     )
     assert {model for model, *_ in rows} == {"smollm2-135m-instruct-float32"}  # the entry that lists no benchmarks
     assert documents == {"leaderboard_bbh": 24, "leaderboard_ifeval": 1, "leaderboard_mmlu_pro": 1}
-    with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:  # the README's queries answer
-        assert all(conn.execute(statement).fetchall() for statement in sql_statements(benchmarks=True))
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as conn:
         keys = conn.execute("""
             SELECT count(*), count(a.request_key), count(DISTINCT s.task || '/' || s.doc_id)
             FROM samples s, unnest(s.request_keys) AS k(request_key)

@@ -70,9 +70,9 @@ def test_the_engine_takes_no_token_ids_and_the_check_says_so(engine, local_model
         served.loglikelihoods(requests_of("arc_easy", 1))
 
 
-def run(warehouse, model, mode, limit, partition, engine=None, max_new_tokens=160):
-    """The model as a roster entry named after it, on the benchmark's first `limit` rows (letter and
-    generation in the chat format)."""
+def run(warehouse, model, solver, limit, partition, engine=None, max_new_tokens=160):
+    """The model as a roster entry named after it, on the benchmark's first `limit` rows, asked by
+    a chat solver (letter or generate)."""
     roster = roster_with(
         Path(warehouse.database).parent / "roster", model.replace("/", "-"), model=model, max_new_tokens=max_new_tokens
     )
@@ -82,25 +82,29 @@ def run(warehouse, model, mode, limit, partition, engine=None, max_new_tokens=16
         roster,
         model.replace("/", "-"),
         limit,
-        predictions={"modes": [mode]},
+        settings={"solvers": [solver]},
         gateway=ModelGatewayResource(api_base=engine),
     ).success
 
 
-def pairs(warehouse, mode, column):
+def pairs(warehouse, solver, column):
+    """Each document's (first filter's) `column` from the engine's entry and the in-process model's."""
     with warehouse.get_connection() as conn:
         return conn.execute(
             f"""
-            SELECT a.prompt_id, a.{column}, b.{column} FROM predictions a JOIN predictions b USING (prompt_id, mode)
-            WHERE a.mode = ? AND a.model = 'served/smollm2' AND b.model = ? ORDER BY a.prompt_id""",
-            [mode, DEFAULT_LOCAL_MODEL],
+            SELECT a.document_id, a.{column} ->> '$[0]', b.{column} ->> '$[0]'
+            FROM samples a JOIN samples b USING (benchmark, settings_key, solver, task, doc_id, filter)
+            WHERE a.solver = ? AND a.model = 'served-smollm2' AND b.model = ?
+              AND a.filter = (SELECT min(filter) FROM samples WHERE solver = a.solver)
+            ORDER BY a.doc_id""",
+            [solver, DEFAULT_LOCAL_MODEL.replace("/", "-")],
         ).fetchall()
 
 
 def test_letter_mode_over_the_engines_chat_endpoint(engine, warehouse):
     run(warehouse, "served/smollm2", "letter", 10, "arc_easy", engine)
     run(warehouse, DEFAULT_LOCAL_MODEL, "letter", 10, "arc_easy")
-    letters = pairs(warehouse, "letter", "predicted")
+    letters = pairs(warehouse, "letter", "filtered_responses")
     agreement = sum(ours == theirs for _, ours, theirs in letters) / len(letters)
     print(
         f"\nletter mode, ARC-Easy: the engine agrees with the in-process model on "
@@ -113,15 +117,15 @@ def test_letter_mode_over_the_engines_chat_endpoint(engine, warehouse):
 def test_gsm8k_generation_over_the_engines_chat_endpoint(engine, warehouse):
     run(warehouse, "served/smollm2", "generate", 3, "gsm8k", engine, max_new_tokens=64)
     run(warehouse, DEFAULT_LOCAL_MODEL, "generate", 3, "gsm8k", max_new_tokens=64)
-    texts = pairs(warehouse, "generate", "output_text")
+    texts = pairs(warehouse, "generate", "responses")
     same = sum(ours == theirs for _, ours, theirs in texts)
     shared = []
-    for prompt_id, ours, theirs in texts:
+    for document_id, ours, theirs in texts:
         common = next(
             (i for i, (a, b) in enumerate(zip(ours, theirs, strict=False)) if a != b), min(len(ours), len(theirs))
         )
         shared.append(len(ours) if ours == theirs else common)
-        print(f"\n{prompt_id}: {'same text' if ours == theirs else f'texts part at character {common}'}")
+        print(f"\n{document_id}: {'same text' if ours == theirs else f'texts part at character {common}'}")
     print(f"GSM8K generation: {same}/{len(texts)} texts identical")
     assert len(texts) == 3 and all(text.strip() for _, text, _ in texts)
     assert min(shared) >= MIN_SHARED_GSM8K_CHARACTERS, shared

@@ -9,21 +9,20 @@ import urllib.request
 import duckdb
 import pytest
 
-from eval_platform.benchmarks.harness_format import zero_shot_items
-from eval_platform.benchmarks.specs import BENCHMARKS
 from eval_platform.common.gateway import ModelGateway
 from eval_platform.common.models import Chat, GenerationRequest, LoglikelihoodRequest
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, Placement, choose_placement
 from eval_platform.common.models.served import ServedCompletionsModel, ServerCheckFailed
 from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
 from resources import LanguageModelResource, ModelGatewayResource
-from tests.conftest import DATA_BENCHMARKS, PROJECT_ROOT
-from tests.evaluation import materialize_evaluation, materialize_inputs, roster_with
+from tests.conftest import PROJECT_ROOT
+from tests.evaluation import dataset_requests, materialize_evaluation, materialize_inputs, roster_with
 from tests.processes import free_port, running
 from tests.reference_scoring import naive_loglikelihoods
+from tests.tables import differences
 from tests.test_continuous_generation import assert_same_texts
 
-LOGLIKELIHOOD = {"modes": ["loglikelihood"]}
+HARNESS = {"solvers": ["harness"]}
 
 
 @pytest.fixture(scope="module")
@@ -46,12 +45,8 @@ def calls(server) -> int:
 
 
 def requests_of(name: str, rows: int) -> list[LoglikelihoodRequest]:
-    lines = (DATA_BENCHMARKS / BENCHMARKS[name].data_file).read_text().rstrip("\n").split("\n")[:rows]
-    return [
-        LoglikelihoodRequest(c, k)
-        for item in zero_shot_items(BENCHMARKS[name], [json.loads(line) for line in lines])
-        for c, k in item.requests()
-    ]
+    """The harness's zero-shot requests for a dataset's first rows."""
+    return dataset_requests(name, rows)
 
 
 def test_served_loglikelihoods_equal_the_in_process_model(server, local_model):
@@ -85,24 +80,25 @@ def test_served_model_scores_arc_easy_and_mmlu_as_the_in_process_model_does(serv
         assert materialize_inputs(warehouse, partition, 6).success
         for name in ("served", "in-process"):
             assert materialize_evaluation(
-                warehouse, partition, name, roster, LOGLIKELIHOOD, gateway=ModelGatewayResource(api_base=f"{server}/v1")
+                warehouse, partition, name, roster, HARNESS, gateway=ModelGatewayResource(api_base=f"{server}/v1")
             ).success
     with warehouse.get_connection() as conn:
         pairs = conn.execute(
             """
-            SELECT a.prompt_id, a.predicted, b.predicted, a.predicted_norm, b.predicted_norm,
-                   a.choice_loglikelihoods, b.choice_loglikelihoods
-            FROM predictions a JOIN predictions b USING (prompt_id, mode, prompt_format, num_fewshot)
-            WHERE a.model = 'served/smollm2' AND b.model = ?""",
-            [DEFAULT_LOCAL_MODEL],
+            SELECT a.benchmark, a.task, a.doc_id, a.metrics, b.metrics, a.responses, b.responses
+            FROM samples a JOIN samples b USING (benchmark, settings_key, solver, task, doc_id, filter)
+            WHERE a.model = 'served' AND b.model = 'in-process' AND a.solver = 'harness'"""
         ).fetchall()
         accuracies = conn.execute(
-            "SELECT benchmark, metric, list(DISTINCT accuracy) FROM scores GROUP BY ALL"
+            "SELECT benchmark, task, metric, filter, list(DISTINCT value) FROM results GROUP BY ALL"
         ).fetchall()
+        sources = conn.execute("SELECT DISTINCT model, model_source FROM evaluations ORDER BY model").fetchall()
     assert len(pairs) == 12
-    assert all(p[1] == p[2] and p[3] == p[4] for p in pairs)
-    assert max(abs(x - y) for p in pairs for x, y in zip(p[5], p[6], strict=False)) <= LOGLIKELIHOOD_TOLERANCE
-    assert all(len(values) == 1 for _, _, values in accuracies)  # same accuracy for both models
+    assert all(a_metrics == b_metrics for *_, a_metrics, b_metrics, _, _ in pairs)
+    found = [d for *where, _, _, a, b in pairs for d in differences(json.loads(a), json.loads(b), str(where))]
+    assert not found, found  # each choice's log-likelihood within LOGLIKELIHOOD_TOLERANCE
+    assert all(len(values) == 1 for *_, values in accuracies)  # same accuracy for both models
+    assert sources == [("in-process", DEFAULT_LOCAL_MODEL), ("served", "served/smollm2")]
 
 
 @pytest.mark.parametrize(
@@ -168,8 +164,8 @@ def test_a_served_model_of_the_roster_reaches_its_server_and_needs_no_key(server
     import yaml
     from dagster import DagsterInstance
 
-    from eval_platform.benchmarks.partitions import benchmark_partitions, evaluation_key, roster_partitions
     from evaluation_assets.definitions import defs
+    from evaluation_assets.partitions import benchmark_partitions, evaluation_key, roster_partitions
 
     monkeypatch.delenv("OPENAI_API_KEY")
     entry = {**readme_served_entry(), "api_base": f"{server}/v1"}
@@ -195,14 +191,14 @@ def test_a_served_model_of_the_roster_reaches_its_server_and_needs_no_key(server
     result = defs.resolve_job_def("model_evaluation").execute_in_process(
         partition_key=evaluation_key("arc_easy", "my-served-model"),
         instance=instance,
-        run_config={"resources": resources, "ops": {"benchmark_predictions": {"config": LOGLIKELIHOOD}}},
+        run_config={"resources": resources, "ops": {"benchmark_evaluation": {"config": HARNESS}}},
     )
     assert result.success
     assert calls(server) - before >= 2  # the check and the scoring reached the entry's server
     with duckdb.connect(str(tmp_path / "served.duckdb")) as conn:
-        assert conn.execute("SELECT DISTINCT model FROM predictions").fetchall() == [("served/smollm2",)]
-        assert conn.execute("SELECT DISTINCT model FROM scores").fetchall() == [("my-served-model",)]
-        assert conn.execute("SELECT device_name FROM prediction_runs").fetchall() == [(f"{server}/v1",)]
+        assert conn.execute("SELECT DISTINCT model_source FROM evaluations").fetchall() == [("served/smollm2",)]
+        assert conn.execute("SELECT DISTINCT model FROM results").fetchall() == [("my-served-model",)]
+        assert conn.execute("SELECT device_name FROM evaluation_runs").fetchall() == [(f"{server}/v1",)]
 
 
 def readme_served_entry() -> dict:
@@ -223,14 +219,14 @@ def test_skipping_the_check_is_explicit_and_recorded(server, warehouse, tmp_path
     gateway = ModelGatewayResource(api_base=f"{server}/v1")
     assert materialize_inputs(warehouse, "arc_easy", 2).success
     refused = materialize_evaluation(
-        warehouse, "arc_easy", "broken", roster, LOGLIKELIHOOD, gateway=gateway, raise_on_error=False
+        warehouse, "arc_easy", "broken", roster, HARNESS, gateway=gateway, raise_on_error=False
     )
     assert not refused.success
     with warehouse.get_connection() as conn:
-        assert conn.execute("SELECT count(*) FROM predictions").fetchone() == (0,)  # never scored
-    assert materialize_evaluation(warehouse, "arc_easy", "skipped", roster, LOGLIKELIHOOD, gateway=gateway).success
+        assert conn.execute("SELECT count(*) FROM answers").fetchone() == (0,)  # never scored
+    assert materialize_evaluation(warehouse, "arc_easy", "skipped", roster, HARNESS, gateway=gateway).success
     with warehouse.get_connection() as conn:
-        assert conn.execute("SELECT device_name FROM prediction_runs").fetchall() == [
+        assert conn.execute("SELECT device_name FROM evaluation_runs").fetchall() == [
             (f"{server}/v1 (log-probability check skipped)",)
         ]
 

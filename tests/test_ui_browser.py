@@ -13,8 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from eval_platform.benchmarks.harness_tasks import load_declarations
-from eval_platform.benchmarks.specs import BENCHMARKS
+from eval_platform.benchmarks.declarations import declared_benchmarks
 from tests.conftest import PROJECT_ROOT
 from tests.processes import free_port, running
 
@@ -23,8 +22,8 @@ SCREENSHOTS = PROJECT_ROOT / ".test-artifacts"
 
 
 ROSTER = ("smollm2-135m-instruct-float32", "smollm2-135m-instruct-bfloat16")  # the demo roster, data/roster/
-# the benchmark dimension as the roster sensor makes it: every spec and every harness benchmark of data/harness/
-BENCHMARK_NAMES = [*BENCHMARKS, *load_declarations()]
+# the benchmark dimension as the roster sensor makes it: every declared benchmark
+BENCHMARK_NAMES = list(declared_benchmarks())
 ERA = {
     "population_size": 6,
     "generations": 2,
@@ -39,10 +38,9 @@ def materialise_history(home: Path, warehouse: Path) -> None:
     judges (an HTTP stub), its judge analysis and Pareto front."""
     from dagster import DagsterInstance, Definitions
 
-    from eval_platform.benchmarks.partitions import benchmark_partitions, evaluation_key, roster_partitions
-    from resources import RosterResource
-    from resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
     from evaluation_assets.definitions import defs
+    from evaluation_assets.partitions import benchmark_partitions, evaluation_key, roster_partitions
+    from resources import LanguageModelResource, ModelGatewayResource, RosterResource, WarehouseResource
     from tests.openai_stub_server import StubServer
 
     test_defs = Definitions(
@@ -91,7 +89,7 @@ def materialise_history(home: Path, warehouse: Path) -> None:
                         .execute_in_process(
                             partition_key=evaluation_key(benchmark, model),
                             instance=instance,
-                            run_config={"ops": {"benchmark_predictions": {"config": {"modes": ["loglikelihood"]}}}},
+                            run_config={"ops": {"benchmark_evaluation": {"config": {"solvers": ["harness"]}}}},
                         )
                         .success
                     )
@@ -183,10 +181,8 @@ def test_asset_groups_jobs_schedule_and_sensor_are_shown(dagster_ui, browser):
         browser,
         f"{base}/asset-groups",
         [
-            "benchmark_ingestion",
-            "benchmark_preprocessing",
-            "benchmark_prediction",
-            "benchmark_scoring",
+            "benchmark_inputs",
+            "benchmark_evaluation",
             "benchmark_protocols",
             "prompt_evolution",
             "blind_evaluation",
@@ -221,7 +217,7 @@ def test_asset_groups_jobs_schedule_and_sensor_are_shown(dagster_ui, browser):
 
 
 def test_the_partition_view_shows_which_model_was_evaluated_on_which_benchmark(dagster_ui, browser):
-    """The benchmark x model partitions of benchmark_scores: 5 of every benchmark's (either kind's) 2
+    """The benchmark x model partitions of benchmark_evaluation: 5 of every benchmark's (either flavour's) 2
     materialised (both roster models on ARC-Easy and MMLU, float32 alone on Winogrande); a benchmark's
     models with their state, and one model's materialisation with its own metadata (screenshots:
     .test-artifacts/partition_matrix*.png)."""
@@ -230,7 +226,7 @@ def test_the_partition_view_shows_which_model_was_evaluated_on_which_benchmark(d
     base, _ = dagster_ui
     text = page_text(
         browser,
-        f"{base}/assets/benchmark_scores?view=partitions",
+        f"{base}/assets/benchmark_evaluation?view=partitions",
         ["Materialized (5)", f"Missing ({2 * len(BENCHMARK_NAMES) - 5})", "arc_easy", "winogrande"],
         timeout=90,
     )
@@ -241,7 +237,7 @@ def test_the_partition_view_shows_which_model_was_evaluated_on_which_benchmark(d
     # both models, each with its state (the second name is shortened in the middle on screen)
     page_text(browser, browser.current_url, [ROSTER[0], "truct-bfloat16"], timeout=30)
     browser.find_element(By.XPATH, f"//*[normalize-space(text())='{ROSTER[0]}']").click()
-    text = page_text(browser, browser.current_url, ["roster_model", "accuracy", "Latest materialization"], timeout=30)
+    text = page_text(browser, browser.current_url, ["roster_model", "results", "Latest materialization"], timeout=30)
     assert text.count(ROSTER[0]) >= 2  # the chosen model, and its materialisation's metadata
     browser.save_screenshot(str(SCREENSHOTS / "partition_matrix_arc_easy.png"))
 
@@ -279,7 +275,7 @@ def markdown_metadata(browser, url: str, key: str, name: str) -> str:
 def test_the_model_comparison_table_renders(dagster_ui, browser):
     base, _ = dagster_ui
     text = markdown_metadata(browser, f"{base}/assets/model_comparison", "comparison", "model_comparison")
-    assert all(column in text for column in ("mcnemar_p", "ci_low", "loglikelihood", "baseline", ROSTER[0]))
+    assert all(column in text for column in ("mcnemar_p", "ci_low", "harness", "baseline", ROSTER[0]))
 
 
 def test_every_item_of_a_model_and_two_models_side_by_side_render(dagster_ui, browser):
@@ -294,11 +290,11 @@ def test_every_item_of_a_model_and_two_models_side_by_side_render(dagster_ui, br
                 "SELECT json_extract_string(row_json, '$.question') FROM raw_rows WHERE benchmark = 'mmlu'"
             ).fetchall()
         ]
-    samples = markdown_metadata(browser, f"{base}/assets/benchmark_scores", "samples", "samples")
+    samples = markdown_metadata(browser, f"{base}/assets/benchmark_evaluation", "samples", "samples")
     assert f"MMLU: {ROSTER[1]}" in samples and "log-likelihood" in samples and "prompt:" in samples
     assert len(questions) == 5 and all(" ".join(q.split()[:6]) in " ".join(samples.split()) for q in questions)
     items = markdown_metadata(browser, f"{base}/assets/model_comparison", "items", "items_side_by_side")
-    assert f"{ROSTER[1]} (a) against {ROSTER[0]} (b)" in items and "items differ (listed first)" in items
+    assert f"{ROSTER[1]} (a) against {ROSTER[0]} (b)" in items and "documents differ (listed first" in items
 
 
 def test_the_judge_analysis_and_pareto_front_render(dagster_ui, browser):

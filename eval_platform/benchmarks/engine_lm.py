@@ -10,7 +10,7 @@ chat template here) answers generation tasks run with `apply_chat_template`: its
 chat the harness built.
 
 Registered with the harness as `eval-platform`, so `lm_eval.api.registry.get_model("eval-platform")`
-finds it. This module imports lm_eval; harness_tasks.py imports it only when a task runs.
+finds it. This module imports lm_eval; harness.py imports it only when a task runs.
 """
 
 from __future__ import annotations

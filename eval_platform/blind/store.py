@@ -46,7 +46,7 @@ class BlindStore(Store):
         self.replace_together("TRUE", [], blind_answers=answers)
 
     @reads("blind_answers")
-    def load_answers(self) -> dict[str, dict[str, str]]:
+    def load_system_answers(self) -> dict[str, dict[str, str]]:
         """system -> Question_ID -> answer."""
         answers: dict[str, dict[str, str]] = {}
         for row in self.rows("SELECT system, Question_ID, answer FROM blind_answers"):

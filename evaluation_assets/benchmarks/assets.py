@@ -216,7 +216,7 @@ def _report(evaluation: Evaluation) -> str:
 
 @asset(
     partitions_def=evaluation_partitions,
-    deps=[benchmark_documents],
+    deps=[benchmark_documents, benchmark_fewshot_rows],
     group_name="benchmark_evaluation",
     kinds={"pytorch", "duckdb"},
     pool=WAREHOUSE_POOL,
@@ -326,7 +326,7 @@ class ComparisonConfig(Config):
 
 @asset(
     partitions_def=evaluation_partitions,
-    deps=[benchmark_evaluation],
+    deps=[benchmark_evaluation, benchmark_documents],
     group_name="benchmark_evaluation",
     kinds={"scipy", "duckdb"},
     pool=WAREHOUSE_POOL,

@@ -121,7 +121,7 @@ def blind_eval_sheet(config: BlindSheetConfig, warehouse: WarehouseResource) -> 
     """The blind scoring sheet for raters and the separate answer key, in issued/."""
     with warehouse.store(BlindStore) as store:
         questions = store.load_questions()
-        answers = store.load_answers()
+        answers = store.load_system_answers()
     systems = sorted(answers)
     sides = sheets.assign_sides(questions["Question_ID"].tolist(), systems, config.seed)
     rows = sheets.issued_rows(questions, answers, sides)

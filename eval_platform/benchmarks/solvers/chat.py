@@ -21,7 +21,7 @@ from eval_platform.benchmarks.documents import Document
 from eval_platform.benchmarks.parsers import answer_filter, parser
 from eval_platform.benchmarks.records import Answer, Evaluation, Sample, request_key
 from eval_platform.benchmarks.scoring import argmax_label, length_normalized, results_by_task
-from eval_platform.benchmarks.solvers import EvaluationJob, register_solver
+from eval_platform.benchmarks.solvers.base import EvaluationJob, register_solver
 from eval_platform.common.models import Chat, GenerationRequest, LoglikelihoodRequest
 
 CHUNK = 256  # documents per model call; progress is reported after each
@@ -131,7 +131,9 @@ class LetterSolver(ChatSolver):
 
         distributions = answered(job, "label_probabilities", arguments, compute, answers)
         samples = []
-        for document, doc_id, args, distribution in zip(documents, doc_ids(documents), arguments, distributions, strict=True):
+        for document, doc_id, args, distribution in zip(
+            documents, doc_ids(documents), arguments, distributions, strict=True
+        ):
             predicted = (
                 argmax_label(document.labels, [distribution[label] for label in document.labels])
                 if distribution

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from eval_platform.benchmarks.declarations import Benchmark, EvaluationSettings, settings_key
-from eval_platform.benchmarks.documents import Document, task_of
+from eval_platform.benchmarks.documents import Document, build_documents, task_of
 from eval_platform.benchmarks.harness import (
     HarnessRun,
     build_tasks,
@@ -35,7 +35,7 @@ from eval_platform.benchmarks.harness import (
 )
 from eval_platform.benchmarks.records import Evaluation, Sample
 from eval_platform.benchmarks.scoring import mean_results
-from eval_platform.benchmarks.solvers import EvaluationJob, register_solver
+from eval_platform.benchmarks.solvers.base import EvaluationJob, register_solver
 from eval_platform.environment import environment
 
 
@@ -175,3 +175,18 @@ def built_requests(job: EvaluationJob) -> dict[tuple[str, int], tuple[list[tuple
             fewshot = dataset.drawn_ids(name, drawn[instance.doc_id]) if instance.doc_id < len(drawn) else []
             built.setdefault((name, instance.doc_id), ([], fewshot))[0].append(tuple(instance.args))
     return built
+
+
+def rows_requests(
+    benchmark: Benchmark,
+    rows: Sequence[tuple[str, Mapping[str, Any]]],
+    fewshot_rows: Sequence[tuple[str, Mapping[str, Any]]] = (),
+    settings: EvaluationSettings | None = None,
+) -> dict[tuple[str, int], tuple[list[tuple[Any, ...]], list[str]]]:
+    """`built_requests` of a dataset's raw rows (and few-shot rows), under `settings` (default: the
+    declaration's): what the `harness` solver would ask a model about them."""
+    built = build_documents(benchmark, rows, fewshot_rows)
+    job = EvaluationJob(
+        benchmark, settings or benchmark.evaluation_settings(), model=None, documents=built.documents, pool=built.pool
+    )  # type: ignore[arg-type]  (no model: nothing is asked)
+    return built_requests(job)

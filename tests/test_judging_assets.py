@@ -11,8 +11,8 @@ import pytest
 from dagster import DagsterInstance, materialize
 
 from eval_platform.blind import sheets
+from eval_platform.common.panels import AgreementMetric
 from eval_platform.common.warehouse import utc_now
-from eval_platform.judging.agreement import AgreementMetric
 from eval_platform.judging.datasets import GPT4_LLMBAR_JUDGE, HUMAN_EXPERTS_JUDGE
 from eval_platform.judging.store import JudgingStore
 from evaluation_assets.blind.assets import (

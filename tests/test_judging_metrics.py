@@ -7,9 +7,9 @@ import statistics
 import numpy as np
 import pytest
 
+from eval_platform.common.panels import AgreementMetric, agreement_weights, flag_judges
 from eval_platform.evolution.fitness import panel_average
 from eval_platform.judging.agreement import (
-    AgreementMetric,
     Estimate,
     agreement_table,
     classification_scores,
@@ -21,7 +21,6 @@ from eval_platform.judging.agreement import (
     proportion,
     wilson,
 )
-from eval_platform.judging.panel import agreement_weights, flag_judges
 from eval_platform.judging.ratings import (
     Battle,
     Preference,

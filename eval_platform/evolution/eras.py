@@ -334,11 +334,6 @@ def era_files(folder: Path) -> dict[str, Path]:
     return {path.stem: path for path in sorted(Path(folder).glob("*.json"))}
 
 
-def era_settings(path: Path) -> EraSettings:
-    """The settings of an era's configuration file (its `restart` flag aside)."""
-    return EraSettings(**{key: value for key, value in json.loads(path.read_text()).items() if key != "restart"})
-
-
 def era_run_config(path: Path) -> dict[str, Any]:
     """The run config of an era from its configuration file."""
     return {"ops": {"evolution_era": {"config": json.loads(path.read_text())}}}

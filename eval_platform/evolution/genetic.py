@@ -18,10 +18,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import ConfigDict, Field
 
 from eval_platform.common.gateway import call_record, describe_error
 from eval_platform.common.models import DEFAULT_LOCAL_MODEL, Chat, LanguageModel
+from eval_platform.common.panels import JudgePanel
 from eval_platform.evolution.fitness import calculate_fitness
 from eval_platform.evolution.judging import Judge, judge_compression, make_judge
 
@@ -29,8 +30,6 @@ TAGS = ("role", "compression_target", "fidelity", "constraints", "output")
 ELITE_FRACTION = 0.2
 MUTATION_FRACTION = 0.2
 IMMIGRATION_FRACTION = 0.08
-WEIGHTINGS = ("average", "agreement")
-AGREEMENT_METRICS = ("kappa", "accuracy")
 
 
 def build_compression_prompt(genome: Mapping[str, str], paragraph_text: str) -> str:
@@ -53,9 +52,10 @@ class Individual:
         return self.evaluation["fitness"] if self.evaluation else 0.0
 
 
-class EraSettings(BaseModel):
+class EraSettings(JudgePanel):
     """An era's settings, declared once: an era file's fields (data/evolution/eras/), the era
-    asset's launchpad config and what the genetic algorithm runs with."""
+    asset's launchpad config and what the genetic algorithm runs with; its judge panel's fields
+    (the panel, and how far its judges are trusted) are `JudgePanel`'s."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -63,12 +63,6 @@ class EraSettings(BaseModel):
     generations: int = Field(default=2, ge=0, description="Generations after generation 0; raise it to extend an era.")
     paragraph_ids: tuple[str, ...] = Field(default=(), description="Paragraphs to use, in turn; empty: all.")
     compression_model: str = Field(default=DEFAULT_LOCAL_MODEL, description="The model that compresses.")
-    judge_panel: dict[str, str] = Field(
-        default={"smollm2": DEFAULT_LOCAL_MODEL},
-        description='Judge name -> model, e.g. {"openai": "openai/gpt-4o-mini", "claude": '
-        '"anthropic/claude-3-5-sonnet-20241022", "gemini": "gemini/gemini-1.5-flash"}. The default is '
-        "the offline panel: the local model judging by digit probabilities.",
-    )
     mutation_model: str | None = Field(default=None, description="Model that rewrites a tag; None: the gene pool.")
     use_token_metric: bool = Field(default=False, description="Compression measured in tokens, not words.")
     tokenizer: str = Field(default=DEFAULT_LOCAL_MODEL, description="Tokenizer for token counts.")
@@ -78,31 +72,6 @@ class EraSettings(BaseModel):
         default=None, description="Stop after the generation that brings the era's API cost to this; raise it to resume."
     )
     use_response_cache: bool = Field(default=True, description="Answer identical temperature-0 calls from DuckDB.")
-    # The panel measured against humans (the judging domain's judge_agreement): a judge's agreement
-    # is its model's, on a human-labelled set.
-    judge_weighting: str = Field(
-        default="average",
-        description="How the panel's scores combine: average (the seed's plain mean) or agreement (weighted by "
-        "each judge's measured agreement with humans on agreement_set, read when the era runs).",
-    )
-    agreement_set: str = Field(
-        default="pandalm_test",
-        description="The human-labelled set a judge's agreement is measured on (PandaLM's: three annotators each).",
-    )
-    agreement_metric: str = Field(default="kappa", description="kappa (Cohen's, against the labels) or accuracy.")
-    min_judge_agreement: float = Field(
-        default=0.2,
-        description="The flag_judges check flags a panel judge whose agreement on agreement_set is below this, "
-        "or unmeasured (0.2: the bottom of 'fair' agreement for kappa).",
-    )
-
-    @field_validator("judge_weighting", "agreement_metric")
-    @classmethod
-    def _choices(cls, value: str, info: ValidationInfo) -> str:
-        allowed = {"judge_weighting": WEIGHTINGS, "agreement_metric": AGREEMENT_METRICS}[info.field_name]
-        if value not in allowed:
-            raise ValueError(f"{info.field_name}: {value!r} is not one of {', '.join(allowed)}")
-        return value
 
 
 # What an era's results depend on (its configuration's digest, `eras.config_hash`): not its budget (it

@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from eval_platform.common.panels import AgreementMetric
 from eval_platform.common.warehouse import Store, reads, rebuild_table, writes
 
 # The judge names of the fitness document's panel come first in `quality_scores`, so its queries
@@ -258,6 +259,17 @@ class EvolutionStore(Store):
     @reads("response_cache")
     def load_response_cache(self, models: Sequence[str]) -> list[dict[str, Any]]:
         return self.rows("SELECT * FROM response_cache WHERE list_contains(?, model)", [list(models)])
+
+    @reads("judge_human_agreement")
+    def load_panel_agreement(self, set_name: str, metric: str) -> list[AgreementMetric]:
+        """The judges' measured agreement with the humans of one set (the judging domain's figures)."""
+        return [
+            AgreementMetric(**row)
+            for row in self.rows(
+                "SELECT * EXCLUDE (computed_at) FROM judge_human_agreement WHERE set_name = ? AND metric = ?",
+                [set_name, metric],
+            )
+        ]
 
     # --- per-era summaries and analyses ----------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from typing import Literal
 
 import numpy as np
 
+from eval_platform.common.panels import AgreementMetric
 from eval_platform.judging.records import HumanSet, JudgeVerdict, Label, PairwiseItem
 
 Z95 = 1.959963984540054
@@ -351,20 +352,6 @@ def agreement_table(
         judge_agreement(sets[name], group, rounds, seed, ceilings[name])
         for (name, _), group in sorted(groups.items(), key=lambda entry: (list(sets).index(entry[0][0]), entry[0][1]))
     ]
-
-
-@dataclass(frozen=True)
-class AgreementMetric:
-    """One metric of one judge on one set, as the store keeps it (long format: a view pivots it)."""
-
-    judge: str
-    set_name: str
-    metric: str
-    value: float | None
-    low: float | None
-    high: float | None
-    n: int
-    method: IntervalMethod
 
 
 def metric_rows(rows: Sequence[JudgeAgreement]) -> list[AgreementMetric]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from eval_platform.common.models import DEFAULT_LOCAL_MODEL
 from eval_platform.judging.agreement import BOOTSTRAP_ROUNDS
@@ -39,11 +39,12 @@ class JudgingSettings(BaseModel):
 
     @field_validator("mode", "pairs", "turns", check_fields=False)
     @classmethod
-    def _choices(cls, value: object, info) -> object:
-        allowed = {"mode": (*get_args(JudgeMode), None), "pairs": get_args(PairsMode), "turns": TURNS}[info.field_name]
+    def _choices(cls, value: object, info: ValidationInfo) -> object:
+        name = str(info.field_name)
+        allowed = {"mode": (*get_args(JudgeMode), None), "pairs": get_args(PairsMode), "turns": TURNS}[name]
         for one in value if isinstance(value, tuple) else (value,):
             if one not in allowed:
-                raise ValueError(f"{info.field_name}: {one!r} is not one of {', '.join(map(repr, allowed))}")
+                raise ValueError(f"{name}: {one!r} is not one of {', '.join(map(repr, allowed))}")
         return value
 
 

@@ -12,6 +12,7 @@ from eval_platform.common.gateway import MemoryResponseCache, ResponseCachedMode
 from eval_platform.common.ingestion import DataFileError, load_rows
 from eval_platform.common.models import Completion, LanguageModel
 from eval_platform.common.models.local import token_counter
+from eval_platform.common.panels import AgreementMetric, agreement_weights, flag_judges
 from eval_platform.common.plots import new_axes, png_markdown
 from eval_platform.common.warehouse import utc_now
 from eval_platform.environment import DATA_DIR
@@ -19,9 +20,6 @@ from eval_platform.evolution import eras as era_logic
 from eval_platform.evolution.eras import config_hash, era_start, generation_frames, paragraph_records
 from eval_platform.evolution.genetic import TAGS, EraSettings, GenerationRecord, era_models, run_era
 from eval_platform.evolution.store import EvolutionStore
-from eval_platform.judging.agreement import AgreementMetric
-from eval_platform.judging.panel import agreement_weights, flag_judges
-from eval_platform.judging.store import JudgingStore
 from evaluation_assets.configs import config_class
 from evaluation_assets.judging.assets import judge_agreement
 from evaluation_assets.partitions import era_partitions
@@ -150,15 +148,14 @@ def panel_weights(
     """The panel against its measured agreement with humans on the era's set: each judge below the
     bound or unmeasured named in the log; the judges' weights by name when the era weighs them by
     agreement (None: the seed's plain average)."""
-    models = sorted(set(settings.judge_panel.values()))
     for flag in flag_judges(
-        measured, models, settings.agreement_set, settings.min_judge_agreement, settings.agreement_metric
+        measured, settings.models, settings.agreement_set, settings.min_judge_agreement, settings.agreement_metric
     ):
         if flag.status != "ok":
             context.log.warning(f"judge flagged ({flag.status}): {flag.message}")
     if settings.judge_weighting == "average":
         return None
-    by_model = agreement_weights(measured, models, settings.agreement_set, settings.agreement_metric)
+    by_model = agreement_weights(measured, settings.models, settings.agreement_set, settings.agreement_metric)
     weights = {name: by_model[model] for name, model in settings.judge_panel.items()}
     context.log.info(f"judge weights by {settings.agreement_metric} on {settings.agreement_set}: {weights}")
     return weights
@@ -220,8 +217,8 @@ def evolution_era(
             if settings.use_response_cache
             else None
         )
-    with warehouse.store(JudgingStore) as store:
-        measured = store.load_agreement_metrics(settings.agreement_set)
+    with warehouse.store(EvolutionStore) as store:
+        measured = store.load_panel_agreement(settings.agreement_set, settings.agreement_metric)
     weights = panel_weights(context, settings, measured)
     client = gateway.gateway()
 

@@ -5,10 +5,9 @@ humans is below the era's bound (or unmeasured) is flagged."""
 import pandas as pd
 from dagster import AssetCheckResult, AssetCheckSeverity, MetadataValue, asset_check
 
+from eval_platform.common.panels import declared_panels, flag_judges
 from eval_platform.environment import environment
-from eval_platform.evolution.eras import era_files, era_settings
 from eval_platform.judging.datasets import GPT4_LLMBAR_JUDGE, LLMBAR_SETS
-from eval_platform.judging.panel import flag_judges
 from eval_platform.judging.report import LLMBAR_PUBLISHED
 from eval_platform.judging.store import JudgingStore
 from evaluation_assets.benchmarks.assets import markdown_table
@@ -60,23 +59,22 @@ def llmbar_figures_reproduced(warehouse: WarehouseResource) -> AssetCheckResult:
     "era's agreement_set is below its min_judge_agreement, or unmeasured, is flagged.",
 )
 def flag_panel_judges(warehouse: WarehouseResource) -> AssetCheckResult:
-    eras = {era: era_settings(path) for era, path in era_files(environment().eras_dir).items()}
+    eras = declared_panels(environment().eras_dir)
     rows, offenders = [], []
     with warehouse.store(JudgingStore) as store:
-        measured = {s.agreement_set: store.load_agreement_metrics(s.agreement_set) for s in eras.values()}
-    for era, settings in eras.items():
-        models = sorted(set(settings.judge_panel.values()))
+        measured = {panel.agreement_set: store.load_agreement_metrics(panel.agreement_set) for panel in eras.values()}
+    for era, panel in eras.items():
         flags = {
             f.judge: f
             for f in flag_judges(
-                measured[settings.agreement_set],
-                models,
-                settings.agreement_set,
-                settings.min_judge_agreement,
-                settings.agreement_metric,
+                measured[panel.agreement_set],
+                panel.models,
+                panel.agreement_set,
+                panel.min_judge_agreement,
+                panel.agreement_metric,
             )
         }
-        for name, model in settings.judge_panel.items():
+        for name, model in panel.judge_panel.items():
             flag = flags[model]
             rows.append({"era": era, "judge": name, "model": model, "status": flag.status, "measured": flag.message})
             if flag.status != "ok":

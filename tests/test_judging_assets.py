@@ -163,6 +163,10 @@ def test_an_api_judge_over_http_judges_both_orders_and_a_rerun_replaces_its_verd
         assert shown_first(prompt_1) == first and shown_first(prompt_2) == second
     checks = {c.check_name: c for c in result.get_asset_check_evaluations()}
     assert checks["set_pairs_in_both_orders"].passed
+    # The judgments' preview shows the model's text as text: its Markdown escaped, never rendered.
+    (materialization,) = result.get_asset_materialization_events()
+    examples = str(materialization.materialization.metadata["examples"].value)
+    assert "Final verdict: \\[\\[" in examples and "[[" not in examples.replace("\\[", "")
     # Against LLMBar's gold labels: right where the gold answer is the longer one; never swayed by order.
     assert judging(warehouse, [judge_agreement], {"judge_agreement": {"rounds": ROUNDS}}).success
     (measured,) = query(

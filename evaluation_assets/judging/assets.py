@@ -5,6 +5,7 @@ models' answers -> a panel's verdicts on its model pairs (and its single-answer 
 MT-Bench leaderboard."""
 
 import asyncio
+import re
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -71,9 +72,15 @@ AgreementConfig = config_class("AgreementConfig", AgreementSettings, "The agreem
 LeaderboardConfig = config_class("LeaderboardConfig", LeaderboardSettings, "The leaderboards' intervals and baseline.")
 
 
-def shortened(text: str | None) -> str:
-    text = text or ""
-    return text if len(text) <= PREVIEW_CHARACTERS else text[:PREVIEW_CHARACTERS] + " …"
+MARKDOWN = re.compile(r"([\\`*_\[\]<>|#])")
+
+
+def as_text(text: str | None) -> str:
+    """A model's text for a Markdown cell, shortened, on one line, every Markdown and HTML character
+    escaped: shown as the text it is, never rendered."""
+    text = (text or "").replace("\n", " ")
+    text = text if len(text) <= PREVIEW_CHARACTERS else text[:PREVIEW_CHARACTERS] + " …"
+    return MARKDOWN.sub(r"\\\1", text)
 
 
 def verdict_summary(verdicts: Sequence[JudgeVerdict]) -> MetadataValue:
@@ -131,7 +138,7 @@ def verdict_examples(verdicts: Sequence[JudgeVerdict], count: int = 4) -> Metada
                 "turn": v.turn,
                 "shown": v.order,
                 "verdict": v.verdict,
-                "raw": shortened(v.error or v.raw).replace("\n", " "),
+                "raw": as_text(v.error or v.raw),
             }
             for v in verdicts[:count]
         ]

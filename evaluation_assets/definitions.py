@@ -9,6 +9,8 @@ from evaluation_assets.benchmarks import checks as benchmark_checks
 from evaluation_assets.blind import assets as blind_assets
 from evaluation_assets.evolution import assets as evolution_assets
 from evaluation_assets.evolution import checks as evolution_checks
+from evaluation_assets.judging import assets as judging_assets
+from evaluation_assets.judging import checks as judging_checks
 from jobs import JOBS
 from resources import RESOURCES
 from schedules import SCHEDULES
@@ -29,8 +31,8 @@ def run_executor() -> ExecutorDefinition | None:
 
 
 defs = Definitions(
-    assets=load_assets_from_modules([benchmark_assets, evolution_assets, blind_assets]),
-    asset_checks=load_asset_checks_from_modules([benchmark_checks, evolution_checks]),
+    assets=load_assets_from_modules([benchmark_assets, evolution_assets, blind_assets, judging_assets]),
+    asset_checks=load_asset_checks_from_modules([benchmark_checks, evolution_checks, judging_checks]),
     jobs=JOBS,
     schedules=SCHEDULES,
     sensors=SENSORS,

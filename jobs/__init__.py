@@ -1,6 +1,6 @@
 """The code location's jobs: a benchmark's inputs, a roster model's evaluation on a benchmark, a
 protocol's evaluation, the protocols and the leaderboard; an era; blind evaluation's sheet, tally and
-LLM rater."""
+LLM rater; judging's sets, its panels and what they measure, and MT-Bench's grading."""
 
 from dagster import AssetSelection, define_asset_job
 
@@ -75,6 +75,26 @@ blind_evaluation_llm_rater_job = define_asset_job(
     description="Let an LLM rate the issued sheet as one more rater (configure the model in the launchpad).",
 )
 
+judging_inputs_job = define_asset_job(
+    "judging_inputs",
+    selection=AssetSelection.groups("judging_inputs"),
+    description="Store the pairwise sets (shipped, blind sheets, roster models' generations), the recorded verdicts "
+    "and MT-Bench's questions and answers.",
+)
+
+judging_job = define_asset_job(
+    "judging",
+    selection=AssetSelection.groups("judging"),
+    description="A panel judges the stored sets and MT-Bench's model pairs in both orders; every judge's agreement "
+    "with humans (and the flags an era's panel gets); the MT-Bench leaderboard.",
+)
+
+mt_bench_grading_job = define_asset_job(
+    "mt_bench_grading",
+    selection=AssetSelection.groups("mt_bench_grading"),
+    description="MT-Bench's single-answer grading (1-10) of the chosen answers by the chosen judges.",
+)
+
 JOBS = [
     benchmark_inputs_job,
     model_evaluation_job,
@@ -85,4 +105,7 @@ JOBS = [
     blind_evaluation_sheet_job,
     blind_evaluation_tally_job,
     blind_evaluation_llm_rater_job,
+    judging_inputs_job,
+    judging_job,
+    mt_bench_grading_job,
 ]

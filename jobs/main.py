@@ -10,8 +10,10 @@
 `run` executes, in this process, the runs the nightly schedule and the sensors request: each
 benchmark's inputs (`inputs_run_requests`), then on their success every roster model's evaluation
 (`evaluation_run_requests`, as roster_evaluation_sensor requests them), the protocols and the
-leaderboard, each era of data/evolution/eras/ (as the era sensor requests it) and the blind
-evaluation's demo. Runs are recorded in the Dagster instance at $DAGSTER_HOME, so the UI shows them.
+leaderboard, the blind evaluation's demo, judging (the shipped sets with their recorded judges, the
+local model judging a slice of them and of MT-Bench, every judge against the humans), and each era
+of data/evolution/eras/ (as the era sensor requests it). Runs are recorded in the Dagster instance at
+$DAGSTER_HOME, so the UI shows them.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from eval_platform.common.warehouse import export_tables, import_tables, registe
 from eval_platform.environment import PROJECT_ROOT, environment
 from eval_platform.evolution.eras import era_files, era_run_config
 from eval_platform.evolution.store import EraAnalysisStore
+from eval_platform.judging.store import JudgingStore
 from evaluation_assets.definitions import defs
 from evaluation_assets.partitions import era_partitions
 from schedules import add_missing, evaluation_run_requests, inputs_run_requests
@@ -157,14 +160,16 @@ def run(args: argparse.Namespace) -> int:
         return 1 if runner.failed else 0
     evaluate(runner, list(declared), args.limit)
     runner.run("score_protocols")
-    runner.run("evolution_inputs")
-    for era, path in era_files(environment().eras_dir).items():  # as the era sensor requests them
-        add_missing(runner.instance, era_partitions, [era])
-        runner.run("prompt_evolution_era", era, era_run_config(path)["ops"])
     runner.run("blind_evaluation_sheet")
     blind = environment().blind_dir  # DEMO: a programmatic stand-in for a human rater (it says so in Notes)
     demo_rater_fill(blind / "issued" / SHEET_FILE, blind / "filled" / "demo-rater.xlsx")
     runner.run("blind_evaluation_tally")
+    runner.run("judging_inputs")  # the judges measured (and an era's panel flagged) before the eras run
+    runner.run("judging")
+    runner.run("evolution_inputs")
+    for era, path in era_files(environment().eras_dir).items():  # as the era sensor requests them
+        add_missing(runner.instance, era_partitions, [era])
+        runner.run("prompt_evolution_era", era, era_run_config(path)["ops"])
     summary()
     warehouse = defs.resources["warehouse"]
     with warehouse.store(EraAnalysisStore) as store:
@@ -173,8 +178,12 @@ def run(args: argparse.Namespace) -> int:
         ]
     with warehouse.store(BlindStore) as store:
         sentence = store.pooled_sentence() or "(no tally)"
+    with warehouse.store(JudgingStore) as store:
+        judges = store.judge_vs_human_table()
     print(f"\nPrompt evolution, fitness per generation:\n{era_stats.round(4).to_markdown(index=False)}")
     print(f"\nBlind evaluation (demo rater): {sentence}")
+    print("\nJudges against humans (the local model judged a few items; docs/judging.md has the whole table):")
+    print(judges.to_markdown(index=False))
     return 1 if runner.failed else 0
 
 

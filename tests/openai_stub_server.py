@@ -13,6 +13,10 @@ Models (the `model` field, after litellm strips the `openai/` prefix):
 - `mutator`: "Rewritten: " + the last line of the request (the tag text to rewrite).
 - `answerer`: "Answer to: " + the whole request (so tests can see what reached the model).
 - `rater`: a blind-evaluation score: 5 if the answer cites an Article, else 2.
+- `judge-pairwise`: an MT-Bench pairwise judgment preferring the longer answer ("[[A]]" or "[[B]]",
+  "[[C]]" when both are as long; the user prompt's "[The Start of Assistant A's Answer]" sections).
+- `judge-single`: an MT-Bench grade, "Rating: [[n]]" with n = 1 + the user prompt's length mod 10
+  (`single_rating`), except for a prompt whose length is a multiple of 7: a judgment without one.
 - `letter-logprobs`: answers "B" with first-token `top_logprobs` (B, A, " C").
 - `letter-text`: answers "I think the answer is C." without log-probabilities.
 - `echo`: replies with the last user message (for the latency benchmark).
@@ -54,6 +58,24 @@ def compress(prompt: str) -> str:
     words = original.split()
     share = 0.2 + 0.15 * (_digest(instructions) % 5)  # 20% .. 80% of the words
     return " ".join(words[: max(1, int(len(words) * share))])
+
+
+def pairwise_judgment(prompt: str) -> str:
+    """A length-loving MT-Bench judge: the longer answer wins, equal lengths tie."""
+
+    def answer(side: str) -> str:
+        start, end = f"[The Start of Assistant {side}'s Answer]\n", f"\n[The End of Assistant {side}'s"
+        return prompt.split(start)[1].split(end)[0]
+
+    a, b = len(answer("A")), len(answer("B"))
+    verdict = "[[A]]" if a > b else "[[B]]" if b > a else "[[C]]"
+    reason = f"Assistant A's answer has {a} characters and Assistant B's {b}; the longer is better."
+    return f"{reason}\n\nFinal verdict: {verdict}"
+
+
+def single_rating(prompt: str) -> int | None:
+    """The grade `judge-single` gives a user prompt (None: it writes no rating)."""
+    return None if len(prompt) % 7 == 0 else 1 + len(prompt) % 10
 
 
 def rubric(prompt: str) -> dict:
@@ -159,6 +181,11 @@ class StubServer:
         if model == "rater":
             answer = prompt.split("Answer to score:")[1]
             return 200, "5" if "Article" in answer else "2"
+        if model == "judge-pairwise":
+            return 200, pairwise_judgment(prompt)
+        if model == "judge-single":
+            rating = single_rating(prompt)
+            return 200, "The answer is fine." if rating is None else f"The answer is fine.\n\nRating: [[{rating}]]"
         if model == "letter-logprobs":
             return 200, "B"
         if model == "letter-text":

@@ -8,15 +8,15 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from itertools import combinations
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from eval_platform.common.ingestion import KEPT_CHARS, LoadedRows
-from eval_platform.evolution.genetic import HASHED_SETTINGS, TAGS, Checkpoint, EraSettings, GenerationRecord, Individual
+from eval_platform.evolution.genetic import TAGS, Checkpoint, EraSettings, GenerationRecord, Individual, hashed_settings
 
 EVALUATION_FIELDS = (
     "prompt_text",
@@ -76,8 +76,8 @@ def paragraph_records(loaded: LoadedRows) -> tuple[list[dict[str, Any]], list[di
 
 
 def config_hash(era: str, settings: EraSettings) -> str:
-    """The digest of what an era's results depend on (`HASHED_SETTINGS`), and its name."""
-    fields = {"era": era, **{name: getattr(settings, name) for name in HASHED_SETTINGS}}
+    """The digest of what an era's results depend on (`hashed_settings`), and its name."""
+    fields = {"era": era, **{name: getattr(settings, name) for name in hashed_settings(settings)}}
     return hashlib.sha256(json.dumps(fields, sort_keys=True, default=dict).encode()).hexdigest()[:16]
 
 
@@ -116,7 +116,7 @@ def era_start(
     if state and state["config_hash"] != config_hash(era, settings) and not restart:
         old = json.loads(state["config"])
         changed = [key for key, value in settings.model_dump(mode="json").items()
-                   if key in HASHED_SETTINGS and old.get(key) != value]  # fmt: skip
+                   if key in hashed_settings(settings) and old.get(key) != value]  # fmt: skip
         raise EraConfigurationChanged(
             f"Era {era!r} was run with another configuration (changed: {', '.join(changed) or 'its version'}); "
             "set restart: true to start it again (its stored generations are replaced), or name a new era."

@@ -27,23 +27,38 @@ def fitness_score(quality_score_avg: float, compression_ratio: float, survival_f
     return raw_fitness, raw_fitness * survival_factor
 
 
+def panel_average(scores: Mapping[str, float | None], weights: Mapping[str, float] | None = None) -> float:
+    """The panel's score: the plain mean of the judges that answered (None: failed), as the seed
+    does, or their weighted mean (weights renormalised over the judges that answered; the plain
+    mean again if those weights are all 0). 0 when no judge answered, as the fitness formula has it."""
+    valid = {judge: score for judge, score in scores.items() if score is not None}
+    if not valid:
+        return 0.0
+    weighted = {judge: (weights or {}).get(judge, 0.0) for judge in valid}
+    total = sum(weighted.values())
+    if total <= 0:
+        return mean(valid.values())
+    return sum(weighted[judge] * score for judge, score in valid.items()) / total
+
+
 def calculate_fitness(
     original_text: str,
     compressed_text: str,
     quality_scores: Mapping[str, float | None],
     use_token_metric: bool,
     count_tokens: Callable[[str], int],
+    judge_weights: Mapping[str, float] | None = None,
 ) -> dict:
-    """Word and token metrics (both always computed), the average of the judges that answered
-    (`None` marks a failed judge), the word-based survival factor and the fitness (0 when every
-    judge failed)."""
+    """Word and token metrics (both always computed), the panel's average of the judges that
+    answered (`None` marks a failed judge; weighted by `judge_weights` where given), the word-based
+    survival factor and the fitness (0 when every judge failed)."""
     original_words, compressed_words = count_words(original_text), count_words(compressed_text)
     original_tokens, compressed_tokens = count_tokens(original_text), count_tokens(compressed_text)
     word_ratio = ratio(original_words, compressed_words)
     token_ratio = ratio(original_tokens, compressed_tokens)
     compression_ratio = token_ratio if use_token_metric else word_ratio
     valid = [score for score in quality_scores.values() if score is not None]
-    quality_score_avg = mean(valid) if valid else 0.0
+    quality_score_avg = panel_average(quality_scores, judge_weights)
     survival_factor = 1 if 0 < compressed_words < original_words else 0
     raw_fitness, fitness = fitness_score(quality_score_avg, compression_ratio, survival_factor)
     if not valid:  # all judges failed: fitness 0 even for a successful compression

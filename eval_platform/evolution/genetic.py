@@ -16,13 +16,13 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 import numpy as np
 import pandas as pd
+from pydantic import ConfigDict, Field
 
 from eval_platform.common.gateway import call_record, describe_error
 from eval_platform.common.models import DEFAULT_LOCAL_MODEL, Chat, LanguageModel
+from eval_platform.common.panels import JudgePanel
 from eval_platform.evolution.fitness import calculate_fitness
 from eval_platform.evolution.judging import Judge, judge_compression, make_judge
 
@@ -52,9 +52,10 @@ class Individual:
         return self.evaluation["fitness"] if self.evaluation else 0.0
 
 
-class EraSettings(BaseModel):
+class EraSettings(JudgePanel):
     """An era's settings, declared once: an era file's fields (data/evolution/eras/), the era
-    asset's launchpad config and what the genetic algorithm runs with."""
+    asset's launchpad config and what the genetic algorithm runs with; its judge panel's fields
+    (the panel, and how far its judges are trusted) are `JudgePanel`'s."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -62,12 +63,6 @@ class EraSettings(BaseModel):
     generations: int = Field(default=2, ge=0, description="Generations after generation 0; raise it to extend an era.")
     paragraph_ids: tuple[str, ...] = Field(default=(), description="Paragraphs to use, in turn; empty: all.")
     compression_model: str = Field(default=DEFAULT_LOCAL_MODEL, description="The model that compresses.")
-    judge_panel: dict[str, str] = Field(
-        default={"smollm2": DEFAULT_LOCAL_MODEL},
-        description='Judge name -> model, e.g. {"openai": "openai/gpt-4o-mini", "claude": '
-        '"anthropic/claude-3-5-sonnet-20241022", "gemini": "gemini/gemini-1.5-flash"}. The default is '
-        "the offline panel: the local model judging by digit probabilities.",
-    )
     mutation_model: str | None = Field(default=None, description="Model that rewrites a tag; None: the gene pool.")
     use_token_metric: bool = Field(default=False, description="Compression measured in tokens, not words.")
     tokenizer: str = Field(default=DEFAULT_LOCAL_MODEL, description="Tokenizer for token counts.")
@@ -84,6 +79,13 @@ class EraSettings(BaseModel):
 # paragraphs' choice and order or the tokenizer (checked apart), nor whether the response cache answers.
 HASHED_SETTINGS = ("population_size", "compression_model", "judge_panel", "seed", "use_token_metric",
                    "mutation_model", "compression_max_tokens")  # fmt: skip
+# Hashed too where the panel is weighted (so the digest of an era on the plain average is unchanged).
+WEIGHTING_SETTINGS = ("judge_weighting", "agreement_set", "agreement_metric")
+
+
+def hashed_settings(settings: EraSettings) -> tuple[str, ...]:
+    """The settings an era's results depend on."""
+    return HASHED_SETTINGS + (WEIGHTING_SETTINGS if settings.judge_weighting != "average" else ())
 
 
 def _prompt_id(generation: int, index: int, genome: Mapping[str, str]) -> str:
@@ -167,9 +169,11 @@ async def evaluate_prompt_fitness(
     paragraph_text: str,
     config: EraSettings,
     count_tokens: Callable[[str], int],
+    judge_weights: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
-    """Compress with the era's model, judge with every judge in parallel, compute the fitness.
-    Returns the fitness document's evaluation dictionary."""
+    """Compress with the era's model, judge with every judge in parallel, compute the fitness (the
+    panel's plain average, or weighted by `judge_weights`). Returns the fitness document's
+    evaluation dictionary."""
     prompt_text = build_compression_prompt(genome, paragraph_text)
     try:
         completion = await compressor.acomplete(Chat("", prompt_text), max_tokens=config.compression_max_tokens)
@@ -195,7 +199,9 @@ async def evaluate_prompt_fitness(
     judge_details = {v["judge_model"]: v for v in verdicts}
     calls += [v.pop("call") for v in verdicts if "call" in v]
     quality_scores = {name: v["score"] for name, v in judge_details.items()}
-    metrics = calculate_fitness(paragraph_text, compressed_text, quality_scores, config.use_token_metric, count_tokens)
+    metrics = calculate_fitness(
+        paragraph_text, compressed_text, quality_scores, config.use_token_metric, count_tokens, judge_weights
+    )
     return {
         "prompt_text": prompt_text,
         "original_text": paragraph_text,
@@ -296,12 +302,14 @@ async def run_era(
     count_tokens: Callable[[str], int],
     on_generation: Callable[[GenerationRecord], None] = lambda record: None,
     resume: Checkpoint | None = None,
+    judge_weights: Mapping[str, float] | None = None,
 ) -> str:
     """Run the era's generations (0..config.generations) from the start or after a checkpoint,
     handing each complete generation to `on_generation`; each individual is evaluated once
     (generation g on paragraph g mod len(paragraphs)), elite keep their evaluation. Returns
     `complete`, or `stopped_for_budget` when a generation brought the cost to `max_cost_usd`.
-    Models are opened by name with `open_model`, so any backend can compress, judge or mutate."""
+    Models are opened by name with `open_model`, so any backend can compress, judge or mutate;
+    the panel's scores are averaged plainly, or weighted by `judge_weights` (by judge name)."""
     rng = random.Random(f"{config.seed}:{era}")
     models = {name: open_model(name) for name in era_models(config)}
     judges = {name: make_judge(models[model]) for name, model in config.judge_panel.items()}
@@ -323,7 +331,13 @@ async def run_era(
         evaluations = await asyncio.gather(
             *(
                 evaluate_prompt_fitness(
-                    models[config.compression_model], judges, ind.genome, paragraph["text"], config, count_tokens
+                    models[config.compression_model],
+                    judges,
+                    ind.genome,
+                    paragraph["text"],
+                    config,
+                    count_tokens,
+                    judge_weights,
                 )
                 for ind in pending
             )

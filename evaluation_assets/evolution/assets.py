@@ -12,6 +12,7 @@ from eval_platform.common.gateway import MemoryResponseCache, ResponseCachedMode
 from eval_platform.common.ingestion import DataFileError, load_rows
 from eval_platform.common.models import Completion, LanguageModel
 from eval_platform.common.models.local import token_counter
+from eval_platform.common.panels import AgreementMetric, agreement_weights, flag_judges
 from eval_platform.common.plots import new_axes, png_markdown
 from eval_platform.common.warehouse import utc_now
 from eval_platform.environment import DATA_DIR
@@ -20,6 +21,7 @@ from eval_platform.evolution.eras import config_hash, era_start, generation_fram
 from eval_platform.evolution.genetic import TAGS, EraSettings, GenerationRecord, era_models, run_era
 from eval_platform.evolution.store import EraAnalysisStore, EraStore, EvolutionInputStore
 from evaluation_assets.configs import config_class
+from evaluation_assets.judging.assets import judge_agreement
 from evaluation_assets.partitions import era_partitions
 from resources import WAREHOUSE_POOL, LanguageModelResource, ModelGatewayResource, WarehouseResource
 
@@ -140,10 +142,29 @@ def _known_responses(rows: list[dict]) -> dict[str, Completion]:
     }
 
 
+def panel_weights(
+    context: AssetExecutionContext, settings: EraSettings, measured: list[AgreementMetric]
+) -> dict[str, float] | None:
+    """The panel against its measured agreement with humans on the era's set: each judge below the
+    bound or unmeasured named in the log; the judges' weights by name when the era weighs them by
+    agreement (None: the seed's plain average)."""
+    for flag in flag_judges(
+        measured, settings.models, settings.agreement_set, settings.min_judge_agreement, settings.agreement_metric
+    ):
+        if flag.status != "ok":
+            context.log.warning(f"judge flagged ({flag.status}): {flag.message}")
+    if settings.judge_weighting == "average":
+        return None
+    by_model = agreement_weights(measured, settings.models, settings.agreement_set, settings.agreement_metric)
+    weights = {name: by_model[model] for name, model in settings.judge_panel.items()}
+    context.log.info(f"judge weights by {settings.agreement_metric} on {settings.agreement_set}: {weights}")
+    return weights
+
+
 @asset(
     partitions_def=era_partitions,
     group_name="prompt_evolution",
-    deps=[source_paragraphs, gene_pools],
+    deps=[source_paragraphs, gene_pools, judge_agreement],
     kinds={"litellm", "duckdb"},
     pool=WAREHOUSE_POOL,
 )
@@ -166,7 +187,9 @@ def evolution_era(
         )  # fmt: skip
     resume = start.resume
     if resume:
-        context.log.info(f"era {era}: resuming after generation {resume.generation} (spent ${resume.spent_usd:.4f} so far)")
+        context.log.info(
+            f"era {era}: resuming after generation {resume.generation} (spent ${resume.spent_usd:.4f} so far)"
+        )
     now = utc_now()
     era_row = pd.DataFrame(
         [
@@ -193,6 +216,9 @@ def evolution_era(
             if settings.use_response_cache
             else None
         )
+    with warehouse.store(EraStore) as store:
+        measured = store.load_panel_agreement(settings.agreement_set, settings.agreement_metric)
+    weights = panel_weights(context, settings, measured)
     client = gateway.gateway()
 
     def open_era_model(name: str) -> LanguageModel:
@@ -234,12 +260,15 @@ def evolution_era(
                 token_counter(settings.tokenizer),
                 checkpoint_generation,
                 resume,
+                weights,
             )
         )
     with warehouse.store(EraStore) as store:
         store.finish_era(era, status, utc_now())
     if status == "stopped_for_budget":
-        context.log.warning(f"era {era} stopped for its budget of ${settings.max_cost_usd}; raise max_cost_usd to resume")
+        context.log.warning(
+            f"era {era} stopped for its budget of ${settings.max_cost_usd}; raise max_cost_usd to resume"
+        )
     return MaterializeResult(
         metadata={
             "era": era,
@@ -250,6 +279,7 @@ def evolution_era(
             "cache_hits": totals["cache_hits"],
             "cache_hit_rate": MetadataValue.float(totals["cache_hits"] / totals["calls"] if totals["calls"] else 0.0),
             "cost_usd": MetadataValue.float(totals["cost_usd"]),
+            "judge_weights": MetadataValue.json(weights) if weights else "plain average",
         }
     )
 

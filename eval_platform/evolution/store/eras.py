@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 
+from eval_platform.common.panels import AgreementMetric
 from eval_platform.common.warehouse import reads, writes
 from eval_platform.evolution.store.schema import GENERATION_TABLES, EvolutionSchema, judge_json_schema, judge_struct
 
@@ -101,6 +102,17 @@ class EraStore(EvolutionSchema):
     @reads("response_cache")
     def load_response_cache(self, models: Sequence[str]) -> list[dict[str, Any]]:
         return self.rows("SELECT * FROM response_cache WHERE list_contains(?, model)", [list(models)])
+
+    @reads("judge_human_agreement")
+    def load_panel_agreement(self, set_name: str, metric: str) -> list[AgreementMetric]:
+        """The judges' measured agreement with the humans of one set (the judging domain's figures)."""
+        return [
+            AgreementMetric(**row)
+            for row in self.rows(
+                "SELECT * EXCLUDE (computed_at) FROM judge_human_agreement WHERE set_name = ? AND metric = ?",
+                [set_name, metric],
+            )
+        ]
 
     @reads("judge_scores")
     def judge_failure_rates_above(self, threshold: float) -> list[tuple]:

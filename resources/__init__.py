@@ -17,7 +17,8 @@ from pydantic import Field, create_model
 # Every domain's store: a warehouse opened through the resource is created and migrated whole.
 import eval_platform.benchmarks.store
 import eval_platform.blind.store
-import eval_platform.evolution.store  # noqa: F401
+import eval_platform.evolution.store
+import eval_platform.judging.store  # noqa: F401
 from eval_platform.benchmarks.declarations import Benchmark, declared_benchmarks
 from eval_platform.benchmarks.protocols import Protocol, declared_protocols
 from eval_platform.benchmarks.roster import RosterEntry, RosterError, load_roster

@@ -62,6 +62,7 @@ test: $(VENV)/.installed-test $(TEAM_VENV)/.installed browser servers
 	echo "--- tests/team, in $(TEAM_VENV):"; cat $$team_log; rm -f $$team_log; \
 	[ $$suite -eq 0 ] && [ $$team_status -eq 0 ]
 
+# Dagster's UI and, beside it, the sample viewer its materialisations link to (127.0.0.1:3010).
 ui: $(VENV)/.installed
 	mkdir -p $(DAGSTER_HOME)
-	$(VENV)/bin/dagster dev -w workspace.yaml
+	$(PY) -m jobs.main ui

@@ -7,12 +7,12 @@ from typing import Any
 
 import pandas as pd
 
-from eval_platform.common.warehouse import Store, reads, writes
+from eval_platform.common.warehouse import Store, add_column, reads, writes
 
 
 class BlindStore(Store):
     name = "blind_evaluation"
-    version = 1
+    version = 2
     tables = {
         "blind_questions": "Question_ID VARCHAR PRIMARY KEY, Question VARCHAR, Ground_Truth VARCHAR",
         "blind_answers": "system VARCHAR, Question_ID VARCHAR, answer VARCHAR, source VARCHAR, "
@@ -22,7 +22,7 @@ class BlindStore(Store):
         "blind_key": "sheet_id VARCHAR, Question_ID VARCHAR, system_a VARCHAR, system_b VARCHAR, "
         "PRIMARY KEY (sheet_id, Question_ID)",
         "blind_scores": "sheet_id VARCHAR, rater VARCHAR, file VARCHAR, Question_ID VARCHAR, system VARCHAR, "
-        "side VARCHAR, score INTEGER, opponent_score INTEGER, outcome VARCHAR, "
+        "side VARCHAR, score INTEGER, opponent_score INTEGER, outcome VARCHAR, notes VARCHAR, "
         "PRIMARY KEY (sheet_id, rater, Question_ID, system)",
         "blind_sheet_problems": "file VARCHAR, cell VARCHAR, problem VARCHAR, checked_at TIMESTAMP",
         "blind_tallies": "sheet_id VARCHAR, scope VARCHAR, system VARCHAR, wins INTEGER, losses INTEGER, "
@@ -31,7 +31,10 @@ class BlindStore(Store):
         "sign_test_p DOUBLE, wilcoxon_p DOUBLE, ci_low DOUBLE, ci_high DOUBLE, rater_kappa DOUBLE, "
         "PRIMARY KEY (sheet_id, scope)",
     }
-    migrations = {0: lambda conn: None}  # the unversioned platform had the same tables
+    migrations = {
+        0: lambda conn: None,  # the unversioned platform had the same tables
+        1: lambda conn: add_column(conn, "blind_scores", "notes", "VARCHAR"),  # the rater's notes, kept since
+    }
 
     @writes("blind_questions")
     def replace_questions(self, questions: pd.DataFrame) -> None:

@@ -19,6 +19,7 @@ from eval_platform.evolution import eras as era_logic
 from eval_platform.evolution.eras import config_hash, era_start, generation_frames, paragraph_records
 from eval_platform.evolution.genetic import TAGS, EraSettings, GenerationRecord, era_models, run_era
 from eval_platform.evolution.store import EvolutionStore
+from eval_platform.viewer.links import era_link
 from evaluation_assets.configs import config_class
 from evaluation_assets.partitions import era_partitions
 from resources import WAREHOUSE_POOL, LanguageModelResource, ModelGatewayResource, WarehouseResource
@@ -244,6 +245,7 @@ def evolution_era(
     return MaterializeResult(
         metadata={
             "era": era,
+            "viewer": MetadataValue.url(era_link(era)),
             "status": status,
             "generations_run": totals["generations"],
             "resumed_after_generation": resume.generation if resume else -1,
@@ -287,6 +289,7 @@ def era_summary(context: AssetExecutionContext, warehouse: WarehouseResource) ->
     return MaterializeResult(
         metadata={
             "era": era,
+            "viewer": MetadataValue.url(era_link(era)),
             "status": summary.get("status"),
             "dagster/row_count": len(stats),
             **numbers,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -181,20 +182,34 @@ def run(args: argparse.Namespace) -> int:
 
 def ui(args: argparse.Namespace) -> int:
     """Dagster's UI (and its daemon) on this code location, and beside it the sample viewer that
-    its materialisations link to, until interrupted (the viewer stops with the UI)."""
+    its materialisations link to, until interrupted (Ctrl-C, or SIGTERM): both stop together."""
     command = [str(Path(sys.executable).with_name("dagster")), "dev", "-w", str(PROJECT_ROOT / "workspace.yaml")]
     settings = environment()
     address = ["--host", settings.viewer_host, "--port", str(settings.viewer_port)]
+    # Handlers of its own (which a child does not inherit: it starts with the default one, even where
+    # this process was started with SIGINT ignored, in the background): a SIGTERM ends both as Ctrl-C does.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     viewer_process = subprocess.Popen([sys.executable, "-m", "jobs.main", "viewer", *address], cwd=PROJECT_ROOT)
+    dagster = None
     try:
-        return subprocess.call(command + (["-p", str(args.port)] if args.port else []))
+        dagster = subprocess.Popen(command + (["-p", str(args.port)] if args.port else []))
+        return dagster.wait()
+    except KeyboardInterrupt:  # a terminal's Ctrl-C reached every process of its group
+        return 130
     finally:
-        viewer_process.terminate()
-        try:
-            viewer_process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            viewer_process.kill()
-            viewer_process.wait()
+        # Dagster's UI stops its webserver, daemon and code servers on SIGINT; the viewer on SIGTERM
+        for process, stop in ((dagster, signal.SIGINT), (viewer_process, signal.SIGTERM)):
+            if process is not None and process.poll() is None:
+                process.send_signal(stop)
+        for process in (dagster, viewer_process):
+            if process is None:
+                continue
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 def viewer(args: argparse.Namespace) -> int:

@@ -120,6 +120,18 @@ def home(request: Request) -> Response:
     return viewer_of(request).render(request, "home.html")
 
 
+def rows_page(template: str, name: str, query: Callable[[Any], Any]) -> Callable[[Request], Response]:
+    """A page of one query's rows (a section's first page, say), given to `template` as `name`."""
+
+    def page(request: Request) -> Response:
+        viewer = viewer_of(request)
+        with viewer.reader.reading() as conn:
+            rows = query(conn)
+        return viewer.render(request, template, **{name: rows})
+
+    return page
+
+
 def build_app(source: WarehouseSource | None = None) -> Starlette:
     """The viewer over `source` (default: the environment's warehouse)."""
     sections = load_sections()

@@ -133,6 +133,13 @@ class Reader:
         self._conn = self._opened = None
 
 
+def found(row: Row | None, missing: str) -> Row:
+    """The row a page is about; where there is none, the page says `missing` (a 404)."""
+    if row is None:
+        raise ViewerInputError(missing)
+    return row
+
+
 def fetch(conn: Any, statement: str, params: dict[str, Any] | Sequence[Any], row: type[Row]) -> list[Row]:
     """The statement's rows as `row` dataclasses, their fields named by the statement's columns."""
     cursor = conn.execute(statement, params)

@@ -26,7 +26,7 @@ from eval_platform.viewer.answers import (
     shown_value,
     text_diff,
 )
-from eval_platform.viewer.app import viewer_of
+from eval_platform.viewer.app import rows_page, viewer_of
 from eval_platform.viewer.queries import benchmarks as queries
 from eval_platform.viewer.queries.benchmarks import (
     FLIPS,
@@ -300,13 +300,6 @@ def item_page(request: Request) -> Response:
     return viewer.render(request, "benchmarks/item.html", view=view)
 
 
-def index_page(request: Request) -> Response:
-    viewer = viewer_of(request)
-    with viewer.reader.reading() as conn:
-        summaries = queries.benchmarks(conn)
-    return viewer.render(request, "benchmarks/index.html", benchmarks=summaries)
-
-
 SECTION = register(
     Section(
         name="benchmarks",
@@ -315,7 +308,7 @@ SECTION = register(
         "or two runs side by side.",
         home=links.BENCHMARKS,
         routes=[
-            Route(links.BENCHMARKS, index_page),
+            Route(links.BENCHMARKS, rows_page("benchmarks/index.html", "benchmarks", queries.benchmarks)),
             Route(links.BENCHMARK, benchmark_page),
             Route(links.BENCHMARK_ITEM, item_page),
         ],

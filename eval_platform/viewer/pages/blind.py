@@ -10,24 +10,14 @@ from starlette.routing import Route
 
 import eval_platform.viewer.links as links
 import eval_platform.viewer.params as params
-from eval_platform.viewer.app import viewer_of
+from eval_platform.viewer.app import rows_page, viewer_of
 from eval_platform.viewer.queries import blind as queries
 from eval_platform.viewer.registry import Section, register
-from eval_platform.viewer.warehouse import ViewerInputError
+from eval_platform.viewer.warehouse import found
 
 
 def _sheet(conn, sheet_id: str) -> queries.SheetRow:
-    found = queries.sheet(conn, sheet_id)
-    if found is None:
-        raise ViewerInputError(f"no sheet {sheet_id!r} was issued in this warehouse")
-    return found
-
-
-def index_page(request: Request) -> Response:
-    viewer = viewer_of(request)
-    with viewer.reader.reading() as conn:
-        sheets = queries.sheets(conn)
-    return viewer.render(request, "blind/index.html", sheets=sheets)
+    return found(queries.sheet(conn, sheet_id), f"no sheet {sheet_id!r} was issued in this warehouse")
 
 
 def sheet_page(request: Request) -> Response:
@@ -47,9 +37,10 @@ def question_page(request: Request) -> Response:
     viewer = viewer_of(request)
     with viewer.reader.reading() as conn:
         sheet = _sheet(conn, sheet_id)
-        question = queries.question(conn, sheet_id, question_id, sheet.tallied)
-        if question is None:
-            raise ViewerInputError(f"sheet {sheet_id} has no question {question_id!r}")
+        question = found(
+            queries.question(conn, sheet_id, question_id, sheet.tallied),
+            f"sheet {sheet_id} has no question {question_id!r}",
+        )
         ratings = queries.ratings(conn, sheet_id, question_id)
     return viewer.render(request, "blind/question.html", sheet=sheet, question=question, ratings=ratings)
 
@@ -61,7 +52,7 @@ SECTION = register(
         summary="Each question with both answers, the raters' scores and notes, and the key once a tally exists.",
         home=links.SHEETS,
         routes=[
-            Route(links.SHEETS, index_page),
+            Route(links.SHEETS, rows_page("blind/index.html", "sheets", queries.sheets)),
             Route(links.SHEET, sheet_page),
             Route(links.QUESTION, question_page),
         ],

@@ -12,24 +12,14 @@ from starlette.routing import Route
 
 import eval_platform.viewer.links as links
 import eval_platform.viewer.params as params
-from eval_platform.viewer.app import viewer_of
+from eval_platform.viewer.app import rows_page, viewer_of
 from eval_platform.viewer.queries import evolution as queries
 from eval_platform.viewer.registry import Section, register
-from eval_platform.viewer.warehouse import ViewerInputError
+from eval_platform.viewer.warehouse import found
 
 
 def _era(conn, name: str) -> queries.EraRow:
-    found = queries.era(conn, name)
-    if found is None:
-        raise ViewerInputError(f"no era named {name!r} in this warehouse")
-    return found
-
-
-def index_page(request: Request) -> Response:
-    viewer = viewer_of(request)
-    with viewer.reader.reading() as conn:
-        eras = queries.eras(conn)
-    return viewer.render(request, "evolution/index.html", eras=eras)
+    return found(queries.era(conn, name), f"no era named {name!r} in this warehouse")
 
 
 def era_page(request: Request) -> Response:
@@ -57,9 +47,7 @@ def candidate_page(request: Request) -> Response:
     viewer = viewer_of(request)
     with viewer.reader.reading() as conn:
         era = _era(conn, name)
-        candidate = queries.candidate(conn, name, prompt_id)
-        if candidate is None:
-            raise ViewerInputError(f"era {name} has no prompt {prompt_id!r}")
+        candidate = found(queries.candidate(conn, name, prompt_id), f"era {name} has no prompt {prompt_id!r}")
         verdicts = queries.verdicts(conn, name, prompt_id)
         ancestry = queries.ancestry(conn, name, prompt_id)
         appearances = queries.appearances(conn, name, prompt_id)
@@ -82,7 +70,7 @@ SECTION = register(
         "fitness and ancestry.",
         home=links.ERAS,
         routes=[
-            Route(links.ERAS, index_page),
+            Route(links.ERAS, rows_page("evolution/index.html", "eras", queries.eras)),
             Route(links.ERA, era_page),
             Route(links.CANDIDATE, candidate_page),
         ],

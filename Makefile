@@ -74,6 +74,7 @@ lint: $(VENV)/.installed-test
 docs: $(VENV)/.installed-test
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
+# Dagster's UI and, beside it, the sample viewer its materialisations link to (127.0.0.1:3010).
 ui: $(VENV)/.installed
 	mkdir -p $(DAGSTER_HOME)
-	$(VENV)/bin/dagster dev -w workspace.yaml
+	$(VENV)/bin/eval-platform ui

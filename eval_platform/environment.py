@@ -106,11 +106,28 @@ class Environment(BaseModel):
         alias="EVAL_CELERY_BROKER",
         description="A Celery broker URL: runs' steps execute on Celery workers (a team's setup).",
     )
+    viewer_host: str = Field(
+        default="127.0.0.1",
+        alias="EVAL_VIEWER_HOST",
+        description="The interface the sample viewer listens on (127.0.0.1: this machine only).",
+    )
+    viewer_port: int = Field(default=3010, alias="EVAL_VIEWER_PORT", description="The sample viewer's port.")
+    viewer_url: str | None = Field(
+        default=None,
+        alias="EVAL_VIEWER_URL",
+        description="The sample viewer's address as users reach it, for the links in Dagster's metadata "
+        "(default: http://127.0.0.1:<EVAL_VIEWER_PORT>).",
+    )
     celery_config: Path = Field(
         default=PROJECT_ROOT / "deploy" / "team" / "celery.yaml",
         alias="EVAL_CELERY_CONFIG",
         description="The Celery executor's settings, read by the workers too.",
     )
+
+    @property
+    def viewer_base_url(self) -> str:
+        """Where the links in Dagster's metadata point: EVAL_VIEWER_URL, else the viewer on this machine."""
+        return (self.viewer_url or f"http://127.0.0.1:{self.viewer_port}").rstrip("/")
 
 
 def environment() -> Environment:

@@ -4,7 +4,8 @@
     eval-platform run --limit 5                         (each dataset's first 5 rows)
     eval-platform run --benchmarks arc_easy leaderboard_ifeval
     eval-platform run --protocol open_llm_leaderboard_v1
-    eval-platform ui                                    (Dagster's UI on this code location)
+    eval-platform ui                                    (Dagster's UI and the sample viewer)
+    eval-platform viewer                                (the sample viewer alone, on 127.0.0.1:3010)
     eval-platform move-warehouse --from data/warehouse.duckdb
 
 `run` executes, in this process, the runs the nightly schedule and the sensors request: each
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -188,9 +190,46 @@ def run(args: argparse.Namespace) -> int:
 
 
 def ui(args: argparse.Namespace) -> int:
-    """Dagster's UI (and its daemon) on this code location, until interrupted."""
+    """Dagster's UI (and its daemon) on this code location, and beside it the sample viewer that
+    its materialisations link to, until interrupted (Ctrl-C, or SIGTERM): both stop together."""
     command = [str(Path(sys.executable).with_name("dagster")), "dev", "-w", str(PROJECT_ROOT / "workspace.yaml")]
-    return subprocess.call(command + (["-p", str(args.port)] if args.port else []))
+    settings = environment()
+    address = ["--host", settings.viewer_host, "--port", str(settings.viewer_port)]
+    # Handlers of its own (which a child does not inherit: it starts with the default one, even where
+    # this process was started with SIGINT ignored, in the background): a SIGTERM ends both as Ctrl-C does.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    viewer_process = subprocess.Popen([sys.executable, "-m", "jobs.main", "viewer", *address], cwd=PROJECT_ROOT)
+    dagster = None
+    try:
+        dagster = subprocess.Popen(command + (["-p", str(args.port)] if args.port else []))
+        return dagster.wait()
+    except KeyboardInterrupt:  # a terminal's Ctrl-C reached every process of its group
+        return 130
+    finally:
+        # Dagster's UI stops its webserver, daemon and code servers on SIGINT; the viewer on SIGTERM
+        for process, stop in ((dagster, signal.SIGINT), (viewer_process, signal.SIGTERM)):
+            if process is not None and process.poll() is None:
+                process.send_signal(stop)
+        for process in (dagster, viewer_process):
+            if process is None:
+                continue
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def viewer(args: argparse.Namespace) -> int:
+    """The sample viewer alone, reading the configured warehouse, until interrupted."""
+    from eval_platform.viewer.app import serve
+
+    settings = environment()
+    host, port = args.host or settings.viewer_host, args.port or settings.viewer_port
+    print(f"The sample viewer of {settings.warehouse}: http://{host}:{port}", flush=True)
+    serve(host, port)
+    return 0
 
 
 def move_warehouse(args: argparse.Namespace) -> int:
@@ -237,6 +276,10 @@ def parser() -> argparse.ArgumentParser:
     shown = commands.add_parser("ui", help="Dagster's UI on this code location.")
     shown.add_argument("--port", type=int, help="The UI's port (Dagster's default 3000).")
     shown.set_defaults(handler=ui)
+    viewed = commands.add_parser("viewer", help="The sample viewer alone (every answer behind every score).")
+    viewed.add_argument("--host", help="The interface to listen on (default EVAL_VIEWER_HOST, else 127.0.0.1).")
+    viewed.add_argument("--port", type=int, help="The port (default EVAL_VIEWER_PORT, else 3010).")
+    viewed.set_defaults(handler=viewer)
     moves = commands.add_parser("move-warehouse", help="Move a warehouse into the configured one, every row kept.")
     action = moves.add_mutually_exclusive_group(required=True)
     action.add_argument("--from", dest="source", help="A warehouse file, or a folder --export wrote.")

@@ -29,6 +29,7 @@ LONGEST_FIRST = (
     "test_readme.py",
     "test_harness_parity.py",
     "test_era_lifecycle.py",
+    "test_viewer.py",
 )
 
 

@@ -24,12 +24,11 @@ from typing import Any
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
-from eval_platform.benchmarks.records import Answer, request_key
+from eval_platform.benchmarks.records import CHAT_MESSAGES, Answer, request_key
 from eval_platform.common.models import Chat, GenerationRequest, LanguageModel, LoglikelihoodRequest, UnsupportedRequest
 
 LOG = logging.getLogger(__name__)
 DEFAULT_MAX_GEN_TOKS = 256  # the harness's default max_gen_toks
-CHAT_MESSAGES = "chat-messages:"  # a chat API's "rendered" prompt: its messages as JSON, sent as a chat
 
 
 def as_chat(context: str, model_name: str) -> Chat | str:

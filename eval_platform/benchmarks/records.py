@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 Z_95 = 1.959964  # a 95% normal interval
+CHAT_MESSAGES = "chat-messages:"  # a chat API's "rendered" prompt: its messages as JSON, sent as a chat
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ import pandas as pd
 
 
 def unblind(rows: Sequence[Mapping[str, Any]], sides: Mapping[str, tuple[str, str]], rater: str) -> pd.DataFrame:
-    """One row per question and system: the score that system got, and whether it won."""
+    """One row per question and system: the score that system got, whether it won, and the rater's
+    notes on the question."""
     records = []
     for row in rows:
         system_a, system_b = sides[row["Question_ID"]]
@@ -25,6 +26,7 @@ def unblind(rows: Sequence[Mapping[str, Any]], sides: Mapping[str, tuple[str, st
                     "score": row[f"Score_{side}"],
                     "opponent_score": row[f"Score_{other}"],
                     "outcome": "tie" if row["Winner"] == "Tie" else "win" if row["Winner"] == side else "loss",
+                    "notes": row.get("Notes") or None,
                 }
             )
     return pd.DataFrame(records)

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from eval_platform.common.warehouse import ensure_schema, registered_stores
+from eval_platform.common.warehouse import check_schema, ensure_schema, registered_stores
 
 
 class WarehouseBusyError(TimeoutError):
@@ -38,12 +38,15 @@ def connect(
     wait_log_interval_s: float = 10.0,
     commit_retries: int = 5,
     log: Callable[[str], None] = print,
+    read_only: bool = False,
 ) -> Iterator[Any]:
     """A connection to the warehouse with its schema ensured: the lake `database` names, an
-    in-memory database, or the file, locked for the connection's life."""
+    in-memory database, or the file, locked for the connection's life. `read_only` (the sample
+    viewer's): a connection that cannot write, to a warehouse whose schema is this platform's
+    (it is checked, never created or migrated)."""
     config = dict(config or {})
     if database.startswith(LAKE_PREFIX):
-        conn = open_lake(database, data_path, commit_retries, config)
+        conn = open_lake(database, data_path, commit_retries, config, read_only)
         try:
             yield conn
         finally:
@@ -51,6 +54,8 @@ def connect(
         return
     import duckdb
 
+    if read_only and not Path(database).exists():
+        raise FileNotFoundError(f"No warehouse at {database} yet: materialise an asset first (or set EVAL_WAREHOUSE)")
     if database == ":memory:":
         with duckdb.connect(":memory:") as conn:
             ensure_schema(conn, registered_stores())
@@ -61,7 +66,7 @@ def connect(
 
     def attempt_connect() -> tuple[Any, str]:
         try:
-            return duckdb.connect(database, config=config), ""
+            return duckdb.connect(database, read_only=read_only, config=config), ""
         except duckdb.IOException as error:
             if "lock" not in str(error).lower():
                 raise
@@ -92,12 +97,12 @@ def connect(
         wait(lambda: _try_flock(lock))
         lock.seek(0)
         lock.truncate()
-        lock.write(f"run process {os.getpid()}\n")
+        lock.write(f"{'reading' if read_only else 'run'} process {os.getpid()}\n")
         lock.flush()
         try:
             conn = wait(attempt_connect)
             try:
-                ensure_schema(conn, registered_stores())
+                (check_schema if read_only else ensure_schema)(conn, registered_stores())
                 yield conn
             finally:
                 conn.close()
@@ -136,11 +141,14 @@ class _AttachedLakes:
         self._inherited += self._instances.values()
         self._instances = {}
 
-    def connection(self, catalog: str, data_path: str, config: dict[str, Any]) -> tuple[Any, bool]:
-        """A new connection to the attached catalog, and whether the instance was attached just now."""
+    def connection(
+        self, catalog: str, data_path: str, config: dict[str, Any], read_only: bool = False
+    ) -> tuple[Any, bool]:
+        """A new connection to the attached catalog (attached read-only for `read_only`), and
+        whether the instance was attached just now."""
         import duckdb
 
-        key = _lake_key(catalog, data_path, config)
+        key = (*_lake_key(catalog, data_path, config), read_only)
         with self._lock:
             instance = self._instances.get(key)
             if instance is not None:
@@ -152,18 +160,19 @@ class _AttachedLakes:
                 instance.execute("LOAD ducklake")
                 if ":postgres:" in f"{catalog}:":
                     instance.execute("LOAD postgres")
-                instance.execute(f"ATTACH '{catalog}' AS {LAKE_ALIAS} (DATA_PATH '{data_path}')")
+                mode = ", READ_ONLY" if read_only else ""
+                instance.execute(f"ATTACH '{catalog}' AS {LAKE_ALIAS} (DATA_PATH '{data_path}'{mode})")
             except BaseException:
                 instance.close()
                 raise
             self._instances[key] = instance
             return instance.cursor(), True
 
-    def forget(self, catalog: str, data_path: str, config: dict[str, Any]) -> None:
+    def forget(self, catalog: str, data_path: str, config: dict[str, Any], read_only: bool = False) -> None:
         """Attach the catalog anew at the next connection (after an error on this instance). The
         instance is not closed: connections in use keep it until they close."""
         with self._lock:
-            self._instances.pop(_lake_key(catalog, data_path, config), None)
+            self._instances.pop((*_lake_key(catalog, data_path, config), read_only), None)
 
     def close(self) -> None:
         """Detach every catalog (their PostgreSQL connections close)."""
@@ -180,9 +189,12 @@ def _lake_key(catalog: str, data_path: str, config: dict[str, Any]) -> tuple:
 ATTACHED_LAKES = _AttachedLakes()
 
 
-def open_lake(catalog: str, data_path: str | None, commit_retries: int, config: dict[str, Any]):
+def open_lake(
+    catalog: str, data_path: str | None, commit_retries: int, config: dict[str, Any], read_only: bool = False
+):
     """A connection whose current database is the DuckLake `catalog` (attached with the DuckDB
-    `config`), its schema ensured. The catalog's password comes from the environment (PGPASSWORD for a PostgreSQL catalog), never
+    `config`), its schema ensured (`read_only`: attached read-only, its schema checked). The
+    catalog's password comes from the environment (PGPASSWORD for a PostgreSQL catalog), never
     from the catalog string, which the UI shows."""
     import duckdb
 
@@ -200,15 +212,15 @@ def open_lake(catalog: str, data_path: str | None, commit_retries: int, config: 
     while True:
         conn, attached_now = None, True
         try:
-            conn, attached_now = ATTACHED_LAKES.connection(catalog, data_path, config)
+            conn, attached_now = ATTACHED_LAKES.connection(catalog, data_path, config, read_only)
             conn.execute(f"USE {LAKE_ALIAS}")
-            ensure_schema(conn, registered_stores())
+            (check_schema if read_only else ensure_schema)(conn, registered_stores())
             return conn
         except BaseException as error:
             if conn is not None:
                 conn.close()
             if isinstance(error, Exception) and not attached_now:  # its catalog's server may have restarted since
-                ATTACHED_LAKES.forget(catalog, data_path, config)
+                ATTACHED_LAKES.forget(catalog, data_path, config, read_only)
                 continue
             # Hosts creating a new lake, or its tables, at once: one wins, the others try again.
             racing = isinstance(

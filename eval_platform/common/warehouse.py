@@ -427,6 +427,27 @@ def ensure_schema(conn: Any, stores: Sequence[type[Store]]) -> None:
         raise
 
 
+def check_schema(conn: Any, stores: Sequence[type[Store]]) -> None:
+    """A reader's check of the warehouse (it never creates or migrates): each store's tables, where
+    the warehouse has them, are at this platform's schema version; otherwise the error says what to do."""
+    try:
+        current = dict(conn.execute(f"SELECT store, version FROM {SCHEMA_TABLE}").fetchall())
+    except Exception as error:  # no version table: a warehouse no materialisation has written yet
+        raise SchemaError("The warehouse holds no platform tables yet: materialise an asset first") from error
+    for store in stores:
+        version = current.get(store.name)
+        if version is not None and version != store.version:
+            step = (
+                "materialise any asset (or run `eval-platform run`) to migrate it; a reader only reads"
+                if version < store.version
+                else "upgrade the platform"
+            )
+            raise SchemaError(
+                f"The warehouse's {store.name} tables are at schema version {version}, this platform's are at "
+                f"{store.version}: {step}."
+            )
+
+
 def rebuild_table(conn: Any, table: str, columns: str, select: str) -> None:
     """Replace a table by one with new columns (e.g. a new primary key), copying rows via `select`
     over the old table, which it can name as `old` (on a DuckLake catalog, without its keys)."""

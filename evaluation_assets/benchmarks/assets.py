@@ -25,6 +25,7 @@ from eval_platform.benchmarks.store import ComparisonStore, EvaluationStore, Inp
 from eval_platform.benchmarks.store.evaluations import EvaluationRun
 from eval_platform.common.ingestion import load_rows
 from eval_platform.common.reproducibility import describe_environment
+from eval_platform.viewer.links import comparison_link, evaluation_link
 from evaluation_assets.configs import optional_config, set_fields
 from evaluation_assets.partitions import benchmark_partitions, evaluation_partitions, partition_names
 from resources import (
@@ -288,6 +289,7 @@ def benchmark_evaluation(
         metadata={
             "dagster/row_count": len(frame),
             "roster_model": model_name,
+            "viewer": MetadataValue.url(evaluation_link(name, model_name)),
             "model": model.name,
             "model_fingerprint": model.fingerprint,
             "solvers": MetadataValue.json(summary),
@@ -366,6 +368,10 @@ def model_comparison(
         metadata={
             "dagster/row_count": len(frame),
             "roster_model": name,
+            **{
+                f"viewer_{relation}": MetadataValue.url(comparison_link(benchmark, name, reference))
+                for relation, reference in references.items()
+            },
             "compared_with": MetadataValue.json(references),
             "not_comparable_yet": MetadataValue.json(missing),
             "comparison": markdown_table(shown),

@@ -13,6 +13,7 @@ from eval_platform.blind.store import BlindStore
 from eval_platform.common.models import Chat, LanguageModel
 from eval_platform.common.warehouse import utc_now
 from eval_platform.environment import environment
+from eval_platform.viewer.links import sheet_link
 from resources import WAREHOUSE_POOL, LanguageModelResource, ModelGatewayResource, WarehouseResource
 
 
@@ -151,6 +152,7 @@ def blind_eval_sheet(config: BlindSheetConfig, warehouse: WarehouseResource) -> 
     return MaterializeResult(
         metadata={
             "sheet_id": sheet_id,
+            "viewer": MetadataValue.url(sheet_link(sheet_id)),
             "scoring_sheet": MetadataValue.path(str(sheet_path)),
             "answer_key": MetadataValue.path(str(key_path)),
             "dagster/row_count": len(rows),
@@ -214,7 +216,7 @@ def blind_eval_scores(
         pd.concat(scores)
         if scores
         else pd.DataFrame(
-            columns=["rater", "Question_ID", "system", "side", "score", "opponent_score", "outcome", "file"]
+            columns=["rater", "Question_ID", "system", "side", "score", "opponent_score", "outcome", "notes", "file"]
         )
     )
     problem_frame = pd.DataFrame(problems, columns=["file", "cell", "problem"]).assign(checked_at=utc_now())
@@ -222,6 +224,7 @@ def blind_eval_scores(
         store.replace_ratings(issue["sheet_id"], frame.assign(sheet_id=issue["sheet_id"]), problem_frame)
     return MaterializeResult(
         metadata={
+            "viewer": MetadataValue.url(sheet_link(issue["sheet_id"])),
             "accepted_sheets": MetadataValue.json(accepted),
             "rejected_sheets": len({p["file"] for p in problems}),
             "problems": MetadataValue.md(
@@ -290,6 +293,7 @@ def blind_eval_tally(
     return MaterializeResult(
         metadata={
             "sentence": pooled["sentence"],
+            "viewer": MetadataValue.url(sheet_link(issue["sheet_id"])),
             "raters": scores["rater"].nunique(),
             "tally": MetadataValue.md(tally_frame.round(3).to_markdown(index=False)),
             "statistics": MetadataValue.md(result_frame.drop(columns=["sentence"]).round(4).to_markdown(index=False)),

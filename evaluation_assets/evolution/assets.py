@@ -20,6 +20,7 @@ from eval_platform.evolution import eras as era_logic
 from eval_platform.evolution.eras import config_hash, era_start, generation_frames, paragraph_records
 from eval_platform.evolution.genetic import TAGS, EraSettings, GenerationRecord, era_models, run_era
 from eval_platform.evolution.store import EraAnalysisStore, EraStore, EvolutionInputStore
+from eval_platform.viewer.links import era_link
 from evaluation_assets.configs import config_class
 from evaluation_assets.judging.assets import judge_agreement
 from evaluation_assets.partitions import era_partitions
@@ -272,6 +273,7 @@ def evolution_era(
     return MaterializeResult(
         metadata={
             "era": era,
+            "viewer": MetadataValue.url(era_link(era)),
             "status": status,
             "generations_run": totals["generations"],
             "resumed_after_generation": resume.generation if resume else -1,
@@ -316,6 +318,7 @@ def era_summary(context: AssetExecutionContext, warehouse: WarehouseResource) ->
     return MaterializeResult(
         metadata={
             "era": era,
+            "viewer": MetadataValue.url(era_link(era)),
             "status": summary.get("status"),
             "dagster/row_count": len(stats),
             **numbers,

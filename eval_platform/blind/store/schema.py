@@ -1,9 +1,11 @@
-"""The blind-evaluation domain's tables (schema version 1): questions, answers, issued sheets and
+"""The blind-evaluation domain's tables (schema version 2): questions, answers, issued sheets and
 keys, ratings read back from filled sheets (and their problems), tallies and results."""
 
 from __future__ import annotations
 
-from eval_platform.common.warehouse import Store
+from typing import Any
+
+from eval_platform.common.warehouse import Store, add_column
 
 TABLES = {
     "blind_questions": "Question_ID VARCHAR PRIMARY KEY, Question VARCHAR, Ground_Truth VARCHAR",
@@ -14,7 +16,7 @@ TABLES = {
     "blind_key": "sheet_id VARCHAR, Question_ID VARCHAR, system_a VARCHAR, system_b VARCHAR, "
     "PRIMARY KEY (sheet_id, Question_ID)",
     "blind_scores": "sheet_id VARCHAR, rater VARCHAR, file VARCHAR, Question_ID VARCHAR, system VARCHAR, "
-    "side VARCHAR, score INTEGER, opponent_score INTEGER, outcome VARCHAR, "
+    "side VARCHAR, score INTEGER, opponent_score INTEGER, outcome VARCHAR, notes VARCHAR, "
     "PRIMARY KEY (sheet_id, rater, Question_ID, system)",
     "blind_sheet_problems": "file VARCHAR, cell VARCHAR, problem VARCHAR, checked_at TIMESTAMP",
     "blind_tallies": "sheet_id VARCHAR, scope VARCHAR, system VARCHAR, wins INTEGER, losses INTEGER, "
@@ -29,10 +31,15 @@ def _unchanged(conn: object) -> None:
     """0 -> 1. The unversioned platform had the same tables."""
 
 
+def _with_notes(conn: Any) -> None:
+    """1 -> 2. A rating keeps the rater's notes (none before)."""
+    add_column(conn, "blind_scores", "notes", "VARCHAR")
+
+
 class BlindSchema(Store):
     """The blind-evaluation tables and their migrations (BlindStore reads and writes them)."""
 
     name = "blind_evaluation"
-    version = 1
+    version = 2
     tables = TABLES
-    migrations = {0: _unchanged}
+    migrations = {0: _unchanged, 1: _with_notes}

@@ -237,6 +237,24 @@ def test_the_mt_bench_leaderboard_of_the_eight_models_is_queryable(warehouse, se
     assert {m for (m,) in experts} == {"gpt-4", "claude-v1", "gpt-3.5-turbo", "alpaca-13b", "llama-13b"}
     checks = {c.check_name: c for c in result.get_asset_check_evaluations()}
     assert checks["mt_bench_pairs_in_both_orders"].passed
+    # In the viewer, linked from the asset: the leaderboard's models, and the judge's verdicts with its words.
+    from urllib.parse import urlsplit
+
+    from markupsafe import escape
+    from starlette.testclient import TestClient
+
+    from eval_platform.viewer.app import build_app
+    from eval_platform.viewer.warehouse import WarehouseSource
+
+    event = next(e for e in result.get_asset_materialization_events() if e.asset_key.path[-1] == "mt_bench_leaderboard")
+    link = event.materialization.metadata["viewer"].value
+    with TestClient(build_app(WarehouseSource(warehouse.database))) as viewer:
+        page = viewer.get(urlsplit(link).path)
+        assert page.status_code == 200 and all(model in page.text for model in MT_BENCH_MODELS)
+        verdicts = viewer.get("/judging/verdicts", params={"judge": STUB_JUDGE, "set": "mt_bench"})
+    raws = {raw for (raw,) in query(warehouse, "SELECT raw FROM mt_bench_verdicts WHERE judge = ?", [STUB_JUDGE])}
+    shown = [raw for raw in raws if str(escape(raw)) in verdicts.text]  # as text, escaped
+    assert verdicts.status_code == 200 and len(shown) >= min(len(raws), 10)
 
 
 def test_mt_bench_single_answer_grades_over_http(warehouse, server):

@@ -18,6 +18,8 @@ CANDIDATE = "/evolution/{era}/candidate"
 SHEETS = "/blind"
 SHEET = "/blind/{sheet_id}"
 QUESTION = "/blind/{sheet_id}/question"
+JUDGING = "/judging"
+JUDGE_VERDICTS = "/judging/verdicts"
 
 
 def path(template: str, query: Mapping[str, object] | None = None, **parts: object) -> str:
@@ -51,3 +53,8 @@ def era_link(era: str) -> str:
 
 def sheet_link(sheet_id: str) -> str:
     return link(SHEET, sheet_id=sheet_id)
+
+
+def judging_link() -> str:
+    """Every judge against the humans of each labelled set, and the MT-Bench leaderboards."""
+    return link(JUDGING)

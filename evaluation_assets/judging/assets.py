@@ -55,6 +55,7 @@ from eval_platform.judging.settings import (
     ShippedData,
 )
 from eval_platform.judging.store import JudgingStore
+from eval_platform.viewer.links import judging_link
 from evaluation_assets.benchmarks.assets import benchmark_evaluation, markdown_table
 from evaluation_assets.blind.assets import blind_eval_answers, blind_eval_questions, blind_eval_scores
 from evaluation_assets.configs import config_class
@@ -355,6 +356,7 @@ def judge_agreement(config: AgreementConfig, warehouse: WarehouseResource) -> Ma
             "judge_vs_human": MetadataValue.md(
                 agreement_markdown(rows[:100]) if rows else "_no verdicts on a labelled set_"
             ),
+            "viewer": MetadataValue.url(judging_link()),
         }
     )
 
@@ -394,5 +396,6 @@ def mt_bench_leaderboard(config: LeaderboardConfig, warehouse: WarehouseResource
         metadata={
             "dagster/row_count": sum(len(rows) for rows in boards.values()),
             **{f"leaderboard_{set_name}": markdown_table(leaderboard_frame(rows)) for set_name, rows in boards.items()},
+            "viewer": MetadataValue.url(judging_link()),
         }
     )

@@ -17,7 +17,11 @@ log-probability of that token given itself and everything before it (llama-cpp-p
 `smollm2-min-tokens-1` refuses `max_tokens` 0 with HTTP 400, as servers that validate it do.
 With --memo, a prompt answered before is answered from memory, so a request costs the added
 latency alone (a stand-in for a fast remote server, to measure the client's concurrency).
-GET /health answers 200; GET /calls returns the number of completions requests served.
+With --instant, no model is loaded: every prompt is answered at once, each token's log-probability
+a function of its text and the token before it (a stand-in for an engine that costs nothing, to
+measure the platform's own cost per document; prompts as text only, split at spaces).
+GET /health answers 200; GET /calls returns the number of completions requests served and of
+prompts answered.
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ import hashlib
 import json
 import threading
 import time
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from itertools import accumulate
 
 from tests.http_json import send_json
 
@@ -70,18 +76,56 @@ def choice(model, index: int, prompt, max_tokens: int, behaviour: str) -> dict:
 
 
 BEHAVIOURS = ("generated-only", "no-logprobs", "off-by-one", "min-tokens-1")
+INSTANT_NEXT = " ."  # the token an instant answer generates
 
 
-def serve(port: int, latency_s: float, memo: bool) -> None:
+INSTANT_CONTEXT_TOKENS = 3  # the last tokens whose log-probability depends on all the text before them
+
+
+def instant_choice(index: int, prompt, max_tokens: int, model: str = "") -> dict:
+    """An answer computed from the prompt's text alone, in the shape `choice` gives: each token's
+    log-probability between -1.05 and -0.05, a function of the token and the one before it (of all
+    the text before it and the model's name for the last tokens, so that a continuation's value
+    depends on its context, and two models disagree)."""
+    if not isinstance(prompt, str):
+        raise ValueError("the instant server takes prompts as text, not token ids")
+    first, *rest = prompt.split(" ")  # its "tokens": the text up to each space, from the space on
+    tokens = [first, *(" " + part for part in rest), *([INSTANT_NEXT] if max_tokens >= 1 else [])]
+    encoded = [token.encode() for token in tokens]
+    offsets = list(accumulate(map(len, tokens), initial=0))[:-1]
+    seeds = list(map(zlib.crc32, encoded[:-1]))
+    for position in range(max(1, len(tokens) - INSTANT_CONTEXT_TOKENS), len(tokens)):
+        seeds[position - 1] = zlib.crc32(prompt[: offsets[position]].encode(), zlib.crc32(model.encode()))
+    values = [None, *(-(50 + crc % 1000) / 1000 for crc in map(zlib.crc32, encoded[1:], seeds))]
+    logprobs = {"tokens": tokens, "token_logprobs": values, "text_offset": offsets, "top_logprobs": None}
+    return {"index": index, "text": "".join(tokens), "finish_reason": "length", "logprobs": logprobs}
+
+
+def completion(model: str, choices: list[dict], max_tokens: int) -> dict:
+    """A completions response holding `choices`."""
+    tokens = max_tokens * len(choices)
+    return {
+        "id": "cmpl-local",
+        "object": "text_completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": choices,
+        "usage": {"prompt_tokens": 0, "completion_tokens": tokens, "total_tokens": tokens},
+    }
+
+
+def serve(port: int, latency_s: float, memo: bool, instant: bool = False) -> None:
     from eval_platform.common.models.local import load_local_model
 
-    model = load_local_model()
+    model = None if instant else load_local_model()
     answered: dict[str, dict] = {}
     seen: set[str] = set()
-    calls = [0]
+    calls, prompts_answered = [0], [0]
     lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # connections kept open between requests, as engines' servers keep them
+
         def log_message(self, *args):
             pass
 
@@ -89,7 +133,8 @@ def serve(port: int, latency_s: float, memo: bool) -> None:
             send_json(self, status, payload)
 
         def do_GET(self):
-            self._send(200, {"calls": calls[0]} if self.path.startswith("/calls") else {"status": "ok"})
+            counts = {"calls": calls[0], "prompts": prompts_answered[0]}
+            self._send(200, counts if self.path.startswith("/calls") else {"status": "ok"})
 
         def do_POST(self):
             raw = self.rfile.read(int(self.headers["Content-Length"]))
@@ -118,6 +163,16 @@ def serve(port: int, latency_s: float, memo: bool) -> None:
             prompts = body["prompt"]
             if isinstance(prompts, str) or (prompts and isinstance(prompts[0], int)):
                 prompts = [prompts]
+            with lock:
+                prompts_answered[0] += len(prompts)
+            if model is None:
+                try:
+                    choices = [
+                        instant_choice(index, prompt, max_tokens, body["model"]) for index, prompt in enumerate(prompts)
+                    ]
+                except ValueError as error:
+                    return self._send(400, {"error": {"message": str(error), "type": "invalid_request_error"}})
+                return self._send(200, completion(body["model"], choices, max_tokens))
             choices = []
             for index, prompt in enumerate(prompts):
                 key = json.dumps([prompt, max_tokens, behaviour])
@@ -127,21 +182,7 @@ def serve(port: int, latency_s: float, memo: bool) -> None:
                 choices.append({**answered[key], "index": index})
             if not memo:
                 answered.clear()
-            self._send(
-                200,
-                {
-                    "id": "cmpl-local",
-                    "object": "text_completion",
-                    "created": int(time.time()),
-                    "model": body["model"],
-                    "choices": choices,
-                    "usage": {
-                        "prompt_tokens": 0,
-                        "completion_tokens": max_tokens * len(choices),
-                        "total_tokens": max_tokens * len(choices),
-                    },
-                },
-            )
+            self._send(200, completion(body["model"], choices, max_tokens))
 
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     server.daemon_threads = True
@@ -154,5 +195,6 @@ if __name__ == "__main__":
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--latency", type=float, default=0.0, help="Seconds added to every request.")
     parser.add_argument("--memo", action="store_true", help="Answer a prompt seen before from memory.")
+    parser.add_argument("--instant", action="store_true", help="Load no model: answer from the text at once.")
     args = parser.parse_args()
-    serve(args.port, args.latency, args.memo)
+    serve(args.port, args.latency, args.memo, args.instant)

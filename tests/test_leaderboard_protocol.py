@@ -10,6 +10,7 @@ import random
 import pytest
 from dagster import DagsterInstance, Definitions
 
+from eval_platform.benchmarks.answering import AnswerProgress
 from eval_platform.benchmarks.declarations import declared_benchmarks
 from eval_platform.benchmarks.documents import build_documents
 from eval_platform.benchmarks.evaluation import ProgressLog
@@ -155,12 +156,14 @@ def test_gsm8k_filters_and_exact_match_follow_the_harness(text, strict, flexible
     assert scores == {"strict-match": (strict, float(hit_strict)), "flexible-extract": (flexible, float(hit_flexible))}
 
 
-def test_progress_reports_items_rate_and_time_left():
+def test_progress_reports_answers_stored_rate_and_time_left():
     lines = []
-    progress = ProgressLog(lines.append, "arc_challenge letter", every_s=0)
-    progress(10, 40)
-    progress(40, 40)
-    assert len(lines) == 2 and "10/40 items" in lines[0] and "items/s" in lines[0] and "left" in lines[0]
+    progress = ProgressLog(lines.append, "arc_challenge letter")
+    progress(AnswerProgress(stored=25, needed=40, computed=10, chunks=1, seconds=5.0))  # 15 of them reused
+    assert lines == [
+        "arc_challenge letter: chunk 1 kept, 25 of 40 answers stored (10 computed by this run), 2.00 answers/s, "
+        "about 8s left"
+    ]
 
 
 # --- the protocol, end to end ---------------------------------------------------------------------

@@ -18,6 +18,7 @@ them) and what the solvers take.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -200,10 +201,22 @@ def parse_declaration(path: Path) -> Benchmark:
     return benchmark.model_copy(update={"title": benchmark.title or benchmark.task})
 
 
+def declaration_files(folder: Path) -> tuple[tuple[str, int, int], ...]:
+    """The folder's declaration files (`*.yaml`) as they are now: each one's path, size and
+    modification time, by which their parsed declarations are cached (every warehouse connection
+    asks for them, to check the wide leaderboard's view)."""
+    return tuple((str(path), (stat := path.stat()).st_size, stat.st_mtime_ns) for path in sorted(folder.glob("*.yaml")))
+
+
+@functools.lru_cache(maxsize=32)
+def _parsed_benchmarks(files: tuple[tuple[str, int, int], ...]) -> dict[str, Benchmark]:
+    return {Path(path).stem: parse_declaration(Path(path)) for path, _, _ in files}
+
+
 def load_benchmarks(folder: Path | str) -> dict[str, Benchmark]:
-    """Every benchmark declared in the folder (`*.yaml`), by name."""
+    """Every benchmark declared in the folder (`*.yaml`), by name (parsed again only when its files change)."""
     folder = Path(folder)
-    return {path.stem: parse_declaration(path) for path in sorted(folder.glob("*.yaml"))} if folder.is_dir() else {}
+    return dict(_parsed_benchmarks(declaration_files(folder))) if folder.is_dir() else {}
 
 
 def declared_benchmarks() -> dict[str, Benchmark]:

@@ -3,9 +3,10 @@
 `EngineLM` is the harness's three-method model (`loglikelihood`, `loglikelihood_rolling`,
 `generate_until`, plus its chat template) over any `LanguageModel`: each call hands the whole list
 of the harness's requests to the engine at once, so log-likelihoods go through the shared-prefix
-cache and generations through continuous batching. Answers already stored for the same model
-fingerprint are reused (`stored`); every answer of the run is kept in `answers`, keyed like the
-store keys them, with whether this run computed it. A chat API (no prompt log-probabilities, no
+cache and generations through continuous batching. Its `Answering` reuses the answers already
+stored for the same model fingerprint and keeps those it computes in chunks as they come
+(answering.py); every answer of the run is in `answers`, keyed like the store keys them, with
+whether this run computed it. A chat API (no prompt log-probabilities, no
 chat template here) answers generation tasks run with `apply_chat_template`: its prompt goes as the
 chat the harness built.
 
@@ -17,14 +18,14 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
-from eval_platform.benchmarks.records import CHAT_MESSAGES, Answer, request_key
+from eval_platform.benchmarks.answering import Answering
+from eval_platform.benchmarks.records import CHAT_MESSAGES, Answer
 from eval_platform.common.models import Chat, GenerationRequest, LanguageModel, LoglikelihoodRequest, UnsupportedRequest
 
 LOG = logging.getLogger(__name__)
@@ -78,32 +79,28 @@ class EngineLM(LM):
         self,
         model: LanguageModel,
         batch_size: int = 8,
-        stored: Mapping[str, Any] | None = None,
+        answering: Answering | None = None,
         reasoning_end: str | None = None,
         max_gen_toks: int | None = None,
     ) -> None:
         super().__init__()
         self.model, self.batch_size, self.reasoning_end = model, batch_size, reasoning_end
         self.max_gen_toks = max_gen_toks  # every generation's budget, over the task's own
-        self.stored = dict(stored or {})
-        self.answers: dict[str, Answer] = {}
-        self.model_seconds = 0.0  # time in the engine alone
+        self.answering = answering or Answering(smallest=batch_size)
+        self.warned_greedy = False  # once per evaluation, not once per engine call
+
+    @property
+    def answers(self) -> dict[str, Answer]:
+        """Every answer of the run, by request key, with whether this run computed it."""
+        return self.answering.answers
+
+    @property
+    def model_seconds(self) -> float:
+        """Time in the engine alone."""
+        return self.answering.model_seconds
 
     def _answer(self, request_type: str, arguments: Sequence[Sequence[Any]], compute) -> list[Any]:
-        keys = [request_key(request_type, args) for args in arguments]
-        todo = {}
-        for key, args in zip(keys, arguments, strict=True):
-            if key in self.stored:
-                self.answers.setdefault(key, Answer(request_type, list(args), self.stored[key], False))
-            elif key not in self.answers:
-                todo[key] = args
-        if todo:
-            start = time.perf_counter()
-            responses = compute(list(todo.values()))
-            self.model_seconds += time.perf_counter() - start
-            for (key, args), response in zip(todo.items(), responses, strict=True):
-                self.answers[key] = Answer(request_type, list(args), response, True)
-        return [self.answers[key].response for key in keys]
+        return self.answering.answer(request_type, arguments, compute)
 
     def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
         def compute(arguments: list[tuple[str, str]]) -> list[list[Any]]:
@@ -111,10 +108,12 @@ class EngineLM(LM):
             greedy = getattr(self.model, "greedy_loglikelihoods", None)
             if greedy is not None:
                 return [[value, is_greedy] for value, is_greedy in greedy(batch, self.batch_size)]
-            LOG.warning(
-                f"{self.model.name} does not report whether a continuation is its greedy one; is_greedy "
-                "is False (metrics that need it, such as lambada's acc, do not apply)"
-            )
+            if not self.warned_greedy:
+                LOG.warning(
+                    f"{self.model.name} does not report whether a continuation is its greedy one; is_greedy "
+                    "is False (metrics that need it, such as lambada's acc, do not apply)"
+                )
+                self.warned_greedy = True
             return [[value, False] for value in self.model.loglikelihoods(batch, self.batch_size)]
 
         return [

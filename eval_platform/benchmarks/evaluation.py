@@ -9,11 +9,11 @@ none of them can, the benchmark's own solvers ask it.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from eval_platform.benchmarks.answering import AnswerProgress
 from eval_platform.benchmarks.declarations import Benchmark, EvaluationSettings, merged
 from eval_platform.benchmarks.protocols import Protocol
 from eval_platform.benchmarks.solvers import solver
@@ -56,24 +56,21 @@ def evaluation_plan(
     return Plan(settings.model_copy(update={"solvers": usable or benchmark.solvers}), skipped)
 
 
-@dataclass
+@dataclass(frozen=True)
 class ProgressLog:
-    """Reports items done, items per second and the time left, at most every `every_s` seconds."""
+    """Reports an evaluation's answers stored of those needed so far, the answers computed per
+    second and the time left for the rest."""
 
     log: Callable[[str], None]
     label: str
-    every_s: float = 30.0
-    started: float = field(default_factory=time.perf_counter)
-    last: float = 0.0
 
-    def __call__(self, done: int, total: int) -> None:
-        now = time.perf_counter()
-        if done < total and now - self.last < self.every_s:
-            return
-        self.last = now
-        rate = done / max(now - self.started, 1e-9)
-        left = (total - done) / rate if rate else float("inf")
-        self.log(f"{self.label}: {done}/{total} items, {rate:.2f} items/s, about {duration(left)} left")
+    def __call__(self, progress: AnswerProgress) -> None:
+        rate = progress.rate
+        left = (progress.needed - progress.stored) / rate if rate else float("inf")
+        self.log(
+            f"{self.label}: chunk {progress.chunks} kept, {progress.stored:,} of {progress.needed:,} answers stored "
+            f"({progress.computed:,} computed by this run), {rate:.2f} answers/s, about {duration(left)} left"
+        )
 
 
 def duration(seconds: float) -> str:

@@ -17,6 +17,7 @@ any other benchmark that ran the same task) was run as the protocol says.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -25,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from eval_platform.benchmarks.declarations import DATA_LOCATION_KEYS, DeclarationError
+from eval_platform.benchmarks.declarations import DATA_LOCATION_KEYS, DeclarationError, declaration_files
 
 
 class ProtocolTask(BaseModel):
@@ -85,10 +86,15 @@ def parse_protocol(path: Path) -> Protocol:
         raise DeclarationError(f"{path}: {problems}") from error
 
 
+@functools.lru_cache(maxsize=32)
+def _parsed_protocols(files: tuple[tuple[str, int, int], ...]) -> dict[str, Protocol]:
+    return {Path(path).stem: parse_protocol(Path(path)) for path, _, _ in files}
+
+
 def load_protocols(folder: Path | str) -> dict[str, Protocol]:
-    """Every protocol declared in the folder (`*.yaml`), by name."""
+    """Every protocol declared in the folder (`*.yaml`), by name (parsed again only when its files change)."""
     folder = Path(folder)
-    return {path.stem: parse_protocol(path) for path in sorted(folder.glob("*.yaml"))} if folder.is_dir() else {}
+    return dict(_parsed_protocols(declaration_files(folder))) if folder.is_dir() else {}
 
 
 def declared_protocols() -> dict[str, Protocol]:

@@ -59,6 +59,18 @@ def _answer(arguments: Any, responses: Any) -> str:
     return "generated:\n\n" + "\n\n".join(_block(text) for text in texts)
 
 
+def every_document(benchmark: str, models: Sequence[str]) -> str:
+    """Where to see every document of the roster models' evaluations of a benchmark, beyond a
+    preview: each one's exact prompt, answers and metrics, in the warehouse."""
+    quoted = ", ".join("'" + model.replace("'", "''") + "'" for model in models)
+    name = benchmark.replace("'", "''")
+    return (
+        "Every document, with its exact prompt, answers and metrics, is in the warehouse: "
+        f"`SELECT * FROM samples WHERE benchmark = '{name}' AND model IN ({quoted})` "
+        "(and `item_lineage`, each document's rows through the pipeline)."
+    )
+
+
 def sample_markdown(title: str, samples: Sequence[Mapping[str, Any]], total: int, where: str) -> str:
     """The first documents of `samples` (rows of `samples`, in order): each filter's answer and
     metrics, the reference, the model's answers and the end of the exact prompt; `total` documents

@@ -3,7 +3,10 @@ attempt, retries with exponential backoff (honouring a 429's Retry-After), a con
 and each call's tokens and cost; a response cache for any model's chat answers; and redaction.
 
 The gateway routes nothing: models are opened by name through the model registry, and the API and
-served backends make their calls through it. Provider strings are litellm's (`openai/...`,
+served backends make their calls through it. A served model's prompt log-probabilities (the
+completions endpoint, every prompt token echoed) go over plain HTTP and are read as plain JSON,
+with the same deadlines, retries and concurrency limit: litellm's client builds a typed object per
+token, which costs more than an engine takes to answer. Provider strings are litellm's (`openai/...`,
 `anthropic/...`, `gemini/...`, or `openai/<name>` with an OpenAI-compatible `api_base`). API keys
 are read by litellm from the environment; a failed call is raised as a `ModelCallError` whose text
 has every secret of the environment redacted (a provider or proxy may echo the key it was sent), so
@@ -12,13 +15,16 @@ no key reaches DuckDB or a log."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
+import functools
 import hashlib
 import itertools
 import json
 import os
 import re
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -194,21 +200,15 @@ class ModelGateway:
             self._semaphores[loop] = asyncio.Semaphore(self.max_concurrency * max(1, len(self.replicas)))
         return self._semaphores[loop]
 
-    async def _call(self, model: str, attempt: Callable[[dict[str, Any]], Awaitable[Any]]) -> tuple[Any, int, int]:
+    async def _call(
+        self, model: str, attempt: Callable[[dict[str, Any]], Awaitable[Any]], errors: CallErrors | None = None
+    ) -> tuple[Any, int, int]:
         """(response, attempts, milliseconds): each attempt within the model's timeout (a response that
         never ends is cut off), retried on timeouts, connection errors, 429 (after its
-        Retry-After) and 5xx. Calls go to the replicas in turn, and a retry to the next replica, so
-        one failing server costs a retry, not the call."""
-        from litellm.exceptions import (
-            APIConnectionError,
-            InternalServerError,
-            RateLimitError,
-            ServiceUnavailableError,
-            Timeout,
-        )
-
-        retryable = (Timeout, APIConnectionError, RateLimitError, InternalServerError, ServiceUnavailableError,
-                     asyncio.TimeoutError)  # fmt: skip
+        Retry-After) and 5xx (`errors`: which those are; litellm's by default). Calls go to the
+        replicas in turn, and a retry to the next replica, so one failing server costs a retry, not
+        the call."""
+        retryable, timed_out = errors or _litellm_errors()
         first, timeout_s = next(self._calls), self.timeout_for(model)
         async with self._semaphore():
             start = time.perf_counter()
@@ -221,7 +221,7 @@ class ModelGateway:
                 except retryable as error:
                     if number > self.max_retries:
                         if isinstance(error, asyncio.TimeoutError):
-                            error = Timeout(f"no complete response within {timeout_s} s", "", "")
+                            error = timed_out(f"no complete response within {timeout_s} s")
                         raise ModelCallError(error) from None
                     delay = self.backoff_s * 2 ** (number - 1)
                     await asyncio.sleep(max(delay, retry_after_s(error) or 0.0))
@@ -301,35 +301,122 @@ class ModelGateway:
         """The log-probability of every token of each prompt, from an OpenAI-compatible completions
         endpoint, several prompts per request, asked as lm-evaluation-harness's `local-completions`
         asks: `echo`, `logprobs` 1 and `max_tokens` 1 (some servers refuse 0; the generated token
-        follows the prompt's and is never counted)."""
-        litellm = _litellm()
+        follows the prompt's and is never counted). The request goes over plain HTTP and its answer
+        is read as plain JSON: the OpenAI client behind litellm builds a typed object for every
+        token of every prompt, milliseconds per prompt, more than an engine takes to answer it."""
+        body = {
+            "model": model,
+            "prompt": list(prompts),
+            "echo": True,
+            "logprobs": 1,
+            "max_tokens": 1,
+            "temperature": 0,
+        }
         route = f"text-completion-openai/{model}"
         response, _, _ = await self._call(
-            route,
-            lambda routing: litellm.atext_completion(
-                model=route,
-                prompt=list(prompts),
-                echo=True,
-                logprobs=1,
-                max_tokens=1,
-                temperature=0,
-                timeout=self.timeout_for(route),
-                num_retries=0,
-                max_retries=0,
-                **routing,
-            ),
+            route, lambda routing: self._post(route, "completions", body, routing), _http_errors()
         )
-        choices = sorted(response.choices, key=lambda c: c.index)
+        choices = sorted(response.get("choices") or [], key=lambda c: c.get("index", 0))
         if len(choices) != len(prompts):
             raise ValueError(f"{model} answered {len(choices)} choices for {len(prompts)} prompts")
         return [
             PromptLogprobs(
-                list(getattr(c.logprobs, "tokens", None) or []),
-                list(getattr(c.logprobs, "token_logprobs", None) or []),
-                list(getattr(c.logprobs, "text_offset", None) or []),
+                logprobs.get("tokens") or [], logprobs.get("token_logprobs") or [], logprobs.get("text_offset") or []
             )
-            for c in choices
+            for logprobs in (c.get("logprobs") or {} for c in choices)
         ]
+
+    @contextlib.asynccontextmanager
+    async def connections(self) -> AsyncIterator[None]:
+        """The block's plain HTTP calls share one client and its open connections (a client per
+        call costs a connection and milliseconds of setup)."""
+        import httpx
+
+        async with httpx.AsyncClient(verify=_tls()) as client:
+            token = _CLIENT.set(client)
+            try:
+                yield
+            finally:
+                _CLIENT.reset(token)
+
+    async def _post(self, model: str, endpoint: str, body: dict[str, Any], routing: dict[str, Any]) -> dict[str, Any]:
+        """One POST of `body` to an OpenAI-compatible server's `endpoint` (the replica `routing`
+        names, else OpenAI's API), with the environment's OPENAI_API_KEY (or the placeholder
+        `routing` gives): its JSON answer, or `ServerError` with its status and body."""
+        import httpx
+
+        base = routing.get("api_base") or OPENAI_API_BASE
+        key = routing.get("api_key") or os.environ.get("OPENAI_API_KEY") or NO_KEY
+        request = {
+            "url": f"{base.rstrip('/')}/{endpoint}",
+            "json": body,
+            "headers": {"Authorization": f"Bearer {key}"},
+            "timeout": self.timeout_for(model),
+        }
+        shared = _CLIENT.get()
+        if shared is not None:
+            response = await shared.post(**request)
+        else:
+            async with httpx.AsyncClient(verify=_tls()) as client:
+                response = await client.post(**request)
+        if response.status_code >= 400:
+            raise (ServerBusy if response.status_code == 429 or response.status_code >= 500 else ServerError)(response)
+        from pydantic_core import from_json
+
+        return from_json(response.content)  # twice as fast as json.loads on thousands of echoed tokens
+
+
+CallErrors = tuple[tuple[type[BaseException], ...], Callable[[str], BaseException]]
+_CLIENT: contextvars.ContextVar[Any] = contextvars.ContextVar("gateway_http_client", default=None)
+OPENAI_API_BASE = "https://api.openai.com/v1"  # where a served model's calls go without an api_base, as litellm's
+
+
+class ServerError(RuntimeError):
+    """An HTTP error status from a server, with its response (a 429's Retry-After)."""
+
+    def __init__(self, response: Any) -> None:
+        try:
+            said = response.json()["error"]["message"]
+        except (ValueError, KeyError, TypeError):
+            said = response.text
+        super().__init__(f"HTTP {response.status_code} from {response.request.url}: {str(said)[:MAX_ERROR_CHARS]}")
+        self.response = response
+
+
+class ServerBusy(ServerError):
+    """A status worth retrying: 429 (after its Retry-After) or 5xx."""
+
+
+def _litellm_errors() -> CallErrors:
+    """The errors of a litellm call worth retrying, and the error a call that timed out raises."""
+    litellm = _litellm()
+    retryable = (
+        litellm.Timeout,
+        litellm.APIConnectionError,
+        litellm.RateLimitError,
+        litellm.InternalServerError,
+        litellm.ServiceUnavailableError,
+        asyncio.TimeoutError,
+    )
+    return retryable, lambda message: litellm.Timeout(message, "", "")
+
+
+def _http_errors() -> CallErrors:
+    """The errors of a plain HTTP call worth retrying, and the error a call that timed out raises."""
+    import httpx
+
+    return (httpx.TimeoutException, httpx.TransportError, ServerBusy, asyncio.TimeoutError), TimeoutError
+
+
+@functools.cache
+def _tls() -> Any:
+    """One TLS context for every client, with certifi's certificates as httpx's own (each client
+    building its own costs milliseconds)."""
+    import ssl
+
+    import certifi
+
+    return ssl.create_default_context(cafile=certifi.where())
 
 
 def _cost(litellm: Any, response: Any, model: str) -> float | None:

@@ -4,21 +4,30 @@ per benchmark and roster model, its evaluation by each solver -> the model again
 predecessor; and the protocols' scores and the leaderboard over every evaluation."""
 
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pandas as pd
-from dagster import AssetExecutionContext, AutomationCondition, Config, MaterializeResult, MetadataValue, asset
+from dagster import (
+    AssetExecutionContext,
+    AssetObservation,
+    AutomationCondition,
+    Config,
+    MaterializeResult,
+    MetadataValue,
+    asset,
+)
 from pydantic import Field
 
+from eval_platform.benchmarks.answering import AnswerProgress
 from eval_platform.benchmarks.comparison import comparison_rows
 from eval_platform.benchmarks.declarations import Benchmark, DataSource, EvaluationSettings
 from eval_platform.benchmarks.documents import build_documents, fewshot_pool
 from eval_platform.benchmarks.evaluation import ProgressLog, benchmark_named, evaluation_plan
 from eval_platform.benchmarks.leaderboard import headline_rows, leaderboard_plot, leaderboard_table
 from eval_platform.benchmarks.protocols import protocol_rows, protocol_table
-from eval_platform.benchmarks.records import Evaluation
-from eval_platform.benchmarks.samples import sample_markdown, side_by_side
+from eval_platform.benchmarks.records import Answer, Evaluation
+from eval_platform.benchmarks.samples import every_document, sample_markdown, side_by_side
 from eval_platform.benchmarks.scoring import aggregate, item_scores
 from eval_platform.benchmarks.solvers import EvaluationJob, evaluate
 from eval_platform.benchmarks.store import ComparisonStore, EvaluationStore, InputStore, LeaderboardStore
@@ -38,14 +47,28 @@ from resources import (
 )
 
 MAX_TABLE_ROWS = 100
+MAX_CELL_CHARS = 300  # of a metadata table's cell (a prompt, a list of thousands of documents)
+REPORT_ITEMS = 100  # items of the specification's per-item report in the run's debug log
+
+
+def clipped(value: Any, limit: int = MAX_CELL_CHARS) -> Any:
+    """A table cell's value; text (a list's too) longer than `limit` characters cut there."""
+    if not isinstance(value, str | list | tuple | dict) and not hasattr(value, "tolist"):
+        return value
+    text = str(value.tolist() if hasattr(value, "tolist") else value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def markdown_table(frame: pd.DataFrame, rows: int = MAX_TABLE_ROWS, **tabulate: Any) -> MetadataValue:
-    """At most `rows` rows of a frame as a Markdown table (saying how many more there are)."""
+    """At most `rows` rows of a frame as a Markdown table, each text cell at most MAX_CELL_CHARS
+    (saying how many more rows there are)."""
     if not len(frame):
         return MetadataValue.md("_no rows_")
     more = f"\n\n_{len(frame) - rows} more rows in the warehouse_" if len(frame) > rows else ""
-    return MetadataValue.md(frame.head(rows).to_markdown(index=False, **tabulate) + more)
+    shown = frame.head(rows).copy()
+    for column in shown.select_dtypes(include="object").columns:
+        shown[column] = shown[column].map(clipped)
+    return MetadataValue.md(shown.to_markdown(index=False, **tabulate) + more)
 
 
 SourceConfig = optional_config(
@@ -206,13 +229,55 @@ EvaluationConfig = optional_config(
 )
 
 
-def _report(evaluation: Evaluation) -> str:
-    """The specification's per-item report of each metric and filter (`0. Output: A, Reference: A :: O`)."""
+def _report(evaluation: Evaluation, items: int = REPORT_ITEMS) -> str:
+    """The specification's per-item report of each metric and filter (`0. Output: A, Reference: A :: O`),
+    its first `items` items and its score (every item is in the warehouse)."""
     keys = dict.fromkeys((metric, s.filter) for s in evaluation.samples for metric in s.numeric_metrics())
-    return "\n\n".join(
-        f"{evaluation.solver} {metric},{filter_name}\n{aggregate(item_scores(evaluation.samples, metric, filter_name)).report}"
-        for metric, filter_name in keys
-    )
+    reports = []
+    for metric, filter_name in keys:
+        *lines, score = aggregate(item_scores(evaluation.samples, metric, filter_name)).report.split("\n")
+        more = (
+            [f"[{len(lines) - items} more items: every one is in the warehouse's samples]"]
+            if len(lines) > items
+            else []
+        )
+        reports.append("\n".join([f"{evaluation.solver} {metric},{filter_name}", *lines[:items], *more, score]))
+    return "\n\n".join(reports)
+
+
+def keeper(warehouse: WarehouseResource, run: EvaluationRun) -> Callable[[Sequence[tuple[str, Answer]]], None]:
+    """What keeps a chunk of the run's computed answers: the warehouse, in one short transaction."""
+
+    def keep(chunk: Sequence[tuple[str, Answer]]) -> None:
+        with warehouse.store(EvaluationStore) as store:
+            store.keep_answers(run, chunk)
+
+    return keep
+
+
+def progress_reporter(context: AssetExecutionContext, label: str, solver: str) -> Callable[[AnswerProgress], None]:
+    """What reports each kept chunk while the run goes on: a log line (answers stored of needed, the
+    rate and the time left) and an observation of the partition with those numbers, both in the UI."""
+    log = ProgressLog(context.log.info, label)
+
+    def report(progress: AnswerProgress) -> None:
+        log(progress)
+        context.log_event(
+            AssetObservation(
+                asset_key=context.asset_key,
+                partition=context.partition_key,
+                metadata={
+                    "solver": solver,
+                    "answers_stored": progress.stored,
+                    "answers_needed": progress.needed,
+                    "answers_computed": progress.computed,
+                    "chunks_kept": progress.chunks,
+                    "progress": f"{progress.stored:,} of {progress.needed:,} answers stored",
+                },
+            )
+        )
+
+    return report
 
 
 @asset(
@@ -263,7 +328,7 @@ def benchmark_evaluation(
     for solver in plan.settings.solvers:
         job = EvaluationJob(
             benchmark, plan.settings, model, resource.batch_size, resource.max_new_tokens, documents, pool, stored,
-            ProgressLog(context.log.info, f"{name} {model_name} {solver}"),
+            keeper(warehouse, run), progress_reporter(context, f"{name} {model_name} {solver}", solver),
         )  # fmt: skip
         passes = getattr(model, "forward_passes", 0)
         evaluation = evaluate(solver, job)
@@ -299,6 +364,7 @@ def benchmark_evaluation(
             "samples": MetadataValue.md(
                 sample_markdown(f"{benchmark.title}: {model_name}", shown, summary_documents(summary), "`samples`")
             ),
+            "every_document": MetadataValue.md(every_document(name, [model_name])),
             **{
                 f"{r['solver']}/{r['task']}/{r['metric']}"
                 + ("" if r["filter"] == "none" else f",{r['filter']}"): MetadataValue.float(float(r["value"]))
@@ -379,6 +445,7 @@ def model_comparison(
                 "\n\n".join(side_by_side(name, other, rows) for other in references.values())
                 or "_no model to compare with_"
             ),
+            "every_document": MetadataValue.md(every_document(benchmark, [name, *references.values()])),
         }
     )
 

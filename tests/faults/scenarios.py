@@ -1,5 +1,8 @@
 """The materialisations the fault suite interrupts, run the same way in a killed process and in
-the test: a benchmark partition end to end, an era over HTTP judges, and a blind-evaluation tally."""
+the test: a benchmark partition end to end, an era over HTTP judges, a blind-evaluation tally, and
+a served model's evaluation whose answers are kept in chunks.
+
+    python -m tests.faults.scenarios SCENARIO [ARGUMENT ...]    (one in a process of its own)"""
 
 from __future__ import annotations
 
@@ -99,4 +102,30 @@ def blind(path: str, folder: str) -> None:
     ).success
 
 
-SCENARIOS = {"benchmark": benchmark, "era": era, "blind": blind}
+def served_evaluation(path: str, api_base: str, instance: DagsterInstance | None = None):
+    """MMLU-Pro's shipped slice (70 documents, five-shot) asked by the harness of a model served at
+    `api_base` (tests/completions_server.py --instant), one request in flight at a time:
+    benchmark_evaluation alone (in `instance`, an ephemeral one by default), its answers kept in
+    chunks as they come (EVAL_ANSWER_CHUNK)."""
+    from resources import ModelGatewayResource
+    from tests.evaluation import materialize_evaluation, roster_with
+
+    roster = roster_with(Path(path).parent / "roster", "instant", model="served/instant", solvers=["harness"])
+    result = materialize_evaluation(
+        warehouse(path),
+        "leaderboard_mmlu_pro",
+        "instant",
+        roster,
+        gateway=ModelGatewayResource(api_base=api_base, max_concurrency=1),
+        instance=instance or DagsterInstance.ephemeral(),
+    )
+    assert result.success
+    return result
+
+
+SCENARIOS = {"benchmark": benchmark, "era": era, "blind": blind, "served_evaluation": served_evaluation}
+
+if __name__ == "__main__":
+    import sys
+
+    SCENARIOS[sys.argv[1]](*sys.argv[2:])

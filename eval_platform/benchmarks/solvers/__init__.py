@@ -3,6 +3,7 @@
 A solver takes an `EvaluationJob` (the benchmark, its settings, the model, a dataset's documents
 and few-shot pool, and the answers already stored for the model) and returns an `Evaluation`:
 each document's samples, each task's results, and every answer it asked for, computed or reused.
+It asks through the job's `Answering`, which keeps the answers it computes as they come.
 
 - `harness`: the harness task's own requests, filters and metrics (`simple_evaluate`), for any
   benchmark;

@@ -6,20 +6,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from eval_platform.benchmarks.answering import Answering, AnswerProgress, keep_nothing, no_progress
 from eval_platform.benchmarks.declarations import Benchmark, EvaluationSettings
 from eval_platform.benchmarks.documents import Document
-from eval_platform.benchmarks.records import Evaluation
+from eval_platform.benchmarks.records import Answer, Evaluation
 from eval_platform.common.models import LanguageModel
-
-
-def no_progress(done: int, total: int) -> None:
-    pass
+from eval_platform.environment import environment
 
 
 @dataclass(frozen=True)
 class EvaluationJob:
     """What a solver is given: the benchmark and its settings, the model and how to run it, a
-    dataset's documents (in order) and few-shot pool, and the model fingerprint's stored answers."""
+    dataset's documents (in order) and few-shot pool, the model fingerprint's stored answers, where
+    the answers it computes are kept as they come (`keep`, a chunk at a time) and whom to tell."""
 
     benchmark: Benchmark
     settings: EvaluationSettings
@@ -29,7 +28,16 @@ class EvaluationJob:
     documents: Sequence[Document] = ()
     pool: Sequence[tuple[str, Mapping[str, Any]]] = ()
     stored: Mapping[str, Any] = field(default_factory=dict)
-    progress: Callable[[int, int], None] = no_progress
+    keep: Callable[[Sequence[tuple[str, Answer]]], None] = keep_nothing
+    progress: Callable[[AnswerProgress], None] = no_progress
+
+    def answering(self) -> Answering:
+        """Its answers: the stored ones reused, the others computed and kept in chunks of the
+        environment's size (EVAL_ANSWER_CHUNK answers or EVAL_ANSWER_CHUNK_S seconds)."""
+        settings = environment()
+        return Answering(
+            self.stored, self.keep, self.progress, settings.answer_chunk, settings.answer_chunk_s, self.batch_size
+        )
 
 
 class Solver(Protocol):

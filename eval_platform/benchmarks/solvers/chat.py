@@ -8,23 +8,23 @@
   filter takes out (`strict-match`, `flexible-extract`), scored `exact_match` under each filter.
 
 Answers stored for the model fingerprint are reused, keyed by the request as `answers` keys the
-harness's; the rest are computed `CHUNK` documents at a time, reporting progress after each.
+harness's; the rest are computed and kept in chunks as they come (the job's `Answering`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from eval_platform.benchmarks.answering import Answering
 from eval_platform.benchmarks.declarations import Benchmark, EvaluationSettings
 from eval_platform.benchmarks.documents import Document
 from eval_platform.benchmarks.parsers import answer_filter, parser
-from eval_platform.benchmarks.records import Answer, Evaluation, Sample, request_key
+from eval_platform.benchmarks.records import Evaluation, Sample, request_key
 from eval_platform.benchmarks.scoring import argmax_label, length_normalized, results_by_task
 from eval_platform.benchmarks.solvers.base import EvaluationJob, register_solver
 from eval_platform.common.models import Chat, GenerationRequest, LoglikelihoodRequest
 
-CHUNK = 256  # documents per model call; progress is reported after each
 CHAT_SETTINGS_KEY = "0-shot"  # a chat prompt has no shots, system instruction or task config of its own
 
 
@@ -53,30 +53,6 @@ def doc_ids(documents: Sequence[Document]) -> list[int]:
     return ids
 
 
-def answered(
-    job: EvaluationJob,
-    request_type: str,
-    arguments: Sequence[list[Any]],
-    compute: Callable[[list[list[Any]]], list[Any]],
-    answers: dict[str, Answer],
-) -> list[Any]:
-    """Each request's answer: stored, or computed `CHUNK` at a time (progress after each)."""
-    keys = [request_key(request_type, args) for args in arguments]
-    todo = {}
-    for key, args in zip(keys, arguments, strict=True):
-        if key in job.stored:
-            answers.setdefault(key, Answer(request_type, list(args), job.stored[key], False))
-        elif key not in answers:
-            todo[key] = list(args)
-    pending = list(todo.items())
-    for start in range(0, len(pending), CHUNK):
-        chunk = pending[start : start + CHUNK]
-        for (key, args), response in zip(chunk, compute([args for _, args in chunk]), strict=True):
-            answers[key] = Answer(request_type, args, response, True)
-        job.progress(start + len(chunk), len(pending))
-    return [answers[key].response for key in keys]
-
-
 class ChatSolver:
     """What the three chat solvers share: they ask a dataset's documents, with its chat format."""
 
@@ -91,12 +67,12 @@ class ChatSolver:
         return CHAT_SETTINGS_KEY
 
     def evaluate(self, job: EvaluationJob) -> Evaluation:
-        evaluation = Evaluation(self.name, CHAT_SETTINGS_KEY)
-        evaluation.samples = self.samples(job, evaluation.answers)
-        evaluation.results = results_by_task(evaluation.samples, job.benchmark.name, 0)
-        return evaluation
+        answering = job.answering()
+        samples = self.samples(job, answering)
+        results = results_by_task(samples, job.benchmark.name, 0)
+        return Evaluation(self.name, CHAT_SETTINGS_KEY, samples, results, answering.answers, answering.model_seconds)
 
-    def samples(self, job: EvaluationJob, answers: dict[str, Answer]) -> list[Sample]:
+    def samples(self, job: EvaluationJob, answering: Answering) -> list[Sample]:
         raise NotImplementedError
 
     @staticmethod
@@ -120,7 +96,7 @@ class LetterSolver(ChatSolver):
             return "it asks for a choice's label, and the benchmark's documents have no choices"
         return super().refusal(benchmark)
 
-    def samples(self, job: EvaluationJob, answers: dict[str, Answer]) -> list[Sample]:
+    def samples(self, job: EvaluationJob, answering: Answering) -> list[Sample]:
         documents = job.documents
         arguments = [[d.system_prompt, d.user_prompt, list(d.labels)] for d in documents]
 
@@ -129,7 +105,7 @@ class LetterSolver(ChatSolver):
                 [Chat(system, user) for system, user, _ in batch], [labels for *_, labels in batch], job.batch_size
             )
 
-        distributions = answered(job, "label_probabilities", arguments, compute, answers)
+        distributions = answering.answer("label_probabilities", arguments, compute)
         samples = []
         for document, doc_id, args, distribution in zip(
             documents, doc_ids(documents), arguments, distributions, strict=True
@@ -161,7 +137,7 @@ class ChoicesSolver(ChatSolver):
             return "it scores each choice, and the benchmark's documents have no choices"
         return super().refusal(benchmark)
 
-    def samples(self, job: EvaluationJob, answers: dict[str, Answer]) -> list[Sample]:
+    def samples(self, job: EvaluationJob, answering: Answering) -> list[Sample]:
         documents = job.documents
         per_document = [[[d.system_prompt, d.user_prompt, choice] for choice in d.choices] for d in documents]
 
@@ -169,7 +145,7 @@ class ChoicesSolver(ChatSolver):
             requests = [LoglikelihoodRequest(Chat(system, user), choice) for system, user, choice in batch]
             return job.model.loglikelihoods(requests, job.batch_size)
 
-        flat = answered(job, "chat_loglikelihood", [args for item in per_document for args in item], compute, answers)
+        flat = answering.answer("chat_loglikelihood", [args for item in per_document for args in item], compute)
         samples, offset = [], 0
         for document, doc_id, arguments in zip(documents, doc_ids(documents), per_document, strict=True):
             scores = [float(value) for value in flat[offset : offset + len(arguments)]]
@@ -201,7 +177,7 @@ class GenerateSolver(ChatSolver):
             return "it scores a generated answer through the chat format's answer_filters, and none is declared"
         return super().refusal(benchmark)
 
-    def samples(self, job: EvaluationJob, answers: dict[str, Answer]) -> list[Sample]:
+    def samples(self, job: EvaluationJob, answering: Answering) -> list[Sample]:
         documents = job.documents
         arguments = [[d.system_prompt, d.user_prompt, job.max_new_tokens] for d in documents]
 
@@ -209,7 +185,7 @@ class GenerateSolver(ChatSolver):
             requests = [GenerationRequest(Chat(system, user), budget) for system, user, budget in batch]
             return job.model.generate(requests, job.batch_size)
 
-        texts = [str(text).strip() for text in answered(job, "chat_generate", arguments, compute, answers)]
+        texts = [str(text).strip() for text in answering.answer("chat_generate", arguments, compute)]
         filters = job.benchmark.chat.answer_filters if job.benchmark.chat else ()
         samples = []
         for document, doc_id, args, text in zip(documents, doc_ids(documents), arguments, texts, strict=True):

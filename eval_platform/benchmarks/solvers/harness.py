@@ -135,7 +135,7 @@ class HarnessSolver:
         run = dataset.run if dataset else HarnessRun((settings.task,), settings)
         tasks = build_tasks(run)
         recorders = {task.config.task: record_fewshot_draws(task) for task in tasks} if dataset else {}
-        lm = EngineLM(job.model, job.batch_size, job.stored, settings.reasoning_end, settings.max_gen_toks)
+        lm = EngineLM(job.model, job.batch_size, job.answering(), settings.reasoning_end, settings.max_gen_toks)
         outcome = evaluate(run, tasks, lm)
         samples = outcome_samples(outcome)
         results = outcome_results(outcome)

@@ -10,12 +10,13 @@ from typing import Any
 
 import pandas as pd
 
-from eval_platform.benchmarks.records import Evaluation, as_json
+from eval_platform.benchmarks.records import Answer, Evaluation, Sample, as_json
 from eval_platform.benchmarks.store.schema import KEPT_RUNS, BenchmarkSchema
 from eval_platform.common.warehouse import reads, utc_now, writes
 
 # one evaluation of a solver: (benchmark, model, settings key, solver)
 SCOPE = "benchmark = ? AND model = ? AND settings_key = ? AND solver = ?"
+SAMPLES_AT_ONCE = 500  # samples made into one frame to insert (a five-shot document's JSON: tens of KB)
 
 
 @dataclass(frozen=True)
@@ -32,8 +33,8 @@ class EvaluationRun:
     environment: Mapping[str, Any]
 
 
-def _frames(run: EvaluationRun, evaluation: Evaluation, now: datetime) -> dict[str, pd.DataFrame]:
-    scope = {
+def _scope(run: EvaluationRun, evaluation: Evaluation) -> dict[str, str]:
+    return {
         "benchmark": run.benchmark,
         "model": run.model,
         "model_fingerprint": run.model_fingerprint,
@@ -41,7 +42,10 @@ def _frames(run: EvaluationRun, evaluation: Evaluation, now: datetime) -> dict[s
         "solver": evaluation.solver,
         "run_id": run.run_id,
     }
-    samples = pd.DataFrame(
+
+
+def _samples_frame(scope: Mapping[str, str], samples: Sequence[Sample]) -> pd.DataFrame:
+    return pd.DataFrame(
         [
             {
                 **scope,
@@ -54,43 +58,17 @@ def _frames(run: EvaluationRun, evaluation: Evaluation, now: datetime) -> dict[s
                 "prompt_hash": s.prompt_hash,
                 "fewshot_ids": s.fewshot_ids,
             }
-            for s in evaluation.samples
+            for s in samples
         ]
     )
-    results = pd.DataFrame(
-        [{**scope, **r.__dict__, "settings": as_json(run.settings), "computed_at": now} for r in evaluation.results]
+
+
+def _run_row(run: EvaluationRun, now: datetime) -> pd.DataFrame:
+    """The run's `evaluation_runs` row: where it computed its answers."""
+    identity = {"run_id": run.run_id, "benchmark": run.benchmark, "model": run.model}
+    return pd.DataFrame(
+        [{**identity, "model_fingerprint": run.model_fingerprint, **run.environment, "recorded_at": now}]
     )
-    answers = pd.DataFrame(
-        [
-            {
-                "model_fingerprint": run.model_fingerprint,
-                "request_key": key,
-                "request_type": a.request_type,
-                "arguments": as_json(a.arguments),
-                "response": as_json(a.response),
-                "run_id": run.run_id,
-                "answered_at": now,
-            }
-            for key, a in evaluation.answers.items()
-            if a.computed
-        ]
-    )
-    evaluations = pd.DataFrame(
-        [{**scope, "model_source": run.model_source, "settings": as_json(run.settings), "evaluated_at": now}]
-    )
-    environment = pd.DataFrame(
-        [
-            {
-                "run_id": run.run_id,
-                "benchmark": run.benchmark,
-                "model": run.model,
-                "model_fingerprint": run.model_fingerprint,
-                **run.environment,
-                "recorded_at": now,
-            }
-        ]
-    )
-    return {"samples": samples, "results": results, "answers": answers, "evaluations": evaluations, "runs": environment}
 
 
 class EvaluationStore(BenchmarkSchema):
@@ -104,28 +82,49 @@ class EvaluationStore(BenchmarkSchema):
             ).fetchall()
         }
 
-    @writes("answers", "samples", "results", "evaluations", "evaluation_runs", "history")
-    @reads("document_values")
+    @writes("answers", "evaluation_runs")
+    def keep_answers(self, run: EvaluationRun, chunk: Sequence[tuple[str, Answer]]) -> None:
+        """A chunk of the answers a run computed, by request key (added to, or replacing, the
+        fingerprint's stored ones), with the row saying where the run computed them, in one
+        transaction: kept as they come, so a run killed later loses none of them."""
+        now = utc_now()
+        answers = pd.DataFrame(
+            {
+                "model_fingerprint": run.model_fingerprint,
+                "request_key": [key for key, _ in chunk],
+                "request_type": [answer.request_type for _, answer in chunk],
+                "arguments": [as_json(answer.arguments) for _, answer in chunk],
+                "response": [as_json(answer.response) for _, answer in chunk],
+                "run_id": run.run_id,
+                "answered_at": now,
+            }
+        )
+        with self.registered("computed", answers[["model_fingerprint", "request_key"]]):
+            self.sql(
+                "DELETE FROM answers WHERE (model_fingerprint, request_key) IN "
+                "(SELECT (model_fingerprint, request_key) FROM computed)"
+            )
+        self.insert("answers", answers)
+        self.replace("evaluation_runs", _run_row(run, now), "run_id = ? AND benchmark = ?", [run.run_id, run.benchmark])
+
+    @writes("samples", "results", "evaluations", "evaluation_runs", "history")
+    @reads("document_values", "answers")
     def save_evaluation(self, run: EvaluationRun, evaluation: Evaluation, keep_runs: int = KEPT_RUNS) -> None:
-        """One solver's evaluation of a benchmark for a roster entry: the answers it computed (added
-        to, or replacing, the fingerprint's stored ones) with the row saying where its run computed
-        them, and the samples and results under its settings key and solver, replacing those of the
-        same key and solver (others kept), in one transaction. Each document's values are also kept
-        as this run's history (the latest `keep_runs` runs per benchmark, model, key and solver),
-        for the regression watch; a run that no answer or history names any more goes."""
-        frames, now = _frames(run, evaluation, utc_now()), utc_now()
+        """One solver's evaluation of a benchmark for a roster entry, its answers kept already
+        (`keep_answers`): the samples and results under its settings key and solver, replacing
+        those of the same key and solver (others kept), in one transaction. Each document's values
+        are also kept as this run's history (the latest `keep_runs` runs per benchmark, model, key
+        and solver), for the regression watch; a run that no answer or history names any more goes."""
+        now, columns = utc_now(), _scope(run, evaluation)
         scope = [run.benchmark, run.model, evaluation.settings_key, evaluation.solver]
-        answers = frames["answers"]
-        if len(answers):
-            with self.registered("computed", answers[["model_fingerprint", "request_key"]]):
-                self.sql(
-                    "DELETE FROM answers WHERE (model_fingerprint, request_key) IN "
-                    "(SELECT (model_fingerprint, request_key) FROM computed)"
-                )
-            self.insert("answers", answers)
-            self.replace("evaluation_runs", frames["runs"], "run_id = ? AND benchmark = ?", [run.run_id, run.benchmark])
-        for table in ("samples", "results", "evaluations"):
-            self.replace(table, frames[table], SCOPE, scope)
+        self.sql(f"DELETE FROM samples WHERE {SCOPE}", scope)
+        for start in range(0, len(evaluation.samples), SAMPLES_AT_ONCE):  # their JSON texts a batch at a time
+            self.insert("samples", _samples_frame(columns, evaluation.samples[start : start + SAMPLES_AT_ONCE]))
+        settings = as_json(run.settings)
+        results = [{**columns, **r.__dict__, "settings": settings, "computed_at": now} for r in evaluation.results]
+        self.replace("results", pd.DataFrame(results), SCOPE, scope)
+        evaluations = {**columns, "model_source": run.model_source, "settings": settings, "evaluated_at": now}
+        self.replace("evaluations", pd.DataFrame([evaluations]), SCOPE, scope)
         self.sql(f"DELETE FROM history WHERE {SCOPE} AND run_id = ?", [*scope, run.run_id])
         self.sql(
             f"""
@@ -175,8 +174,7 @@ class EvaluationStore(BenchmarkSchema):
     def load_evaluation_runs(self) -> dict[str, dict[str, Any]]:
         """Every run that computed answers still stored or named, by run id: where it computed them."""
         return {
-            row["run_id"]: row
-            for row in self.rows("SELECT * EXCLUDE (recorded_at, benchmark) FROM evaluation_runs")
+            row["run_id"]: row for row in self.rows("SELECT * EXCLUDE (recorded_at, benchmark) FROM evaluation_runs")
         }
 
     @reads("document_values", "documents")
@@ -227,7 +225,7 @@ class EvaluationStore(BenchmarkSchema):
         whose interval does not hold the value."""
         return self.sql(r"""
             SELECT benchmark, model, settings_key, solver, task, metric, filter, value FROM results
-            WHERE (metric IN ('acc', 'acc_norm', 'exact_match') OR metric LIKE '%\_acc' ESCAPE '\')
+            WHERE (metric IN ('acc', 'acc_norm', 'exact_match') OR metric LIKE '%\\_acc' ESCAPE '\')
               AND NOT (value BETWEEN 0 AND 1 AND coalesce(ci_low <= value + 1e-12 AND ci_high >= value - 1e-12,
                                                            TRUE))""").fetchall()
 

@@ -17,6 +17,7 @@ go to the chat endpoint of the same server.
 from __future__ import annotations
 
 import asyncio
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -158,9 +159,10 @@ class ServedCompletionsModel:
 
         async def every():
             batches = [prompts[start : start + batch_size] for start in range(0, len(prompts), batch_size)]
-            answers = await asyncio.gather(
-                *(self.gateway.aprompt_logprobs(self.served_name, [p for p, _ in batch]) for batch in batches)
-            )
+            async with self.gateway.connections():
+                answers = await asyncio.gather(
+                    *(self.gateway.aprompt_logprobs(self.served_name, [p for p, _ in batch]) for batch in batches)
+                )
             return [answer for batch in answers for answer in batch]
 
         return [
@@ -202,10 +204,11 @@ def open_served_model(
 
 def _continuation_logprob(answer: PromptLogprobs, span: range, by_token: bool) -> float:
     """The summed log-probabilities of the continuation's tokens: those at the token indices of
-    `span`, or whose text offsets fall in it (a generated token after the prompt never counts)."""
-    positions = span if by_token else [i for i, offset in enumerate(answer.text_offset) if offset in span]
-    found = [answer.token_logprobs[i] for i in positions]
-    values = [value for value in found if value is not None]
-    if not found or len(values) < len(found):
+    `span`, or whose text offsets (ascending, as the server check saw them) fall in it (a
+    generated token after the prompt never counts)."""
+    offsets = answer.text_offset
+    positions = span if by_token else range(bisect_left(offsets, span.start), bisect_left(offsets, span.stop))
+    values = [answer.token_logprobs[i] for i in positions]
+    if not values or any(value is None for value in values):
         raise ValueError("the server returned no log-probability for a continuation token")
     return float(sum(values))

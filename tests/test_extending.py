@@ -43,20 +43,20 @@ headline: {metric: acc, solver: letter}
 """
 SOLVER = '''"""A solver of my own: the question and each choice as plain text, scored by log-likelihood."""
 from eval_platform.benchmarks.records import request_key
-from eval_platform.benchmarks.solvers.chat import ChatSolver, answered, doc_ids
+from eval_platform.benchmarks.solvers.chat import ChatSolver, doc_ids
 from eval_platform.common.models import LoglikelihoodRequest
 
 
 class PlainChoices(ChatSolver):
     name = "plain_choices"
 
-    def samples(self, job, answers):
+    def samples(self, job, answering):
         asked = [[[f"{d.user_prompt.splitlines()[0]}\\nAnswer:", f" {c}"] for c in d.choices] for d in job.documents]
 
         def compute(batch):
             return job.model.loglikelihoods([LoglikelihoodRequest(c, k) for c, k in batch], job.batch_size)
 
-        flat = answered(job, "plain_loglikelihood", [a for item in asked for a in item], compute, answers)
+        flat = answering.answer("plain_loglikelihood", [a for item in asked for a in item], compute)
         samples, start = [], 0
         for document, doc_id, arguments in zip(job.documents, doc_ids(job.documents), asked):
             scores, start = flat[start : start + len(arguments)], start + len(arguments)

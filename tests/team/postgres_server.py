@@ -78,7 +78,7 @@ def postgres_server(databases: Sequence[str] = ("dagster",), timeout_s: float = 
                 )
             yield f"postgresql://{USER}@127.0.0.1:{port}/{databases[0]}"
         finally:
-            from resources import ATTACHED_LAKES
+            from eval_platform.common.connections import ATTACHED_LAKES
 
             ATTACHED_LAKES.close()  # this process's catalog connections, which a stopping server waits for
             stop_group(process, grace_s=10)

@@ -247,3 +247,14 @@ def v9_rows(conn) -> dict[str, list[tuple]]:
 def v10_rows(conn) -> dict[str, list[tuple]]:
     """The version 10 rows that hold them."""
     return {what: conn.execute(new).fetchall() for what, _, new in V9_TO_V10}
+
+
+def assert_every_v9_row_moved(before: dict[str, list[tuple]], after: dict[str, list[tuple]]) -> None:
+    """Every version 9 row is in version 10 exactly (a migration copies values, it computes none),
+    as often as it was there."""
+    moved = [what for what in before if sorted(before[what], key=repr) != sorted(after[what], key=repr)]
+    assert not moved, "\n".join(
+        f"{what}: {len(before[what])} rows, {len(after[what])} after; first lost: "
+        f"{next((row for row in before[what] if row not in after[what]), None)}"
+        for what in moved
+    )

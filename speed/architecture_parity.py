@@ -36,8 +36,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from eval_platform.benchmarks.harness_tasks import HarnessRun, build_tasks, task_manager  # noqa: E402
-from eval_platform.benchmarks.specs import BENCHMARKS  # noqa: E402
+from eval_platform.benchmarks.declarations import declared_benchmarks  # noqa: E402
+from eval_platform.benchmarks.harness import HarnessRun, build_tasks, task_manager  # noqa: E402
 from eval_platform.common.models import GenerationRequest  # noqa: E402
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, LocalCausalLM, load_local_model  # noqa: E402
 from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE  # noqa: E402
@@ -47,13 +47,10 @@ from speed.tiny_models import FAMILIES, TINY, WINDOW, Family, smollm2_tokenizer,
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data" / "benchmarks"
-PERPLEXITY_DIR = ROOT / "data" / "benchmarks" / "perplexity"
-PERPLEXITY_RUN = HarnessRun(
-    "paragraph_perplexity",
-    include_path=(str(PERPLEXITY_DIR),),
-    include_defaults=False,
-    data_files={"paragraph_perplexity": {"test": str(PERPLEXITY_DIR / "paragraphs.jsonl")}},
-)
+BENCHMARKS = declared_benchmarks()
+# the declared perplexity task (data/benchmarks/paragraph_perplexity.yaml), its own folder's registry only
+PERPLEXITY = BENCHMARKS["paragraph_perplexity"]
+PERPLEXITY_RUN = HarnessRun((PERPLEXITY.task,), PERPLEXITY.evaluation_settings(), include_defaults=False)
 PERPLEXITY_LENGTH = 48  # the perplexity models' positions: each paragraph takes several rolling windows
 GENERATED_TOKENS = 16  # gsm8k_cot's budget here (its own is 256): a random model seldom stops earlier
 # a perplexity metric (exp or a ratio of summed log-likelihoods) moves relatively by about what the
@@ -77,9 +74,10 @@ def benchmark_configs(items: int, shots: int, folder: Path) -> list[dict]:
     at most) configs on the first `items` rows of the shipped slices."""
     configs = []
     for name, extra in (("arc_challenge", {"num_fewshot": shots}), ("gsm8k_cot", {})):
-        spec = BENCHMARKS[name]
+        dataset = BENCHMARKS[name].dataset
+        assert dataset is not None and dataset.file is not None
         fewshot = jsonl(DATA / "fewshot" / FEWSHOT_FILES[name])
-        for config in harness_configs(name, jsonl(DATA / spec.data_file, items), fewshot, folder):
+        for config in harness_configs(name, jsonl(Path(dataset.file), items), fewshot, folder):
             if config["output_type"] == "generate_until":
                 config["generation_kwargs"] = {**config["generation_kwargs"], "max_gen_toks": GENERATED_TOKENS}
             configs.append({**config, **extra})
@@ -181,7 +179,7 @@ def compare_perplexity(model: LocalCausalLM, batch_size: int) -> dict:
 
     theirs = evaluate(harness_lm(model, batch_size), build_tasks(PERPLEXITY_RUN), PERPLEXITY_RUN.registry())
     ours = evaluate(EngineLM(model, batch_size), build_tasks(PERPLEXITY_RUN), PERPLEXITY_RUN.registry())
-    task = PERPLEXITY_RUN.task
+    task = PERPLEXITY.task
     report = compare(theirs, ours, model)
     report["windows"] = sum(
         math.ceil(len(model.encode(s["arguments"][0][0])) / model.max_length) for s in ours["samples"][task]

@@ -5,7 +5,7 @@ lm-evaluation-harness batches) against continuous batching, without and with sha
     python speed/generation_throughput.py --items 16 --benchmarks gsm8k_cot --batch-size 8
 
 Same process, same model (SmolLM2-135M-Instruct, float32 on the CPU unless `--device`/`--dtype`),
-same prompts (the harness's format over the first N rows of ../shared/benchmarks/gsm8k.jsonl),
+same prompts (the harness task's over the first N rows of ../shared/benchmarks/gsm8k.jsonl),
 same batch size, one after the other. Tokens are the tokens of the texts kept (cut at the stop
 sequence); a fixed batch also computes tokens that are thrown away, which is what it loses.
 Printed: seconds, tokens/s, the speed-up over fixed batches, and how many texts equal the fixed
@@ -20,15 +20,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from eval_platform.benchmarks.engine_lm import generation_request  # noqa: E402
 from eval_platform.benchmarks.declarations import declared_benchmarks  # noqa: E402
+from eval_platform.benchmarks.engine_lm import generation_request  # noqa: E402
 from eval_platform.benchmarks.solvers.harness import rows_requests  # noqa: E402
 from eval_platform.common.ingestion import load_rows  # noqa: E402
 from eval_platform.common.models import Chat, GenerationRequest  # noqa: E402
@@ -104,6 +103,38 @@ def concurrent_chat_answers(model, questions: list[str], budget: int) -> tuple[f
     return middle - start, time.perf_counter() - middle, concurrent == together
 
 
+def compare_paths(model, name: str, items: int, batch_size: int) -> None:
+    """The benchmark's prompts by fixed batches, continuous batching and continuous batching with
+    shared prefixes: a line each (seconds, tokens/s, the speed-up, texts equal to the first path's)."""
+    texts, budget, stop = harness_prompts(name, items)
+    prompts = [model.generation_prompt(GenerationRequest(text, budget, stop)) for text in texts]
+
+    def continuous(prefix_sharing: bool):
+        batcher = ContinuousBatcher(model.network, model.batcher.decode, model._lock, prefix_sharing=prefix_sharing)
+        return lambda: batcher.generate(prompts, [budget] * len(prompts), [stop] * len(prompts), batch_size)
+
+    paths = {
+        "fixed batches (before)": lambda: fixed_batches(model, prompts, budget, stop, batch_size),
+        "continuous batching": continuous(False),
+        "continuous batching + shared prefix": continuous(True),
+    }
+    reference, baseline = None, None
+    for label, run in paths.items():
+        start = time.perf_counter()
+        outputs = run()
+        seconds = time.perf_counter() - start
+        tokens = sum(len(model.encode_piece(text)) for text in outputs)
+        reference = reference or outputs
+        baseline = baseline or tokens / seconds
+        same = sum(a == b for a, b in zip(reference, outputs, strict=False))
+        parted = first_difference(model, texts, outputs, reference)
+        print(
+            f"{name:<11}{label:<34}{seconds:>8.1f}{tokens:>8}{tokens / seconds:>10.1f}"
+            f"{tokens / seconds / baseline:>8.2f}x  {same}/{len(outputs)} {parted}",
+            flush=True,
+        )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", type=int, default=48)
@@ -117,35 +148,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{model.fingerprint} ({args.dtype}, {args.device}), batch size {args.batch_size}, first {args.items} rows")
     print(f"{'benchmark':<11}{'path':<34}{'seconds':>8}{'tokens':>8}{'tokens/s':>10}{'speed-up':>9}  same texts")
     for name in args.benchmarks:
-        texts, budget, stop = harness_prompts(name, args.items)
-        prompts = [model.generation_prompt(GenerationRequest(text, budget, stop)) for text in texts]
-
-        def continuous(prefix_sharing: bool):
-            batcher = ContinuousBatcher(model.network, model.batcher.decode, model._lock, prefix_sharing=prefix_sharing)
-            return lambda: batcher.generate(prompts, [budget] * len(prompts), [stop] * len(prompts), args.batch_size)
-
-        paths = {
-            "fixed batches (before)": lambda: fixed_batches(model, prompts, budget, stop, args.batch_size),
-            "continuous batching": continuous(False),
-            "continuous batching + shared prefix": continuous(True),
-        }
-        reference, baseline = None, None
-        for label, run in paths.items():
-            start = time.perf_counter()
-            outputs = run()
-            seconds = time.perf_counter() - start
-            tokens = sum(len(model.encode_piece(text)) for text in outputs)
-            reference = reference or outputs
-            baseline = baseline or tokens / seconds
-            same = sum(a == b for a, b in zip(reference, outputs, strict=False))
-            print(
-                f"{name:<11}{label:<34}{seconds:>8.1f}{tokens:>8}{tokens / seconds:>10.1f}"
-                f"{tokens / seconds / baseline:>8.2f}x  {same}/{len(outputs)} {first_difference(model, texts, outputs, reference)}",
-                flush=True,
-            )
+        compare_paths(model, name, args.items, args.batch_size)
     if args.concurrent:
-        rows = [row for _, row in load_rows(str(SHARED / "gsm8k.jsonl")).rows]
-        apart, together, same = concurrent_chat_answers(model, [row["question"] for row in rows[: args.concurrent]], 64)
+        rows = load_rows(str(SHARED / "gsm8k.jsonl"), limit=args.concurrent).rows
+        apart, together, same = concurrent_chat_answers(model, [row["question"] for _, row in rows], 64)
         print(
             f"{args.concurrent} chat answers of up to 64 tokens: {apart:.1f} s as concurrent calls, {together:.1f} s "
             f"in one call ({apart / together:.2f}x its time), texts {'equal' if same else 'DIFFERENT'}"

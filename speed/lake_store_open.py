@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from eval_platform.benchmarks.store import BenchmarkStore  # noqa: E402
+from eval_platform.benchmarks.store import InputStore  # noqa: E402
 from eval_platform.common.connections import ATTACHED_LAKES
 from resources import WarehouseResource  # noqa: E402
 from tests.team.postgres_server import postgres_server  # noqa: E402
@@ -30,7 +30,7 @@ def open_and_read(warehouse: WarehouseResource, stores: int, attach_each: bool) 
         if attach_each:
             ATTACHED_LAKES.close()
         start = time.perf_counter()
-        with warehouse.store(BenchmarkStore) as store:
+        with warehouse.store(InputStore) as store:
             store.rows(READ)
         times.append((time.perf_counter() - start) * 1000)
     return times

@@ -29,7 +29,6 @@ import json
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -266,7 +265,8 @@ def compare(benchmark: Benchmark, shots: int, rows, fewshot, batch_size: int, fo
             # log-likelihoods' float noise moves it
             fractional = any(v not in (0.0, 1.0) for v in theirs + mine)
             agree = sum(
-                abs(a - b) < LOGLIKELIHOOD_TOLERANCE if fractional else a == b for a, b in zip(theirs, mine, strict=True)
+                abs(a - b) < LOGLIKELIHOOD_TOLERANCE if fractional else a == b
+                for a, b in zip(theirs, mine, strict=True)
             ) / len(mine)
             label = metric if filter_name == "none" else f"{metric},{filter_name}"
             report["metrics"][label] = {
@@ -309,7 +309,10 @@ def main(argv: list[str] | None = None) -> None:
             assert benchmark.dataset is not None and benchmark.dataset.file is not None
             rows = [
                 json.loads(line)
-                for line in (SHARED / Path(benchmark.dataset.file).name).read_text(encoding="utf-8").rstrip("\n").split("\n")
+                for line in (SHARED / Path(benchmark.dataset.file).name)
+                .read_text(encoding="utf-8")
+                .rstrip("\n")
+                .split("\n")
             ]
             rows = rows[: args.items]
             fewshot_file = next(

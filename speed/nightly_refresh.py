@@ -74,9 +74,8 @@ def totals(counts: dict[str, dict]) -> dict[str, int]:
 def main() -> None:
     from dagster import DagsterInstance
 
-    from resources import RosterResource
-    from resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
     from evaluation_assets.definitions import defs
+    from resources import LanguageModelResource, ModelGatewayResource, RosterResource, WarehouseResource
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--limit", type=int, help="Each benchmark's first N rows.")

@@ -3,16 +3,17 @@
     python speed/reproducibility.py                          # 10 items per benchmark and shots
     python speed/reproducibility.py --items 20 --benchmarks arc_challenge mmlu --dtype bfloat16
 
-Every log-likelihood benchmark, zero-shot and with its few-shot number where the shipped slices hold
-a few-shot split (data/benchmarks/), is scored by the local model in 20 ways: batch sizes 1, 4, 8,
-16 and 32, in source and reversed item order, with the items alone and mixed with as many other
-items of the benchmark. Two more runs of the reference way (batch 1, source order, alone) go in
-fresh processes: one with torch's, MKL's and oneDNN's kernels held to AVX2 (another CPU
-generation's kernels, on this one) and one on a single thread. Printed per benchmark and shots,
-against the reference: the largest |difference| of a choice's log-likelihood and of `mc2`, the
-decisions (`acc`: argmax log-likelihood, `acc_norm`: argmax per character) that flip, and the
-smallest margin between an item's best and second-best choice (a flip needs a move of at least
-half of it). The last line checks the largest difference against LOGLIKELIHOOD_TOLERANCE.
+Every multiple-choice dataset, zero-shot and with its headline's shots where the shipped slices hold
+a few-shot split (data/benchmarks/), is asked its harness task's requests by the local model in 20
+ways: batch sizes 1, 4, 8, 16 and 32, in source and reversed item order, with the items alone and
+mixed with as many other items of the benchmark. Two more runs of the reference way (batch 1,
+source order, alone) go in fresh processes: one with torch's, MKL's and oneDNN's kernels held to
+AVX2 (another CPU generation's kernels, on this one) and one on a single thread. Printed per
+benchmark and shots, against the reference: the largest |difference| of a choice's log-likelihood
+and of `mc2` (truthfulqa_mc2's `acc`, by the harness task's own process_results), the decisions
+(`acc`: argmax log-likelihood, `acc_norm`: argmax per character) that flip, and the smallest margin
+between an item's best and second-best choice (a flip needs a move of at least half of it). The
+last line checks the largest difference against LOGLIKELIHOOD_TOLERANCE.
 """
 
 from __future__ import annotations
@@ -23,55 +24,86 @@ import os
 import subprocess
 import sys
 import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from eval_platform.benchmarks.harness_format import harness_item_scores  # noqa: E402
-from eval_platform.benchmarks.prediction import MODES, PredictionSettings  # noqa: E402
-from eval_platform.benchmarks.specs import BENCHMARKS, BenchmarkSpec, preprocess_rows  # noqa: E402
+from eval_platform.benchmarks.declarations import Benchmark, declared_benchmarks  # noqa: E402
+from eval_platform.benchmarks.documents import build_documents  # noqa: E402
+from eval_platform.benchmarks.parsers import parser  # noqa: E402
+from eval_platform.benchmarks.solvers import EvaluationJob  # noqa: E402
+from eval_platform.benchmarks.solvers.harness import built_instances  # noqa: E402
 from eval_platform.common.ingestion import load_rows  # noqa: E402
+from eval_platform.common.models import LoglikelihoodRequest  # noqa: E402
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, Placement, load_local_model  # noqa: E402
 from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE, cpu_name  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "benchmarks"
 BATCH_SIZES = (1, 4, 8, 16, 32)
-LOGLIKELIHOOD_BENCHMARKS = [name for name, spec in BENCHMARKS.items() if spec.multiple_choice]
+BENCHMARKS = declared_benchmarks()
+LOGLIKELIHOOD_BENCHMARKS = [
+    name for name, b in BENCHMARKS.items() if b.is_dataset and parser(b.parser or "").multiple_choice
+]
+# A task metric that is a probability mass, not a decision: TruthfulQA's mc2 (truthfulqa_mc2's acc).
+MASSES = {"truthfulqa_mc2": "acc"}
 # Another CPU generation's kernels on this one: torch's own, MKL's and oneDNN's held to AVX2.
 AVX2_KERNELS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 PROCESS_RUNS = {"avx2 kernels": AVX2_KERNELS, "1 thread": {"EVAL_TORCH_THREADS": "1"}}
 
 
-def prompts_for(spec: BenchmarkSpec, shots: int, count: int) -> list[dict]:
-    """The first `count` rows' prompts with their harness requests for `shots` shots."""
-    fewshot = load_rows(str(DATA / "fewshot" / spec.fewshot.data_file)).rows if shots else []
-    rows = load_rows(str(DATA / spec.data_file), limit=count).rows
-    raw = {row_id: json.dumps(row) for row_id, row in rows}
+@dataclass(frozen=True)
+class Item:
+    """A document's harness requests for its shots, and its task's scoring of their answers."""
+
+    name: str  # its source row id
+    requests: list[LoglikelihoodRequest]
+    process_results: Callable[[list[tuple[float, bool]]], dict[str, Any]]
+
+
+def items_for(benchmark: Benchmark, shots: int, count: int) -> list[Item]:
+    """The first `count` rows' documents with their harness requests for `shots` shots."""
+    assert benchmark.dataset is not None and benchmark.dataset.file is not None
+    fewshot = load_rows(benchmark.fewshot.file).rows if shots and benchmark.fewshot and benchmark.fewshot.file else []
+    built = build_documents(benchmark, load_rows(benchmark.dataset.file, limit=count).rows, fewshot)
+    settings = benchmark.evaluation_settings().model_copy(update={"num_fewshot": shots})
+    job = EvaluationJob(benchmark, settings, None, documents=built.documents, pool=built.pool)  # type: ignore[arg-type]
+    by_task = defaultdict(list)  # each task's documents in order: a harness doc_id is a position in them
+    for document in built.documents:
+        by_task[document.task].append(document)
     return [
-        {**p, "row_json": raw[p["source_row_id"]]} for p in preprocess_rows(spec, rows, fewshot).with_requests(shots)
+        Item(
+            by_task[task.config.task][doc_id].source_row_id,
+            [LoglikelihoodRequest(*instance.args) for instance in asked],
+            partial(task.process_results, asked[0].doc),
+        )
+        for task, doc_id, asked, _ in built_instances(job)
     ]
 
 
-def score(model, spec: BenchmarkSpec, prompts: list[dict], batch_size: int) -> dict[str, dict]:
-    """prompt id -> its choices' log-likelihoods, decisions and metric values, scored in one call."""
-    mode = MODES["loglikelihood"]
-    predictions = mode.predict_chunk(model, prompts, "harness", spec, PredictionSettings(batch_size))
-    scored = harness_item_scores(
-        spec, [{**prompt, **vars(prediction)} for prompt, prediction in zip(prompts, predictions, strict=False)]
-    )
-    result = {}
-    for prompt, prediction in zip(prompts, predictions, strict=False):
-        metrics = scored[prompt["prompt_id"]]
-        result[prompt["prompt_id"]] = {
-            "lls": prediction.choice_loglikelihoods,
-            "acc": prediction.predicted,
-            "acc_norm": prediction.predicted_norm,
-            "mc2": metrics["mc2"].value if "mc2" in metrics else None,
+def score(model, benchmark: Benchmark, items: list[Item], batch_size: int) -> dict[str, dict]:
+    """item -> its choices' log-likelihoods, decisions (argmax, and argmax per character) and the
+    task's probability mass where it has one, its requests answered in one call."""
+    answers = model.loglikelihoods([r for item in items for r in item.requests], batch_size)
+    result, offset = {}, 0
+    for item in items:
+        lls = [float(ll) for ll in answers[offset : offset + len(item.requests)]]
+        offset += len(item.requests)
+        lengths = [len(request.continuation) for request in item.requests]
+        mass = MASSES.get(benchmark.task)
+        result[item.name] = {
+            "lls": lls,
+            "acc": max(range(len(lls)), key=lls.__getitem__),
+            "acc_norm": max(range(len(lls)), key=lambda i: lls[i] / lengths[i]),
+            "mc2": float(item.process_results([(ll, False) for ll in lls])[mass]) if mass else None,
         }
     return result
 
 
-def ways(items: list[dict], others: list[dict]) -> dict[str, list[dict]]:
+def ways(items: list[Item], others: list[Item]) -> dict[str, list[Item]]:
     """Each order and company of the items (others interleaved with them for `mixed`)."""
     mixed = [p for pair in zip(others, items, strict=False) for p in pair] + items[len(others) :]
     return {
@@ -127,8 +159,8 @@ def main() -> None:
     args = parser.parse_args()
     model = load_local_model(DEFAULT_LOCAL_MODEL, placement=Placement("cpu", args.dtype))
     if args.reference_only:  # one run of the reference way, for a fresh process
-        spec = BENCHMARKS[args.benchmarks[0]]
-        print(json.dumps(score(model, spec, prompts_for(spec, args.shots, args.items), 1)))
+        benchmark = BENCHMARKS[args.benchmarks[0]]
+        print(json.dumps(score(model, benchmark, items_for(benchmark, args.shots, args.items), 1)))
         return
     import torch
 
@@ -144,15 +176,16 @@ def main() -> None:
     )
     overall = 0.0
     for name in args.benchmarks:
-        spec = BENCHMARKS[name]
-        shot_counts = (0, spec.fewshot.shots) if spec.fewshot and spec.fewshot.data_file else (0,)
+        benchmark = BENCHMARKS[name]
+        shipped = benchmark.fewshot is not None and benchmark.fewshot.file is not None
+        shot_counts = (0, benchmark.headline.num_fewshot) if shipped and benchmark.headline.num_fewshot else (0,)
         for shots in shot_counts:
             start = time.perf_counter()
-            pool = prompts_for(spec, shots, 2 * args.items)
+            pool = items_for(benchmark, shots, 2 * args.items)
             items, others = pool[: args.items], pool[args.items :]
-            reference = score(model, spec, items, 1)
+            reference = score(model, benchmark, items, 1)
             runs = [
-                score(model, spec, arrangement, size)
+                score(model, benchmark, arrangement, size)
                 for size in BATCH_SIZES
                 for arrangement in ways(items, others).values()
             ]

@@ -14,7 +14,6 @@ request in flight per server, as a data-parallel evaluation over engine replicas
 """
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -23,12 +22,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from eval_platform.benchmarks.harness_format import zero_shot_items  # noqa: E402
-from eval_platform.benchmarks.specs import BENCHMARKS  # noqa: E402
+from eval_platform.benchmarks.documents import build_documents  # noqa: E402
 from eval_platform.common.gateway import ModelGateway  # noqa: E402
-from eval_platform.common.models import LoglikelihoodRequest  # noqa: E402
+from eval_platform.common.ingestion import load_rows  # noqa: E402
 from eval_platform.common.models.local import load_local_model  # noqa: E402
 from eval_platform.common.models.served import ServedCompletionsModel  # noqa: E402
+from speed.prediction_throughput import DATASETS, document_requests  # noqa: E402
 from tests.processes import free_port, running  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,24 +41,20 @@ def timed(function):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument(
-        "--benchmark", default="arc_easy", choices=[n for n, s in BENCHMARKS.items() if "loglikelihood" in s.modes]
-    )
+    parser.add_argument("--benchmark", default="arc_easy", choices=sorted(DATASETS))
     parser.add_argument("--items", type=int, default=50)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--latency", type=float, default=0.25)
     parser.add_argument("--replicas", type=int, nargs="+", default=[1, 2, 4])
     args = parser.parse_args()
     os.environ.setdefault("OPENAI_API_KEY", "benchmark-key-not-a-secret")
-    spec = BENCHMARKS[args.benchmark]
-    lines = (ROOT / "data" / "benchmarks" / spec.data_file).read_text().rstrip("\n").split("\n")[: args.items]
-    per_item = [
-        [LoglikelihoodRequest(c, k) for c, k in item.requests()]
-        for item in zero_shot_items(spec, [json.loads(line) for line in lines])
-    ]
+    benchmark = DATASETS[args.benchmark]
+    assert benchmark.dataset is not None and benchmark.dataset.file is not None
+    documents = build_documents(benchmark, load_rows(benchmark.dataset.file, limit=args.items).rows).documents
+    per_item = document_requests(benchmark, documents)  # the harness task's requests (its declared shots)
     requests = [r for item in per_item for r in item]
     model = load_local_model()
-    print(f"{spec.title}: {len(per_item)} items ({len(requests)} requests), batch size {args.batch_size}")
+    print(f"{benchmark.title}: {len(per_item)} items ({len(requests)} requests), batch size {args.batch_size}")
     rows = []
     local, local_s = timed(lambda: model.loglikelihoods(requests, args.batch_size))
     rows.append(("in process (shared-prefix cache)", local_s, 0.0))
@@ -69,7 +64,7 @@ def main() -> None:
         served = ServedCompletionsModel(
             "served/smollm2", ModelGateway(api_base=f"http://127.0.0.1:{port}/v1", timeout_s=600), tokenizer=model
         )
-        values, served_s = timed(lambda: served.loglikelihoods(requests, args.batch_size))
+        values, served_s = timed(lambda served=served: served.loglikelihoods(requests, args.batch_size))
         rows.append(
             ("served (computed by the server)", served_s, max(abs(a - b) for a, b in zip(values, local, strict=False)))
         )
@@ -82,7 +77,7 @@ def main() -> None:
         for concurrency in (1, 8):
             gateway = ModelGateway(api_base=f"http://127.0.0.1:{port}/v1", max_concurrency=concurrency, timeout_s=600)
             served = ServedCompletionsModel("served/smollm2", gateway, tokenizer=model)
-            values, served_s = timed(lambda: served.loglikelihoods(requests, args.batch_size))
+            values, served_s = timed(lambda served=served: served.loglikelihoods(requests, args.batch_size))
             rows.append(
                 (
                     f"served from memory, {args.latency:.2f}s latency, concurrency {concurrency}",
@@ -136,7 +131,7 @@ def replica_scaling(model, requests, items: int, args) -> None:
             gateway = ModelGateway(api_base=",".join(bases[:count]), max_concurrency=1, timeout_s=600)
             served = ServedCompletionsModel("served/smollm2", gateway, tokenizer=model)
             served.check_server()  # once per model, outside the timing
-            _, seconds = timed(lambda: served.loglikelihoods(requests, args.batch_size))
+            _, seconds = timed(lambda served=served: served.loglikelihoods(requests, args.batch_size))
             first = first or seconds
             print(f"{count:>8}{seconds:>9.1f}{items / seconds:>9.2f}{first / seconds:>7.2f}x")
 

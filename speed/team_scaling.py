@@ -8,7 +8,7 @@ The server (tests/completions_server.py with --memo) answers a prompt it has see
 `--latency` seconds, so a request costs the latency alone, as with a fast remote GPU server; a
 first backfill on one worker warms it and is not reported. The roster has four entries, each a
 name for the same served model (the queue runs one run per roster model at a time), on ARC-Easy
-and Winogrande by log-likelihood: 8 partitions of `--rows` items. Each line: the workers, the
+and Winogrande by the harness's log-likelihood requests: 8 partitions of `--rows` items. Each line: the workers, the
 backfill's wall time from submission to its last run's end, and items/s.
 """
 
@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from eval_platform.benchmarks.partitions import evaluation_key  # noqa: E402
 from eval_platform.benchmarks.roster import RosterEntry, write_entry  # noqa: E402
+from evaluation_assets.partitions import evaluation_key  # noqa: E402
 from tests.processes import free_port, running  # noqa: E402
 from tests.team.team_deployment import team_deployment  # noqa: E402
 
@@ -38,9 +38,9 @@ def backfill_once(folder: Path, roster: Path, workers: int, rows: int) -> float:
                 "asset",
                 "materialize",
                 "-m",
-                "eval_platform.definitions",
+                "evaluation_assets.definitions",
                 "--select",
-                "group:benchmark_ingestion or group:benchmark_preprocessing",
+                "group:benchmark_inputs",
                 "--partition",
                 benchmark,
                 "--config-json",
@@ -103,7 +103,7 @@ def main() -> None:
                     name=entry,
                     model=f"served/{entry}",
                     api_base=f"http://127.0.0.1:{port}/v1",
-                    modes=("loglikelihood",),
+                    solvers=("harness",),
                     benchmarks=tuple(BENCHMARKS),
                 ),
             )

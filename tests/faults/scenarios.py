@@ -30,8 +30,9 @@ def warehouse(path: str):
 
 
 def benchmark(path: str, limit: int = 6) -> None:
-    """ARC-Easy's first `limit` rows: rows, few-shot rows, prompts (benchmark_inputs), then a roster
-    model's log-likelihood predictions by the local model and scores (model_evaluation)."""
+    """ARC-Easy's first `limit` rows: rows, few-shot rows, documents (benchmark_inputs), then a roster
+    model's evaluation by the local model, by each of the benchmark's solvers (the chat prompt's
+    letter, then the harness's own requests: two writes, each its own transaction)."""
     from tests.evaluation import materialize_evaluation, materialize_inputs, roster_with
 
     roster = roster_with(
@@ -41,15 +42,13 @@ def benchmark(path: str, limit: int = 6) -> None:
     assert materialize_inputs(
         warehouse(path), "arc_easy", limit, DATA_BENCHMARKS / "arc_easy.jsonl", instance=instance
     ).success
-    assert materialize_evaluation(
-        warehouse(path), "arc_easy", "smollm2", roster, {"modes": ["loglikelihood"]}, instance=instance
-    ).success
+    assert materialize_evaluation(warehouse(path), "arc_easy", "smollm2", roster, instance=instance).success
 
 
 def era(path: str, api_base: str) -> None:
     """The inputs, then a three-generation era judged over HTTP, then its summary."""
-    from resources import ModelGatewayResource
     from evaluation_assets.evolution.assets import era_summary, evolution_era, gene_pools, source_paragraphs
+    from resources import ModelGatewayResource
     from tests.evaluation import materialize_configured
 
     instance = DagsterInstance.ephemeral()
@@ -71,6 +70,7 @@ def era(path: str, api_base: str) -> None:
 def blind(path: str, folder: str) -> None:
     """Questions, answers and the issued sheet; two demo raters fill it; their scores are read
     back and tallied."""
+    from eval_platform.blind.raters import demo_rater_fill
     from evaluation_assets.blind.assets import (
         SHEET_FILE,
         blind_eval_answers,
@@ -79,7 +79,6 @@ def blind(path: str, folder: str) -> None:
         blind_eval_sheet,
         blind_eval_tally,
     )
-    from eval_platform.blind.raters import demo_rater_fill
     from tests.evaluation import materialize_configured
 
     root = Path(folder)

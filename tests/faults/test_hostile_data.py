@@ -9,21 +9,21 @@ import duckdb
 import pytest
 from dagster import DagsterInstance
 
-from eval_platform.benchmarks.assets import benchmark_prompts, benchmark_raw_rows
 from eval_platform.common.ingestion import MAX_FIELD_CHARS
-from resources import WarehouseResource
+from evaluation_assets.benchmarks.assets import benchmark_documents, benchmark_raw_rows
 from evaluation_assets.evolution.assets import source_paragraphs
+from resources import WarehouseResource
 from tests.conftest import DATA_BENCHMARKS, PROJECT_ROOT
 from tests.evaluation import materialize_configured, with_partitions
 
 WINOGRANDE = [json.loads(line) for line in (DATA_BENCHMARKS / "winogrande.jsonl").read_text().strip().split("\n")[:4]]
 
 
-def ingest(path, source, assets=(benchmark_raw_rows, benchmark_prompts), benchmark="winogrande"):
+def ingest(path, source, assets=(benchmark_raw_rows, benchmark_documents), benchmark="winogrande"):
     return materialize_configured(
         list(assets),
         {"warehouse": WarehouseResource(database=str(path))},
-        {"benchmark_raw_rows": {"config": {"source": str(source)}}},
+        {"benchmark_raw_rows": {"config": {"file": str(source)}}},
         partition_key=benchmark,
         instance=with_partitions(None, benchmark),
         raise_on_error=False,
@@ -66,7 +66,7 @@ def test_every_bad_jsonl_line_is_kept_with_its_line_and_every_good_row_lands(tmp
         ("no-options", 9),
         ("w3", 10),
     ]
-    assert query(path, "SELECT source_row_id FROM prompts ORDER BY row_number") == [("w0",), ("w1",), ("w3",)]
+    assert query(path, "SELECT source_row_id FROM documents ORDER BY row_number") == [("w0",), ("w1",), ("w3",)]
     rejected = query(path, "SELECT stage, source, line, reason FROM rejected_rows ORDER BY line")
     assert [(stage, src, number) for stage, src, number, _ in rejected] == [
         ("ingest", str(source), n) for n in (2, 3, 4, 6, 8)
@@ -126,7 +126,7 @@ def test_a_csv_whose_headers_name_other_fields_rejects_each_row_with_its_line(tm
     assert ingest(path, source).success
     rejected = query(path, "SELECT stage, line, reason FROM rejected_rows ORDER BY line")
     assert rejected == [("preprocess", n, "missing field 'sentence'") for n in (2, 3, 4, 5)]
-    assert query(path, "SELECT count(*) FROM prompts") == [(0,)]
+    assert query(path, "SELECT count(*) FROM documents") == [(0,)]
 
 
 @pytest.mark.parametrize(
@@ -158,9 +158,9 @@ def test_a_file_that_cannot_be_read_fails_naming_it_and_replaces_nothing(tmp_pat
 
 def test_hostile_paragraph_lines_are_kept_and_the_good_paragraphs_land(tmp_path):
     good = [
-        json.loads(l)
-        for l in (PROJECT_ROOT / "data" / "evolution" / "paragraphs.jsonl").read_text().split("\n")
-        if l.strip()
+        json.loads(text)
+        for text in (PROJECT_ROOT / "data" / "evolution" / "paragraphs.jsonl").read_text().split("\n")
+        if text.strip()
     ]
     source = tmp_path / "paragraphs.jsonl"
     source.write_bytes(

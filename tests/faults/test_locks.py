@@ -12,7 +12,7 @@ import duckdb
 import pytest
 from dagster import DagsterInstance
 
-from eval_platform.benchmarks.assets import benchmark_raw_rows
+from evaluation_assets.benchmarks.assets import benchmark_raw_rows
 from resources import WarehouseResource
 from tests.conftest import DATA_BENCHMARKS, PROJECT_ROOT
 from tests.evaluation import materialize_configured, with_partitions
@@ -140,7 +140,7 @@ def test_parallel_runs_of_different_partitions_all_land(tmp_path):
         _, stderr = process.communicate(timeout=300)
         assert process.returncode == 0, stderr.decode()[-3000:]
     with duckdb.connect(str(path), read_only=True) as conn:
-        landed = dict(conn.execute("SELECT benchmark, count(*) FROM prompts GROUP BY ALL").fetchall())
+        landed = dict(conn.execute("SELECT benchmark, count(*) FROM documents GROUP BY ALL").fetchall())
         duplicates = conn.execute(
             "SELECT count(*) - count(DISTINCT (benchmark, source_row_id)) FROM raw_rows"
         ).fetchone()

@@ -1,7 +1,7 @@
 """Secrets: with fake OpenAI, Anthropic and Gemini keys in the environment, an era over HTTP judges
 of all three providers and a served-model run (servers that quote the key they were sent back in
-their error, as a careless proxy might) leave no key in the warehouse (its file and every text column), in Dagster's run and event
-storage, in the compute logs or on the console."""
+their error, as a careless proxy might) leave no key in the warehouse (its file and every text
+column), in Dagster's run and event storage, in the compute logs or on the console."""
 
 import re
 import sys
@@ -11,11 +11,11 @@ import duckdb
 import pytest
 from dagster import DagsterInstance
 
-from eval_platform.benchmarks.assets import benchmark_predictions
 from eval_platform.common.gateway import redact
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL
-from resources import ModelGatewayResource, WarehouseResource
+from evaluation_assets.benchmarks.assets import benchmark_evaluation
 from evaluation_assets.evolution.assets import era_summary, evolution_era, gene_pools, source_paragraphs
+from resources import ModelGatewayResource, WarehouseResource
 from tests.evaluation import materialize_configured, materialize_evaluation, materialize_inputs, roster_with
 from tests.openai_stub_server import StubServer
 from tests.processes import free_port, running
@@ -80,9 +80,9 @@ def run_served(instance, warehouse, api_base, model):
         "arc_easy",
         "served",
         roster,
-        {"modes": ["loglikelihood"]},
+        {"solvers": ["harness"]},
         gateway=ModelGatewayResource(api_base=api_base, max_retries=0),
-        assets=[benchmark_predictions],
+        assets=[benchmark_evaluation],
         instance=instance,
         raise_on_error=False,
     )
@@ -136,7 +136,10 @@ def test_no_key_reaches_the_warehouse_dagster_storage_or_logs(tmp_path, keys, ca
             "SELECT count(*) FROM gateway_calls WHERE purpose = 'mutation' AND error LIKE "
             "'%Incorrect API key provided: [OPENAI_API_KEY redacted]%'"
         ).fetchone()[0]
-        served = conn.execute("SELECT count(*) FROM predictions WHERE model = 'served/smollm2'").fetchone()[0]
+        served = conn.execute(
+            "SELECT count(*) FROM samples JOIN evaluations USING (benchmark, model, settings_key, solver) "
+            "WHERE model_source = 'served/smollm2'"
+        ).fetchone()[0]
     assert errors and all("Incorrect API key provided: [OPENAI_API_KEY redacted]" in e for e in errors)
     assert refused_keys == {keys["ANTHROPIC_API_KEY"], keys["GEMINI_API_KEY"]}  # sent, and quoted back
     for name, variable in (("anthropic-echo", "ANTHROPIC_API_KEY"), ("gemini-echo", "GEMINI_API_KEY")):

@@ -1,7 +1,7 @@
 """The team setup of the README on one machine, for tests and the scaling script: Dagster on a
 throwaway PostgreSQL (deploy/team/dagster.yaml), the daemon starting queued runs, and Celery on a
-Redis broker, with worker processes standing in for hosts (deploy/team/celery.yaml). Every process is stopped on exit, its whole
-process group, SIGKILL after a grace period."""
+Redis broker, with worker processes standing in for hosts (deploy/team/celery.yaml). Every process
+is stopped on exit, its whole process group, SIGKILL after a grace period."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The warehouse on DuckLake (a catalog on PostgreSQL, data files in a folder): a partition's tables
 replaced in one transaction whoever else writes, a conflicting commit retried and one that outlasts
-its retries failing with the table and partition named, readers served while writers write, and
-a file warehouse moved into a lake with every row kept."""
+its retries failing with the table and partition named, readers served while writers write, a
+file warehouse moved into a lake with every row kept, and a version 9 lake migrated keeping every row."""
 
 import gzip
 import multiprocessing
@@ -13,17 +13,20 @@ import sys
 import threading
 from contextlib import closing
 
+import duckdb
 import pandas as pd
 import pytest
 
-from eval_platform.benchmarks.assets import benchmark_predictions
-from eval_platform.benchmarks.store import BenchmarkStore
+from eval_platform.benchmarks.store import BenchmarkSchema, EvaluationStore, InputStore
+from eval_platform.benchmarks.store.inputs import source_frames
+from eval_platform.common.ingestion import LoadedRows
+from eval_platform.common.warehouse import SCHEMA_TABLE, CommitConflictError, registered_stores, without_keys, writes
+from evaluation_assets.benchmarks.assets import benchmark_evaluation
 from resources import WarehouseResource
-from eval_platform.common.warehouse import CommitConflictError, without_keys, writes
 from tests.conftest import PROJECT_ROOT
 from tests.evaluation import materialize_benchmark, materialize_evaluation, roster_with
 from tests.processes import in_processes
-from tests.tables import SETTINGS_KEYED_TABLES, SKIPPED_TABLES, V8_SETTINGS_KEYS, settings_keys
+from tests.tables import SKIPPED_TABLES, assert_every_v9_row_moved, assert_same_rows, snapshot, v9_rows, v10_rows
 from tests.team.postgres_server import postgres_server
 
 LAKES = (
@@ -34,9 +37,10 @@ LAKES = (
     "lake_empty_partition",
     "lake_twice",
     "lake_reattached",
-    "lake_v8",
+    "lake_v9",
 )
 ROWS = 5
+V9_FIXTURE = PROJECT_ROOT / "tests" / "data" / "v9_warehouse"  # what the release before version 10 wrote
 
 
 @pytest.fixture(scope="module")
@@ -62,24 +66,21 @@ def every_row(warehouse: WarehouseResource) -> dict[str, list[tuple]]:
         return {table: conn.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall() for table in tables}
 
 
+ROWS_READ = LoadedRows(rows=[(f"r{i}", {"i": i}) for i in range(ROWS)], lines=list(range(1, ROWS + 1)))
+
+
+def replace_raw_rows(store: InputStore, benchmark: str, copy: int) -> None:
+    """A partition's rows as the `copy`-th writer writes them (each writer's rows are its own source)."""
+    store.replace_raw_rows(benchmark, f"writer {copy}", ROWS_READ)
+
+
 def raw_rows(benchmark: str, copy: int) -> pd.DataFrame:
-    """A partition's rows as the `copy`-th writer writes them (each writer's rows are its own)."""
-    return pd.DataFrame(
-        {
-            "benchmark": benchmark,
-            "source_row_id": [f"r{i}" for i in range(ROWS)],
-            "row_number": range(ROWS),
-            "line": range(ROWS),
-            "row_json": "{}",
-            "source": f"writer {copy}",
-            "ingested_at": pd.Timestamp("2026-11-24"),
-        }
-    )
+    return source_frames(benchmark, f"writer {copy}", ROWS_READ)[0]
 
 
 def move(env: dict, *arguments: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "jobs.move_warehouse", *arguments],
+        [sys.executable, "-m", "jobs.main", "move-warehouse", *arguments],
         cwd=PROJECT_ROOT,
         env={**os.environ, **env},
         capture_output=True,
@@ -90,15 +91,15 @@ def move(env: dict, *arguments: str) -> subprocess.CompletedProcess:
 
 def test_a_file_warehouse_moves_into_a_lake_with_every_row_kept(catalogs, tmp_path):
     file = WarehouseResource(database=str(tmp_path / "warehouse.duckdb"))
-    roster = roster_with(tmp_path / "roster", "smollm2", model="local/smollm2-135m-instruct", modes=["loglikelihood"])
+    roster = roster_with(tmp_path / "roster", "smollm2", model="local/smollm2-135m-instruct", solvers=["harness"])
     assert materialize_benchmark(file, "arc_easy", roster, "smollm2", limit=ROWS).success
     expected = every_row(file)
-    assert all(expected[t] for t in ("raw_rows", "prompts", "predictions", "item_scores", "scores"))
+    assert all(expected[t] for t in ("raw_rows", "documents", "answers", "samples", "results", "history"))
 
     moved = lake(catalogs, "lake_moved", tmp_path)
     done = move({"EVAL_WAREHOUSE": moved.database, "EVAL_LAKE_DATA_PATH": moved.data_path}, "--from", file.database)
     assert done.returncode == 0, done.stderr
-    assert f"predictions: {len(expected['predictions'])}" in done.stdout
+    assert f"answers: {len(expected['answers'])}" in done.stdout
     assert every_row(moved) == expected
 
     # Through an export (how a file DuckDB 2.0 wrote reaches the team's DuckDB 1.4.4)
@@ -115,35 +116,45 @@ def test_a_file_warehouse_moves_into_a_lake_with_every_row_kept(catalogs, tmp_pa
 
     # Into a lake that holds rows already: refused, nothing changed.
     done = move({"EVAL_WAREHOUSE": moved.database, "EVAL_LAKE_DATA_PATH": moved.data_path}, "--from", file.database)
-    assert done.returncode != 0 and "already holds rows" in done.stderr and "predictions" in done.stderr
+    assert done.returncode != 0 and "already holds rows" in done.stderr and "'answers'" in done.stderr
     assert every_row(moved) == expected
 
 
-def test_a_version_8_lake_keeps_every_harness_row_under_the_key_of_its_settings(catalogs, tmp_path, monkeypatch):
-    """A team's lake written by the previous release (its harness tables as tests/data/v8_warehouse holds
-    them, without keys as a lake keeps them) is migrated in place: each harness row takes the settings
-    key of its run, and none is lost."""
+def test_a_version_9_lake_keeps_every_row_in_the_one_set_of_tables(catalogs, tmp_path, monkeypatch):
+    """A team's lake written by the release before one set of tables (tests/data/v9_warehouse: five
+    datasets and a harness task by two roster models, compared, the protocols scored; its benchmark
+    tables as a lake keeps them, without keys) is migrated in place: every version 9 row is in the
+    table that holds it now (tests/tables.py's V9_TO_V10), and the lake holds what the same
+    warehouse migrated as a file holds, table by table."""
     monkeypatch.chdir(PROJECT_ROOT)
-    warehouse = lake(catalogs, "lake_v8", tmp_path)
-    schema = (PROJECT_ROOT / "tests" / "data" / "v8_warehouse" / "schema.sql").read_text()
-    with warehouse.get_connection() as conn:  # a new lake, its harness tables taken back to version 8
-        for table in SETTINGS_KEYED_TABLES:
-            columns = re.search(rf"CREATE TABLE {table}\((.*?)\);\n", schema, re.S).group(1)
+    schema = (V9_FIXTURE / "schema.sql").read_text()
+    declared = dict(re.findall(r"CREATE TABLE (\w+)\((.*?)\);\n", schema, re.S))
+    others = {table for store in registered_stores() if store.name != "benchmarks" for table in store.tables}
+    version_9 = {table: columns for table, columns in declared.items() if table not in others | {SCHEMA_TABLE}}
+    warehouse = lake(catalogs, "lake_v9", tmp_path)
+    with warehouse.get_connection() as conn:  # a new lake, its benchmark tables taken back to version 9
+        for (view,) in conn.execute(
+            "SELECT view_name FROM duckdb_views() WHERE NOT internal AND database_name = current_database()"
+        ).fetchall():
+            conn.execute(f"DROP VIEW {view}")
+        for table in BenchmarkSchema.tables:
             conn.execute(f"DROP TABLE {table}")
+        for table, columns in version_9.items():
             conn.execute(f"CREATE TABLE {table} ({without_keys(columns)})")
-            conn.execute(f"INSERT INTO {table} SELECT * FROM 'tests/data/v8_warehouse/{table}.parquet'")
-        conn.execute("UPDATE schema_versions SET version = 8 WHERE store = 'benchmarks'")
-        before = {
-            table: conn.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall() for table in SETTINGS_KEYED_TABLES
-        }
+            conn.execute(f"INSERT INTO {table} SELECT * FROM '{V9_FIXTURE.relative_to(PROJECT_ROOT)}/{table}.parquet'")
+        conn.execute("UPDATE schema_versions SET version = 9 WHERE store = 'benchmarks'")
+        before = v9_rows(conn)
+    assert [what for what, rows in before.items() if not rows] == ["fewshot_rejections"]  # every other one holds rows
     with warehouse.get_connection() as conn:
         version = conn.execute("SELECT version FROM schema_versions WHERE store = 'benchmarks'").fetchone()[0]
-        after = {
-            table: conn.execute(f"SELECT * EXCLUDE (settings_key) FROM {table} ORDER BY ALL").fetchall()
-            for table in SETTINGS_KEYED_TABLES
-        }
-        keys = settings_keys(conn)
-    assert (version, after, keys) == (BenchmarkStore.version, before, V8_SETTINGS_KEYS)
+        after, migrated = v10_rows(conn), snapshot(conn)
+    assert version == BenchmarkSchema.version == 10
+    assert_every_v9_row_moved(before, after)
+    file = tmp_path / "v9.duckdb"
+    with duckdb.connect(str(file)) as conn:
+        conn.execute(f"IMPORT DATABASE '{V9_FIXTURE.relative_to(PROJECT_ROOT)}'")
+    with WarehouseResource(database=str(file)).get_connection() as conn:
+        assert_same_rows(migrated, snapshot(conn))
 
 
 def test_a_file_from_duckdb_2_says_how_to_move_it(catalogs, tmp_path):
@@ -170,8 +181,8 @@ def test_a_catalog_string_with_a_password_is_refused_without_showing_it(catalog,
     assert "hunter2" not in str(refused.value)
 
 
-class RivalledStore(BenchmarkStore):
-    """The benchmark store, with a write that another writer's commit interrupts `rivals` times."""
+class RivalledStore(InputStore):
+    """The inputs' store, with a write that another writer's commit interrupts `rivals` times."""
 
     rivals = 0
 
@@ -187,17 +198,17 @@ def test_a_conflicting_commit_is_retried_and_one_that_outlasts_its_retries_names
     catalogs, tmp_path
 ):
     warehouse = lake(catalogs, "lake_conflicts", tmp_path, commit_retries=2)
-    with warehouse.store(BenchmarkStore) as store:
-        store.replace_raw_rows("arc_easy", raw_rows("arc_easy", 0), raw_rows("arc_easy", 0).iloc[:0])
+    with warehouse.store(InputStore) as store:
+        replace_raw_rows(store, "arc_easy", 0)
 
     def rival():
-        with warehouse.store(BenchmarkStore) as other:
-            other.replace_raw_rows("arc_easy", raw_rows("arc_easy", 2), raw_rows("arc_easy", 0).iloc[:0])
+        with warehouse.store(InputStore) as other:
+            replace_raw_rows(other, "arc_easy", 2)
 
     RivalledStore.rivals = 2  # two conflicts, two retries: the third attempt commits
     with warehouse.store(RivalledStore) as store:
         store.replace_raw_rows_against_a_rival("arc_easy", raw_rows("arc_easy", 1), rival)
-    with warehouse.store(BenchmarkStore) as store:
+    with warehouse.store(InputStore) as store:
         assert store.rows("SELECT source, count(*) AS n FROM raw_rows GROUP BY source") == [
             {"source": "writer 1", "n": ROWS}
         ]
@@ -206,7 +217,7 @@ def test_a_conflicting_commit_is_retried_and_one_that_outlasts_its_retries_names
     with warehouse.store(RivalledStore) as store, pytest.raises(CommitConflictError) as failure:
         store.replace_raw_rows_against_a_rival("arc_easy", raw_rows("arc_easy", 3), rival)
     assert "raw_rows" in str(failure.value) and "arc_easy" in str(failure.value) and "3 times" in str(failure.value)
-    with warehouse.store(BenchmarkStore) as store:  # the rival's rows, whole: the failed write left nothing
+    with warehouse.store(InputStore) as store:  # the rival's rows, whole: the failed write left nothing
         assert store.rows("SELECT source, count(*) AS n FROM raw_rows GROUP BY source") == [
             {"source": "writer 2", "n": ROWS}
         ]
@@ -218,8 +229,8 @@ def test_two_writers_of_an_empty_partition_leave_one_copy(catalogs, tmp_path):
     warehouse = lake(catalogs, "lake_empty_partition", tmp_path)
 
     def rival():
-        with warehouse.store(BenchmarkStore) as other:
-            other.replace_raw_rows("winogrande", raw_rows("winogrande", 2), raw_rows("winogrande", 0).iloc[:0])
+        with warehouse.store(InputStore) as other:
+            replace_raw_rows(other, "winogrande", 2)
 
     RivalledStore.rivals = 1
     with warehouse.store(RivalledStore) as store:
@@ -230,29 +241,34 @@ def test_two_writers_of_an_empty_partition_leave_one_copy(catalogs, tmp_path):
         ) == [{"source": "writer 1", "n": ROWS}]
 
 
-def test_a_partition_predicted_twice_at_once_keeps_one_prediction_per_prompt(catalogs, tmp_path, monkeypatch):
+def test_a_partition_evaluated_twice_at_once_keeps_one_answer_per_request(catalogs, tmp_path, monkeypatch):
     """As when a step outlasts the broker's visibility timeout and a second worker runs it too: the
-    second run found nothing stored, and its predictions replace the first run's instead of adding to
-    them (DuckLake has no primary key to refuse them)."""
+    second run found no answer stored, and the answers it computed replace the first run's instead of
+    adding to them, as its samples replace the first run's (DuckLake has no primary key to refuse them)."""
     warehouse = lake(catalogs, "lake_twice", tmp_path)
-    roster = roster_with(tmp_path / "roster", "smollm2", model="local/smollm2-135m-instruct", modes=["loglikelihood"])
+    roster = roster_with(tmp_path / "roster", "smollm2", model="local/smollm2-135m-instruct", solvers=["harness"])
     assert materialize_benchmark(warehouse, "arc_easy", roster, "smollm2", limit=ROWS).success
-    monkeypatch.setattr(BenchmarkStore, "stored_prediction_ids", lambda store, key: set())  # nothing stored yet
-    result = materialize_evaluation(warehouse, "arc_easy", "smollm2", roster, assets=[benchmark_predictions])
+    with warehouse.store(EvaluationStore) as store:
+        first = store.rows("SELECT count(*) AS n, count(DISTINCT request_key) AS requests FROM answers")
+    monkeypatch.setattr(EvaluationStore, "load_answers", lambda store, fingerprint: {})  # nothing stored yet
+    result = materialize_evaluation(warehouse, "arc_easy", "smollm2", roster, assets=[benchmark_evaluation])
     assert result.success
-    with warehouse.store(BenchmarkStore) as store:
+    with warehouse.store(EvaluationStore) as store:
         assert store.rows(
-            "SELECT count(*) AS n, count(DISTINCT prompt_id) AS prompts, count(DISTINCT run_id) AS runs "
-            "FROM predictions"
-        ) == [{"n": ROWS, "prompts": ROWS, "runs": 1}]
-        assert store.rows("SELECT DISTINCT run_id FROM predictions") == [{"run_id": result.run_id}]
+            "SELECT count(*) AS n, count(DISTINCT request_key) AS requests, count(DISTINCT run_id) AS runs FROM answers"
+        ) == [{**first[0], "runs": 1}]
+        assert first[0]["n"] == first[0]["requests"] > ROWS  # a request per choice of each document
+        assert store.rows("SELECT DISTINCT run_id FROM answers") == [{"run_id": result.run_id}]
+        assert store.rows(
+            "SELECT count(*) AS n, count(DISTINCT doc_id) AS documents, count(DISTINCT run_id) AS runs FROM samples"
+        ) == [{"n": ROWS, "documents": ROWS, "runs": 1}]
 
 
 def replace_repeatedly(catalog: str, data_path: str, copy: int, times: int) -> None:
     warehouse = WarehouseResource(database=catalog, data_path=data_path, commit_retries=20)
     for _ in range(times):
-        with warehouse.store(BenchmarkStore) as store:
-            store.replace_raw_rows("arc_easy", raw_rows("arc_easy", copy), raw_rows("arc_easy", copy).iloc[:0])
+        with warehouse.store(InputStore) as store:
+            replace_raw_rows(store, "arc_easy", copy)
 
 
 def test_many_writers_replace_one_partition_while_readers_read_whole_versions_of_it(catalogs, tmp_path):
@@ -263,7 +279,7 @@ def test_many_writers_replace_one_partition_while_readers_read_whole_versions_of
 
     def read():
         while not stop.is_set():
-            with warehouse.store(BenchmarkStore) as store:
+            with warehouse.store(InputStore) as store:
                 seen.append(store.rows("SELECT source, count(*) AS n FROM raw_rows GROUP BY source ORDER BY 1"))
 
     reader = threading.Thread(target=read)
@@ -278,7 +294,7 @@ def test_many_writers_replace_one_partition_while_readers_read_whole_versions_of
         stop.set()
         reader.join(60)
     assert codes == [0, 0, 0, 0]
-    with warehouse.store(BenchmarkStore) as store:
+    with warehouse.store(InputStore) as store:
         final = store.rows("SELECT source, count(*) AS n FROM raw_rows GROUP BY source")
     assert len(final) == 1 and final[0]["n"] == ROWS
     # Every read saw one writer's partition whole (or none yet): never half of one, never two.
@@ -301,7 +317,7 @@ def catalog_backends(catalogs, name: str) -> set[int]:
 
 
 def read_partition(warehouse: WarehouseResource, source: str) -> None:
-    with warehouse.store(BenchmarkStore) as store:
+    with warehouse.store(InputStore) as store:
         assert store.rows("SELECT source, count(*) AS n FROM raw_rows GROUP BY source") == [
             {"source": source, "n": ROWS}
         ]
@@ -315,13 +331,13 @@ def read_in_a_child(warehouse: WarehouseResource, catalogs: dict, parents: set[i
 
 def test_a_process_attaches_the_lake_once_and_again_when_its_catalog_connections_drop(catalogs, tmp_path):
     warehouse = lake(catalogs, "lake_reattached", tmp_path)
-    with warehouse.store(BenchmarkStore) as store:
-        store.replace_raw_rows("arc_easy", raw_rows("arc_easy", 1), raw_rows("arc_easy", 1).iloc[:0])
+    with warehouse.store(InputStore) as store:
+        replace_raw_rows(store, "arc_easy", 1)
     attached = catalog_backends(catalogs, "lake_reattached")
     assert attached  # the attached catalog stays open between stores
     for copy in (2, 3):
-        with warehouse.store(BenchmarkStore) as store:
-            store.replace_raw_rows("arc_easy", raw_rows("arc_easy", copy), raw_rows("arc_easy", copy).iloc[:0])
+        with warehouse.store(InputStore) as store:
+            replace_raw_rows(store, "arc_easy", copy)
     assert catalog_backends(catalogs, "lake_reattached") == attached  # no store attached it again
 
     # A forked child (as a Celery worker's) attaches its own; the parent's attachment stays whole.
@@ -344,5 +360,5 @@ def test_a_process_attaches_the_lake_once_and_again_when_its_catalog_connections
 
     # The resource's DuckDB config (`connection_config`) is its instance's.
     limited = lake(catalogs, "lake_reattached", tmp_path, connection_config={"memory_limit": "1GB"})
-    with limited.store(BenchmarkStore) as store:
+    with limited.store(InputStore) as store:
         assert store.rows("SELECT current_setting('memory_limit') AS memory_limit") == [{"memory_limit": "953.6 MiB"}]

@@ -11,10 +11,10 @@ import pytest
 import yaml
 from dagster import DagsterInstance, RunsFilter
 
-from eval_platform.benchmarks.partitions import evaluation_key
 from eval_platform.benchmarks.roster import RosterEntry, write_entry
-from resources import WarehouseResource
 from evaluation_assets.definitions import defs
+from evaluation_assets.partitions import evaluation_key
+from resources import WarehouseResource
 from tests.evaluation import launchpad
 from tests.tables import assert_same_rows, file_snapshot, snapshot
 from tests.team.team_deployment import CELERY_SETTINGS, team_deployment
@@ -26,7 +26,7 @@ KILLED_BENCHMARK, KILLED_MODEL = "truthfulqa", "smollm2-float32"
 ROWS = 8
 # Longer than a step here takes alone (seconds), and the broker looks for overdue tasks every second,
 # so that a lost worker's task is soon redelivered. Under load a step may outlast it and run twice at
-# once; its rows are replaced, not added (test_lake.py shows it for predictions).
+# once; its rows are replaced, not added (test_lake.py shows it for answers and samples).
 VISIBILITY_TIMEOUT_S = 30
 
 
@@ -45,7 +45,7 @@ def roster(tmp_path_factory) -> Path:
                 name=name,
                 model="local/smollm2-135m-instruct",
                 dtype=dtype,
-                modes=("loglikelihood",),
+                solvers=("harness",),
                 benchmarks=(*BENCHMARKS, *extra),
             ),
         )
@@ -119,9 +119,9 @@ def materialize_inputs(team, benchmark: str) -> None:
         "asset",
         "materialize",
         "-m",
-        "eval_platform.definitions",
+        "evaluation_assets.definitions",
         "--select",
-        "group:benchmark_ingestion or group:benchmark_preprocessing",
+        "group:benchmark_inputs",
         "--partition",
         benchmark,
         "--config-json",
@@ -204,18 +204,18 @@ def test_a_worker_killed_in_the_middle_of_a_partition_loses_nothing_and_duplicat
         while True:
             runs = instance.get_runs(RunsFilter(job_name="model_evaluation"))
             started = (
-                celery_workers(instance, runs[0].run_id, "benchmark_predictions") if len(runs) > runs_before else []
+                celery_workers(instance, runs[0].run_id, "benchmark_evaluation") if len(runs) > runs_before else []
             )
             if started:
                 break
-            assert time.monotonic() < deadline, "the partition's predictions never started"
+            assert time.monotonic() < deadline, "the partition's evaluation never started"
             time.sleep(0.2)
     team.kill_worker(started[0])
     runs = team.wait_for_runs("model_evaluation", runs_before + 1)
     with team.instance() as instance:
         run = runs[0]
         assert run.status.value == "SUCCESS"
-        again = celery_workers(instance, run.run_id, "benchmark_predictions")
+        again = celery_workers(instance, run.run_id, "benchmark_evaluation")
     # The lost worker's task went back to the queue and the other worker evaluated the partition again
     # (maybe more than once: a step that outlasts the visibility timeout is handed out again).
     assert again[0] == started[0] and len(again) >= 2 and started[0] not in again[1:]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from eval_platform.benchmarks.declarations import Benchmark, EvaluationSettings, settings_key
@@ -156,25 +156,35 @@ class HarnessSolver:
 register_solver(HarnessSolver())
 
 
-def built_requests(job: EvaluationJob) -> dict[tuple[str, int], tuple[list[tuple[Any, ...]], list[str]]]:
-    """Each of a dataset's documents' requests as the harness builds them, and the few-shot rows
-    drawn into them, by (task, doc_id): what the `harness` solver asks the model, without asking it."""
+def built_instances(job: EvaluationJob) -> Iterator[tuple[Any, int, list[Any], list[str]]]:
+    """Each of a dataset's documents' requests as the harness builds them, without asking them: its
+    task (whose `process_results` scores the answers), its doc_id, its instances in order (each
+    with its `doc` and `args`) and the few-shot rows drawn into them."""
     from eval_platform.benchmarks.declarations import FEWSHOT_SEED
 
     dataset = DatasetRun(job)
-    built: dict[tuple[str, int], tuple[list[tuple[Any, ...]], list[str]]] = {}
     for task in build_tasks(dataset.run):
-        name = task.config.task
         if job.settings.num_fewshot is not None:
             task.set_config(key="num_fewshot", value=job.settings.num_fewshot)
         task.set_fewshot_seed(seed=FEWSHOT_SEED)
         draws = record_fewshot_draws(task)
         task.build_all_requests()
         drawn = draws()
+        instances: dict[int, list[Any]] = defaultdict(list)
         for instance in sorted(task.instances, key=lambda i: (i.doc_id, i.idx)):
-            fewshot = dataset.drawn_ids(name, drawn[instance.doc_id]) if instance.doc_id < len(drawn) else []
-            built.setdefault((name, instance.doc_id), ([], fewshot))[0].append(tuple(instance.args))
-    return built
+            instances[instance.doc_id].append(instance)
+        for doc_id, asked in instances.items():
+            fewshot = dataset.drawn_ids(task.config.task, drawn[doc_id]) if doc_id < len(drawn) else []
+            yield task, doc_id, asked, fewshot
+
+
+def built_requests(job: EvaluationJob) -> dict[tuple[str, int], tuple[list[tuple[Any, ...]], list[str]]]:
+    """Each of a dataset's documents' requests as the harness builds them, and the few-shot rows
+    drawn into them, by (task, doc_id): what the `harness` solver asks the model, without asking it."""
+    return {
+        (task.config.task, doc_id): ([tuple(instance.args) for instance in asked], fewshot)
+        for task, doc_id, asked, fewshot in built_instances(job)
+    }
 
 
 def rows_requests(

@@ -29,7 +29,7 @@ OLD_TABLES = (
     "prompts", "prompt_rejections", "harness_requests", "predictions", "prediction_runs", "model_evaluations",
     "item_scores", "scores", "score_history", "model_comparisons", "protocol_results", "harness_answers",
     "harness_samples", "harness_runs", "harness_history", "harness_results", "harness_comparisons",
-    "normalized_scores", "leaderboard_v9",
+    "normalized_scores",
 )  # fmt: skip
 # each spec's harness task in version 9 (MMLU's per subject)
 SPEC_TASKS = {
@@ -343,11 +343,13 @@ def _protocols_and_leaderboard(conn: Any, old: set[str]) -> None:
 def migrate(conn: Any) -> None:
     drop_views(conn, OLD_VIEWS)
     old = existing_tables(conn)
-    if "leaderboard" in old:
-        conn.execute("ALTER TABLE leaderboard RENAME TO leaderboard_v9")
-        old = existing_tables(conn)
+    if "leaderboard" in old:  # version 9's, kept aside in a temporary table (on a lake, a table renamed
+        # and then dropped in one transaction fails its commit: DuckLake 0.3, DuckDB 1.4.4)
+        conn.execute("CREATE TEMP TABLE leaderboard_v9 AS SELECT * FROM leaderboard")
+        conn.execute("DROP TABLE leaderboard")
+        old = existing_tables(conn) | {"leaderboard_v9"}
     for table in TABLES:
-        if table not in old or table == "leaderboard":
+        if table not in old:
             _create(conn, table)
     _documents(conn, old)
     if {"predictions", "model_evaluations"} <= old:
@@ -367,3 +369,4 @@ def migrate(conn: Any) -> None:
         if table in old:
             conn.execute(f"DROP TABLE {table}")
     conn.execute("DROP TABLE IF EXISTS temp.item_scores")
+    conn.execute("DROP TABLE IF EXISTS temp.leaderboard_v9")

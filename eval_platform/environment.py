@@ -95,7 +95,9 @@ class Environment(BaseModel):
         default=None, alias="EVAL_TORCH_THREADS", description="torch's intra-op threads (unset: torch's default)."
     )
     api_base: str | None = Field(
-        default=None, alias="EVAL_API_BASE", description="The model gateway's default server (an OpenAI-compatible URL)."
+        default=None,
+        alias="EVAL_API_BASE",
+        description="The model gateway's default server (an OpenAI-compatible URL).",
     )
     nightly_cron: str = Field(
         default="0 2 * * *", alias="EVAL_NIGHTLY_CRON", description="When the nightly refresh runs (cron)."

@@ -133,7 +133,9 @@ def summary(benchmarks: Sequence[str] | None = None) -> None:
     shown = {name: b for name, b in declared.items() if benchmarks is None or name in benchmarks}
     print(f"\nResults ({environment().warehouse}):\n{results.to_markdown(index=False)}")
     if benchmarks is None:
-        print(f"\nModel against its baseline (a minus b, on the same documents):\n{comparisons.to_markdown(index=False)}")
+        print(
+            f"\nModel against its baseline (a minus b, on the same documents):\n{comparisons.to_markdown(index=False)}"
+        )
     board = leaderboard_table(headlines, averages, shown)
     print(f"\nLeaderboard (headline score [95% interval]):\n{board.to_markdown(index=False, disable_numparse=True)}")
 
@@ -242,7 +244,9 @@ def move_warehouse(args: argparse.Namespace) -> int:
     if args.export:
         with warehouse.get_connection() as conn:
             counts = export_tables(conn, stores, args.export)
-        print(f"Exported {sum(counts.values())} rows of {len(counts)} tables from {warehouse.database} to {args.export}")
+        print(
+            f"Exported {sum(counts.values())} rows of {len(counts)} tables from {warehouse.database} to {args.export}"
+        )
         return 0
     if not Path(args.source).is_dir():
         try:  # migrated to this version's schema, under the file's lock
@@ -269,7 +273,9 @@ def parser() -> argparse.ArgumentParser:
     commands = main.add_subparsers(dest="command", required=True)
     runs = commands.add_parser("run", help="Materialise the whole graph offline (the nightly refresh's runs).")
     chosen = runs.add_mutually_exclusive_group()
-    chosen.add_argument("--protocol", help="A declared protocol's benchmarks (with its solver and shots) and its score.")
+    chosen.add_argument(
+        "--protocol", help="A declared protocol's benchmarks (with its solver and shots) and its score."
+    )
     chosen.add_argument("--benchmarks", nargs="+", metavar="NAME", help="Only these benchmarks, and their leaderboard.")
     runs.add_argument("--limit", type=int, help="Only each benchmark's first N rows (a quick run).")
     runs.set_defaults(handler=run)

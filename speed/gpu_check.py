@@ -244,7 +244,11 @@ def task_run(name: str, args, data: Path, folder: Path) -> tuple[HarnessRun, int
             "validation": str(data / "mmlu_pro_validation.jsonl"),
         }
         settings = declared["leaderboard_mmlu_pro"].evaluation_settings()
-        return run_of("leaderboard_mmlu_pro", settings, data_files={"leaderboard_mmlu_pro": files}), len(chosen), len(lines)
+        return (
+            run_of("leaderboard_mmlu_pro", settings, data_files={"leaderboard_mmlu_pro": files}),
+            len(chosen),
+            len(lines),
+        )
     if name == "bbh":
         settings = declared["leaderboard_bbh"].evaluation_settings()
         files, docs, full = {}, 0, 0

@@ -24,7 +24,10 @@ from tests.reference_scoring import naive_loglikelihoods
 
 DATASETS = {name: b for name, b in declared_benchmarks().items() if b.is_dataset}
 # each solver's metrics (and filters), and the harness tasks' own metric_list as they report them
-CHAT_METRICS = {"letter": {("acc", "none")}, "generate": {("exact_match", "strict-match"), ("exact_match", "flexible-extract")}}  # fmt: skip
+CHAT_METRICS = {
+    "letter": {("acc", "none")},
+    "generate": {("exact_match", "strict-match"), ("exact_match", "flexible-extract")},
+}
 HARNESS_METRICS = {
     "arc_easy": {("acc", "none"), ("acc_norm", "none")},
     "arc_challenge": {("acc", "none"), ("acc_norm", "none")},
@@ -73,14 +76,16 @@ def test_every_declared_dataset_materialises_with_the_real_model(all_benchmarks)
     with warehouse.get_connection() as conn:
         per_benchmark = dict(conn.execute("SELECT benchmark, count(*) FROM documents GROUP BY ALL").fetchall())
         assert per_benchmark == {name: ROWS for name in DATASETS}
-        probabilities = [json.loads(r)[0] for (r,) in conn.execute("SELECT responses FROM samples WHERE solver = 'letter'")
-                         .fetchall()]  # fmt: skip
+        letter_responses = conn.execute("SELECT responses FROM samples WHERE solver = 'letter'").fetchall()
+        probabilities = [json.loads(r)[0] for (r,) in letter_responses]
         letter = [b for b in DATASETS.values() if "letter" in b.solvers]
         assert len(probabilities) == ROWS * len(letter) and all(abs(sum(p.values()) - 1) < 1e-5 for p in probabilities)
         assert conn.execute(
             "SELECT min(value) >= 0 AND max(value) <= 1 FROM results WHERE metric IN ('acc', 'acc_norm', 'exact_match')"
         ).fetchone()[0]
-        stored = {tuple(r) for r in conn.execute("SELECT DISTINCT benchmark, solver, metric, filter FROM results").fetchall()}
+        stored = {
+            tuple(r) for r in conn.execute("SELECT DISTINCT benchmark, solver, metric, filter FROM results").fetchall()
+        }
         expected = {
             (name, solver, metric, filter_name)
             for name, benchmark in DATASETS.items()
@@ -102,10 +107,15 @@ def test_every_declared_dataset_materialises_with_the_real_model(all_benchmarks)
             WHERE r.benchmark = 'arc_easy' AND r.solver = 'letter'""").fetchall()
         assert len(lineage) == ROWS and all(json.loads(row)["question"] in prompt for prompt, row in lineage)
         # Each document's value in the lineage view averages back to every stored result of its task.
-        assert conn.execute("""
+        assert (
+            conn.execute("""
             SELECT count(*) FROM (SELECT benchmark, solver, settings_key, task, metric, filter,
                                          avg(item_value::DOUBLE) AS recomputed, any_value(score) AS stored
-                                  FROM item_lineage GROUP BY ALL) WHERE abs(recomputed - stored) > 1e-9""").fetchone()[0] == 0
+                                  FROM item_lineage GROUP BY ALL) WHERE abs(recomputed - stored) > 1e-9""").fetchone()[
+                0
+            ]
+            == 0
+        )
         # MMLU's own number is over every subject's documents
         ((mmlu, documents),) = conn.execute(
             "SELECT value, n FROM results WHERE benchmark = 'mmlu' AND solver = 'harness' AND task = 'mmlu'"

@@ -317,7 +317,10 @@ def test_the_seeds_layouts_get_the_harness_requests_of_their_hugging_face_rows(l
     for shots in (0, 5):
         hugging_face = requests_of("mmlu", list(enumerate(rows)), list(enumerate(dev)), shots)
         seed = requests_of(
-            "mmlu", [(i, seed_mmlu(r)) for i, r in enumerate(rows)], [(i, seed_mmlu(r)) for i, r in enumerate(dev)], shots
+            "mmlu",
+            [(i, seed_mmlu(r)) for i, r in enumerate(rows)],
+            [(i, seed_mmlu(r)) for i, r in enumerate(dev)],
+            shots,
         )
         assert len(seed) == 6 and seed == hugging_face
 

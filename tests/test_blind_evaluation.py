@@ -1,15 +1,14 @@
 """Blind evaluation round trip, refused sheets with cell references, formula safety, the sensor."""
 
 import shutil
-from pathlib import Path
 import zipfile
+from pathlib import Path
 
 import pytest
 from dagster import RunRequest, SkipReason, build_schedule_context, build_sensor_context
 from openpyxl import load_workbook
 from sklearn.metrics import cohen_kappa_score
 
-from schedules import nightly_benchmark_refresh
 from eval_platform.blind import sheets
 from evaluation_assets.blind.assets import (
     KEY_FILE,
@@ -20,6 +19,7 @@ from evaluation_assets.blind.assets import (
     blind_eval_sheet,
     blind_eval_tally,
 )
+from schedules import nightly_benchmark_refresh
 from schedules.sensors import filled_sheet_sensor
 from tests.conftest import PROJECT_ROOT
 from tests.evaluation import materialize_configured

@@ -24,7 +24,8 @@ def insert(warehouse, sql, *params):
 
 RESULT = """INSERT INTO results (benchmark, model, model_fingerprint, settings_key, solver, task, is_group, metric,
             filter, value, ci_low, ci_high, n, settings, computed_at)
-            VALUES ('arc_easy', 'm', 'fp', '0-shot', 'letter', 'arc_easy', false, 'acc', 'none', ?, ?, ?, 10, '{}', now())"""
+            VALUES ('arc_easy', 'm', 'fp', '0-shot', 'letter', 'arc_easy', false, 'acc', 'none',
+                    ?, ?, ?, 10, '{}', now())"""
 GENERATION = """INSERT INTO generations (era, generation, prompt_id, operator, parents, carried_over,
                 evaluated_generation, fitness, raw_fitness) VALUES ('e', ?, ?, 'initial', [], false, ?, ?, ?)"""
 
@@ -72,7 +73,10 @@ def test_reject_rate_check(warehouse, tmp_path):
 
 
 def test_judge_failure_rate_check_warns(warehouse):
-    sql = "INSERT INTO judge_scores (era, prompt_id, evaluated_generation, judge_name, judge_model, error) VALUES ('e', ?, 0, ?, 'm', ?)"
+    sql = (
+        "INSERT INTO judge_scores (era, prompt_id, evaluated_generation, judge_name, judge_model, error) "
+        "VALUES ('e', ?, 0, ?, 'm', ?)"
+    )
     for prompt in ("a", "b", "c"):
         insert(warehouse, sql, prompt, "openai", None)
     assert run_check(evolution_checks.judge_failure_rate, warehouse).passed

@@ -9,12 +9,10 @@ import os
 import signal
 
 import duckdb
-import pandas as pd
 import pytest
 from dagster import DagsterInstance, SensorResult, build_sensor_context, materialize
 
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL
-from resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
 from eval_platform.evolution.eras import EraConfigurationChanged
 from evaluation_assets.evolution.assets import (
     era_summary,
@@ -24,6 +22,7 @@ from evaluation_assets.evolution.assets import (
     pareto_front,
     source_paragraphs,
 )
+from resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
 from schedules.sensors import era_sensor
 from tests.conftest import PROJECT_ROOT
 from tests.era_process import DIE_AFTER_EVALUATIONS

@@ -8,9 +8,9 @@ import pytest
 from dagster import DagsterInstance
 
 from eval_platform.common.models import open_model
-from resources import ModelGatewayResource, WarehouseResource
-from evaluation_assets.definitions import defs
 from eval_platform.evolution.genetic import TAGS, EraSettings, Individual, next_generation, operator_counts, run_era
+from evaluation_assets.definitions import defs
+from resources import ModelGatewayResource, WarehouseResource
 from tests.openai_stub_server import StubServer
 
 SECRET = "sk-test-secret-never-stored-0123456789"
@@ -350,9 +350,13 @@ def test_where_an_era_starts_follows_what_the_warehouse_holds_of_it():
     checkpoint = ({"generation": 1, "rng_state": json.dumps(rng.getstate())}, [row])
     resumed = era_start("e", settings, False, state, checkpoint, 0.25, paragraphs, genes)
     assert resumed.resume is not None and (resumed.resume.generation, resumed.resume.spent_usd) == (1, 0.25)
-    assert resumed.resume.rng_state == rng.getstate() and [i.prompt_id for i in resumed.resume.population] == ["g001-000-x"]
+    assert resumed.resume.rng_state == rng.getstate() and [i.prompt_id for i in resumed.resume.population] == [
+        "g001-000-x"
+    ]
     assert not resumed.done(settings) and resumed.done(settings.model_copy(update={"generations": 1}))
-    longer = era_start("e", settings.model_copy(update={"generations": 5}), False, state, checkpoint, 0.0, paragraphs, genes)
+    longer = era_start(
+        "e", settings.model_copy(update={"generations": 5}), False, state, checkpoint, 0.0, paragraphs, genes
+    )
     assert longer.resume is not None  # a longer era is the same era
     with pytest.raises(EraConfigurationChanged, match="changed: seed"):
         era_start("e", settings.model_copy(update={"seed": 4}), False, state, checkpoint, 0.0, paragraphs, genes)
@@ -362,4 +366,6 @@ def test_where_an_era_starts_follows_what_the_warehouse_holds_of_it():
                        paragraphs, genes)  # fmt: skip
     assert [p["paragraph_id"] for p in chosen.paragraphs] == ["p2", "p0"]
     with pytest.raises(ValueError, match=r"Unknown paragraph_ids \['p9'\]"):
-        era_start("e", settings.model_copy(update={"paragraph_ids": ("p9",)}), False, None, None, 0.0, paragraphs, genes)
+        era_start(
+            "e", settings.model_copy(update={"paragraph_ids": ("p9",)}), False, None, None, 0.0, paragraphs, genes
+        )

@@ -92,7 +92,11 @@ def test_parse_plain_json():
 
 
 def test_parse_fenced_and_chatty_reply():
-    reply = 'Sure! Here is my evaluation:\n```json\n{"faithfulness": 3, "clarity": 2, "readability": 1, "score": 6, "comments": "ok"}\n```\nHope it helps.'
+    reply = (
+        "Sure! Here is my evaluation:\n```json\n"
+        '{"faithfulness": 3, "clarity": 2, "readability": 1, "score": 6, "comments": "ok"}'
+        "\n```\nHope it helps."
+    )
     assert parse_judge_reply(reply)["score"] == 6
 
 

@@ -30,8 +30,10 @@ def runs() -> list[HarnessRun]:
         # all 20 shipped prompts: row 19's checker draws its letter from Python's global generator
         declared_run("leaderboard_ifeval", limit=20, overrides=IFEVAL_SHORT),
         *[
-            HarnessRun((task,), bbh.settings.model_copy(update={"data_files": {task: bbh.settings.data_files[task]},
-                                                               "limit": 2}))  # fmt: skip
+            HarnessRun(
+                (task,),
+                bbh.settings.model_copy(update={"data_files": {task: bbh.settings.data_files[task]}, "limit": 2}),
+            )  # fmt: skip
             for task in BBH_SUBTASKS
         ],
     ]

@@ -247,9 +247,7 @@ def test_the_regression_watch_names_the_documents_that_flipped_on_a_harness_benc
             for key, arguments in conn.execute("SELECT request_key, arguments FROM answers").fetchall():
                 context, continuation = json.loads(arguments)
                 value = 0.0 if (continuation == gold[context]) == right else -1000.0
-                conn.execute(
-                    "UPDATE answers SET response = ? WHERE request_key = ?", [json.dumps([value, False]), key]
-                )
+                conn.execute("UPDATE answers SET response = ? WHERE request_key = ?", [json.dumps([value, False]), key])
 
     assert regression_check().passed  # one run: nothing to compare
     answer_every_document(right=True)
@@ -327,7 +325,10 @@ def test_bad_tasks_and_files_are_refused_naming_them(project):
     with pytest.raises(HarnessTaskError, match="data file .*missing.jsonl does not exist"):
         built("arc_easy", data_files={"arc_easy": {"test": str(root / "missing.jsonl")}})
     with pytest.raises(HarnessTaskError, match=r"name \['mmlu_pro'\], which are not among its tasks"):
-        built("arc_easy", data_files={"arc_easy": {"test": str(DATA_BENCHMARKS / "arc_easy.jsonl")}, "mmlu_pro": {"test": "x"}})
+        built(
+            "arc_easy",
+            data_files={"arc_easy": {"test": str(DATA_BENCHMARKS / "arc_easy.jsonl")}, "mmlu_pro": {"test": "x"}},
+        )
     for lines, problem in (
         (['{"country": "France"}', "{not json"], "line 2: invalid JSON: Expecting property name"),
         (['{"country": "France"}', "", '["Paris"]'], r"line 3: a JSON list where an object \(one row\)"),
@@ -379,8 +380,9 @@ def test_open_llm_leaderboard_v2_normalises_as_the_leaderboard_did():
         [
             result("m", "leaderboard_bbh", "acc_norm", 0.55, is_group=True, benchmark="leaderboard_bbh"),
             result("m", "leaderboard_bbh_navigate", "acc_norm", 0.5, 0.5, benchmark="leaderboard_bbh", shots=3),
-            result("m", "leaderboard_bbh_date_understanding", "acc_norm", 0.6, 0.2, benchmark="leaderboard_bbh",
-                   shots=3),  # (0.6 - 0.2) / 0.8 = 50  # fmt: skip
+            result(
+                "m", "leaderboard_bbh_date_understanding", "acc_norm", 0.6, 0.2, benchmark="leaderboard_bbh", shots=3
+            ),  # (0.6 - 0.2) / 0.8 = 50  # fmt: skip
             result("m", "leaderboard_mmlu_pro", "acc", 0.19, shots=5),  # baseline 0.1: 10
             result("m", "leaderboard_ifeval", "prompt_level_strict_acc", 0.3, shots=0),
             result("m", "leaderboard_ifeval", "inst_level_strict_acc", 0.5, shots=0),  # mean 0.4: 40
@@ -458,7 +460,9 @@ def test_the_v2_protocol_counts_a_task_only_as_the_leaderboard_evaluated_it():
         == "missing: evaluated with a system instruction"
     )
     chat = [{**r, "solver": "letter"} for r in ifeval]  # asked another way than the protocol's
-    assert statuses(*chat)["leaderboard_ifeval"] == "missing: evaluated by the letter solver, not the protocol's harness"
+    assert (
+        statuses(*chat)["leaderboard_ifeval"] == "missing: evaluated by the letter solver, not the protocol's harness"
+    )
 
 
 def test_the_v2_protocols_shots_are_the_harness_tasks_own():
@@ -544,7 +548,9 @@ def test_a_runs_settings_key_names_what_it_measured_beyond_its_task_and_data():
     def key(settings):
         return settings_key(settings.describe())
 
-    base = EvaluationSettings(task="leaderboard_mmlu_pro", data_files={"leaderboard_mmlu_pro": {"test": "a.jsonl"}}, limit=3)
+    base = EvaluationSettings(
+        task="leaderboard_mmlu_pro", data_files={"leaderboard_mmlu_pro": {"test": "a.jsonl"}}, limit=3
+    )
     same = base.model_copy(
         update={
             "data_files": {},
@@ -575,11 +581,16 @@ def test_a_benchmarks_headline_comes_from_its_run_with_the_declared_settings():
     from eval_platform.benchmarks.leaderboard import headline_rows
 
     def run(model, shots, value, day):
-        return {**result(model, "leaderboard_mmlu_pro", "acc", value, shots=shots), "computed_at": datetime(2026, 11, day),
-                "num_fewshot": 5 if shots is None else shots}  # fmt: skip
+        return {
+            **result(model, "leaderboard_mmlu_pro", "acc", value, shots=shots),
+            "computed_at": datetime(2026, 11, day),
+            "num_fewshot": 5 if shots is None else shots,
+        }
 
     results = [run("a", None, 0.3, 1), run("a", 0, 0.2, 2), run("b", 0, 0.1, 1), run("b", 1, 0.4, 2)]
-    assert [(row["model"], row["num_fewshot"], row["value"]) for row in headline_rows(results, declared_benchmarks())] == [
+    assert [
+        (row["model"], row["num_fewshot"], row["value"]) for row in headline_rows(results, declared_benchmarks())
+    ] == [
         ("a", 5, 0.3),
         ("b", 1, 0.4),
     ]
@@ -782,7 +793,9 @@ def test_the_main_command_runs_named_benchmarks_and_shows_their_leaderboard(tmp_
     assert f"{DATA_BENCHMARKS} are arc_challenge, arc_easy, " in output
     assert not (tmp_path / "warehouse.duckdb").exists()  # refused before anything ran
 
-    returncode, output = main_command(tmp_path, "run", "--limit", "1", "--benchmarks", "arc_easy", "leaderboard_mmlu_pro")
+    returncode, output = main_command(
+        tmp_path, "run", "--limit", "1", "--benchmarks", "arc_easy", "leaderboard_mmlu_pro"
+    )
     assert returncode == 0, output[-3000:]
     runs = [line.split(": ")[0] for line in output.splitlines() if ": success in " in line]
     assert runs == [
@@ -838,10 +851,10 @@ def test_the_index_of_a_task_folder_is_read_from_a_cache_until_one_of_its_files_
     """The harness's registry of its own tasks (about 14,000 YAML files) is its own index, read from
     a cache once built; a folder's index is built again when one of its files changes, a template
     its tasks include too; a cache that cannot be written leaves the index built."""
+    from pathlib import Path
+
     import lm_eval
     from lm_eval.tasks._index import TaskIndex
-
-    from pathlib import Path
 
     from eval_platform.benchmarks import harness
 

@@ -35,7 +35,9 @@ def rows_of(path, count=None):
 def job_of(name, rows, pool=(), shots=0, model=None):
     """The harness solver's job on raw rows (ids 0, 1, ...) and a few-shot pool (ids f0, f1, ...)."""
     benchmark = BENCHMARKS[name]
-    built = build_documents(benchmark, [(str(i), r) for i, r in enumerate(rows)], [(f"f{i}", r) for i, r in enumerate(pool)])
+    built = build_documents(
+        benchmark, [(str(i), r) for i, r in enumerate(rows)], [(f"f{i}", r) for i, r in enumerate(pool)]
+    )
     settings = benchmark.evaluation_settings().model_copy(update={"num_fewshot": shots})
     return EvaluationJob(benchmark, settings, model, documents=built.documents, pool=built.pool)
 
@@ -95,7 +97,9 @@ def test_the_leaderboard_shots_draw_the_harness_seeds_examples_for_each_row(loca
         assert fewshot_ids == [f"f{i}" for i in drawn]
         assert requests[0][0].count("Question: ") == 26
     hellaswag = job_of("hellaswag", rows_of(DATA_BENCHMARKS / "hellaswag.jsonl", 1), shots=10, model=local_model)
-    with pytest.raises(ValueError, match=r"no few-shot examples for 10-shot: load its few-shot split \(Rowan/hellaswag"):
+    with pytest.raises(
+        ValueError, match=r"no few-shot examples for 10-shot: load its few-shot split \(Rowan/hellaswag"
+    ):
         evaluate("harness", hellaswag)
     assert arc.fewshot is not None and arc.fewshot.file is not None
 
@@ -150,7 +154,9 @@ def test_mc2_is_the_normalised_probability_mass_on_the_true_answers(local_model)
         ("#### 12\nQuestion: more 7", "12", "7", False, False),
     ],
 )
-def test_gsm8k_filters_and_exact_match_follow_the_harness(text, strict, flexible, hit_strict, hit_flexible, local_model):
+def test_gsm8k_filters_and_exact_match_follow_the_harness(
+    text, strict, flexible, hit_strict, hit_flexible, local_model
+):
     samples = harness_scores("gsm8k", [{"question": "Q?", "answer": "Some steps.\n#### 1234"}], [text], local_model)
     scores = {s.filter: (s.filtered_responses[0], s.metrics["exact_match"]) for s in samples}
     assert scores == {"strict-match": (strict, float(hit_strict)), "flexible-extract": (flexible, float(hit_flexible))}
@@ -192,7 +198,9 @@ def test_open_llm_leaderboard_v1_materialises_with_its_shots(warehouse, tmp_path
     instance.add_dynamic_partitions(benchmark_partitions.name, [task.benchmark for task in protocol.tasks])
     job = test_defs.resolve_job_def(protocol.name)
     key = evaluation_key("mmlu", "smollm2")
-    assert job.get_run_config_for_partition_key(key)["ops"]["benchmark_evaluation"]["config"]["protocol"] == protocol.name
+    assert (
+        job.get_run_config_for_partition_key(key)["ops"]["benchmark_evaluation"]["config"]["protocol"] == protocol.name
+    )
     for task in protocol.tasks:
         assert (
             test_defs.resolve_job_def("benchmark_inputs")
@@ -259,6 +267,7 @@ def test_open_llm_leaderboard_v1_materialises_with_its_shots(warehouse, tmp_path
                           "AND solver = 'harness' ORDER BY 1")  # fmt: skip
         assert [k["settings_key"] for k in keys] == ["0-shot", "25-shot"]
         prompt, ids = store.sql(
-            "SELECT prompt, fewshot_ids FROM samples WHERE benchmark = 'arc_challenge' AND settings_key = '25-shot' LIMIT 1"
+            "SELECT prompt, fewshot_ids FROM samples "
+            "WHERE benchmark = 'arc_challenge' AND settings_key = '25-shot' LIMIT 1"
         ).fetchone()
     assert prompt.count("Question: ") == 26 and len(ids) == 25

@@ -4,8 +4,6 @@ the regression watch of the nightly refresh, and scores as numbers Dagster can p
 import pytest
 from dagster import AssetCheckSeverity, DagsterInstance
 
-from evaluation_assets.benchmarks import checks
-from evaluation_assets.benchmarks.assets import benchmark_evaluation, model_comparison
 from eval_platform.benchmarks.comparison import (
     NO_PAIRED_TEST,
     compare,
@@ -16,6 +14,8 @@ from eval_platform.benchmarks.comparison import (
 )
 from eval_platform.benchmarks.samples import side_by_side
 from eval_platform.common.reproducibility import cpu_name
+from evaluation_assets.benchmarks import checks
+from evaluation_assets.benchmarks.assets import model_comparison
 from resources import LanguageModelResource
 from tests.evaluation import materialize_evaluation, materialize_inputs, roster_with
 
@@ -80,7 +80,9 @@ def test_a_significant_drop_against_the_baseline_warns_naming_the_flipped_items(
     from eval_platform.benchmarks.store import ComparisonStore
 
     assert checks.no_drop_against_baseline(warehouse=warehouse).passed
-    rows = item_rows("base", {str(i): 1.0 for i in range(12)}) + item_rows("new", {str(i): float(i >= 10) for i in range(12)})
+    rows = item_rows("base", {str(i): 1.0 for i in range(12)}) + item_rows(
+        "new", {str(i): float(i >= 10) for i in range(12)}
+    )
     navigate = "leaderboard_bbh_navigate"
     harness = [{**row, "settings_key": "default shots", "task": navigate, "item": f"{navigate}/{row['item'][4:]}"}
                for row in rows]  # fmt: skip
@@ -90,7 +92,11 @@ def test_a_significant_drop_against_the_baseline_warns_naming_the_flipped_items(
             "leaderboard_bbh", "new", comparison_rows("leaderboard_bbh", "new", {"baseline": "base"}, harness, {})
         )
     result = checks.no_drop_against_baseline(warehouse=warehouse)
-    assert not result.passed and result.severity == AssetCheckSeverity.WARN and result.metadata["offending_rows"].value == 2
+    assert (
+        not result.passed
+        and result.severity == AssetCheckSeverity.WARN
+        and result.metadata["offending_rows"].value == 2
+    )
     report = result.metadata["examples"].value
     assert "('arc_easy', 'new', 'baseline', 'base', '0-shot', 'harness', 'arc_easy', 'none', 'acc'," in report
     assert "p=0.00195" in report and "'row-9'" in report  # 10 flipped, named by source row
@@ -138,7 +144,9 @@ def test_two_precisions_of_smollm2_compared_on_shared_items(warehouse, tmp_path)
     metadata = result.get_asset_materialization_events()[0].materialization.metadata
     assert metadata["compared_with"].value == {"baseline": "f32"} and metadata["not_comparable_yet"].value == []
     assert "| f32 " in metadata["comparison"].value and "baseline" in metadata["comparison"].value
-    assert "## bf16 (a) against f32 (b)" in metadata["items"].value and "of 6 documents differ" in metadata["items"].value
+    assert (
+        "## bf16 (a) against f32 (b)" in metadata["items"].value and "of 6 documents differ" in metadata["items"].value
+    )
     # any two entries: float32 against bfloat16, chosen in the launchpad
     chosen = materialize_evaluation(
         warehouse,

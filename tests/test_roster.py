@@ -159,7 +159,9 @@ def test_the_leaderboard_shows_each_models_headline_and_labels_what_differs():
         result("f32", "mmlu", "acc", 5, 0.25),  # the benchmark's own number, over every subject
     ]
     headlines = headline_rows(results, BENCHMARKS)
-    assert [(h["model"], h["benchmark"], h["solver"], h["metric"], h["num_fewshot"], h["value"]) for h in headlines] == [
+    assert [
+        (h["model"], h["benchmark"], h["solver"], h["metric"], h["num_fewshot"], h["value"]) for h in headlines
+    ] == [
         ("bf16", "arc_challenge", "harness", "acc_norm", 0, 0.45),
         ("f32", "arc_challenge", "harness", "acc_norm", 25, 0.5),
         ("f32", "gsm8k", "generate", "exact_match", 0, 0.1),
@@ -373,6 +375,9 @@ def test_a_benchmark_declares_its_own_headline():
     assert (arc_easy.solver, arc_easy.metric, arc_easy.num_fewshot) == ("harness", "acc_norm", 0)
     cot = headline_of(BENCHMARKS["gsm8k_cot"])
     assert (cot.metric, cot.filter, cot.num_fewshot) == ("exact_match", "strict-match", 8)
-    assert headline_task(BENCHMARKS["mmlu"]) == "mmlu" and headline_task(BENCHMARKS["leaderboard_bbh"]) == "leaderboard_bbh"
+    assert (
+        headline_task(BENCHMARKS["mmlu"]) == "mmlu"
+        and headline_task(BENCHMARKS["leaderboard_bbh"]) == "leaderboard_bbh"
+    )
     bbh = headline_of(BENCHMARKS["leaderboard_bbh"])  # a harness task's own shots: none declared
     assert (bbh.metric, bbh.num_fewshot) == ("acc_norm", None)

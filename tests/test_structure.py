@@ -198,7 +198,11 @@ def tables_touched(function, methods, seen=None):
             writes |= set(methods[node.func.attr]["writes"])
         elif isinstance(node.func, ast.Name):
             helper = function.__globals__.get(node.func.id)
-            if inspect.isfunction(helper) and helper.__module__.startswith(("eval_platform", "evaluation_assets")) and helper not in seen:
+            if (
+                inspect.isfunction(helper)
+                and helper.__module__.startswith(("eval_platform", "evaluation_assets"))
+                and helper not in seen
+            ):
                 more_reads, more_writes = tables_touched(helper, methods, seen)
                 reads |= more_reads
                 writes |= more_writes

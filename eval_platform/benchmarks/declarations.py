@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -53,7 +53,9 @@ class EvaluationSettings(BaseModel):
     data_files: dict[str, dict[str, str]] = Field(
         default={}, description="Local data per task: {task: {split: file}} (JSON or JSONL)."
     )
-    overrides: dict[str, dict[str, Any]] = Field(default={}, description="Task config keys per task: {task: {key: value}}.")
+    overrides: dict[str, dict[str, Any]] = Field(
+        default={}, description="Task config keys per task: {task: {key: value}}."
+    )
     num_fewshot: int | None = Field(default=None, description="Shots for every task; None: each task's own.")
     limit: int | None = Field(default=None, description="Only each task's first N documents.")
     apply_chat_template: bool = Field(default=False, description="Render the harness's prompts with the chat template.")
@@ -64,12 +66,17 @@ class EvaluationSettings(BaseModel):
         default=None, description="Generation budget of the harness's requests; None: the task's own."
     )
     reasoning_end: str | None = Field(
-        default=None, min_length=1, description="Generated text up to the last such marker (e.g. </think>) is not scored."
+        default=None,
+        min_length=1,
+        description="Generated text up to the last such marker (e.g. </think>) is not scored.",
     )
 
     def describe(self) -> dict[str, Any]:
         """The settings that make a result what it is, for the warehouse and the run's metadata."""
-        return {**self.model_dump(mode="json", exclude={"solvers", "bootstrap_iters"}), "harness_version": HARNESS_VERSION}
+        return {
+            **self.model_dump(mode="json", exclude={"solvers", "bootstrap_iters"}),
+            "harness_version": HARNESS_VERSION,
+        }
 
 
 def settings_key(settings: Mapping[str, Any]) -> str:
@@ -177,7 +184,9 @@ def parse_declaration(path: Path) -> Benchmark:
     except (OSError, yaml.YAMLError) as error:
         raise DeclarationError(f"{path}: not readable as YAML: {error}") from error
     if not isinstance(data, dict):
-        raise DeclarationError(f"{path}: a benchmark declaration is a mapping of fields ({sorted(Benchmark.model_fields)})")
+        raise DeclarationError(
+            f"{path}: a benchmark declaration is a mapping of fields ({sorted(Benchmark.model_fields)})"
+        )
     folder = path.parent
     data = {"name": path.stem, "task": path.stem, **data}
     if isinstance(data.get("include_path"), str):
@@ -185,7 +194,9 @@ def parse_declaration(path: Path) -> Benchmark:
     data["include_path"] = [_relative(folder, p) for p in data.get("include_path") or []]
     if isinstance(data.get("data_files"), dict):
         data["data_files"] = {
-            task: {split: _relative(folder, file) for split, file in splits.items()} if isinstance(splits, dict) else splits
+            task: {split: _relative(folder, file) for split, file in splits.items()}
+            if isinstance(splits, dict)
+            else splits
             for task, splits in data["data_files"].items()
         }
     for source in ("dataset", "fewshot"):

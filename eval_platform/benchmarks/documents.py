@@ -36,8 +36,12 @@ class Document:
     real_answer: str
 
     def as_row(self) -> dict[str, Any]:
-        return {**asdict(self), "doc": json.dumps(self.doc, ensure_ascii=False), "labels": list(self.labels),
-                "choices": list(self.choices)}
+        return {
+            **asdict(self),
+            "doc": json.dumps(self.doc, ensure_ascii=False),
+            "labels": list(self.labels),
+            "choices": list(self.choices),
+        }
 
 
 @dataclass(frozen=True)

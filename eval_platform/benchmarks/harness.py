@@ -298,7 +298,9 @@ def build_tasks(run: HarnessRun) -> list[Any]:
         entry = index.get(name)
         if entry is None:
             where = f" or of include_path {list(settings.include_path)}" if settings.include_path else ""
-            raise HarnessTaskError(f"{name!r} is not a task, group or tag of lm-evaluation-harness {HARNESS_VERSION}{where}")
+            raise HarnessTaskError(
+                f"{name!r} is not a task, group or tag of lm-evaluation-harness {HARNESS_VERSION}{where}"
+            )
         if entry.kind == Kind.GROUP:
             raw = factory._load_full_config(entry, None)
             group = factory._build_group(name, {**raw, "task": []}, None, index)
@@ -327,7 +329,9 @@ def build_tasks(run: HarnessRun) -> list[Any]:
         except Exception as error:  # the harness's own error, e.g. a dataset it cannot load offline
             offline = "Hub" in str(error) or "offline" in str(error).lower()
             hint = " (offline: point it at local files with data_files, {task: {split: file}})" if offline else ""
-            raise HarnessTaskError(f"{name}: the harness could not build it: {type(error).__name__}: {error}{hint}") from error
+            raise HarnessTaskError(
+                f"{name}: the harness could not build it: {type(error).__name__}: {error}{hint}"
+            ) from error
         built += task if isinstance(task, list) else [task]
     unknown = sorted((set(settings.data_files) | set(settings.overrides)) - used)
     if unknown:

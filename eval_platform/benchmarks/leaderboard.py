@@ -65,7 +65,11 @@ def _interval(row: Mapping[str, Any]) -> str:
 
 
 def _cell(row: Mapping[str, Any], headline: Headline) -> str:
-    differs = [f"{row['num_fewshot']}-shot"] if headline.num_fewshot is not None and row["num_fewshot"] != headline.num_fewshot else []
+    differs = (
+        [f"{row['num_fewshot']}-shot"]
+        if headline.num_fewshot is not None and row["num_fewshot"] != headline.num_fewshot
+        else []
+    )
     differs += [row["solver"]] if row["solver"] != headline.solver else []
     metric = row["metric"] if row["filter"] == "none" else f"{row['metric']},{row['filter']}"
     wanted = headline.metric if headline.filter == "none" else f"{headline.metric},{headline.filter}"

@@ -121,20 +121,13 @@ def settings_differences(spec: ProtocolTask, rows: Sequence[Mapping[str, Any]]) 
         {r["num_fewshot"] for r in own if not r["is_group"] and r.get("num_fewshot") is not None} - {spec.num_fewshot}
     )
     if shots:
-        differences.append(
-            f"evaluated {', '.join(map(str, shots))}-shot, not the protocol's {spec.num_fewshot}-shot"
-        )
+        differences.append(f"evaluated {', '.join(map(str, shots))}-shot, not the protocol's {spec.num_fewshot}-shot")
     for text in {r["settings"] for r in own if r.get("settings")}:
         settings = json.loads(text) if isinstance(text, str) else text
         if settings.get("system_instruction"):
             differences.append("evaluated with a system instruction")
         overridden = sorted(
-            {
-                key
-                for task, config in (settings.get("overrides") or {}).items()
-                if spec.covers(task)
-                for key in config
-            }
+            {key for task, config in (settings.get("overrides") or {}).items() if spec.covers(task) for key in config}
             - DATA_LOCATION_KEYS
         )
         if overridden:
@@ -274,7 +267,9 @@ def protocol_table(rows: Sequence[Mapping[str, Any]]) -> Any:
                 row["average"] = f"{r['score']:.4g} ({r['status']})" if r.get("score") is not None else r["status"]
             elif r["status"] == "scored":
                 normalized = r.get("normalized")
-                row[r["task"]] = f"{normalized:.2f} (raw {r['raw']:.4f})" if normalized is not None else f"{r['raw']:.4f}"
+                row[r["task"]] = (
+                    f"{normalized:.2f} (raw {r['raw']:.4f})" if normalized is not None else f"{r['raw']:.4f}"
+                )
             else:
                 row[r["task"]] = r["status"].split(":")[0]
         table.append(row)

@@ -124,7 +124,9 @@ def parse_entry(
 
 
 def load_roster(
-    folder: Path | str, benchmarks: Mapping[str, Benchmark] | None = None, protocols: Mapping[str, Protocol] | None = None
+    folder: Path | str,
+    benchmarks: Mapping[str, Benchmark] | None = None,
+    protocols: Mapping[str, Protocol] | None = None,
 ) -> dict[str, RosterEntry]:
     """Every entry of the roster folder by name; a RosterError names a bad file, a name used twice,
     an unknown benchmark or protocol, or a baseline (or predecessor) that is not in the roster."""

@@ -151,9 +151,7 @@ def results_by_task(samples: Sequence[Sample], benchmark: str, num_fewshot: int 
     benchmark's over all of them, named after it (a group)."""
     tasks = dict.fromkeys(sample.task for sample in samples)
     results = [
-        result
-        for task in tasks
-        for result in mean_results([s for s in samples if s.task == task], task, num_fewshot)
+        result for task in tasks for result in mean_results([s for s in samples if s.task == task], task, num_fewshot)
     ]
     if len(tasks) > 1:
         results += mean_results(samples, benchmark, num_fewshot, group=True)

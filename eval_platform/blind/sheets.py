@@ -65,7 +65,6 @@ class Rubric:
         return rubric
 
 
-
 def _active_sheet(workbook: Any) -> Worksheet:
     """A new workbook's one worksheet."""
     from openpyxl.worksheet.worksheet import Worksheet
@@ -73,6 +72,7 @@ def _active_sheet(workbook: Any) -> Worksheet:
     sheet = workbook.active
     assert isinstance(sheet, Worksheet)
     return sheet
+
 
 def read_table(path: Path, required: Sequence[str]) -> pd.DataFrame:
     """A CSV, JSONL or xlsx table with the required columns, all values as text."""
@@ -416,7 +416,7 @@ def read_filled_sheet(path: Path, key: Mapping[str, Any]) -> tuple[list[dict[str
             continue
         get = {name: values[i] if i < len(values) else None for name, i in column.items()}
         qid = str(get["Question_ID"] or "").strip()
-        where = lambda name: f"{letter[name]}{r}"  # noqa: E731
+        where = lambda name, row=r: f"{letter[name]}{row}"  # noqa: E731
         if qid not in key["digests"]:
             problems.append(Problem(where("Question_ID"), f"question {qid!r} was not issued"))
             continue

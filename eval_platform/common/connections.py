@@ -81,7 +81,8 @@ def connect(
             if now >= deadline:
                 raise WarehouseBusyError(
                     f"The warehouse {database} stayed locked for {lock_timeout_s:.0f} s by {holder}; close that "
-                    "session (or wait for that run) and re-run, or raise lock_timeout_s (EVAL_WAREHOUSE_LOCK_TIMEOUT_S)."
+                    "session (or wait for that run) and re-run, or raise lock_timeout_s "
+                    "(EVAL_WAREHOUSE_LOCK_TIMEOUT_S)."
                 )
             if now >= next_log:
                 log(
@@ -124,9 +125,10 @@ def lake_extensions() -> str:
 
 class _AttachedLakes:
     """The DuckDB instance of this process with a DuckLake catalog attached, one per catalog, data
-    path and DuckDB config (the resource's `connection_config`, e.g. `memory_limit`). Loading the extensions and attaching the catalog cost about 0.2 s against a local
-    PostgreSQL (more against a remote one); a store's connection is a cursor of the attached
-    instance, a connection of its own with its own transaction."""
+    path and DuckDB config (the resource's `connection_config`, e.g. `memory_limit`). Loading the
+    extensions and attaching the catalog cost about 0.2 s against a local PostgreSQL (more against
+    a remote one); a store's connection is a cursor of the attached instance, a connection of its
+    own with its own transaction."""
 
     def __init__(self):
         self._lock = threading.Lock()

@@ -212,6 +212,6 @@ def _dataset(load, label: Path | str, limit: int | None) -> LoadedRows:
     if limit is not None:
         dataset = dataset.select(range(min(limit, len(dataset))))
     loaded = LoadedRows()
-    for position, row in enumerate(dataset):
+    for row in dataset:
         loaded.add(row, None)
     return loaded

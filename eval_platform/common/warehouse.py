@@ -185,9 +185,7 @@ class Store:
         cursor = self.sql(statement, params)
         return pd.DataFrame(cursor.fetchall(), columns=[d[0] for d in cursor.description])
 
-    def insert(
-        self, table: str, frame: pd.DataFrame | None, select: str = "*", ignore_duplicates: bool = False
-    ) -> int:
+    def insert(self, table: str, frame: pd.DataFrame | None, select: str = "*", ignore_duplicates: bool = False) -> int:
         """Insert a frame's columns by name (`select` may compute columns from it; no frame: nothing);
         with `ignore_duplicates`, rows whose key is already there are skipped."""
         if frame is None or not len(frame):
@@ -221,7 +219,8 @@ class Store:
         columns = {
             name: default
             for name, default in self.conn.execute(
-                "SELECT column_name, column_default FROM duckdb_columns() WHERE table_name = ? AND database_name = current_database()",
+                "SELECT column_name, column_default FROM duckdb_columns() "
+                "WHERE table_name = ? AND database_name = current_database()",
                 [table],
             ).fetchall()
         }

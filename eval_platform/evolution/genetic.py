@@ -69,7 +69,8 @@ class EraSettings(JudgePanel):
     seed: int = 7
     compression_max_tokens: int = Field(default=64, gt=0)
     max_cost_usd: float | None = Field(
-        default=None, description="Stop after the generation that brings the era's API cost to this; raise it to resume."
+        default=None,
+        description="Stop after the generation that brings the era's API cost to this; raise it to resume.",
     )
     use_response_cache: bool = Field(default=True, description="Answer identical temperature-0 calls from DuckDB.")
 

@@ -3,7 +3,6 @@ its documents (one partition per benchmark; a harness task reads its own data); 
 per benchmark and roster model, its evaluation by each solver -> the model against its baseline and
 predecessor; and the protocols' scores and the leaderboard over every evaluation."""
 
-
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -158,7 +157,8 @@ def benchmark_fewshot_rows(
         note = (
             "zero-shot only"
             if declared is None
-            else f"no few-shot split shipped: set the source to {declared.describe()} with hub access, or to a local file"
+            else f"no few-shot split shipped: set the source to {declared.describe()} with hub access, "
+            "or to a local file"
         )
         with warehouse.store(InputStore) as store:
             store.replace_fewshot_rows(benchmark.name, None, None)
@@ -210,8 +210,10 @@ def benchmark_documents(
                 pd.DataFrame([r.__dict__ for r in built.rejected], columns=["source_row_id", "reason"]), 20
             ),
             "preview": markdown_table(
-                pd.DataFrame([[d.document_id, d.user_prompt, d.real_answer] for d in first],
-                             columns=["document_id", "user_prompt", "real_answer"])  # fmt: skip
+                pd.DataFrame(
+                    [[d.document_id, d.user_prompt, d.real_answer] for d in first],
+                    columns=["document_id", "user_prompt", "real_answer"],
+                )  # fmt: skip
             ),
         }
     )
@@ -223,7 +225,9 @@ EvaluationConfig = optional_config(
     "How the benchmark is evaluated, over its declaration's and the roster entry's settings.",
     protocol=(
         str | None,
-        Field(default=None, description="A protocol (open_llm_leaderboard_v1): its solver and shots for the benchmark."),
+        Field(
+            default=None, description="A protocol (open_llm_leaderboard_v1): its solver and shots for the benchmark."
+        ),
     ),
     recompute=(bool, Field(default=False, description="Ignore the answers stored for the same model fingerprint.")),
 )
@@ -310,7 +314,9 @@ def benchmark_evaluation(
         context.log.info(f"{name}: the {solver} solver is skipped: {reason}")
     resource = evaluation_model.for_entry(entry)
     model = resource.load(entry_gateway(entry, gateway).gateway())
-    context.instance.add_run_tags(context.run_id, {"eval/model": model.name, "eval/model_fingerprint": model.fingerprint})
+    context.instance.add_run_tags(
+        context.run_id, {"eval/model": model.name, "eval/model_fingerprint": model.fingerprint}
+    )
     documents, pool = [], []
     if benchmark.is_dataset:
         with warehouse.store(InputStore) as store:
@@ -322,7 +328,9 @@ def benchmark_evaluation(
         stored = {} if config.recompute else store.load_answers(model.fingerprint)
     placement = model.describe_placement()
     environment = describe_environment(placement, resource.batch_size).as_row()
-    run = EvaluationRun(name, model_name, model.name, model.fingerprint, context.run_id, plan.settings.describe(), environment)
+    run = EvaluationRun(
+        name, model_name, model.name, model.fingerprint, context.run_id, plan.settings.describe(), environment
+    )
     engine = {"engine": placement["engine"]} if "engine" in placement else {}  # the engine's path for the model
     summary, results = {}, []
     for solver in plan.settings.solvers:
@@ -343,13 +351,17 @@ def benchmark_evaluation(
         }
         for note in evaluation.notes:
             context.log.warning(f"{name} {model_name} {solver}: {note}")
-        results += [{"solver": solver, "settings_key": evaluation.settings_key, **r.__dict__} for r in evaluation.results]
+        results += [
+            {"solver": solver, "settings_key": evaluation.settings_key, **r.__dict__} for r in evaluation.results
+        ]
         context.log.info(f"{name} {model_name} {solver}: {summary[f'{solver} ({evaluation.settings_key})']}")
         context.log.debug(_report(evaluation))
     with warehouse.store(EvaluationStore) as store:
         shown = store.load_samples(name, model_name, limit=40).to_dict("records")
     frame = pd.DataFrame(results)
-    table = frame[["solver", "settings_key", "task", "metric", "filter", "value", "ci_low", "ci_high", "n", "num_fewshot"]]
+    table = frame[
+        ["solver", "settings_key", "task", "metric", "filter", "value", "ci_low", "ci_high", "n", "num_fewshot"]
+    ]
     return MaterializeResult(
         metadata={
             "dagster/row_count": len(frame),
@@ -424,9 +436,28 @@ def model_comparison(
         context.log.warning(f"{benchmark}: {name} has no scores in common with its {reference} yet")
     frame = pd.DataFrame(comparisons)
     shown = (
-        frame[["model_b", "relation", "solver", "settings_key", "task", "metric", "filter", "items", "accuracy_a",
-               "accuracy_b", "difference", "only_a", "only_b", "mcnemar_p", "ci_low", "ci_high", "flipped_to_wrong",
-               "environment_differences"]].round(4)  # fmt: skip
+        frame[
+            [
+                "model_b",
+                "relation",
+                "solver",
+                "settings_key",
+                "task",
+                "metric",
+                "filter",
+                "items",
+                "accuracy_a",
+                "accuracy_b",
+                "difference",
+                "only_a",
+                "only_b",
+                "mcnemar_p",
+                "ci_low",
+                "ci_high",
+                "flipped_to_wrong",
+                "environment_differences",
+            ]
+        ].round(4)  # fmt: skip
         if len(frame)
         else frame
     )

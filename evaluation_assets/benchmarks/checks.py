@@ -55,12 +55,16 @@ def regressions(rows: list[dict[str, Any]], runs: Mapping[str, Mapping[str, Any]
         values.setdefault(key, {}).setdefault(row["latest"], {})[row["item"]] = row["value"]
         computed = runs.get(row["prediction_run_id"]) or {}
         context = {**json.loads(row["settings"] or "{}"), **{name: computed.get(name) for name in ENVIRONMENT_FIELDS}}
-        behind.setdefault(key, {}).setdefault(row["latest"], {})[json.dumps(context, sort_keys=True, default=str)] = context
+        behind.setdefault(key, {}).setdefault(row["latest"], {})[json.dumps(context, sort_keys=True, default=str)] = (
+            context
+        )
     found, changed_runs = [], []
     for key, by_recency in sorted(values.items()):
         if set(by_recency) != {True, False}:
             continue  # a first run has nothing to compare with
-        changed = environment_differences(*(list(behind[key][latest].values()) for latest in (False, True)), fields=None)
+        changed = environment_differences(
+            *(list(behind[key][latest].values()) for latest in (False, True)), fields=None
+        )
         if changed:
             changed_runs.append((*key, changed))
         result = compare(by_recency[False], by_recency[True])  # previous minus latest

@@ -17,10 +17,10 @@ from eval_platform.viewer.links import sheet_link
 from resources import WAREHOUSE_POOL, LanguageModelResource, ModelGatewayResource, WarehouseResource
 
 
-
 class BlindFilesConfig(Config):
     folder: str = Field(
-        default=str(environment().blind_dir), description="Folder with questions, answers/, rubric.json, issued/, filled/."
+        default=str(environment().blind_dir),
+        description="Folder with questions, answers/, rubric.json, issued/, filled/.",
     )
 
 

@@ -244,7 +244,8 @@ def evolution_era(
         context.log.info(
             f"era {era} generation {record.generation}: "
             + ", ".join(f"{k}={v:.4f}" for k, v in record.statistics.items())
-            + f"; {len(calls)} calls ({int(calls['cached'].sum())} from the cache), ${float(calls['cost_usd'].sum()):.4f},"
+            + f"; {len(calls)} calls ({int(calls['cached'].sum())} from the cache), "
+            f"${float(calls['cost_usd'].sum()):.4f},"
             f" era so far ${record.spent_usd:.4f}"
         )
 

@@ -77,11 +77,14 @@ class InputStore(BenchmarkSchema):
 
     @writes("documents", "document_rejections")
     @reads("raw_rows")
-    def replace_documents(self, benchmark: str, documents: Sequence[Document], rejected: Sequence[RowRejection]) -> None:
+    def replace_documents(
+        self, benchmark: str, documents: Sequence[Document], rejected: Sequence[RowRejection]
+    ) -> None:
         """The benchmark's documents (numbered as their rows), and the rows rejected, with their text."""
         frame = pd.DataFrame([d.as_row() for d in documents], columns=list(Document.__dataclass_fields__))
         rejections = pd.DataFrame(
-            [[r.benchmark, r.source_row_id, r.reason] for r in rejected], columns=["benchmark", "source_row_id", "reason"]
+            [[r.benchmark, r.source_row_id, r.reason] for r in rejected],
+            columns=["benchmark", "source_row_id", "reason"],
         ).assign(rejected_at=utc_now())
         self.sql("DELETE FROM documents WHERE benchmark = ?", [benchmark])
         self.sql("DELETE FROM document_rejections WHERE benchmark = ?", [benchmark])

@@ -19,7 +19,8 @@ class LeaderboardStore(BenchmarkSchema):
     def load_protocol_scores(self, protocol: str | None = None) -> list[dict[str, Any]]:
         where, params = ("WHERE protocol = ?", [protocol]) if protocol else ("", [])
         return self.rows(
-            f"SELECT * EXCLUDE (computed_at) FROM protocol_scores {where} ORDER BY protocol, model, task = 'average', task",
+            f"SELECT * EXCLUDE (computed_at) FROM protocol_scores {where} "
+            "ORDER BY protocol, model, task = 'average', task",
             params,
         )
 

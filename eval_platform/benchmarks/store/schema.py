@@ -127,9 +127,7 @@ def _literal(text: str) -> str:
 def leaderboard_wide(benchmarks: Iterable[str], protocols: Iterable[tuple[str, Iterable[str]]]) -> str:
     """One row per model: each declared benchmark's headline, and each protocol's task scores, its
     average and the average's status (complete or partial)."""
-    columns = [
-        f"max(l.value) FILTER (WHERE l.benchmark = {_literal(name)}) AS {_quoted(name)}" for name in benchmarks
-    ]
+    columns = [f"max(l.value) FILTER (WHERE l.benchmark = {_literal(name)}) AS {_quoted(name)}" for name in benchmarks]
     for protocol, tasks in protocols:
 
         def cell(task: str, column: str, name: str, protocol: str = protocol) -> str:

@@ -16,7 +16,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Optional, Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -141,7 +141,6 @@ class ModelSettings(BaseModel):
     )
 
 
-
 # Backends by the prefix of a model's name, as "module:function(name, settings, gateway)"; imported
 # when a model of theirs is first opened, so registering one costs nothing at import time.
 BACKENDS: dict[str, str] = {
@@ -158,12 +157,13 @@ def register_backend(prefix: str, factory: str) -> None:
     BACKENDS[prefix] = factory
 
 
-def open_model(name: str, settings: ModelSettings = ModelSettings(), gateway: Any = None) -> LanguageModel:
+def open_model(name: str, settings: ModelSettings | None = None, gateway: Any = None) -> LanguageModel:
     """The model behind a name: `local/<name, path or hub id>` runs in this process (on the
     settings' device and dtype, default the best this machine has); `served/<name>` is a model on
     the OpenAI-compatible server at the gateway's api_base; any other litellm provider string
     (`openai/gpt-4o-mini`, ...) is a chat API through the gateway (a `ModelGateway`; a default one
     where None)."""
+    settings = settings or ModelSettings()
     target = next((factory for prefix, factory in BACKENDS.items() if name.startswith(prefix)), DEFAULT_BACKEND)
     module, function = target.split(":")
     return getattr(importlib.import_module(module), function)(name, settings, gateway)

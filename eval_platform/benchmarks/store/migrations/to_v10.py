@@ -125,7 +125,8 @@ def settings_key(prompt_format: str, shots: str) -> str:
 def metric_and_filter(mode: str, metric: str) -> str:
     """A version 9 metric as the harness names it, and its filter."""
     return (
-        f"CASE WHEN {mode} = 'generate' THEN 'exact_match' WHEN {metric} = 'mc2' THEN 'acc' ELSE {metric} END AS metric, "
+        f"CASE WHEN {mode} = 'generate' THEN 'exact_match' WHEN {metric} = 'mc2' THEN 'acc' "
+        f"ELSE {metric} END AS metric, "
         f"CASE WHEN {mode} = 'generate' THEN {metric} ELSE 'none' END AS filter"
     )
 
@@ -186,10 +187,15 @@ def _spec_samples(conn: Any, old: set[str]) -> None:
                CASE WHEN i.prompt_format = 'harness' THEN coalesce({"h.contexts[1]" if requests else "NULL"}, '')
                     ELSE coalesce({CHAT_PROMPT}, '') END AS prompt,
                coalesce(CASE WHEN i.prompt_format = 'harness' THEN
-                         {"CASE WHEN len(h.continuations) = 0 THEN json_array(json_array(h.contexts[1], "
-                          "h.generation_kwargs)) ELSE to_json(list_transform(range(1, len(h.contexts) + 1), "
-                          "lambda k: [h.contexts[k], h.continuations[k]])) END" if requests else "NULL::JSON"}
-                    WHEN i.mode = 'letter' THEN json_array(json_array(p.system_prompt, p.user_prompt, to_json(p.labels)))
+                         {
+        "CASE WHEN len(h.continuations) = 0 THEN json_array(json_array(h.contexts[1], "
+        "h.generation_kwargs)) ELSE to_json(list_transform(range(1, len(h.contexts) + 1), "
+        "lambda k: [h.contexts[k], h.continuations[k]])) END"
+        if requests
+        else "NULL::JSON"
+    }
+                    WHEN i.mode = 'letter'
+                        THEN json_array(json_array(p.system_prompt, p.user_prompt, to_json(p.labels)))
                     WHEN i.mode = 'generate' THEN json_array(json_array(p.system_prompt, p.user_prompt))
                     ELSE to_json(list_transform(p.choices, lambda c: [p.system_prompt, p.user_prompt, c])) END,
                         '[]'::JSON) AS arguments,
@@ -204,8 +210,11 @@ def _spec_samples(conn: Any, old: set[str]) -> None:
         LEFT JOIN (SELECT document_id, task, doc, row_number() OVER (PARTITION BY benchmark, task
                                                                      ORDER BY row_number, source_row_id) - 1 AS doc_id
                    FROM documents) d ON d.document_id = i.prompt_id
-        {"LEFT JOIN harness_requests h ON h.prompt_id = i.prompt_id AND h.num_fewshot = i.num_fewshot"
-         if requests else ""}""")
+        {
+        "LEFT JOIN harness_requests h ON h.prompt_id = i.prompt_id AND h.num_fewshot = i.num_fewshot"
+        if requests
+        else ""
+    }""")
     conn.execute("DROP TABLE spec_samples")
 
 

@@ -19,20 +19,20 @@ def _launchpad_type(annotation: Any) -> Any:
     return annotation
 
 
-def optional_config(name: str, model: type[BaseModel], doc: str, **extra: Any) -> type[Config]:
-    """A Dagster `Config` named `name` with every field of `model`, optional, and `extra` fields."""
-    fields = {
+def optional_config(model: type[BaseModel], **extra: Any) -> type[Config]:
+    """A Dagster `Config` base with every field of `model`, optional, and `extra` fields (a launchpad
+    config subclasses it, with its own name and docstring)."""
+    fields: dict[str, Any] = {
         field: (Optional[_launchpad_type(info.annotation)], Field(default=None, description=info.description))  # noqa: UP045
         for field, info in model.model_fields.items()
     }
-    config = create_model(name, __base__=Config, **fields, **extra)
-    config.__doc__ = doc
-    return config
+    return create_model(f"Optional{model.__name__}", __base__=Config, **fields, **extra)
 
 
-def config_class(name: str, model: type[BaseModel], doc: str, **extra: Any) -> type[Config]:
-    """A Dagster `Config` named `name` with every field of `model` and its default, and `extra` fields."""
-    fields = {
+def config_class(model: type[BaseModel], **extra: Any) -> type[Config]:
+    """A Dagster `Config` base with every field of `model` and its default, and `extra` fields (a
+    launchpad config subclasses it, with its own name and docstring)."""
+    fields: dict[str, Any] = {
         field: (
             _launchpad_type(info.annotation),
             Field(
@@ -42,9 +42,7 @@ def config_class(name: str, model: type[BaseModel], doc: str, **extra: Any) -> t
         )
         for field, info in model.model_fields.items()
     }
-    config = create_model(name, __base__=Config, **fields, **extra)
-    config.__doc__ = doc
-    return config
+    return create_model(f"{model.__name__}Fields", __base__=Config, **fields, **extra)
 
 
 def set_fields(config: Config, model: type[BaseModel]) -> dict[str, Any]:

@@ -24,8 +24,8 @@ def run_executor() -> ExecutorDefinition | None:
     settings = environment()
     if not settings.celery_broker:
         return None
-    from dagster_celery import celery_executor
-    from dagster_celery.cli import get_config_value_from_yaml
+    from dagster_celery import celery_executor  # pyright: ignore[reportMissingImports]  (the team install's)
+    from dagster_celery.cli import get_config_value_from_yaml  # pyright: ignore[reportMissingImports]
 
     return celery_executor.configured(get_config_value_from_yaml(str(settings.celery_config)))
 

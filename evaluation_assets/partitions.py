@@ -4,10 +4,11 @@ one job evaluates any roster model on any benchmark; every era is a key of its o
 
 from dagster import DynamicPartitionsDefinition, MultiPartitionKey, MultiPartitionsDefinition
 
-benchmark_partitions = DynamicPartitionsDefinition(name="benchmarks")
-roster_partitions = DynamicPartitionsDefinition(name="roster_models")
+BENCHMARKS, ROSTER_MODELS, ERAS = "benchmarks", "roster_models", "eras"  # the dynamic partitions' names
+benchmark_partitions = DynamicPartitionsDefinition(name=BENCHMARKS)
+roster_partitions = DynamicPartitionsDefinition(name=ROSTER_MODELS)
 evaluation_partitions = MultiPartitionsDefinition({"benchmark": benchmark_partitions, "model": roster_partitions})
-era_partitions = DynamicPartitionsDefinition(name="eras")
+era_partitions = DynamicPartitionsDefinition(name=ERAS)
 
 
 def evaluation_key(benchmark: str, model: str) -> MultiPartitionKey:

@@ -25,7 +25,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,7 @@ from schedules import add_missing, evaluation_run_requests, inputs_run_requests
 # included, is kept in the run's event log in the Dagster UI.
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 NEWER_FILE = "newer version of DuckDB"
+RESOURCES: Mapping[str, Any] = defs.resources or {}
 
 
 class Runner:
@@ -89,7 +90,7 @@ class Runner:
 def evaluate(runner: Runner, benchmarks: Sequence[str], limit: int | None, job: str | None = None) -> None:
     """Each benchmark's inputs, then every roster model on it, as the nightly refresh and
     roster_evaluation_sensor run them (`job`: a protocol's job instead of model_evaluation)."""
-    roster = defs.resources["roster"]
+    roster = RESOURCES["roster"]
     declared, protocols, entries = roster.benchmarks(), roster.protocols(), roster.entries()
     for inputs in inputs_run_requests(runner.instance, list(benchmarks), "main"):
         name = str(inputs.partition_key)
@@ -121,8 +122,8 @@ def runnable(protocol: Protocol, declared: dict[str, Benchmark]) -> list[str]:
 
 def summary(benchmarks: Sequence[str] | None = None) -> None:
     """The results, comparisons and leaderboard (of `benchmarks` only, where given)."""
-    warehouse = defs.resources["warehouse"]
-    declared = defs.resources["roster"].benchmarks()
+    warehouse = RESOURCES["warehouse"]
+    declared = RESOURCES["roster"].benchmarks()
     with warehouse.store(EvaluationStore) as store:
         results = store.result_table(benchmarks)
     with warehouse.store(ComparisonStore) as store:
@@ -142,7 +143,7 @@ def summary(benchmarks: Sequence[str] | None = None) -> None:
 
 def run(args: argparse.Namespace) -> int:
     runner = Runner(DagsterInstance.get())
-    roster = defs.resources["roster"]
+    roster = RESOURCES["roster"]
     declared, protocols = roster.benchmarks(), roster.protocols()
     if args.benchmarks:
         unknown = [name for name in args.benchmarks if name not in declared]
@@ -158,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
         protocol = protocols[args.protocol]
         evaluate(runner, runnable(protocol, declared), args.limit, job=protocol.name)
         runner.run("score_protocols")
-        with defs.resources["warehouse"].store(LeaderboardStore) as store:
+        with RESOURCES["warehouse"].store(LeaderboardStore) as store:
             rows = store.load_protocol_scores(protocol.name)
         print(f"\n{protocol.title} ({environment().warehouse}):\n{protocol_table(rows).to_markdown(index=False)}")
         return 1 if runner.failed else 0
@@ -175,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
         add_missing(runner.instance, era_partitions, [era])
         runner.run("prompt_evolution_era", era, era_run_config(path)["ops"])
     summary()
-    warehouse = defs.resources["warehouse"]
+    warehouse = RESOURCES["warehouse"]
     with warehouse.store(EraAnalysisStore) as store:
         era_stats = store.load_generation_stats()[
             ["era", "generation", "population", "mean_fitness", "max_fitness", "calls", "cache_hits"]
@@ -239,7 +240,7 @@ def move_warehouse(args: argparse.Namespace) -> int:
     or export the configured one's tables as Parquet. The team's install runs DuckDB 1.4.4
     (DuckLake's), which cannot open a file written by DuckDB 2.0: export such a file first in the
     default install, and move the folder."""
-    warehouse = defs.resources["warehouse"]
+    warehouse = RESOURCES["warehouse"]
     stores = registered_stores()
     if args.export:
         with warehouse.get_connection() as conn:

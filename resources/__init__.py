@@ -105,10 +105,9 @@ class ModelGatewayResource(ConfigurableResource):
 
 
 # The resource's config fields are ModelSettings' own, declared there once.
+_MODEL_SETTINGS: dict[str, Any] = {name: (info.annotation, info) for name, info in ModelSettings.model_fields.items()}
 _ModelSettingsConfig: type[ConfigurableResource] = create_model(
-    "ModelSettingsConfig",
-    __base__=ConfigurableResource,
-    **{name: (info.annotation, info) for name, info in ModelSettings.model_fields.items()},
+    "ModelSettingsConfig", __base__=ConfigurableResource, **_MODEL_SETTINGS
 )
 
 

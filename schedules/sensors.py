@@ -21,7 +21,7 @@ from dagster import (
 from eval_platform.benchmarks.roster import RosterEntry, missing_partitions, new_checkpoint_entries, write_entry
 from eval_platform.environment import environment
 from eval_platform.evolution.eras import era_files, era_run_config
-from evaluation_assets.partitions import era_partitions, roster_partitions
+from evaluation_assets.partitions import ERAS, ROSTER_MODELS, era_partitions, roster_partitions
 from jobs import benchmark_inputs_job, blind_evaluation_tally_job, evolution_era_job, model_evaluation_job
 from resources import RosterResource
 from schedules import evaluation_run_requests
@@ -68,7 +68,7 @@ def roster_sensor(context: SensorEvaluationContext, roster: RosterResource) -> S
     digests = entry_digests(entries)
     seen = json.loads(context.cursor) if context.cursor else None
     changed = {} if seen is None else {name: e for name, e in entries.items() if seen.get(name) != digests[name]}
-    existing = context.instance.get_dynamic_partitions(roster_partitions.name)
+    existing = context.instance.get_dynamic_partitions(ROSTER_MODELS)
     roster_digest = hashlib.sha256(json.dumps(digests).encode()).hexdigest()[:16]
     return SensorResult(
         run_requests=every_benchmark_run_requests(context, roster, changed, f"roster-{roster_digest}"),
@@ -125,7 +125,7 @@ def era_sensor(folder: Path | None = None, name: str = "era_config_sensor"):
         changed = [era for era, digest in files.items() if seen.get(era) != digest]
         if not changed:
             return SkipReason(f"No new or changed era configuration in {folder}")
-        existing = set(context.instance.get_dynamic_partitions(era_partitions.name))
+        existing = set(context.instance.get_dynamic_partitions(ERAS))
         requests = [
             RunRequest(run_key=f"{era}:{files[era]}", partition_key=era, run_config=era_run_config(paths[era]))
             for era in changed

@@ -54,7 +54,7 @@ def generation_request(
     within its `max_gen_toks` (or `max_new_tokens` where given)."""
     from lm_eval.models.utils import normalize_gen_kwargs
 
-    settings = normalize_gen_kwargs(dict(gen_kwargs or {}), DEFAULT_MAX_GEN_TOKS)
+    settings: dict[str, Any] = dict(normalize_gen_kwargs(dict(gen_kwargs or {}), DEFAULT_MAX_GEN_TOKS))
     if settings.get("do_sample"):
         raise UnsupportedRequest(
             f"sampled generation ({gen_kwargs}): the engine decodes greedily; set "
@@ -71,7 +71,6 @@ def strip_reasoning(text: str, marker: str | None) -> str:
     return text.split(marker)[-1].lstrip() if marker and marker in text else text
 
 
-@register_model("eval-platform")
 class EngineLM(LM):
     """The harness's model protocol over a platform `LanguageModel`."""
 
@@ -135,11 +134,13 @@ class EngineLM(LM):
                 "is answered by local models"
             )
 
+        local: Any = self.model  # a local model: its tokenizer and context length
+
         def compute(arguments: list[tuple[str]]) -> list[float]:
             windows, owners = [], []
             for owner, (text,) in enumerate(arguments):
                 for window in get_rolling_token_windows(
-                    self.model.encode(text), self.model.prefix_token_id, self.model.max_length, context_len=1
+                    local.encode(text), local.prefix_token_id, local.max_length, context_len=1
                 ):
                     windows.append(make_disjoint_window(window))
                     owners.append(owner)
@@ -189,3 +190,6 @@ class EngineLM(LM):
             add_generation_prompt=add_generation_prompt,
             continue_final_message=not add_generation_prompt,
         )
+
+
+register_model("eval-platform")(EngineLM)  # the harness's model registry knows it by this name

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -179,7 +179,7 @@ def write_entry(folder: Path | str, entry: RosterEntry) -> Path:
     return path
 
 
-def missing_partitions(names: Iterable[str], existing: list[str]) -> list[str]:
+def missing_partitions(names: Iterable[str], existing: Collection[str]) -> list[str]:
     """The names (roster entries, benchmarks) that are not yet keys of their dimension."""
     return [name for name in names if name not in set(existing)]
 

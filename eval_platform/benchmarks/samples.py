@@ -71,7 +71,7 @@ def every_document(benchmark: str, models: Sequence[str]) -> str:
     )
 
 
-def sample_markdown(title: str, samples: Sequence[Mapping[str, Any]], total: int, where: str) -> str:
+def sample_markdown(title: str, samples: Sequence[Mapping[Any, Any]], total: int, where: str) -> str:
     """The first documents of `samples` (rows of `samples`, in order): each filter's answer and
     metrics, the reference, the model's answers and the end of the exact prompt; `total` documents
     in all, all of them in the warehouse (`where`)."""

@@ -389,16 +389,16 @@ class ServerBusy(ServerError):
 
 def _litellm_errors() -> CallErrors:
     """The errors of a litellm call worth retrying, and the error a call that timed out raises."""
-    litellm = _litellm()
-    retryable = (
-        litellm.Timeout,
-        litellm.APIConnectionError,
-        litellm.RateLimitError,
-        litellm.InternalServerError,
-        litellm.ServiceUnavailableError,
-        asyncio.TimeoutError,
+    from litellm.exceptions import (
+        APIConnectionError,
+        InternalServerError,
+        RateLimitError,
+        ServiceUnavailableError,
+        Timeout,
     )
-    return retryable, lambda message: litellm.Timeout(message, "", "")
+
+    retryable = (Timeout, APIConnectionError, RateLimitError, InternalServerError, ServiceUnavailableError)
+    return (*retryable, asyncio.TimeoutError), lambda message: Timeout(message, "", "")
 
 
 def _http_errors() -> CallErrors:

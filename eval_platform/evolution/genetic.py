@@ -14,7 +14,7 @@ import hashlib
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -235,7 +235,7 @@ def statistics_rows(outcomes: pd.DataFrame) -> pd.DataFrame:
             {
                 "era": row.era,
                 "generation": row.generation,
-                **generation_statistics(row.fitnesses),
+                **generation_statistics(cast(Sequence[float], row.fitnesses)),
                 "new_evaluations": row.new_evaluations,
                 "judge_failures": row.judge_failures,
             }

@@ -149,6 +149,7 @@ class Judge(Protocol):
     async def scores(self, original_text: str, compressed_text: str) -> tuple[dict[str, Any], Completion | None]:
         """The rubric scores, `score`, `reported_score`, `score_mismatch` and `comments`, and the API
         call that gave them (None without one); raises on failure."""
+        ...
 
 
 @dataclass
@@ -187,10 +188,11 @@ class ProbabilityRubricJudge:
         ]
         labels = [[str(d) for d in range(maximum + 1)] for _, maximum, _ in RUBRIC]
         distributions = self.language_model.label_probabilities(chats, labels, len(chats))
-        scores = {
-            name: sum(int(digit) * p for digit, p in dist.items())
-            for (name, _, _), dist in zip(RUBRIC, distributions, strict=False)
-        }
+        scores: dict[str, float] = {}
+        for (name, maximum, _), distribution in zip(RUBRIC, distributions, strict=True):
+            if distribution is None:
+                raise JudgeReplyError(f"{self.model} answered no digit from 0 to {maximum} for {name}")
+            scores[name] = sum(int(digit) * p for digit, p in distribution.items())
         return {
             **scores,
             "score": sum(scores.values()),

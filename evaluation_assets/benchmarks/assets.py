@@ -52,9 +52,10 @@ REPORT_ITEMS = 100  # items of the specification's per-item report in the run's 
 
 def clipped(value: Any, limit: int = MAX_CELL_CHARS) -> Any:
     """A table cell's value; text (a list's too) longer than `limit` characters cut there."""
-    if not isinstance(value, str | list | tuple | dict) and not hasattr(value, "tolist"):
+    tolist = getattr(value, "tolist", None)  # a numpy array's
+    if tolist is None and not isinstance(value, str | list | tuple | dict):
         return value
-    text = str(value.tolist() if hasattr(value, "tolist") else value)
+    text = str(tolist() if tolist else value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -70,13 +71,11 @@ def markdown_table(frame: pd.DataFrame, rows: int = MAX_TABLE_ROWS, **tabulate: 
     return MetadataValue.md(shown.to_markdown(index=False, **tabulate) + more)
 
 
-SourceConfig = optional_config(
-    "SourceConfig",
-    DataSource,
-    "Where the rows come from, over the declaration's (a local file, or a hub id with its configuration "
-    "and split), and how many to read.",
-    limit=(int | None, Field(default=None, description="Read only the first N rows.")),
-)
+class SourceConfig(
+    optional_config(DataSource, limit=(int | None, Field(default=None, description="Read only the first N rows.")))
+):
+    """Where the rows come from, over the declaration's (a local file, or a hub id with its
+    configuration and split), and how many to read."""
 
 
 def _dataset(context: AssetExecutionContext, roster: RosterResource) -> Benchmark | None:
@@ -205,7 +204,7 @@ def benchmark_documents(
             "dagster/row_count": len(built.documents),
             "rejected_rows": len(built.rejected),
             "few_shot_pool": len(built.pool),
-            "tasks": MetadataValue.json(sorted({d.task for d in built.documents})[:50]),
+            "tasks": MetadataValue.json(sorted({d.task for d in built.documents if d.task})[:50]),
             "reject_reasons": markdown_table(
                 pd.DataFrame([r.__dict__ for r in built.rejected], columns=["source_row_id", "reason"]), 20
             ),
@@ -219,18 +218,20 @@ def benchmark_documents(
     )
 
 
-EvaluationConfig = optional_config(
-    "EvaluationConfig",
-    EvaluationSettings,
-    "How the benchmark is evaluated, over its declaration's and the roster entry's settings.",
-    protocol=(
-        str | None,
-        Field(
-            default=None, description="A protocol (open_llm_leaderboard_v1): its solver and shots for the benchmark."
+class EvaluationConfig(
+    optional_config(
+        EvaluationSettings,
+        protocol=(
+            str | None,
+            Field(
+                default=None,
+                description="A protocol (open_llm_leaderboard_v1): its solver and shots for the benchmark.",
+            ),
         ),
-    ),
-    recompute=(bool, Field(default=False, description="Ignore the answers stored for the same model fingerprint.")),
-)
+        recompute=(bool, Field(default=False, description="Ignore the answers stored for the same model fingerprint.")),
+    )
+):
+    """How the benchmark is evaluated, over its declaration's and the roster entry's settings."""
 
 
 def _report(evaluation: Evaluation, items: int = REPORT_ITEMS) -> str:

@@ -269,7 +269,7 @@ def blind_eval_tally(
         if scope == "pooled":
             kappa = results.rater_agreement(group)
         else:  # an LLM rater's agreement with the humans; a human's with everyone else
-            kappa = results.agreement_with(scores, scope)
+            kappa = results.agreement_with(scores, str(scope))
         sentence = results.summary_sentence(table, questions, config.subject, config.drivers)
         tallies.append(table.assign(sheet_id=issue["sheet_id"], scope=scope))
         outcomes.append(

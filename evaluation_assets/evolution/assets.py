@@ -3,6 +3,7 @@ generation by generation -> its summary, its judges' analysis and its Pareto fro
 
 import asyncio
 import json
+from typing import cast
 
 import pandas as pd
 from dagster import AssetExecutionContext, Config, MaterializeResult, MetadataValue, asset
@@ -56,7 +57,7 @@ def source_paragraphs(
         store.replace_source_paragraphs(frame, rejected)
     for reject in rejections:
         context.log.warning(f"{config.source} line {reject['line']}: {reject['reason']}")
-    words = frame["text"].str.split().str.len()
+    words = frame["text"].str.count(r"\S+")
     return MaterializeResult(
         metadata={
             "dagster/row_count": len(frame),
@@ -93,19 +94,20 @@ def gene_pools(warehouse: WarehouseResource) -> MaterializeResult:
     )
 
 
-EraConfig = config_class(
-    "EraConfig",
-    EraSettings,
-    "An era's settings, and whether to start it again.",
-    restart=(
-        bool,
-        Field(
-            default=False,
-            description="Start the era again, replacing its stored generations (needed to change an existing "
-            "era's configuration).",
+class EraConfig(
+    config_class(
+        EraSettings,
+        restart=(
+            bool,
+            Field(
+                default=False,
+                description="Start the era again, replacing its stored generations (needed to change an existing "
+                "era's configuration).",
+            ),
         ),
-    ),
-)
+    )
+):
+    """An era's settings, and whether to start it again."""
 
 
 def _cache_rows(era: str, entries: dict[str, tuple[str, dict, Completion]]) -> pd.DataFrame:
@@ -225,7 +227,8 @@ def evolution_era(
     def open_era_model(name: str) -> LanguageModel:
         """Any backend, local ones on evaluation_model's device and dtype, API calls through the gateway."""
         model = evaluation_model.open(name, client)
-        return ResponseCachedModel(model, cache) if cache is not None else model
+        # the cached model is the wrapped one's (every attribute but acomplete delegated)
+        return cast(LanguageModel, ResponseCachedModel(model, cache)) if cache is not None else model
 
     totals = {"calls": 0, "cache_hits": 0, "cost_usd": 0.0, "generations": 0}
 

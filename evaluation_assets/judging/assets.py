@@ -64,13 +64,33 @@ from resources import WAREHOUSE_POOL, LanguageModelResource, ModelGatewayResourc
 HUMAN_BOARD_MIN_BATTLES = 5  # the experts judged one vicuna-13b answer that is the shipped v1.3's: no rating
 PREVIEW_CHARACTERS = 300  # of a judgment's raw text in a preview
 
-ShippedDataConfig = config_class("ShippedDataConfig", ShippedData, "Where the shipped judging data is.")
-JudgingSetsConfig = config_class("JudgingSetsConfig", JudgingSetsSettings, "Which pairwise sets are stored.")
-PanelConfig = config_class("PanelConfig", PanelSettings, "The panel, and the stored sets it judges in both orders.")
-MTBenchConfig = config_class("MTBenchConfig", MTBenchSettings, "The panel, and the MT-Bench pairs it judges.")
-GradingConfig = config_class("GradingConfig", GradingSettings, "The graders, and the MT-Bench answers they grade.")
-AgreementConfig = config_class("AgreementConfig", AgreementSettings, "The agreement intervals.")
-LeaderboardConfig = config_class("LeaderboardConfig", LeaderboardSettings, "The leaderboards' intervals and baseline.")
+
+class ShippedDataConfig(config_class(ShippedData)):
+    """Where the shipped judging data is."""
+
+
+class JudgingSetsConfig(config_class(JudgingSetsSettings)):
+    """Which pairwise sets are stored."""
+
+
+class PanelConfig(config_class(PanelSettings)):
+    """The panel, and the stored sets it judges in both orders."""
+
+
+class MTBenchConfig(config_class(MTBenchSettings)):
+    """The panel, and the MT-Bench pairs it judges."""
+
+
+class GradingConfig(config_class(GradingSettings)):
+    """The graders, and the MT-Bench answers they grade."""
+
+
+class AgreementConfig(config_class(AgreementSettings)):
+    """The agreement intervals."""
+
+
+class LeaderboardConfig(config_class(LeaderboardSettings)):
+    """The leaderboards' intervals and baseline."""
 
 
 MARKDOWN = re.compile(r"([\\`*_\[\]<>|#])")

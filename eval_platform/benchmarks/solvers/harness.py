@@ -60,6 +60,8 @@ def task_files(
     dataset, of one schema)."""
     config = registered_config(task, registry, include_defaults=False)
     evaluated = config.get("test_split") or config.get("validation_split")
+    if not evaluated:
+        raise ValueError(f"harness task {task} names no test_split or validation_split to evaluate")
     files = {evaluated: jsonl_file(f"{task}-{evaluated}", [d.doc for d in documents])}
     fewshot_split = config.get("fewshot_split") or config.get("training_split")
     if pool and fewshot_split and fewshot_split != evaluated:
@@ -75,10 +77,11 @@ class DatasetRun:
     def __init__(self, job: EvaluationJob) -> None:
         folder = job.benchmark.task_folder
         self.registry = (own_task_folder(folder),) if folder else tuple(job.settings.include_path)
-        self.documents: dict[str | None, list[Document]] = defaultdict(list)
+        by_task: dict[str | None, list[Document]] = defaultdict(list)
         for document in job.documents:
-            self.documents[document.task].append(document)
-        self.unnamed = self.documents.pop(None, [])  # a row lacking the field that names its task
+            by_task[document.task].append(document)
+        self.unnamed = by_task.pop(None, [])  # a row lacking the field that names its task
+        self.documents = {task: documents for task, documents in by_task.items() if task is not None}
         shots = job.settings.num_fewshot
         if shots and not job.pool:
             source = job.benchmark.fewshot.describe() if job.benchmark.fewshot else "none declared"
@@ -196,7 +199,6 @@ def rows_requests(
     """`built_requests` of a dataset's raw rows (and few-shot rows), under `settings` (default: the
     declaration's): what the `harness` solver would ask a model about them."""
     built = build_documents(benchmark, rows, fewshot_rows)
-    job = EvaluationJob(
-        benchmark, settings or benchmark.evaluation_settings(), model=None, documents=built.documents, pool=built.pool
-    )  # type: ignore[arg-type]  (no model: nothing is asked)
-    return built_requests(job)
+    no_model: Any = None  # nothing is asked
+    settings = settings or benchmark.evaluation_settings()
+    return built_requests(EvaluationJob(benchmark, settings, no_model, documents=built.documents, pool=built.pool))

@@ -209,6 +209,7 @@ def _continuation_logprob(answer: PromptLogprobs, span: range, by_token: bool) -
     offsets = answer.text_offset
     positions = span if by_token else range(bisect_left(offsets, span.start), bisect_left(offsets, span.stop))
     values = [answer.token_logprobs[i] for i in positions]
-    if not values or any(value is None for value in values):
+    known = [value for value in values if value is not None]
+    if not values or len(known) < len(values):
         raise ValueError("the server returned no log-probability for a continuation token")
-    return float(sum(values))
+    return float(sum(known))

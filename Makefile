@@ -36,7 +36,7 @@ browser:
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver)
 
 # The demo on each benchmark's first DEMO_ROWS rows (`make run DEMO_ROWS=50`: all the shipped rows).
-DEMO_ROWS ?= 20
+DEMO_ROWS ?= 5
 # TQDM_DISABLE: the runs' times are printed, not the progress bars of the libraries beneath them.
 run: $(VENV)/.installed
 	mkdir -p $(DAGSTER_HOME)

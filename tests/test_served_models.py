@@ -99,11 +99,11 @@ def test_served_model_scores_arc_easy_and_mmlu_as_the_in_process_model_does(serv
     found = [
         d
         for (*where, _, _, _, _), a, b in zip(pairs, served, in_process, strict=True)
-        for d in differences([value for value, _ in a], [value for value, _ in b], str(where))
+        for d in differences([value for [[value, _]] in a], [value for [[value, _]] in b], str(where))
     ]
     assert not found, found  # each choice's log-likelihood within LOGLIKELIHOOD_TOLERANCE
     # a served model does not say whether a continuation is its greedy one (the run warns so)
-    assert all(not is_greedy for responses in served for _, is_greedy in responses)
+    assert all(not is_greedy for responses in served for [[_, is_greedy]] in responses)
     assert all(len(values) == 1 for *_, values in accuracies)  # same accuracy for both models
     assert sources == [("in-process", DEFAULT_LOCAL_MODEL), ("served", "served/smollm2")]
 
@@ -175,7 +175,7 @@ def test_a_served_model_of_the_roster_reaches_its_server_and_needs_no_key(server
     from evaluation_assets.partitions import benchmark_partitions, evaluation_key, roster_partitions
 
     monkeypatch.delenv("OPENAI_API_KEY")
-    entry = {**readme_served_entry(), "api_base": f"{server}/v1"}
+    entry = {**documented_served_entry(), "api_base": f"{server}/v1"}
     (tmp_path / "roster").mkdir()
     (tmp_path / "roster" / "my-served-model.yaml").write_text(yaml.safe_dump(entry))
     resources = {
@@ -208,12 +208,12 @@ def test_a_served_model_of_the_roster_reaches_its_server_and_needs_no_key(server
         assert conn.execute("SELECT device_name FROM evaluation_runs").fetchall() == [(f"{server}/v1",)]
 
 
-def readme_served_entry() -> dict:
-    """The README's roster entry for a served model (its YAML block naming `served/` and `api_base`
-    without a `resources:` key)."""
+def documented_served_entry() -> dict:
+    """The docs' roster entry for a served model (docs/concepts/models.md: its YAML block naming
+    `served/` and `api_base`)."""
     import yaml
 
-    text = (PROJECT_ROOT / "README.md").read_text()
+    text = (PROJECT_ROOT / "docs" / "concepts" / "models.md").read_text()
     blocks = [yaml.safe_load(block.split("```")[0]) for block in text.split("```yaml\n")[1:]]
     (entry,) = [b for b in blocks if isinstance(b, dict) and str(b.get("model", "")).startswith("served/")]
     return entry

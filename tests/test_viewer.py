@@ -7,13 +7,15 @@ prompt and a model's echoed answer hold it), a paragraph an era compresses, a bl
 answer and a rater's note. Every page shows it as text; a search or a name holding SQL finds
 nothing and drops nothing; the viewer listens on 127.0.0.1 alone. From the link in an asset's
 metadata, the browser reaches the flipped items of two models, an era's candidate and a blind
-question (whose key appears only once a tally exists). Screenshots: docs/images/viewer_*.png."""
+question (whose key appears only once a tally exists). Screenshots: docs/images/viewer_*.png, written
+there with EVAL_UPDATE_SCREENSHOTS=1 (a temporary folder otherwise, so a run leaves the tree clean)."""
 
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.parse
@@ -29,7 +31,11 @@ from tests.conftest import PROJECT_ROOT
 from tests.processes import free_port, running
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
-IMAGES = PROJECT_ROOT / "docs" / "images"
+IMAGES = (
+    PROJECT_ROOT / "docs" / "images"
+    if os.environ.get("EVAL_UPDATE_SCREENSHOTS") == "1"
+    else Path(tempfile.mkdtemp(prefix="viewer-screenshots-"))
+)
 HOSTILE = '<script>document.title="pwned"</script><img src=x onerror="document.title=\'pwned\'"><b>bold?</b>'
 ESCAPED = "&lt;script&gt;document.title=&#34;pwned&#34;&lt;/script&gt;&lt;img src=x onerror="
 SQL = "'; DROP TABLE samples; --"

@@ -168,7 +168,7 @@ def compare_family(family: Family, tokenizer: Any, items: int, shots: int, batch
         **compare(theirs, ours, model),
         "harness_tokens": harness_tokens,
         "ours_tokens": counter.tokens - harness_tokens,
-        **model.attention.describe(),
+        **model.describe_placement()["engine"],
         "seconds": time.perf_counter() - start,
     }
 

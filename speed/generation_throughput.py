@@ -1,5 +1,7 @@
-"""Tokens per second of greedy generation: fixed batches (the path before continuous batching, as
-lm-evaluation-harness batches) against continuous batching, without and with shared prefixes.
+"""Tokens per second of greedy generation: continuous batching in padded rows (the engine's path for
+models outside packed passes), without and with shared prefixes, against packed passes (packed
+prefill, each row decoded at its own length); with `--fixed`, fixed batches first (as
+lm-evaluation-harness batches).
 
     python speed/generation_throughput.py                    # GSM8K 5-shot and gsm8k_cot 8-shot, 48 items
     python speed/generation_throughput.py --items 16 --benchmarks gsm8k_cot --batch-size 8
@@ -103,20 +105,24 @@ def concurrent_chat_answers(model, questions: list[str], budget: int) -> tuple[f
     return middle - start, time.perf_counter() - middle, concurrent == together
 
 
-def compare_paths(model, name: str, items: int, batch_size: int) -> None:
-    """The benchmark's prompts by fixed batches, continuous batching and continuous batching with
-    shared prefixes: a line each (seconds, tokens/s, the speed-up, texts equal to the first path's)."""
+def compare_paths(model, name: str, items: int, batch_size: int, fixed: bool) -> None:
+    """The benchmark's prompts by fixed batches (where `fixed`), then continuously batched: padded
+    rows (the engine for models outside packed passes) without and with shared prefixes, and packed
+    passes: a line each (seconds, tokens/s, the speed-up over the first path, texts equal to its)."""
     texts, budget, stop = harness_prompts(name, items)
     prompts = [model.generation_prompt(GenerationRequest(text, budget, stop)) for text in texts]
 
-    def continuous(prefix_sharing: bool):
-        batcher = ContinuousBatcher(model.network, model.batcher.decode, model._lock, prefix_sharing=prefix_sharing)
+    def continuous(prefix_sharing: bool, packed: bool):
+        batcher = ContinuousBatcher(
+            model.network, model.batcher.decode, model._lock, prefix_sharing=prefix_sharing, packed=packed
+        )
         return lambda: batcher.generate(prompts, [budget] * len(prompts), [stop] * len(prompts), batch_size)
 
     paths = {
-        "fixed batches (before)": lambda: fixed_batches(model, prompts, budget, stop, batch_size),
-        "continuous batching": continuous(False),
-        "continuous batching + shared prefix": continuous(True),
+        **({"fixed batches": lambda: fixed_batches(model, prompts, budget, stop, batch_size)} if fixed else {}),
+        "padded rows": continuous(False, packed=False),
+        "padded rows + shared prefixes": continuous(True, packed=False),
+        "packed passes + shared prefixes": continuous(True, packed=True),
     }
     reference, baseline = None, None
     for label, run in paths.items():
@@ -143,12 +149,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--concurrent", type=int, default=5, help="Chat answers asked at once (0: none).")
+    parser.add_argument("--fixed", action="store_true", help="Also fixed batches, as the harness batches.")
     args = parser.parse_args(argv)
     model = load_local_model(DEFAULT_LOCAL_MODEL, placement=Placement(args.device, args.dtype))
     print(f"{model.fingerprint} ({args.dtype}, {args.device}), batch size {args.batch_size}, first {args.items} rows")
     print(f"{'benchmark':<11}{'path':<34}{'seconds':>8}{'tokens':>8}{'tokens/s':>10}{'speed-up':>9}  same texts")
     for name in args.benchmarks:
-        compare_paths(model, name, args.items, args.batch_size)
+        compare_paths(model, name, args.items, args.batch_size, args.fixed)
     if args.concurrent:
         rows = load_rows(str(SHARED / "gsm8k.jsonl"), limit=args.concurrent).rows
         apart, together, same = concurrent_chat_answers(model, [row["question"] for _, row in rows], 64)

@@ -67,6 +67,9 @@ from eval_platform.common.models import LoglikelihoodRequest  # noqa: E402
 from eval_platform.common.models.local import LocalCausalLM  # noqa: E402
 from speed.harness_parity import TokenCounter  # noqa: E402
 from speed.lm_eval_parity import ModelPhase, divergence  # noqa: E402
+from speed.loglikelihood_breakdown import HEADER as BREAKDOWN_HEADER  # noqa: E402
+from speed.loglikelihood_breakdown import breakdown, run_requests  # noqa: E402
+from speed.loglikelihood_breakdown import row as breakdown_row  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU_DIR = ROOT / ".gpu"
@@ -161,6 +164,44 @@ def build_network(shape: str, tokenizer, device: str, tiny: bool, seed: int, win
     network.generation_config.eos_token_id = tokenizer.eos_token_id
     network.generation_config.pad_token_id = tokenizer.pad_token_id
     return network, config
+
+
+def check_kernels(device: str) -> dict:
+    """FlashAttention's variable-length kernel (what packed passes call on a GPU) against the plain
+    reference of the same function, on random bfloat16 inputs: sequences of several lengths,
+    grouped-query heads, narrower values (multi-head latent attention's), and each window the
+    packed passes ask (causal, causal within a window, full, staggered). The largest differences
+    of the output and the log-sum-exp; bfloat16 inputs, so about 1e-2 at most."""
+    import torch
+
+    from eval_platform.common.models.packed import cpu_varlen, flash_varlen, reference_varlen
+
+    generator = torch.Generator(device="cpu").manual_seed(0)
+    lengths = [37, 1, 300, 129]
+    cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32)
+    worst = {"output": 0.0, "lse": 0.0}
+    for window in ((-1, 0), (63, 0), (-1, -1), (0, -1)):
+        for width in (128, 96):
+            q = torch.randn(int(cu[-1]), 32, 128, generator=generator).to(device, torch.bfloat16)
+            k = torch.randn(int(cu[-1]), 8, 128, generator=generator).to(device, torch.bfloat16)
+            v = torch.randn(int(cu[-1]), 8, width, generator=generator).to(device, torch.bfloat16)
+            scale = 128**-0.5
+            if device.startswith("cuda"):
+                out, lse = flash_varlen(
+                    q, k, v, cu.to(device), cu.to(device), max(lengths), max(lengths), window, scale
+                )
+            else:  # the dry run: the kernel the CPU takes
+                out, lse = cpu_varlen(q, k, v, cu.tolist(), cu.tolist(), window, scale)
+            ref_out, ref_lse = reference_varlen(q, k, v, cu.tolist(), cu.tolist(), window, scale)
+            seen = torch.isfinite(ref_lse)
+            worst["output"] = max(worst["output"], float((out.float() - ref_out.float()).abs().max()))
+            worst["lse"] = max(worst["lse"], float((lse[seen] - ref_lse[seen]).abs().max()))
+    kernel = "flash" if device.startswith("cuda") else "cpu"
+    log(
+        f"kernel check ({kernel} against the reference): max |output| difference {worst['output']:.2g}, "
+        f"max |log-sum-exp| difference {worst['lse']:.2g}"
+    )
+    return worst
 
 
 def warm_up(network, model: LocalCausalLM) -> None:
@@ -571,6 +612,11 @@ def headline(results: list[dict], shape: str, ifeval_tokens: int | None) -> list
 
 def write_outputs(out: Path, meta: dict, results: list[dict], footer: list[str]) -> str:
     table = "\n".join([HEADER, *map(row, results)])
+    parts = [breakdown_row(part) for r in results for part in r.get("breakdown", [])]
+    if parts:
+        table += "\n\nWhere each log-likelihood model phase goes (speed/loglikelihood_breakdown.py):\n\n" + "\n".join(
+            [BREAKDOWN_HEADER, *parts]
+        )
     text = "\n".join([f"GPU check: {meta['device']}; {meta['versions']}", "", table, "", *footer]) + "\n"
     out.mkdir(parents=True, exist_ok=True)
     (out / "gpu_check.md").write_text(text, encoding="utf-8")
@@ -601,6 +647,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--gsm8k-tokens", type=int, help="gsm8k_cot's token budget (default the harness's 256).")
     parser.add_argument("--batch-size", type=int, default=32, help="Both tools' batch size.")
     parser.add_argument("--max-batch-tokens", type=int, default=16384, help="Our engine's tokens per pass.")
+    parser.add_argument(
+        "--breakdown-docs", type=int, default=40, help="Log-likelihood tasks: documents of the breakdown (0: none)."
+    )
     parser.add_argument("--deadline", type=float, default=0, help="Seconds after which no new task starts (0: none).")
     parser.add_argument("--device", default=None, help="Default: cuda where available, else cpu.")
     parser.add_argument("--seed", type=int, default=1234)
@@ -609,7 +658,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or GPU_DIR / "out"))
     args = parser.parse_args(argv)
     if args.tiny:
-        for name, value in dict(mmlu_pro=3, bbh=1, arc=3, ifeval=2, gsm8k=2, ifeval_tokens=12, gsm8k_tokens=12).items():
+        tiny = dict(mmlu_pro=3, bbh=1, arc=3, ifeval=2, gsm8k=2, ifeval_tokens=12, gsm8k_tokens=12, breakdown_docs=2)
+        for name, value in tiny.items():
             if getattr(args, name) == parser.get_default(name):
                 setattr(args, name, value)
     start = time.perf_counter()
@@ -627,6 +677,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     meta = {"device": gpu, "versions": versions, "args": vars(args), "tie_factor": TIE_FACTOR}
     log(f"GPU check on {gpu}; {versions}; batch size {args.batch_size}{'; TINY shapes' if args.tiny else ''}")
+    meta["kernel_check"] = check_kernels(device)
     tokenizer = load_tokenizer(args.tokenizer)
     results: list[dict] = []
     footer: list[str] = []
@@ -688,6 +739,15 @@ def main(argv: list[str] | None = None) -> None:
                         agreement=agreement(result["kind"], harness["samples"], ours["samples"], model),
                     )
                     log(row(result))
+                    if result["kind"] == "loglikelihood" and args.breakdown_docs:
+                        limited = run.settings.model_copy(update={"limit": args.breakdown_docs})
+                        requests = run_requests(HarnessRun(run.tasks, limited, run.include_defaults))
+                        result["breakdown"] = [
+                            {**part, "shape": shape, "requests": len(requests)}
+                            for part in breakdown(task, requests, lm, model)
+                        ]
+                        for part in result["breakdown"]:
+                            log(breakdown_row(part))
                 except Exception as error:  # one task's failure is reported, the run goes on
                     result["error"] = f"{type(error).__name__}: {error}".replace("\n", " ")
                     result["traceback"] = traceback.format_exc()

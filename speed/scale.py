@@ -4,10 +4,13 @@ engine that costs nothing, behind a real transport.
 
     nice python speed/scale.py [--sizes 1000 4000 full] [--benchmarks mmlu_pro bbh] [--data DIR]
 
-The engine is tests/completions_server.py --instant, an OpenAI-compatible completions server on
-127.0.0.1 whose log-probabilities are a function of the text (no model), in a process of its own;
-the roster model `served/instant` is asked through the platform's served path (the gateway, 8
-prompts an HTTP request, 8 requests in flight). Each benchmark is declared as the shipped
+The engine costs nothing. By default (`--engine in-process`, what a local model on a GPU leaves to
+the platform) it is `InstantModel`, a model in the evaluating process whose log-likelihoods are a
+function of the request (no tokenizer, no network), registered as the backend `instant/`. With
+`--engine served` it is tests/completions_server.py --instant, an OpenAI-compatible completions
+server on 127.0.0.1 whose log-probabilities are a function of the text, in a process of its own,
+asked through the platform's served path (the gateway, 8 prompts an HTTP request, 8 requests in
+flight, every prompt's tokens echoed back as JSON). Each benchmark is declared as the shipped
 leaderboard declarations declare it (data/benchmarks/leaderboard_*.yaml), its files pointed at the
 full data (`--data`, default ../shared/benchmarks/v2/, see its SOURCES.md); a size of N documents
 is the first N of MMLU-Pro, and the first N/24 of each BBH subtask (the harness's `limit`).
@@ -34,17 +37,18 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-MODEL = "instant"  # the roster entry: served/instant
+MODEL = "instant"  # the roster entry: instant/instant (in-process) or served/instant
 SHIPPED = {"mmlu_pro": "leaderboard_mmlu_pro", "bbh": "leaderboard_bbh"}  # data/benchmarks/<name>.yaml
 BBH_TASKS = 24
 # the full split each shipped slice was taken from (data/benchmarks/SOURCES.md), relative to --data
 FULL_FILES = {"mmlu_pro/test.jsonl": "mmlu_pro.jsonl", "mmlu_pro/validation.jsonl": "fewshot/mmlu_pro_validation.jsonl"}
-GOAL_MS_PER_DOCUMENT, GOAL_PEAK_GIB = 10.0, 4.0
+GOAL_MS_PER_DOCUMENT, GOAL_PEAK_GIB = 5.0, 4.0  # the platform's own cost (issue 57), its memory
 
 
 def declaration(name: str, data: Path, size: int | None) -> dict:
@@ -85,15 +89,40 @@ def folder_bytes(folder: Path) -> int:
     return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
 
 
+class InstantModel:
+    """A model that answers at once, in this process: each log-likelihood a function of its
+    request's text, no tokens, no forward pass."""
+
+    rubric_judging = "probabilities"
+
+    def __init__(self, name: str) -> None:
+        self.name = self.fingerprint = name
+
+    def greedy_loglikelihoods(self, requests, batch_size: int = 8) -> list[tuple[float, bool]]:
+        return [(-(zlib.crc32(f"{r.context}{r.continuation}".encode()) % 1000) / 100, False) for r in requests]
+
+    def loglikelihoods(self, requests, batch_size: int = 8) -> list[float]:
+        return [value for value, _ in self.greedy_loglikelihoods(requests, batch_size)]
+
+    def describe_placement(self) -> dict:
+        return {"device": "instant", "device_name": "no model (speed/scale.py)"}
+
+
+def open_instant_model(name: str, settings, gateway=None) -> InstantModel:
+    return InstantModel(name)
+
+
 def child(benchmark: str) -> None:
     """One partition materialised in this process (its environment set by the parent): a JSON line."""
     from dagster import DagsterEventType, DagsterInstance, materialize
     from dagster._serdes import serialize_value
 
+    from eval_platform.common.models import register_backend
     from evaluation_assets.benchmarks.assets import benchmark_evaluation
     from evaluation_assets.definitions import defs
     from evaluation_assets.partitions import benchmark_partitions, evaluation_key, roster_partitions
 
+    register_backend("instant/", "speed.scale:open_instant_model")
     instance = DagsterInstance.get()
     instance.add_dynamic_partitions(str(benchmark_partitions.name), [benchmark])
     instance.add_dynamic_partitions(str(roster_partitions.name), [MODEL])
@@ -137,7 +166,7 @@ def stored_rows(warehouse: Path) -> dict[str, int]:
     return dict(zip(("documents", "requests", "answers", "results"), counts, strict=True))
 
 
-def run(name: str, size: int | None, data: Path, api_base: str, server) -> dict:
+def run(name: str, size: int | None, data: Path, api_base: str | None, server) -> dict:
     """One benchmark at one size in a fresh process, warehouse and Dagster storage."""
     import yaml
 
@@ -146,7 +175,8 @@ def run(name: str, size: int | None, data: Path, api_base: str, server) -> dict:
         (work / folder).mkdir()
     declared = declaration(name, data, size)
     (work / "benchmarks" / f"{SHIPPED[name]}.yaml").write_text(yaml.safe_dump(declared), encoding="utf-8")
-    entry = {"model": f"served/{MODEL}", "api_base": api_base, "solvers": ["harness"]}
+    served = {"model": f"served/{MODEL}", "api_base": api_base} if api_base else {"model": f"instant/{MODEL}"}
+    entry = {**served, "solvers": ["harness"]}
     (work / "roster" / f"{MODEL}.yaml").write_text(yaml.safe_dump(entry), encoding="utf-8")
     environment = {
         **os.environ,
@@ -156,7 +186,7 @@ def run(name: str, size: int | None, data: Path, api_base: str, server) -> dict:
         "EVAL_ROSTER_DIR": str(work / "roster"),
     }
     (work / "dagster" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
-    server_cpu = sum(server.cpu_times()[:2])
+    server_cpu = sum(server.cpu_times()[:2]) if server else 0.0
     with open(work / "run.log", "w", encoding="utf-8") as log:
         finished = subprocess.run(
             [sys.executable, __file__, "--child", SHIPPED[name]],
@@ -179,7 +209,7 @@ def run(name: str, size: int | None, data: Path, api_base: str, server) -> dict:
         "benchmark": name,
         "size": size or "full",
         "documents": documents,
-        "engine_cpu_s": sum(server.cpu_times()[:2]) - server_cpu,
+        "engine_cpu_s": sum(server.cpu_times()[:2]) - server_cpu if server else 0.0,
         "warehouse_bytes": (work / "warehouse.duckdb").stat().st_size,
         **rows,
         "every_row": rows["documents"] == documents and rows["answers"] == rows["requests"] == expected_requests,
@@ -234,6 +264,7 @@ def main() -> None:
     parser.add_argument("--sizes", nargs="+", default=["1000", "4000", "full"])
     parser.add_argument("--benchmarks", nargs="+", default=list(SHIPPED), choices=list(SHIPPED))
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "benchmarks" / "v2")
+    parser.add_argument("--engine", choices=("in-process", "served"), default="in-process")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -243,28 +274,42 @@ def main() -> None:
     from eval_platform.common.reproducibility import cpu_name
     from tests.processes import free_port, running
 
-    print(f"{cpu_name()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start", flush=True)
-    port = free_port()
-    command = [sys.executable, "-m", "tests.completions_server", "--port", str(port), "--instant"]
+    print(
+        f"{cpu_name()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start; "
+        f"the {args.engine} instant engine",
+        flush=True,
+    )
     rows = []
-    with running(command, f"http://127.0.0.1:{port}/health", cwd=ROOT) as process:
-        server = psutil.Process(process.pid)
+
+    def every_size(api_base: str | None, server) -> None:
         for name in args.benchmarks:
             for size in args.sizes:
-                row = run(name, None if size == "full" else int(size), args.data, f"http://127.0.0.1:{port}/v1", server)
+                row = run(name, None if size == "full" else int(size), args.data, api_base, server)
                 print(json.dumps(row), flush=True)
                 rows.append(row)
+
+    if args.engine == "served":
+        port = free_port()
+        command = [sys.executable, "-m", "tests.completions_server", "--port", str(port), "--instant"]
+        with running(command, f"http://127.0.0.1:{port}/health", cwd=ROOT) as process:
+            every_size(f"http://127.0.0.1:{port}/v1", psutil.Process(process.pid))
+    else:
+        every_size(None, None)
     print()
     print(table(rows))
     print()
     print("\n".join(marginal(rows)))
-    worst = max(per_thousand(r, "wall_s") for r in rows)  # seconds per 1,000 documents: ms per document
+    largest = [
+        max((r for r in rows if r["benchmark"] == name), key=lambda r: r["documents"]) for name in args.benchmarks
+    ]
+    worst = max(per_thousand(r, "cpu_s") for r in largest)  # seconds per 1,000 documents: ms per document
     peak = max(r["peak_rss_bytes"] for r in rows) / 2**30
     met = {True: "met", False: "not met"}
+    every = "yes" if all(r["every_row"] for r in rows) else "NO"
     print(
-        f"goals: wall under {GOAL_MS_PER_DOCUMENT:.0f} ms a document: {met[worst < GOAL_MS_PER_DOCUMENT]} "
-        f"(worst {worst:.1f}); peak memory under {GOAL_PEAK_GIB:.0f} GiB: {met[peak < GOAL_PEAK_GIB]} ({peak:.2f}); "
-        f"every row stored: {'yes' if all(r['every_row'] for r in rows) else 'NO'}"
+        f"goals: the platform's CPU under {GOAL_MS_PER_DOCUMENT:.0f} ms a document at the largest size: "
+        f"{met[worst < GOAL_MS_PER_DOCUMENT]} (worst {worst:.1f}); peak memory under {GOAL_PEAK_GIB:.0f} GiB: "
+        f"{met[peak < GOAL_PEAK_GIB]} ({peak:.2f}); every row stored: {every}"
     )
 
 

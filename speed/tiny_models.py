@@ -6,8 +6,9 @@ vocabulary, weights drawn from a seeded generator, every sliding attention windo
 Chosen families: those the issue names (Llama 3, Qwen 2/2.5/3, Mistral, Mixtral, Gemma 2 and 3,
 Phi-3/4, OLMo 2, GPT-2, GPT-NeoX/Pythia), and among the most evaluated others those transformers
 supports natively: Qwen2-MoE and Qwen3-MoE, Phi-3.5-MoE, OLMo 3 and OLMoE, Falcon, StableLM, Cohere
-(Command R) and Cohere 2 (Command R7B), Granite, DeepSeek-V2 and V3, SmolLM3 (InternLM is not native:
-its models need the Hub's remote code).
+(Command R) and Cohere 2 (Command R7B), Granite, DeepSeek-V2 and V3, SmolLM3, and the ALiBi families
+(BLOOM, MPT, Falcon's ALiBi variant), whose positions are biases rather than rotations (InternLM is
+not native: its models need the Hub's remote code).
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ MLA = {
     "v_head_dim": 12,
 }
 
+# BLOOM's and MPT's configs name their sizes themselves (n_head, d_model, ...)
+NO_ROPE_SIZES = {"num_key_value_heads": None, "intermediate_size": None}
 GEMMA3_TEXT = {"sliding_window": WINDOW, "num_hidden_layers": 6, "head_dim": 16, "query_pre_attn_scalar": 16}
 TINY_VISION = {
     "hidden_size": 32,
@@ -56,10 +59,15 @@ class Family:
     model_type: str
     settings: dict[str, Any] = field(default_factory=dict)  # config fields over TINY
     covers: str = ""
+    variant: str = ""  # the family's name where its model type has another family (falcon_alibi)
+
+    @property
+    def name(self) -> str:
+        return self.variant or self.model_type
 
 
 FAMILIES = {
-    family.model_type: family
+    family.name: family
     for family in (
         Family(
             "Llama 3",
@@ -168,6 +176,20 @@ FAMILIES = {
             "multi-head latent attention (compressed latents cached), grouped expert routing",
         ),
         Family("SmolLM3", "smollm3", {"num_hidden_layers": 4, "no_rope_layer_interval": 2}, "layers without RoPE"),
+        Family("BLOOM", "bloom", {**NO_ROPE_SIZES, "n_head": 4, "n_layer": 2}, "ALiBi positions, no rotary"),
+        Family(
+            "MPT",
+            "mpt",
+            {**NO_ROPE_SIZES, "d_model": 64, "n_heads": 4, "n_layers": 2, "max_seq_len": MAX_LENGTH},
+            "ALiBi positions, no rotary",
+        ),
+        Family(
+            "Falcon (ALiBi)",
+            "falcon",
+            {"alibi": True, "multi_query": True, "num_key_value_heads": None},
+            "ALiBi positions, multi-query attention",
+            variant="falcon_alibi",
+        ),
     )
 }
 

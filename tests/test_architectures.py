@@ -22,6 +22,14 @@ from speed.tiny_models import FAMILIES, WINDOW, Family, smollm2_tokenizer, tiny_
 ITEMS, SHOTS = 2, 5  # ARC-Challenge's 5-shot prompts are 164 tokens or more; gsm8k_cot's about 800
 # the families whose configs give some layers a sliding window (the others attend to the whole past)
 WINDOWED = {"qwen2", "mistral", "mixtral", "gemma2", "gemma3_text", "gemma3", "phi3", "phimoe", "olmo3", "cohere2"}
+# the families whose positions are ALiBi biases, built by the model from a 2-D mask: their sequences run whole
+ALIBI = {"bloom", "mpt", "falcon_alibi"}
+# the families whose layers do not all take packed log-likelihood passes, and why
+PADDED = {
+    "gemma2": "soft-capped attention logits",
+    "falcon": "FalconForCausalLM does not take transformers' attention interface",
+    "stablelm": "StableLmForCausalLM does not take transformers' attention interface",
+}
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +56,22 @@ def test_every_family_agrees_item_by_item_with_the_harness(name, tokenizer, tmp_
     assert set(report["metrics"]) == {"acc", "acc_norm", "exact_match"}
     assert report["window"] == (WINDOW if name in WINDOWED else None)  # read from the config
     assert report["shortest_prompt"] > 4 * WINDOW  # every prompt outruns every window
+    if name in ALIBI:  # exact by running each sequence whole, as the harness does
+        whole = "ALiBi positions: the model builds their biases from each pass's 2-D mask"
+        assert report["shared_prefixes"] == f"no, every sequence runs whole: {whole}"
+        assert report["loglikelihood_passes"] == "padded rows with masks: every sequence runs whole"
+        assert report["generation"] == "padded rows: every sequence runs whole"
+        return
     # prefixes shared: a question's context once for its four choices, gsm8k_cot's exemplars once
     assert report["shared_prefixes"] == "yes" and report["ours_tokens"] < report["harness_tokens"] / 2
+    kernel = "torch's CPU flash kernel, node by node"
+    padded = name in PADDED
+    assert report["loglikelihood_passes"] == (
+        f"padded rows with masks: {PADDED[name]}" if padded else f"packed ({kernel})"
+    )
+    assert report["generation"] == (
+        f"padded rows: {PADDED[name]}" if padded else f"packed prefill, each row decoded at its own length ({kernel})"
+    )
 
 
 def test_a_model_whose_prefixes_cannot_be_shared_runs_every_sequence_whole_and_agrees(tokenizer, tmp_path):

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from eval_platform.common.models import Chat, GenerationRequest
-from eval_platform.common.models.continuous import ROW_BLOCK, ContinuousBatcher, SlotBatch, cut_at_stop
+from eval_platform.common.models.continuous import ROW_BLOCK, ContinuousBatcher, Detokenizer, SlotBatch, cut_at_stop
 from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
 from speed.generation_throughput import harness_prompts
 from speed.lm_eval_parity import divergence
@@ -44,7 +44,8 @@ def assert_same_texts(model, prompts: list[str], texts: list[str], expected: lis
 
 
 def fresh_batcher(model, **settings) -> ContinuousBatcher:
-    return ContinuousBatcher(model.network, model.batcher.decode, model._lock, **settings)
+    """A batcher of its own, its rows as many as the batch size asks (no budget of cached tokens)."""
+    return ContinuousBatcher(model.network, model.batcher.decode, model._lock, cache_tokens=0, **settings)
 
 
 @pytest.fixture(scope="module")
@@ -109,6 +110,44 @@ def test_a_shared_few_shot_header_is_encoded_once(local_model, prompts):
     assert_same_texts(local_model, cot, texts, unshared)
     assert without.encoded_tokens == sum(len(t) for t in tokens)
     assert with_prefixes.encoded_tokens == sum(len(t) for t in tokens) - (len(tokens) - 1) * shared
+    # held once and read in place: the rows hold what follows it
+    assert [len(prefix.tokens) for prefix in with_prefixes.steps.prefixes.values()] == [shared]
+
+
+def test_rows_are_as_many_as_the_budget_of_cached_tokens_holds(local_model, prompts):
+    """Packed generation's rows come from a budget of cached tokens, not the batch size."""
+    tokens = [local_model.generation_prompt(GenerationRequest(p, 4, stop)) for p, stop in prompts]
+    longest = max(len(t) for t in tokens) + 4
+    batcher = ContinuousBatcher(
+        local_model.network, local_model.batcher.decode, local_model._lock, cache_tokens=5 * longest
+    )
+    texts = batcher.generate(tokens, [4] * len(tokens), [stop for _, stop in prompts], batch_size=2)
+    assert max(batcher.occupancy) == 5  # five rows' worth of tokens, though the batch size is 2
+    narrow = fresh_batcher(local_model).generate(tokens, [4] * len(tokens), [stop for _, stop in prompts], batch_size=2)
+    assert texts == narrow
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Naïve café: 日本語のテキスト 🙂🙂 and  two spaces,\n\nthen new lines; ünïcödé → ∑ ≠ ∞.",
+        " Janet sells 16 - 3 - 4 = <<16-3-4=9>>9 duck eggs a day.\nShe makes 9 * 2 = $<<9*2=18>>18.\n#### 18",
+    ],
+)
+def test_the_text_decoded_token_by_token_is_the_text_decoded_whole(local_model, text):
+    """Stop sequences are looked for in the text each token adds: at every token, that text is the
+    whole decoding so far, but for a character whose bytes have not all come."""
+    decode = local_model.batcher.decode
+    tokens = local_model.encode_piece(text)
+    detokenizer = Detokenizer(decode)
+    held_back = 0
+    for count in range(1, len(tokens) + 1):
+        detokenizer.add(tokens[:count])
+        whole = decode(tokens[:count])
+        assert detokenizer.text == whole or (whole.endswith("\ufffd") and whole.startswith(detokenizer.text))
+        held_back += detokenizer.text != whole
+    assert detokenizer.text == text
+    assert held_back > 0 if "🙂" in text else held_back == 0  # an emoji's bytes span tokens
 
 
 def test_concurrent_chat_answers_share_one_batch(local_model):

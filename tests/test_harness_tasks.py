@@ -120,8 +120,13 @@ def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
         environments = conn.execute("SELECT run_id, dtype, batch_size FROM evaluation_runs").fetchall()
     assert environments == [(first.run_id, "float32", 8)]
     assert metadata["environment"].value["dtype"] == "float32"
-    # the engine's path for the model: SmolLM2 attends to the whole past and shares prefixes
-    assert metadata["environment"].value["engine"] == {"attention_windows": "none", "shared_prefixes": "yes"}
+    # the engine's path for the model: SmolLM2 attends to the whole past, shares prefixes, packs its passes
+    assert metadata["environment"].value["engine"] == {
+        "attention_windows": "none",
+        "shared_prefixes": "yes",
+        "loglikelihood_passes": "packed (torch's CPU flash kernel, node by node)",
+        "generation": "packed prefill, each row decoded at its own length (torch's CPU flash kernel, node by node)",
+    }
     for sample in samples.itertuples():  # acc is the harness's: the gold choice has the largest log-likelihood
         likelihoods = [response[0] for response in json.loads(sample.filtered_responses)]
         gold = ROWS[sample.doc_id]["answer"]

@@ -43,7 +43,9 @@ class AttentionLayout:
         kernel = str(config._attn_implementation)
         others = sorted(set(types) - {FULL, SLIDING})
         scaled = sorted(LENGTH_SCALED_ROPE.intersection(_rope_types(getattr(config, "rope_parameters", None))))
-        if others:
+        if _alibi(config):
+            unshared = "ALiBi positions: the model builds their biases from each pass's 2-D mask"
+        elif others:
             unshared = f"layers of type {', '.join(others)}: the prefix cache masks full and sliding-window attention"
         elif kernel not in MASKED_KERNELS:
             unshared = f"the {kernel} attention kernel takes no custom mask"
@@ -92,6 +94,15 @@ class AttentionLayout:
             ),
             "shared_prefixes": "yes" if self.unshared is None else f"no, every sequence runs whole: {self.unshared}",
         }
+
+
+def _alibi(config: Any) -> bool:
+    """Whether the model's positions are ALiBi biases (BLOOM always; MPT and Falcon where set)."""
+    return (
+        config.model_type == "bloom"
+        or bool(getattr(config, "alibi", False))
+        or bool(getattr(getattr(config, "attn_config", None), "alibi", False))
+    )
 
 
 def _rope_types(parameters: Mapping[str, Any] | None) -> Iterator[str]:

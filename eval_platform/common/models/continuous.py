@@ -2,28 +2,27 @@
 
 A sequence leaves the batch as soon as it writes a stop sequence, its end-of-sequence token or its
 last allowed token, and a waiting prompt takes its place at the next step, so the batch stays full
-instead of computing until its longest member stops. Prompts wait longest first, so a newcomer is
-never longer than the batch's cache and only ever pads on the left.
-
-Each prompt is encoded alone (no padding), from the key/value cache of its longest shared prefix
-where one is known: a fixed few-shot header, a system prompt, a chat template's preamble is encoded
-once. A prefix becomes known when a prompt about to be encoded shares at least `min_shared` tokens
-with a prompt still waiting; the few most recent prefixes are kept.
-
-Every layer's cache is kept whole, a sliding-window layer's too (transformers' own cache cuts it to
-its window, which would not fit the batch's columns), and each layer's mask is the model's own, from
-the batch's attention mask: a row's tokens fill adjacent columns, so a window counted in columns is
-counted in positions.
-
-The batch's cache is preallocated, one row per sequence (`SlotBatch`): a step writes its new
-column in place, where transformers' `DynamicCache` concatenates a whole new cache at every step,
-and computes only the rows of sequences still running (one that finishes hands its row to the last).
+instead of computing until its longest member stops. Prompts wait longest first. Stop sequences are
+looked for in the newly decoded text alone (`Detokenizer`); a text is decoded whole once, at its end.
 
 Requests may arrive while the batch runs (`generate` from any thread): the thread that finds the
-batch idle drives it, and the others' prompts join it. transformers' own continuous batching
-(`generate_batch`, paged attention) runs here too, but took twice as long as fixed batches on this
-CPU for the same GSM8K prompts and has no stop sequences; so the model's own forward pass is kept,
-and this module adds the scheduling, the prefix cache and the in-place cache.
+batch idle drives it, and the others' prompts join it. A pass out of GPU memory puts the batch's
+sequences back to wait and goes on with half the batch.
+
+The passes themselves are a `steps` engine's:
+- `PackedSteps` (decoding.py), for a model whose attention takes packed passes (packed.py):
+  newcomers prefilled together in packed passes from their shared prefixes, each row decoded at its
+  own length without masks or copies; rows as many as `batch_size` on the CPU, and as the GPU's
+  free memory holds on a GPU;
+- `PaddedSteps` (below), for any other model: each prompt encoded alone from the cache of its
+  longest shared prefix, rows right-aligned in preallocated buffers (padded on the left, masked),
+  the model's own masks. Every layer's cache is kept whole, a sliding-window layer's too
+  (transformers' own cache cuts it to its window, which would not fit the batch's columns), and a
+  window counted in columns is counted in positions, since a row's tokens fill adjacent columns.
+
+transformers' own continuous batching (`generate_batch`, paged attention) took twice as long as
+fixed batches on the CPU for the same GSM8K prompts and has no stop sequences; so the model's own
+forward pass is kept, and this module adds the scheduling.
 """
 
 from __future__ import annotations
@@ -35,11 +34,35 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from eval_platform.common.models.prefix_cache import common_length
 
 LOG = logging.getLogger(__name__)
+INCOMPLETE = "\ufffd"  # what decoding shows for a character whose bytes have not all come
+
+
+@dataclass
+class Detokenizer:
+    """Generated tokens' text, decoded as they come: each new token's text is what decoding from a
+    few tokens back adds (so a tokenizer that joins or spaces tokens by their neighbours reads them
+    right), held back while it ends in an incomplete character."""
+
+    decode: Callable[[list[int]], str]
+    text: str = ""
+    start: int = 0  # tokens from here on are decoded again for the next token's text
+    read: int = 0  # tokens whose text is in `text`
+
+    def add(self, tokens: list[int]) -> str:
+        """The text the newest of `tokens` (all generated so far) adds, possibly empty."""
+        before = self.decode(tokens[self.start : self.read])
+        after = self.decode(tokens[self.start :])
+        if len(after) <= len(before) or after.endswith(INCOMPLETE):
+            return ""
+        added = after[len(before) :]
+        self.text += added
+        self.start, self.read = self.read, len(tokens)
+        return added
 
 
 @dataclass(eq=False)
@@ -49,14 +72,19 @@ class GreedySequence:
     tokens: list[int]
     budget: int
     stop: tuple[str, ...]
+    text: Detokenizer
     result: Future = field(default_factory=Future)
     generated: list[int] = field(default_factory=list)
-    length: int = 0  # tokens in the cache
-    slot: int = -1  # its row in the batch
+    row: int = -1  # its row in the batch
 
     @property
     def sort_key(self) -> tuple[int, list[int]]:
         return -len(self.tokens), self.tokens
+
+    @property
+    def columns(self) -> int:
+        """The cache columns it may need: its prompt and budget."""
+        return len(self.tokens) + self.budget
 
 
 def cut_at_stop(text: str, stop: Sequence[str]) -> str:
@@ -64,6 +92,34 @@ def cut_at_stop(text: str, stop: Sequence[str]) -> str:
     for sequence in stop:
         text = text.split(sequence)[0]
     return text
+
+
+class Steps(Protocol):
+    """A batch's passes: admitting prompts into rows, one token a row, freeing rows."""
+
+    def room(self, active: int, batch_size: int, columns: int) -> int:
+        """How many more sequences of up to `columns` cache columns may join."""
+        ...
+
+    def admit(self, newcomers: Sequence[GreedySequence], waiting: Sequence[GreedySequence], columns: int) -> list[int]:
+        """Encode the newcomers' prompts into the next rows; their first tokens."""
+        ...
+
+    def step(self, tokens: Sequence[int]) -> list[int]:
+        """One token for each row in use, given each row's last token; the chosen tokens."""
+        ...
+
+    def free(self, row: int) -> int | None:
+        """Give up a row: the last row in use moves into it (returned), None where it was the last."""
+        ...
+
+    def reset(self) -> None:
+        """Drop the batch's cache (after running out of memory)."""
+        ...
+
+    def shrink(self, rows: int) -> None:
+        """After `rows` rows ran out of memory: take half as many, and passes half as long."""
+        ...
 
 
 @dataclass
@@ -77,23 +133,60 @@ class ContinuousBatcher:
     min_shared: int = 32
     kept_prefixes: int = 4
     prefix_sharing: bool = True
+    packed: bool = True  # packed prefill and row-wise decode where the model takes them
+    prefill_tokens: int = 16384  # new tokens a packed prefill pass takes at most
+    cache_tokens: int | None = None  # packed: the rows' budget of cached tokens (None: the device's)
     _pending: list[GreedySequence] = field(default_factory=list)
     _pending_lock: threading.Lock = field(default_factory=threading.Lock)
     _driving: threading.Lock = field(default_factory=threading.Lock)
-    _prefixes: OrderedDict[tuple[int, ...], Any] = field(default_factory=OrderedDict)
+    _width: int = 0  # the sequences of the pass in progress
     eos: frozenset[int] = field(init=False, default=frozenset())
+    steps: Steps = field(init=False)
     occupancy: Counter = field(default_factory=Counter)  # sequences in the batch -> steps run with that many
     encoded_tokens: int = 0  # prompt tokens run through the model (shared prefixes once)
 
     def __post_init__(self) -> None:
+        from eval_platform.common.models.attention import AttentionLayout
+        from eval_platform.common.models.packed import packed_path
+
         eos = getattr(self.network.generation_config, "eos_token_id", None)
         self.eos = frozenset(eos if isinstance(eos, (list, tuple)) else [] if eos is None else [eos])
+        layout = AttentionLayout.of(self.network.config)
+        if self.packed and packed_path(self.network, layout) is None:
+            from eval_platform.common.models.decoding import PackedSteps
+
+            self.steps = PackedSteps(
+                self.network,
+                layout,
+                self.prefill_tokens,
+                self.min_shared,
+                self.kept_prefixes,
+                self.prefix_sharing,
+                self._count_encoded,
+                self.on_pass,
+                self.cache_tokens,
+            )
+        else:
+            self.steps = PaddedSteps(
+                self.network,
+                self.min_shared,
+                self.kept_prefixes,
+                self.prefix_sharing,
+                self._count_encoded,
+                self.on_pass,
+            )
+
+    def _count_encoded(self, tokens: int) -> None:
+        self.encoded_tokens += tokens
 
     def generate(
         self, prompts: Sequence[list[int]], budgets: Sequence[int], stops: Sequence[tuple[str, ...]], batch_size: int
     ) -> list[str]:
         """Greedy texts for the prompts' tokens, each cut at its first stop sequence."""
-        sequences = [GreedySequence(list(p), b, tuple(s)) for p, b, s in zip(prompts, budgets, stops, strict=False)]
+        sequences = [
+            GreedySequence(list(p), b, tuple(s), Detokenizer(self.decode))
+            for p, b, s in zip(prompts, budgets, stops, strict=True)
+        ]
         with self._pending_lock:
             self._pending.extend(sequences)
             self._pending.sort(key=lambda s: s.sort_key)
@@ -130,13 +223,16 @@ class ContinuousBatcher:
                 if torch.cuda.is_available():
                     torch.cuda.empty_cache()
                 LOG.warning(
-                    f"out of GPU memory generating at batch size {batch_size}; trying again at {batch_size // 2}"
+                    f"out of GPU memory generating {self._width} sequences at batch size {batch_size}; trying again "
+                    f"at {batch_size // 2}, with half the rows"
                 )
+                self.steps.shrink(self._width)
                 self._requeue(active)
                 active, batch_size = [], batch_size // 2
             except BaseException as error:
                 failure = error
                 break
+        self.steps.reset()
         # no caller may wait for ever: the batch's sequences and the waiting ones fail with the error
         for sequence in active + self._take(len(self._pending)):
             if not sequence.result.done():
@@ -144,54 +240,143 @@ class ContinuousBatcher:
         raise failure
 
     def _run(self, active: list[GreedySequence], batch_size: int) -> None:
-        batch: SlotBatch | None = None
-        while True:
-            with self.lock:
-                if len(active) < batch_size:
-                    batch = self._admit(active, batch_size, batch)
-                if active:
-                    assert batch is not None  # admitted with the active sequences
-                    self._step(active, batch)
-                    self._retire(active, batch)
-                elif not self._pending:
-                    return
+        import torch
+
+        try:
+            while True:
+                with self.lock, torch.inference_mode():
+                    self._admit(active, batch_size)
+                    if active:
+                        self._width = len(active)
+                        self.occupancy[len(active)] += 1
+                        last = [0] * len(active)
+                        for sequence in active:
+                            last[sequence.row] = sequence.generated[-1]
+                        chosen = self.steps.step(last)
+                        done = [s for s in active if self._finish_if_done(s, chosen[s.row])]
+                        self._retire(active, done)
+                    elif not self._pending:
+                        return
+        finally:
+            if not active:
+                self.steps.reset()
 
     def _take(self, count: int) -> list[GreedySequence]:
         with self._pending_lock:
             taken, self._pending[:count] = self._pending[:count], []
             return taken
 
-    def _admit(self, active: list[GreedySequence], batch_size: int, batch: SlotBatch | None) -> SlotBatch | None:
-        """Encode waiting prompts into the batch's free places."""
-        newcomers = self._take(batch_size - len(active))
+    def _admit(self, active: list[GreedySequence], batch_size: int) -> None:
+        """Encode waiting prompts into the batch's free rows."""
+        with self._pending_lock:
+            columns = max((s.columns for s in [*active, *self._pending[:batch_size]]), default=0)
+        newcomers = self._take(self.steps.room(len(active), batch_size, columns)) if self._pending else []
+        if not newcomers:
+            return
+        with self._pending_lock:
+            waiting = self._pending[:8]
+        first, self._width = len(active), len(active) + len(newcomers)
+        try:
+            tokens = self.steps.admit(newcomers, waiting, columns)
+        except BaseException:
+            self._requeue(newcomers)  # they wait again (or fail with the others), never lost
+            raise
         for index, sequence in enumerate(newcomers):
-            layers, token = self._encode(sequence, newcomers[index + 1 :])
-            sequence.length = len(sequence.tokens)
-            if self._finish_if_done(sequence, token):
-                continue
-            if batch is None:
-                batch = SlotBatch.for_rows(layers, len(newcomers) - index, sequence.length + sequence.budget)
-            sequence.slot = batch.place(layers, sequence.length)
+            sequence.row = first + index
             active.append(sequence)
-        return batch
+        self._retire(active, [s for s, token in zip(newcomers, tokens, strict=True) if self._finish_if_done(s, token)])
 
-    def _encode(self, sequence: GreedySequence, others: list[GreedySequence]):
+    def _finish_if_done(self, sequence: GreedySequence, token: int) -> bool:
+        """Record a generated token; where the sequence is done, set its text (decoded whole)."""
+        sequence.generated.append(token)
+        added = sequence.text.add(sequence.generated)
+        longest = max(map(len, sequence.stop), default=0)
+        recent = sequence.text.text[-(len(added) + longest) :] if added else ""
+        if (
+            token in self.eos
+            or len(sequence.generated) >= sequence.budget
+            or any(stop in recent for stop in sequence.stop)
+        ):
+            sequence.result.set_result(cut_at_stop(self.decode(sequence.generated), sequence.stop))
+            return True
+        return False
+
+    def _retire(self, active: list[GreedySequence], done: list[GreedySequence]) -> None:
+        """Done sequences leave the batch at once: the batch's last row moves into each freed one
+        (the highest freed first), so the next step computes only the sequences still running."""
+        for sequence in sorted(done, key=lambda s: -s.row):
+            active.remove(sequence)
+            moved = self.steps.free(sequence.row)
+            if moved is not None:
+                next(s for s in active if s.row == moved).row = sequence.row
+
+    def _requeue(self, active: Sequence[GreedySequence]) -> None:
+        self.steps.reset()
+        for sequence in active:
+            sequence.generated, sequence.row, sequence.text = [], -1, Detokenizer(self.decode)
+        with self._pending_lock:
+            self._pending[:0] = active
+            self._pending.sort(key=lambda s: s.sort_key)
+
+
+# --- padded rows, for models outside packed passes ---------------------------------------------------
+
+
+@dataclass
+class PaddedSteps:
+    """Each prompt encoded alone (no padding) from the cache of its longest shared prefix: a fixed
+    few-shot header, a system prompt, a chat template's preamble is encoded once. A prefix becomes
+    known when a prompt about to be encoded shares at least `min_shared` tokens with a prompt still
+    waiting; the few most recent prefixes are kept. The rows live in `SlotBatch`'s buffers, each
+    step writing its new column in place under the model's own masks."""
+
+    network: Any
+    min_shared: int = 32
+    kept_prefixes: int = 4
+    prefix_sharing: bool = True
+    encoded: Callable[[int], None] = lambda tokens: None
+    on_pass: Callable[[], None] = lambda: None
+    batch: SlotBatch | None = None
+    positions: list[int] = field(default_factory=list)  # each row's next position
+    _prefixes: OrderedDict[tuple[int, ...], Any] = field(default_factory=OrderedDict)
+
+    def room(self, active: int, batch_size: int, columns: int) -> int:
+        return max(0, batch_size - active)
+
+    def reset(self) -> None:
+        self.batch, self.positions = None, []
+
+    def shrink(self, rows: int) -> None:
+        """Nothing to shrink: the batch size alone sets the rows, and a prompt is encoded alone."""
+
+    def admit(self, newcomers: Sequence[GreedySequence], waiting: Sequence[GreedySequence], columns: int) -> list[int]:
+        tokens = []
+        for index, sequence in enumerate(newcomers):
+            layers, token = self._encode(sequence.tokens, [*newcomers[index + 1 :], *waiting])
+            if self.batch is None:
+                self.batch = SlotBatch.for_rows(layers, len(newcomers) - index, columns)
+            self.batch.place(layers, len(sequence.tokens))
+            self.positions.append(len(sequence.tokens))
+            tokens.append(token)
+        return tokens
+
+    def _encode(self, tokens: list[int], others: Sequence[GreedySequence]):
         """One prompt's key/values per layer and its first generated token, from the cache of its
         longest shared prefix (see `_shared_prefix`)."""
-        prefix = self._shared_prefix(sequence.tokens, others)
-        layers, logits = self._forward(sequence.tokens[len(prefix) :], len(prefix), self._prefixes.get(prefix))
+        prefix = self._shared_prefix(tokens, others)
+        layers, logits = self._forward(tokens[len(prefix) :], len(prefix), self._prefixes.get(prefix))
         return layers, int(logits.argmax())
 
     def _forward(self, tokens: Sequence[int], start: int, past):
         """One row's pass over `tokens` (positions from `start`) after the cache `past`: the
-        key/values per layer of the past and the tokens, every layer's whole (a sliding-window
-        layer's cut to its window would not fit the batch's columns), and the last token's logits."""
+        key/values per layer of the past and the tokens, every layer's whole, and the last token's
+        logits."""
         import torch
         from transformers import DynamicCache
 
         device = self.network.device
         self.on_pass()
-        self.encoded_tokens += len(tokens)
+        self.encoded(len(tokens))
         with torch.inference_mode():
             output = self.network(
                 input_ids=torch.tensor([list(tokens)], device=device),
@@ -202,18 +387,16 @@ class ContinuousBatcher:
             )
         return [(layer.keys, layer.values) for layer in output.past_key_values.layers], output.logits[0, -1]
 
-    def _shared_prefix(self, tokens: list[int], others: list[GreedySequence]) -> tuple[int, ...]:
+    def _shared_prefix(self, tokens: list[int], others: Sequence[GreedySequence]) -> tuple[int, ...]:
         """The longest prefix the prompt shares (at least `min_shared` tokens, one token left to
-        encode) with a kept prefix, one of `others` or a waiting prompt; a new one is encoded (from
-        the kept one it extends) and kept."""
+        encode) with a kept prefix or one of `others`; a new one is encoded (from the kept one it
+        extends) and kept."""
         if not self.prefix_sharing:
             return ()
         known = max(
             (p for p in self._prefixes if len(p) < len(tokens) and tuple(tokens[: len(p)]) == p), key=len, default=()
         )
-        with self._pending_lock:
-            neighbours = others[:8] + self._pending[:8]
-        shared = min(max((common_length(tokens, other.tokens) for other in neighbours), default=0), len(tokens) - 1)
+        shared = min(max((common_length(tokens, other.tokens) for other in others[:16]), default=0), len(tokens) - 1)
         if shared < self.min_shared or shared <= len(known):
             if known:
                 self._prefixes.move_to_end(known)
@@ -224,21 +407,20 @@ class ContinuousBatcher:
             self._prefixes.popitem(last=False)
         return prefix
 
-    def _step(self, active: list[GreedySequence], batch: SlotBatch) -> None:
-        """One token for every sequence in the batch."""
+    def step(self, tokens: Sequence[int]) -> list[int]:
         import torch
 
+        assert self.batch is not None
+        batch = self.batch
         device = batch.mask.device
-        tokens = torch.zeros((batch.computed_rows, 1), dtype=torch.long, device=device)
-        positions = torch.zeros((batch.computed_rows, 1), dtype=torch.long, device=device)
-        for sequence in active:
-            tokens[sequence.slot, 0], positions[sequence.slot, 0] = sequence.generated[-1], sequence.length
+        rows = batch.computed_rows
+        ids = torch.tensor([[t] for t in tokens] + [[0]] * (rows - len(tokens)), device=device)
+        positions = torch.tensor([[p] for p in self.positions] + [[0]] * (rows - len(tokens)), device=device)
         cache, mask = batch.next_column()
         self.on_pass()
-        self.occupancy[len(active)] += 1
         with torch.inference_mode():
             logits = self.network(
-                input_ids=tokens,
+                input_ids=ids,
                 attention_mask=mask,
                 position_ids=positions,
                 past_key_values=cache,
@@ -246,35 +428,16 @@ class ContinuousBatcher:
                 logits_to_keep=1,
             ).logits[:, -1]
         batch.advance()
-        chosen = logits.argmax(-1).tolist()
-        for sequence in active:
-            sequence.length += 1
-            self._finish_if_done(sequence, chosen[sequence.slot])
+        self.positions = [p + 1 for p in self.positions]
+        return logits.argmax(-1).tolist()
 
-    def _finish_if_done(self, sequence: GreedySequence, token: int) -> bool:
-        """Record a generated token; where the sequence is done, set its text."""
-        sequence.generated.append(token)
-        text = self.decode(sequence.generated)
-        if token in self.eos or len(sequence.generated) >= sequence.budget or any(s in text for s in sequence.stop):
-            sequence.result.set_result(cut_at_stop(text, sequence.stop))
-            return True
-        return False
-
-    def _retire(self, active: list[GreedySequence], batch: SlotBatch) -> None:
-        """Done sequences leave the batch at once: the batch's last row moves into each freed one,
-        so the next step computes only the sequences still running."""
-        for sequence in sorted((s for s in active if s.result.done()), key=lambda s: -s.slot):
-            active.remove(sequence)
-            moved = batch.free(sequence.slot)
-            if moved is not None:
-                next(s for s in active if s.slot == moved).slot = sequence.slot
-
-    def _requeue(self, active: list[GreedySequence]) -> None:
-        for sequence in active:
-            sequence.generated, sequence.length = [], 0
-        with self._pending_lock:
-            self._pending[:0] = active
-            self._pending.sort(key=lambda s: s.sort_key)
+    def free(self, row: int) -> int | None:
+        assert self.batch is not None
+        moved = self.batch.free(row)
+        last = self.positions.pop()
+        if moved is not None:
+            self.positions[row] = last
+        return moved
 
 
 @functools.cache
@@ -310,12 +473,11 @@ ROW_BLOCK = 4
 
 @dataclass
 class SlotBatch:
-    """The batch's key/value cache: one row per sequence, in buffers with room for more rows and
-    columns. The sequences hold the first `rows` rows, and a step computes those rows only (views of
-    the buffers, and a spare one where that completes a `ROW_BLOCK`): a sequence that leaves hands
-    its row to the sequence in the last one. Every
-    sequence's newest token sits in the same column, so one that joins is placed right-aligned
-    (padded on the left, masked)."""
+    """The padded rows' key/value cache: one row per sequence, in buffers with room for more rows
+    and columns. The sequences hold the first `rows` rows, and a step computes those rows only (views
+    of the buffers, and a spare one where that completes a `ROW_BLOCK`): a sequence that leaves hands
+    its row to the sequence in the last one. Every sequence's newest token sits in the same column, so
+    one that joins is placed right-aligned (padded on the left, masked)."""
 
     keys: list[Any]  # per layer [row capacity, heads, column capacity, dim]
     values: list[Any]

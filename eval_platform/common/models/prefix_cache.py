@@ -159,16 +159,23 @@ def score(
     pack_limit: int = 256,
     on_pass=lambda: None,
     greedy: list[bool] | None = None,
+    packed: bool = True,
 ) -> list[float]:
     """The summed log-probabilities of every request's scored tokens; where `greedy` is a list of
     one True per request, an entry turns False when a scored token is not the most probable one
-    (the harness's `is_greedy`)."""
+    (the harness's `is_greedy`). Where `packed` and the model can take them, in packed passes of
+    at most `max_batch_tokens` new tokens (packed.py); else in batches of `batch_size` rows, padded,
+    of at most `max_batch_tokens` tokens with their past."""
     import torch
 
-    totals = [0.0] * trie.requests
+    from eval_platform.common.models.packed import packed_path, score_packed
+
     _fold_short(trie.root, min_shared)
-    ready = _units(trie.root.children.values(), pack_limit)
     layout = AttentionLayout.of(network.config)
+    if packed and packed_path(network, layout) is None:
+        return score_packed(trie.root, trie.requests, network, layout, max_batch_tokens, _split, on_pass, greedy)
+    totals = [0.0] * trie.requests
+    ready = _units(trie.root.children.values(), pack_limit)
     while ready:
         batch = _take_batch(ready, batch_size, max_batch_tokens)
         rows, positions, tokens, owners = [], [], [], []

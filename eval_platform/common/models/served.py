@@ -114,18 +114,24 @@ class ServedCompletionsModel:
     def fingerprint(self) -> str:
         return self.name  # the server holds the weights; its model name identifies them
 
-    def _prompt(self, request: LoglikelihoodRequest) -> tuple[list[int] | str, range]:
-        """The prompt to send and the span of its continuation (token indices, or text offsets)."""
-        if isinstance(request.context, Chat):
-            raise UnsupportedRequest(
-                f"{self.name}: log-likelihoods need a text context (the harness format); "
-                "a chat would need the server's chat template"
-            )
+    def _prompts(self, requests: Sequence[LoglikelihoodRequest]) -> list[tuple[list[int] | str, range]]:
+        """The prompts to send and the spans of their continuations (token indices, or text offsets)."""
+        for request in requests:
+            if isinstance(request.context, Chat):
+                raise UnsupportedRequest(
+                    f"{self.name}: log-likelihoods need a text context (the harness format); "
+                    "a chat would need the server's chat template"
+                )
         if self.tokenizer is not None:
-            context, continuation = self.tokenizer.encode_pair(request.context, request.continuation)
-            return context + continuation, range(len(context), len(context) + len(continuation))
-        text = request.context + request.continuation
-        return text, range(len(request.context.rstrip()), len(text))
+            return [
+                (context + continuation, range(len(context), len(context) + len(continuation)))
+                for context, continuation in self.tokenizer.encoded_pairs(requests)
+            ]
+        texts = [(str(request.context), request.continuation) for request in requests]
+        return [
+            (context + continuation, range(len(context.rstrip()), len(context + continuation)))
+            for context, continuation in texts
+        ]
 
     @property
     def server(self) -> str:
@@ -155,7 +161,7 @@ class ServedCompletionsModel:
 
     def loglikelihoods(self, requests: Sequence[LoglikelihoodRequest], batch_size: int = 8) -> list[float]:
         self.check_server()
-        prompts = [self._prompt(request) for request in requests]
+        prompts = self._prompts(requests)
 
         async def every():
             batches = [prompts[start : start + batch_size] for start in range(0, len(prompts), batch_size)]

@@ -1,7 +1,7 @@
 """`eval-platform`, the main command.
 
-    eval-platform run                                   (what `make run` does: every declared benchmark)
-    eval-platform run --limit 5                         (each dataset's first 5 rows)
+    eval-platform run                                   (every declared benchmark, whole)
+    eval-platform run --limit 5 --max-gen-toks 96       (what `make run` does: the first 5 rows, 96 new tokens)
     eval-platform run --benchmarks arc_easy leaderboard_ifeval
     eval-platform run --protocol open_llm_leaderboard_v1
     eval-platform ui                                    (Dagster's UI and the sample viewer)
@@ -20,18 +20,22 @@ $DAGSTER_HOME, so the UI shows them.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from dagster import DagsterInstance, RunRequest
 
 from eval_platform.benchmarks.declarations import Benchmark
+from eval_platform.benchmarks.harness import generates
 from eval_platform.benchmarks.leaderboard import leaderboard_table
 from eval_platform.benchmarks.protocols import Protocol, protocol_table
 from eval_platform.benchmarks.store import ComparisonStore, EvaluationStore, LeaderboardStore
@@ -50,30 +54,37 @@ from schedules import add_missing, evaluation_run_requests, inputs_run_requests
 # The console shows warnings (rejected rows) and the summary; every log line, the per-item reports
 # included, is kept in the run's event log in the Dagster UI.
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+HEARTBEAT_S = 30.0  # a running step's line, this often
 NEWER_FILE = "newer version of DuckDB"
 RESOURCES: Mapping[str, Any] = defs.resources or {}
 
 
 class Runner:
-    """Executes run requests in this process, one after another, printing each one's outcome."""
+    """Executes run requests in this process, one after another: a line as each starts (its number
+    of those planned), one every `HEARTBEAT_S` seconds while it runs, and its outcome and time."""
 
-    def __init__(self, instance: DagsterInstance) -> None:
+    def __init__(self, instance: DagsterInstance, planned: int = 0) -> None:
         self.instance, self.failed, self.started = instance, [], time.perf_counter()
+        self.planned, self.done = planned, 0
 
     def run(self, job_name: str, partition: str | None = None, ops: dict[str, Any] | None = None,
             tags: dict[str, str] | None = None) -> bool:  # fmt: skip
         start = time.perf_counter()
-        result = defs.resolve_job_def(job_name).execute_in_process(
-            partition_key=partition,
-            instance=self.instance,
-            raise_on_error=False,
-            run_config={**QUIET, "ops": ops or {}},
-            tags=tags,
-        )
         label = f"{job_name} [{partition}]" if partition else job_name
+        self.done += 1
+        of = f" of {max(self.planned, self.done)}" if self.planned else ""
+        print(f"{self.done}{of}: {label} ...", flush=True)
+        with heartbeat(label, start):
+            result = defs.resolve_job_def(job_name).execute_in_process(
+                partition_key=partition,
+                instance=self.instance,
+                raise_on_error=False,
+                run_config={**QUIET, "ops": ops or {}},
+                tags=tags,
+            )
         print(
-            f"{label}: {'success' if result.success else 'FAILED'} in {time.perf_counter() - start:.1f} s "
-            f"({time.perf_counter() - self.started:.0f} s in all)",
+            f"{self.done}{of}: {label}: {'success' if result.success else 'FAILED'} in "
+            f"{time.perf_counter() - start:.1f} s ({time.perf_counter() - self.started:.0f} s in all)",
             flush=True,
         )
         if not result.success:
@@ -87,17 +98,53 @@ class Runner:
                         dict(request.tags))  # fmt: skip
 
 
-def evaluate(runner: Runner, benchmarks: Sequence[str], limit: int | None, job: str | None = None) -> None:
+@contextmanager
+def heartbeat(label: str, start: float) -> Iterator[None]:
+    """While in use, a line every HEARTBEAT_S seconds: the step still running, and for how long."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(HEARTBEAT_S):
+            print(f"    {label}: running, {time.perf_counter() - start:.0f} s so far", flush=True)
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def quiet_libraries() -> None:
+    """The libraries' informational warnings (lm-evaluation-harness's on every task it builds,
+    transformers' and datasets' progress) stay out of the console; the run's event log in the
+    Dagster UI keeps every line of its own."""
+    for name in ("lm_eval", "transformers", "datasets", "huggingface_hub"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def evaluate(
+    runner: Runner,
+    benchmarks: Sequence[str],
+    limit: int | None,
+    job: str | None = None,
+    max_gen_toks: int | None = None,
+) -> None:
     """Each benchmark's inputs, then every roster model on it, as the nightly refresh and
-    roster_evaluation_sensor run them (`job`: a protocol's job instead of model_evaluation)."""
+    roster_evaluation_sensor run them (`job`: a protocol's job instead of model_evaluation), on the
+    first `limit` documents, generation tasks within `max_gen_toks` (each result's settings say so)."""
     roster = RESOURCES["roster"]
     declared, protocols, entries = roster.benchmarks(), roster.protocols(), roster.entries()
     for inputs in inputs_run_requests(runner.instance, list(benchmarks), "main"):
         name = str(inputs.partition_key)
-        dataset = name in declared and declared[name].is_dataset
         if not runner.request(inputs, {"benchmark_raw_rows": {"config": {"limit": limit}}} if limit else None):
             continue
-        ops = {"benchmark_evaluation": {"config": {"limit": limit}}} if limit and not dataset else None
+        benchmark = declared.get(name)
+        settings: dict[str, Any] = {"limit": limit} if limit else {}
+        if max_gen_toks and benchmark is not None and generates(benchmark.task, benchmark.include_path):
+            settings["max_gen_toks"] = max_gen_toks
+        ops = {"benchmark_evaluation": {"config": settings}} if settings else None
         for request in evaluation_run_requests(runner.instance, entries, [name], protocols, "main"):
             runner.request(request._replace(job_name=job) if job else request, ops)
 
@@ -142,16 +189,21 @@ def summary(benchmarks: Sequence[str] | None = None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    runner = Runner(DagsterInstance.get())
+    quiet_libraries()
     roster = RESOURCES["roster"]
     declared, protocols = roster.benchmarks(), roster.protocols()
+    evaluations = len(args.benchmarks or declared) * (1 + len(roster.entries()))
+    runner = Runner(
+        DagsterInstance.get(),
+        evaluations + (1 if args.benchmarks or args.protocol else 6 + len(era_files(environment().eras_dir))),
+    )
     if args.benchmarks:
         unknown = [name for name in args.benchmarks if name not in declared]
         if unknown:
             print(f"unknown benchmark(s) {', '.join(unknown)}: declared in {environment().benchmarks_dir} are "
                   f"{', '.join(declared)}", file=sys.stderr)  # fmt: skip
             return 2
-        evaluate(runner, args.benchmarks, args.limit)
+        evaluate(runner, args.benchmarks, args.limit, max_gen_toks=args.max_gen_toks)
         runner.run("score_protocols")
         summary(args.benchmarks)
         return 1 if runner.failed else 0
@@ -163,7 +215,7 @@ def run(args: argparse.Namespace) -> int:
             rows = store.load_protocol_scores(protocol.name)
         print(f"\n{protocol.title} ({environment().warehouse}):\n{protocol_table(rows).to_markdown(index=False)}")
         return 1 if runner.failed else 0
-    evaluate(runner, list(declared), args.limit)
+    evaluate(runner, list(declared), args.limit, max_gen_toks=args.max_gen_toks)
     runner.run("score_protocols")
     runner.run("blind_evaluation_sheet")
     blind = environment().blind_dir  # DEMO: a programmatic stand-in for a human rater (it says so in Notes)
@@ -279,6 +331,9 @@ def parser() -> argparse.ArgumentParser:
     )
     chosen.add_argument("--benchmarks", nargs="+", metavar="NAME", help="Only these benchmarks, and their leaderboard.")
     runs.add_argument("--limit", type=int, help="Only each benchmark's first N rows (a quick run).")
+    runs.add_argument(
+        "--max-gen-toks", type=int, help="Generation tasks within N new tokens each (a quick run; its results say so)."
+    )
     runs.set_defaults(handler=run)
     shown = commands.add_parser("ui", help="Dagster's UI on this code location.")
     shown.add_argument("--port", type=int, help="The UI's port (Dagster's default 3000).")

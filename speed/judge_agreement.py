@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from eval_platform.judging.agreement import BOOTSTRAP_ROUNDS  # noqa: E402
+from eval_platform.common.intervals import BOOTSTRAP_ROUNDS  # noqa: E402
 from eval_platform.judging.datasets import (  # noqa: E402
     DATA_JUDGING,
     read_verdicts_jsonl,

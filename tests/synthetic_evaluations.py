@@ -97,7 +97,7 @@ def evaluation(model: str, documents: int, seed: int = 0) -> Evaluation:
                     document_id=f"doc-{document}",
                 )
             )
-    result.results = [r.with_normal_interval() for r in results_by_task(result.samples, BENCHMARK, 5)]
+    result.results = results_by_task(result.samples, BENCHMARK, 5)
     return result
 
 

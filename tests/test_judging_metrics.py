@@ -7,10 +7,10 @@ import statistics
 import numpy as np
 import pytest
 
+from eval_platform.common.intervals import Estimate, proportion, wilson
 from eval_platform.common.panels import AgreementMetric, agreement_weights, flag_judges
 from eval_platform.evolution.fitness import panel_average
 from eval_platform.judging.agreement import (
-    Estimate,
     agreement_table,
     classification_scores,
     cohen_kappa,
@@ -18,8 +18,6 @@ from eval_platform.judging.agreement import (
     fleiss_kappa,
     judge_agreement,
     metric_rows,
-    proportion,
-    wilson,
 )
 from eval_platform.judging.ratings import (
     Battle,

@@ -14,6 +14,7 @@ from eval_platform.benchmarks.answering import AnswerProgress
 from eval_platform.benchmarks.declarations import declared_benchmarks
 from eval_platform.benchmarks.documents import build_documents
 from eval_platform.benchmarks.evaluation import ProgressLog
+from eval_platform.benchmarks.leaderboard import measured_label
 from eval_platform.benchmarks.parsers import parser
 from eval_platform.benchmarks.protocols import declared_protocols
 from eval_platform.benchmarks.records import request_key
@@ -258,10 +259,17 @@ def test_open_llm_leaderboard_v1_materialises_with_its_shots(warehouse, tmp_path
     assert "partial: 5 of 6 tasks (missing hellaswag)" in metadata["leaderboard"]["leaderboard"].value
     with warehouse.get_connection() as conn:
         wide = conn.execute(
-            "SELECT model, arc_challenge, open_llm_leaderboard_v1, open_llm_leaderboard_v1_status FROM leaderboard_wide"
+            'SELECT model, arc_challenge, "arc_challenge measured", open_llm_leaderboard_v1, '
+            "open_llm_leaderboard_v1_status FROM leaderboard_wide"
         ).fetchall()
     arc_25 = next(r["score"] for r in scored if r["task"] == "arc_challenge")
-    assert wide == [("smollm2", pytest.approx(arc_25), pytest.approx(average["score"]), average["status"])]
+    # the headline with what it holds, as the printed leaderboard's header says it
+    with warehouse.store(LeaderboardStore) as store:
+        [arc_headline] = [h for h in store.load_headlines() if h["benchmark"] == "arc_challenge"]
+    assert measured_label(arc_headline) == "25-shot acc_norm"
+    assert wide == [
+        ("smollm2", pytest.approx(arc_25), "25-shot acc_norm", pytest.approx(average["score"]), average["status"])
+    ]
     with warehouse.store(EvaluationStore) as store:  # zero-shot and 25-shot results of the same model side by side
         keys = store.rows("SELECT DISTINCT settings_key FROM results WHERE benchmark = 'arc_challenge' "
                           "AND solver = 'harness' ORDER BY 1")  # fmt: skip

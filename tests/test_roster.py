@@ -128,13 +128,15 @@ def test_models_scored_before_the_roster_are_named_by_model_and_precision():
 # --- the leaderboard --------------------------------------------------------------------------------
 
 
-def result(model, benchmark, metric, shots, value, solver="harness", task=None, flt="none", fingerprint=None, ci=0.1):
+def result(
+    model, benchmark, metric, shots, value, solver="harness", task=None, flt="none", fingerprint=None, ci=0.1, key=""
+):
     return {
         "model": model,
         "model_fingerprint": fingerprint or f"local/{model}@1",
         "benchmark": benchmark,
         "solver": solver,
-        "settings_key": f"{shots}-shot" if shots is not None else "default shots",
+        "settings_key": (f"{shots}-shot" if shots is not None else "default shots") + key,
         "task": task or benchmark,
         "metric": metric,
         "filter": flt,
@@ -146,15 +148,15 @@ def result(model, benchmark, metric, shots, value, solver="harness", task=None, 
     }
 
 
-def test_the_leaderboard_shows_each_models_headline_and_labels_what_differs():
+def test_the_leaderboard_shows_each_models_headline_under_a_header_that_says_what_it_holds():
     results = [
         result("f32", "arc_challenge", "acc", 25, 0.3),
         result("f32", "arc_challenge", "acc_norm", 0, 0.4),
         result("f32", "arc_challenge", "acc_norm", 25, 0.5),
         result("f32", "arc_challenge", "acc", 0, 0.7, solver="letter"),
         result("bf16", "arc_challenge", "acc_norm", 0, 0.45, fingerprint="local/f32@1+bfloat16"),
-        result("f32", "gsm8k", "exact_match", 0, 0.1, solver="generate", flt="strict-match"),
-        result("f32", "gsm8k", "exact_match", 0, 0.0, solver="generate", flt="flexible-extract"),
+        result("f32", "gsm8k", "exact_match", 0, 0.1, solver="generate", flt="strict-match", key=", 96 new tokens"),
+        result("f32", "gsm8k", "exact_match", 0, 0.0, solver="generate", flt="flexible-extract", key=", 96 new tokens"),
         result("f32", "mmlu", "acc", 5, 0.2, task="mmlu_anatomy"),
         result("f32", "mmlu", "acc", 5, 0.25),  # the benchmark's own number, over every subject
     ]
@@ -174,12 +176,28 @@ def test_the_leaderboard_shows_each_models_headline_and_labels_what_differs():
     ]  # fmt: skip
     table = leaderboard_table(headlines, averages, BENCHMARKS).set_index("model")
     assert list(table.index) == ["bf16", "f32"]  # a complete average first
+    # each header names what its cells hold: a model measured otherwise has a column of its own
+    assert list(table.columns) == [
+        "fingerprint",
+        "arc_challenge (0-shot acc_norm)",
+        "arc_challenge (25-shot acc_norm)",
+        "gsm8k (0-shot exact_match,strict-match by generate, 96 new tokens)",
+        "mmlu (5-shot acc)",
+        "open_llm_leaderboard_v1 (average)",
+    ]
     assert table.loc["f32", "arc_challenge (25-shot acc_norm)"] == "0.500 [0.400, 0.600]"
-    assert table.loc["bf16", "arc_challenge (25-shot acc_norm)"] == "0.450 [0.350, 0.550] (0-shot)"
-    assert table.loc["f32", "gsm8k (5-shot exact_match,strict-match)"] == "0.100 [0.000, 0.200] (0-shot, generate)"
+    assert table.loc["bf16", "arc_challenge (0-shot acc_norm)"] == "0.450 [0.350, 0.550]"
+    assert (
+        table.loc["bf16", "arc_challenge (25-shot acc_norm)"]
+        == table.loc["f32", "arc_challenge (0-shot acc_norm)"]
+        == ""
+    )
+    assert (
+        table.loc["f32", "gsm8k (0-shot exact_match,strict-match by generate, 96 new tokens)"] == "0.100 [0.000, 0.200]"
+    )
     assert table.loc["f32", "mmlu (5-shot acc)"] == "0.250 [0.150, 0.350]"
-    assert table.loc["f32", "open_llm_leaderboard_v1"].startswith("0.3000 (partial: 2 of 6 tasks")
-    assert table.loc["bf16", "open_llm_leaderboard_v1"] == "0.3500 (complete)"
+    assert table.loc["f32", "open_llm_leaderboard_v1 (average)"].startswith("0.3000 (partial: 2 of 6 tasks")
+    assert table.loc["bf16", "open_llm_leaderboard_v1 (average)"] == "0.3500 (complete)"
     assert (table.loc["f32", "fingerprint"], table.loc["bf16", "fingerprint"]) == ("f32@1", "f32@1+bfloat16")
 
 
@@ -194,7 +212,7 @@ def test_a_harness_task_of_no_declaration_and_a_group_are_columns_too():
     headlines = headline_rows(results, BENCHMARKS)
     table = leaderboard_table(headlines, [], BENCHMARKS).set_index("model")
     assert table.loc["f32", "leaderboard_bbh (acc_norm)"] == "0.300"
-    assert table.loc["f32", "gsm8k_local (first metric)"] == "0.100 [-0.096, 0.296]"
+    assert table.loc["f32", "gsm8k_local (5-shot exact_match,strict-match)"] == "0.100 [-0.096, 0.296]"
     assert "png" in leaderboard_plot(headlines)
 
 

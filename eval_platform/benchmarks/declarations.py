@@ -80,17 +80,22 @@ class EvaluationSettings(BaseModel):
 
 
 def settings_key(settings: Mapping[str, Any]) -> str:
-    """What a run measured beyond its task and data (a settings' `describe()`): its shots, system
-    instruction and any task config overridden beyond where its data comes from, e.g. `default
-    shots`, `0-shot`, `5-shot, overrides 1a2b3c4d`. A benchmark's results under one key are
-    replaced by the next run with that key, and kept beside those of other keys. The chat template
-    is not part of it: it is how the roster entry runs its model (as its dtype is)."""
+    """What a run measured beyond its task and data (a settings' `describe()`): its shots, a limit
+    on its documents, a generation budget other than its task's, its system instruction and any
+    task config overridden beyond where its data comes from, e.g. `default shots`, `0-shot`,
+    `5-shot, overrides 1a2b3c4d`, `0-shot, first 5 documents, 96 new tokens`. A benchmark's results
+    under one key are replaced by the next run with that key, and kept beside those of other keys.
+    The chat template is not part of it: it is how the roster entry runs its model (as its dtype is)."""
 
     def digest(value: Any) -> str:
         return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:8]
 
     shots = settings.get("num_fewshot")
     parts = [f"{shots}-shot" if shots is not None else "default shots"]
+    if settings.get("limit") is not None:
+        parts.append(f"first {settings['limit']} documents")
+    if settings.get("max_gen_toks") is not None:
+        parts.append(f"{settings['max_gen_toks']} new tokens")
     if settings.get("system_instruction"):
         parts.append(f"system instruction {digest(settings['system_instruction'])}")
     overridden = {

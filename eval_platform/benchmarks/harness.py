@@ -282,6 +282,19 @@ def registered_config(name: str, include_path: tuple[str, ...] = (), include_def
     return manager._factory._load_full_config(entry, None)
 
 
+def generates(task: str, include_path: tuple[str, ...] = (), include_defaults: bool = True) -> bool:
+    """Whether a registered task, or a task of a registered group, asks for generated text (a task
+    name with row fields in it, a dataset's, is looked up by the harness per document: False)."""
+    try:
+        config = registered_config(task, include_path, include_defaults)
+    except HarnessTaskError:
+        return False
+    if "output_type" in config:
+        return config["output_type"] == "generate_until"
+    members = [_member_name(member)[0] for member in config.get("task") or []]
+    return any(generates(member, include_path, include_defaults) for member in members)
+
+
 def build_tasks(run: HarnessRun) -> list[Any]:
     """The run's tasks or groups as the harness's objects (a tag: its tasks), each leaf task's
     config merged with its data files and overrides (over the registered YAML, and over what its
@@ -444,7 +457,8 @@ def random_baseline(samples: Sequence[Mapping[str, Any]]) -> float | None:
 
 def outcome_results(outcome: HarnessOutcome) -> list[Result]:
     """One result per task or group, metric and filter: its value, standard error, documents,
-    shots, whether higher is better, and a multiple-choice task's random baseline."""
+    shots, whether higher is better, and a multiple-choice task's random baseline (its interval,
+    from its items: scoring.with_intervals)."""
     results = outcome.results
     groups = set(results.get("group_subtasks", {})) - set(outcome.samples)  # names with no documents of their own
     rows = []
@@ -468,7 +482,7 @@ def outcome_results(outcome: HarnessOutcome) -> list[Result]:
                     num_fewshot=results.get("n-shot", {}).get(name),
                     higher_is_better=results.get("higher_is_better", {}).get(name, {}).get(metric),
                     random_baseline=baseline,
-                ).with_normal_interval()
+                )
             )
     return rows
 

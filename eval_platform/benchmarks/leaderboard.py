@@ -3,8 +3,10 @@ protocol's average, as a table and a plot.
 
 A benchmark's headline is the result its declaration names (`headline`: solver, shots, metric and
 filter) of its own task (a group's, where the benchmark has several tasks). A model without that
-exact result shows the nearest one it has (same metric and filter first, then solver and shots),
-and the cell says what differs, so no number is shown as something it is not.
+exact result shows the nearest one it has (same metric and filter first, then solver and shots).
+A column's header says what its cells hold, measured as they were (shots, metric, solver, a limit
+on the documents, a generation budget): models measured otherwise are in columns of their own, so
+no number is shown as something it is not.
 """
 
 from __future__ import annotations
@@ -64,24 +66,15 @@ def _interval(row: Mapping[str, Any]) -> str:
     return text if row["ci_low"] is None else f"{text} [{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
 
 
-def _cell(row: Mapping[str, Any], headline: Headline) -> str:
-    differs = (
-        [f"{row['num_fewshot']}-shot"]
-        if headline.num_fewshot is not None and row["num_fewshot"] != headline.num_fewshot
-        else []
-    )
-    differs += [row["solver"]] if row["solver"] != headline.solver else []
+def measured_label(row: Mapping[str, Any]) -> str:
+    """What a headline holds: its shots and metric (and filter), its solver where not the
+    harness's, and the rest of its settings key (a limit on the documents, a generation budget,
+    ...), e.g. `0-shot acc_norm by letter, first 5 documents`."""
+    shots = f"{row['num_fewshot']}-shot " if row["num_fewshot"] is not None else ""
     metric = row["metric"] if row["filter"] == "none" else f"{row['metric']},{row['filter']}"
-    wanted = headline.metric if headline.filter == "none" else f"{headline.metric},{headline.filter}"
-    differs += [metric] if headline.metric is not None and metric != wanted else []
-    return f"{_interval(row)} ({', '.join(differs)})" if differs else _interval(row)
-
-
-def column_label(benchmark: Benchmark) -> str:
-    headline = headline_of(benchmark)
-    shots = f"{headline.num_fewshot}-shot " if headline.num_fewshot is not None else ""
-    metric = headline.metric or "first metric"
-    return f"{benchmark.name} ({shots}{metric}{'' if headline.filter == 'none' else ',' + headline.filter})"
+    solver = "" if row["solver"] == "harness" else f" by {row['solver']}"
+    rest = [part for part in str(row["settings_key"]).split(", ") if not part.endswith(("-shot", "default shots"))]
+    return ", ".join([f"{shots}{metric}{solver}", *rest])
 
 
 def short_fingerprint(fingerprint: str) -> str:
@@ -93,26 +86,31 @@ def leaderboard_table(
     averages: Sequence[Mapping[str, Any]],
     benchmarks: Mapping[str, Benchmark],
 ) -> pd.DataFrame:
-    """Models as rows; each benchmark's headline (`value [95% interval]`, what differs from the
-    declared one in brackets) and each protocol's average (complete or partial) as columns; best
-    complete average first."""
+    """Models as rows; each benchmark's headline (`value [95% interval]`) under a header that says
+    what was measured (`measured_label`; models measured otherwise in a column of their own), and each
+    protocol's average with its status as columns; best complete average first."""
     shown = [name for name in benchmarks if any(h["benchmark"] == name for h in headlines)]
     shown += sorted({h["benchmark"] for h in headlines} - set(benchmarks))
+    columns = {
+        (h["benchmark"], measured_label(h)): f"{h['benchmark']} ({measured_label(h)})"
+        for name in shown
+        for h in sorted(headlines, key=lambda h: h["model"])
+        if h["benchmark"] == name
+    }
     protocols = sorted({a["protocol"] for a in averages})
     rows = []
     for model in sorted({h["model"] for h in headlines} | {a["model"] for a in averages}):
-        own = {h["benchmark"]: h for h in headlines if h["model"] == model}
+        own = {(h["benchmark"], measured_label(h)): h for h in headlines if h["model"] == model}
         row: dict[str, Any] = {
             "model": model,
             "fingerprint": ", ".join(sorted({short_fingerprint(h["model_fingerprint"]) for h in own.values()})),
         }
-        for name in shown:
-            benchmark = benchmarks.get(name) or Benchmark(name=name, task=name)
-            row[column_label(benchmark)] = _cell(own[name], headline_of(benchmark)) if name in own else ""
+        for key, header in columns.items():
+            row[header] = _interval(own[key]) if key in own else ""
         complete = []
         for protocol in protocols:
             mine = [a for a in averages if a["model"] == model and a["protocol"] == protocol]
-            row[protocol] = "; ".join(
+            row[f"{protocol} (average)"] = "; ".join(
                 f"{a['score']:.4f} ({a['status']})" if a["score"] is not None else a["status"] for a in mine
             )
             complete += [a["score"] for a in mine if a["status"] == "complete" and a["score"] is not None]

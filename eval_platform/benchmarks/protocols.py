@@ -124,6 +124,10 @@ def settings_differences(spec: ProtocolTask, rows: Sequence[Mapping[str, Any]]) 
         differences.append(f"evaluated {', '.join(map(str, shots))}-shot, not the protocol's {spec.num_fewshot}-shot")
     for text in {r["settings"] for r in own if r.get("settings")}:
         settings = json.loads(text) if isinstance(text, str) else text
+        if settings.get("limit") is not None:
+            differences.append(f"evaluated on the first {settings['limit']} documents, not all")
+        if settings.get("max_gen_toks") is not None:
+            differences.append(f"generated within {settings['max_gen_toks']} new tokens, not the task's budget")
         if settings.get("system_instruction"):
             differences.append("evaluated with a system instruction")
         overridden = sorted(
@@ -237,9 +241,13 @@ def protocol_rows(protocol: Protocol, results: Sequence[Mapping[str, Any]]) -> l
                 scored.append((spec.name, value))
                 rows.append({**base, **score, "score": value, "status": "scored"})
         missing = [spec.name for spec in protocol.tasks if spec.name not in dict(scored)]
-        status = "complete" if not missing else (
-            f"partial: {len(scored)} of {len(protocol.tasks)} tasks (missing {', '.join(missing)})"
-        )  # fmt: skip
+        status = (
+            "complete"
+            if not missing
+            else f"not measured: none of its {len(protocol.tasks)} tasks evaluated as it says"
+            if not scored
+            else f"partial: {len(scored)} of {len(protocol.tasks)} tasks (missing {', '.join(missing)})"
+        )
         rows.append(
             {
                 "protocol": protocol.name,

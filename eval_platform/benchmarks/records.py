@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-Z_95 = 1.959964  # a 95% normal interval
 CHAT_MESSAGES = "chat-messages:"  # a chat API's "rendered" prompt: its messages as JSON, sent as a chat
 
 
@@ -58,15 +57,8 @@ class Result:
     alias: str | None = None
     higher_is_better: bool | None = None
     random_baseline: float | None = None
-    ci_low: float | None = None
+    ci_low: float | None = None  # its 95% interval (common/intervals.py), None for a value that is no proportion
     ci_high: float | None = None
-
-    def with_normal_interval(self) -> Result:
-        """Its 95% interval from its standard error, where it has one and no interval of its own."""
-        if self.ci_low is not None or self.stderr is None or self.value is None:
-            return self
-        half = Z_95 * self.stderr
-        return Result(**{**self.__dict__, "ci_low": self.value - half, "ci_high": self.value + half})
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,12 @@ interval, and the per-item report of the benchmark specification (`0. Output: A,
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
 from eval_platform.benchmarks.records import Result, Sample
+from eval_platform.common.intervals import item_interval
 
 
 def argmax(values: Sequence[float]) -> int:
@@ -24,26 +26,6 @@ def argmax_label(labels: Sequence[str], scores: Sequence[float]) -> str:
 def length_normalized(loglikelihoods: Sequence[float], choice_texts: Sequence[str]) -> list[float]:
     """`acc_norm`'s scores: each log-likelihood divided by its choice's length in characters."""
     return [ll / float(len(text)) for ll, text in zip(loglikelihoods, choice_texts, strict=True)]
-
-
-def wilson_interval(correct: int, n: int, z: float = 1.959964) -> tuple[float, float]:
-    """95% Wilson score interval for a proportion (well behaved at 0 and n)."""
-    if n == 0:
-        return 0.0, 0.0
-    p = correct / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, round(centre - half, 12)), min(1.0, round(centre + half, 12))
-
-
-def normal_interval(values: Sequence[float], z: float = 1.959964) -> tuple[float, float]:
-    """95% normal-approximation interval of a mean of values in [0, 1] (for mc2's probability mass)."""
-    n = len(values)
-    if n == 0:
-        return 0.0, 0.0
-    half = z * standard_error(values)
-    mean = sum(values) / n
-    return max(0.0, mean - half), min(1.0, mean + half)
 
 
 def standard_error(values: Sequence[float]) -> float:
@@ -70,14 +52,15 @@ class Score:
     n: int
     correct: float  # the sum of the items' values: the number right, for a 0/1 metric
     accuracy: float
-    ci_low: float
-    ci_high: float
+    ci_low: float | None
+    ci_high: float | None
     report: str
 
 
 def aggregate(items: Sequence[ItemScore]) -> Score:
-    """The mean of the items' values with a 95% interval (Wilson for 0/1 values, normal otherwise),
-    and the specification's report: `0. Output: A, Reference: A :: O` per item, then `Score: 0.5`."""
+    """The mean of the items' values with its 95% interval (common/intervals.py: Wilson's for 0/1
+    values, a bootstrap for values in [0, 1]), and the specification's report: `0. Output: A,
+    Reference: A :: O` per item, then `Score: 0.5`."""
     n = len(items)
     total = sum(item.value for item in items)
     binary = all(item.value in (0.0, 1.0) for item in items)
@@ -88,8 +71,8 @@ def aggregate(items: Sequence[ItemScore]) -> Score:
     ]
     accuracy = total / n if n else 0.0
     lines.append(f"Score: {round(accuracy, 4)}")
-    interval = wilson_interval(int(total), n) if binary else normal_interval([item.value for item in items])
-    return Score(n, total, accuracy, *interval, "\n".join(lines))
+    interval = item_interval([item.value for item in items])
+    return Score(n, total, accuracy, interval.low, interval.high, "\n".join(lines))
 
 
 def exact(predicted: str | None, reference: str | None) -> ItemScore:
@@ -119,8 +102,7 @@ def _shown(answer: object) -> str | None:
 
 def mean_results(samples: Sequence[Sample], task: str, num_fewshot: int | None, group: bool = False) -> list[Result]:
     """Each numeric metric's mean over the samples per filter, as `task`'s result (a group's over
-    several tasks, when `group`): its documents, standard error and 95% interval (Wilson for 0/1
-    values, normal otherwise)."""
+    several tasks, when `group`): its documents, standard error and 95% interval (`aggregate`)."""
     keys = dict.fromkeys((metric, s.filter) for s in samples for metric in s.numeric_metrics())
     results = []
     for metric, filter_name in keys:
@@ -156,3 +138,35 @@ def results_by_task(samples: Sequence[Sample], benchmark: str, num_fewshot: int 
     if len(tasks) > 1:
         results += mean_results(samples, benchmark, num_fewshot, group=True)
     return results
+
+
+def with_intervals(
+    results: Sequence[Result], samples: Sequence[Sample], groups: Mapping[str, Sequence[str]]
+) -> list[Result]:
+    """The harness's results, each with the 95% interval of its items' values (`item_interval`: the
+    same method as every other solver's; a group's over its tasks' items), its standard error as the
+    harness computed it."""
+
+    def leaves(task: str) -> set[str]:
+        return set().union(*(leaves(member) for member in groups[task])) if task in groups else {task}
+
+    intervals = []
+    for result in results:
+        tasks = leaves(result.task)
+        values = [
+            sample.metrics[result.metric]
+            for sample in samples
+            if sample.task in tasks
+            and sample.filter == result.filter
+            and _proportion_like(sample.metrics.get(result.metric))
+        ]
+        interval = item_interval(values)
+        intervals.append(replace(result, ci_low=interval.low, ci_high=interval.high))
+    return intervals
+
+
+def _proportion_like(value: Any) -> bool:
+    """A number, or a list of numbers (IFEval's instruction-level results of one prompt)."""
+    if isinstance(value, list | tuple):
+        return all(isinstance(v, bool | int | float) for v in value)
+    return isinstance(value, bool | int | float) and value == value

@@ -3,7 +3,7 @@ counts them), Cohen's kappa, the humans' own agreement (Fleiss' kappa) as the ce
 consistency (the same verdict in both orders), position bias (how often the answer shown first
 wins) and length bias (how often the longer answer wins, beside how often the humans pick it).
 
-Intervals are 95% and say how they were made (`Estimate.method`):
+Intervals are 95% and say how they were made (`Estimate.method`, common/intervals.py):
 - "wilson": a proportion with one trial per item (Wilson's score interval);
 - "bootstrap": anything else (a proportion over both orders, whose two verdicts on an item are not
   independent; a kappa): the percentile interval of the statistic over items resampled with
@@ -13,88 +13,17 @@ Intervals are 95% and say how they were made (`Estimate.method`):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Literal
 
 import numpy as np
 
+from eval_platform.common.intervals import BOOTSTRAP_ROUNDS, SEED, Estimate, percentiles, proportion, resample_counts
 from eval_platform.common.panels import AgreementMetric
 from eval_platform.judging.records import HumanSet, JudgeVerdict, Label, PairwiseItem
 
-Z95 = 1.959963984540054
-BOOTSTRAP_ROUNDS = 2000
-SEED = 0
-IntervalMethod = Literal["wilson", "bootstrap", "none"]
 CATEGORIES = ("a", "b", "tie", "unparsed")  # every label and verdict
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """A statistic with its 95% interval and the number of items it rests on."""
-
-    value: float | None
-    low: float | None
-    high: float | None
-    n: int
-    method: IntervalMethod
-
-    @classmethod
-    def empty(cls) -> Estimate:
-        return cls(None, None, None, 0, "none")
-
-
-# --- intervals ----------------------------------------------------------------------------------
-
-
-def wilson(successes: float, trials: int, z: float = Z95) -> tuple[float, float]:
-    """Wilson's score interval for a proportion."""
-    if trials <= 0:
-        raise ValueError("no trials")
-    p = successes / trials
-    centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
-    half = z / (1 + z * z / trials) * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials))
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
-def resample_counts(n: int, rounds: int = BOOTSTRAP_ROUNDS, seed: int = SEED) -> np.ndarray:
-    """How often each of n items is drawn in each bootstrap round (rounds x n)."""
-    return np.random.default_rng(seed).multinomial(n, np.full(n, 1.0 / n), size=rounds)
-
-
-def _percentiles(values: np.ndarray) -> tuple[float, float]:
-    finite = values[np.isfinite(values)]
-    if finite.size == 0:
-        return math.nan, math.nan
-    low, high = np.percentile(finite, [2.5, 97.5])
-    return float(low), float(high)
-
-
-def proportion(
-    successes: Sequence[float],
-    trials: Sequence[int],
-    rounds: int = BOOTSTRAP_ROUNDS,
-    seed: int = SEED,
-    method: IntervalMethod | None = None,
-) -> Estimate:
-    """Successes over trials pooled over items (each item: its successes and trials). Wilson's
-    interval when every item is one trial, else a bootstrap over items (`method` forces one)."""
-    pairs = [(s, t) for s, t in zip(successes, trials, strict=True) if t > 0]
-    if not pairs:
-        return Estimate.empty()
-    s = np.array([p[0] for p in pairs], dtype=float)
-    t = np.array([p[1] for p in pairs], dtype=float)
-    value = float(s.sum() / t.sum())
-    method = method or ("wilson" if np.all(t == 1) else "bootstrap")
-    if method == "wilson":
-        low, high = wilson(float(s.sum()), int(t.sum()))
-    else:
-        counts = resample_counts(len(pairs), rounds, seed)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            low, high = _percentiles((counts @ s) / (counts @ t))
-    return Estimate(value, low, high, len(pairs), method)
 
 
 # --- kappas -------------------------------------------------------------------------------------
@@ -142,7 +71,7 @@ def cohen_kappa_estimate(
     per_item = np.stack([confusion(pairs, categories).reshape(-1) for pairs in kept])
     value = float(_kappa_from_confusion(per_item.sum(axis=0).reshape(k, k)))
     resampled = (resample_counts(len(kept), rounds, seed) @ per_item).reshape(-1, k, k)
-    low, high = _percentiles(_kappa_from_confusion(resampled))
+    low, high = percentiles(_kappa_from_confusion(resampled))
     return Estimate(value, low, high, len(kept), "bootstrap")
 
 
@@ -191,7 +120,7 @@ def fleiss_kappa_estimate(
         return Estimate.empty()
     counts = _category_counts(ratings, categories)
     value = float(_fleiss(counts, np.ones((1, len(counts))))[0])
-    low, high = _percentiles(_fleiss(counts, resample_counts(len(counts), rounds, seed).astype(float)))
+    low, high = percentiles(_fleiss(counts, resample_counts(len(counts), rounds, seed).astype(float)))
     return Estimate(value, low, high, len(counts), "bootstrap")
 
 

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from eval_platform.judging.agreement import BOOTSTRAP_ROUNDS, SEED, Estimate, proportion, resample_counts
+from eval_platform.common.intervals import BOOTSTRAP_ROUNDS, SEED, Estimate, proportion, resample_counts
 from eval_platform.judging.records import HumanSet, JudgeVerdict
 
 if TYPE_CHECKING:

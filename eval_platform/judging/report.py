@@ -23,16 +23,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from eval_platform.common.intervals import BOOTSTRAP_ROUNDS, SEED, Estimate, proportion
 from eval_platform.judging.agreement import (
-    BOOTSTRAP_ROUNDS,
-    SEED,
-    Estimate,
     JudgeAgreement,
     agreement_table,
     classification_scores,
     human_ceiling,
     pairwise_cohen_kappas,
-    proportion,
 )
 from eval_platform.judging.datasets import (
     DATA_JUDGING,

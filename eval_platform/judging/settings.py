@@ -16,8 +16,8 @@ from typing import get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from eval_platform.common.intervals import BOOTSTRAP_ROUNDS
 from eval_platform.common.models import DEFAULT_LOCAL_MODEL
-from eval_platform.judging.agreement import BOOTSTRAP_ROUNDS
 from eval_platform.judging.datasets import DATA_JUDGING, parse_generation_pair
 from eval_platform.judging.pairwise import JUDGE_MAX_TOKENS, JudgeMode, PairsMode
 

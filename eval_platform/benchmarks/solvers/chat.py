@@ -25,7 +25,7 @@ from eval_platform.benchmarks.scoring import argmax_label, length_normalized, re
 from eval_platform.benchmarks.solvers.base import EvaluationJob, register_solver
 from eval_platform.common.models import Chat, GenerationRequest, LoglikelihoodRequest
 
-CHAT_SETTINGS_KEY = "0-shot"  # a chat prompt has no shots, system instruction or task config of its own
+CHAT_SHOTS = "0-shot"  # a chat prompt has no shots, system instruction or task config of its own
 
 
 def chat_of(document: Document) -> Chat:
@@ -64,13 +64,15 @@ class ChatSolver:
         return None
 
     def settings_key(self, settings: EvaluationSettings) -> str:
-        return CHAT_SETTINGS_KEY
+        """`0-shot`, and the limit on the documents where there is one (`0-shot, first 5 documents`)."""
+        return CHAT_SHOTS if settings.limit is None else f"{CHAT_SHOTS}, first {settings.limit} documents"
 
     def evaluate(self, job: EvaluationJob) -> Evaluation:
         answering = job.answering()
         samples = self.samples(job, answering)
         results = results_by_task(samples, job.benchmark.name, 0)
-        return Evaluation(self.name, CHAT_SETTINGS_KEY, samples, results, answering.answers, answering.model_seconds)
+        key = self.settings_key(job.settings)
+        return Evaluation(self.name, key, samples, results, answering.answers, answering.model_seconds)
 
     def samples(self, job: EvaluationJob, answering: Answering) -> list[Sample]:
         raise NotImplementedError

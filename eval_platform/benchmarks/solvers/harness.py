@@ -34,7 +34,7 @@ from eval_platform.benchmarks.harness import (
     write_whole,
 )
 from eval_platform.benchmarks.records import Evaluation, Sample
-from eval_platform.benchmarks.scoring import mean_results
+from eval_platform.benchmarks.scoring import mean_results, with_intervals
 from eval_platform.benchmarks.solvers.base import EvaluationJob, register_solver
 from eval_platform.environment import environment
 
@@ -141,7 +141,7 @@ class HarnessSolver:
         lm = EngineLM(job.model, job.batch_size, job.answering(), settings.reasoning_end, settings.max_gen_toks)
         outcome = evaluate(run, tasks, lm)
         samples = outcome_samples(outcome)
-        results = outcome_results(outcome)
+        results = with_intervals(outcome_results(outcome), samples, outcome.results.get("group_subtasks", {}))
         notes = []
         if dataset:
             samples = dataset.named(samples, {task: record() for task, record in recorders.items()})

@@ -124,10 +124,26 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+# What a headline holds, as leaderboard.measured_label says it: `0-shot acc_norm by letter, first 5 documents`
+MEASURED = """concat_ws(', ',
+    concat(CASE WHEN l.num_fewshot IS NULL THEN '' ELSE l.num_fewshot || '-shot ' END, l.metric,
+           CASE WHEN l.filter = 'none' THEN '' ELSE ',' || l.filter END,
+           CASE WHEN l.solver = 'harness' THEN '' ELSE ' by ' || l.solver END),
+    nullif(regexp_replace(l.settings_key, '^([0-9]+-shot|default shots)(, )?', ''), ''))"""
+
+
 def leaderboard_wide(benchmarks: Iterable[str], protocols: Iterable[tuple[str, Iterable[str]]]) -> str:
-    """One row per model: each declared benchmark's headline, and each protocol's task scores, its
-    average and the average's status (complete or partial)."""
-    columns = [f"max(l.value) FILTER (WHERE l.benchmark = {_literal(name)}) AS {_quoted(name)}" for name in benchmarks]
+    """One row per model: each declared benchmark's headline and what it holds (`<benchmark> measured`:
+    its shots, metric, solver and settings), and each protocol's task scores, its average and the
+    average's status (complete, partial, or not measured)."""
+    columns = [
+        column
+        for name in benchmarks
+        for column in (
+            f"max(l.value) FILTER (WHERE l.benchmark = {_literal(name)}) AS {_quoted(name)}",
+            f"any_value({MEASURED}) FILTER (WHERE l.benchmark = {_literal(name)}) AS {_quoted(name + ' measured')}",
+        )
+    ]
     for protocol, tasks in protocols:
 
         def cell(task: str, column: str, name: str, protocol: str = protocol) -> str:

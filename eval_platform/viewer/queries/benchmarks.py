@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from eval_platform.benchmarks.comparison import exact_mcnemar
-from eval_platform.benchmarks.records import Z_95
+from eval_platform.common.intervals import Z95
 from eval_platform.viewer.warehouse import ViewerInputError, fetch
 
 PAGE_SIZE = 50
@@ -379,7 +379,7 @@ def _paired(
     if not n:
         return None
     difference = mean_a - mean_b
-    half = Z_95 * spread / math.sqrt(n) if spread is not None else None
+    half = Z95 * spread / math.sqrt(n) if spread is not None else None
     p = exact_mcnemar(only_a, only_b) if binary else None
     return PairedRow(
         task,

@@ -35,7 +35,6 @@ from typing import Any
 from dagster import DagsterInstance, RunRequest
 
 from eval_platform.benchmarks.declarations import Benchmark
-from eval_platform.benchmarks.harness import generates
 from eval_platform.benchmarks.leaderboard import leaderboard_table
 from eval_platform.benchmarks.protocols import Protocol, protocol_table
 from eval_platform.benchmarks.store import ComparisonStore, EvaluationStore, LeaderboardStore
@@ -135,14 +134,13 @@ def evaluate(
     roster_evaluation_sensor run them (`job`: a protocol's job instead of model_evaluation), on the
     first `limit` documents, generation tasks within `max_gen_toks` (each result's settings say so)."""
     roster = RESOURCES["roster"]
-    declared, protocols, entries = roster.benchmarks(), roster.protocols(), roster.entries()
+    protocols, entries = roster.protocols(), roster.entries()
     for inputs in inputs_run_requests(runner.instance, list(benchmarks), "main"):
         name = str(inputs.partition_key)
         if not runner.request(inputs, {"benchmark_raw_rows": {"config": {"limit": limit}}} if limit else None):
             continue
-        benchmark = declared.get(name)
         settings: dict[str, Any] = {"limit": limit} if limit else {}
-        if max_gen_toks and benchmark is not None and generates(benchmark.task, benchmark.include_path):
+        if max_gen_toks:  # kept by the evaluation plan for a generation task only
             settings["max_gen_toks"] = max_gen_toks
         ops = {"benchmark_evaluation": {"config": settings}} if settings else None
         for request in evaluation_run_requests(runner.instance, entries, [name], protocols, "main"):
@@ -192,7 +190,10 @@ def run(args: argparse.Namespace) -> int:
     quiet_libraries()
     roster = RESOURCES["roster"]
     declared, protocols = roster.benchmarks(), roster.protocols()
-    evaluations = len(args.benchmarks or declared) * (1 + len(roster.entries()))
+    entries = roster.entries()
+    evaluations = sum(
+        1 + sum(entry.evaluates(name, protocols) for entry in entries.values()) for name in args.benchmarks or declared
+    )
     runner = Runner(
         DagsterInstance.get(),
         evaluations + (1 if args.benchmarks or args.protocol else 6 + len(era_files(environment().eras_dir))),

@@ -53,6 +53,9 @@ def test_values_in_0_1_and_items_of_several_trials_get_a_bootstrap_inside_0_1():
 
 def test_a_value_that_is_no_proportion_gets_no_interval():
     assert item_interval([12.5, 40.0]).low is None and item_interval([]).value is None
+    # a perplexity task's item: (its log-likelihood, its words), which the harness pools; not trials
+    pairs = item_interval([(-199.0, 40), (-126.0, 31)])
+    assert (pairs.low, pairs.high, pairs.method) == (None, None, "none")
 
 
 def sample(task: str, doc_id: int, value: float) -> Sample:

@@ -63,7 +63,9 @@ class EvaluationSettings(BaseModel):
     system_instruction: str | None = Field(default=None, description="A system prompt for every harness request.")
     bootstrap_iters: int = Field(default=1000, ge=0, description="Bootstrap iterations for standard errors (0: none).")
     max_gen_toks: int | None = Field(
-        default=None, description="Generation budget of the harness's requests; None: the task's own."
+        default=None,
+        description="Generation budget of the harness's requests and of the generate solver's answers; None: "
+        "the task's own (the generate solver's: the model's max_new_tokens).",
     )
     reasoning_end: str | None = Field(
         default=None,

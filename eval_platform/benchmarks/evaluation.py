@@ -15,6 +15,7 @@ from typing import Any
 
 from eval_platform.benchmarks.answering import AnswerProgress
 from eval_platform.benchmarks.declarations import Benchmark, EvaluationSettings, merged
+from eval_platform.benchmarks.harness import generates
 from eval_platform.benchmarks.protocols import Protocol
 from eval_platform.benchmarks.solvers import solver
 
@@ -42,7 +43,8 @@ def evaluation_plan(
     protocol: Protocol | None = None,
 ) -> Plan:
     """The benchmark's settings with the roster entry's (`entry`: the fields it sets) and the
-    run's (`launchpad`) over them, and a protocol's solver and shots for the benchmark over all."""
+    run's (`launchpad`) over them, and a protocol's solver and shots for the benchmark over all; a
+    generation budget only for a benchmark whose task generates."""
     layers = [entry, launchpad]
     if protocol is not None:
         task = protocol.task_for(benchmark.name)
@@ -50,6 +52,8 @@ def evaluation_plan(
     settings = merged(benchmark.evaluation_settings(), *layers)
     if not settings.task:
         settings = settings.model_copy(update={"task": benchmark.task})
+    if settings.max_gen_toks is not None and not generates(settings.task, benchmark.include_path):
+        settings = settings.model_copy(update={"max_gen_toks": None})  # no generation: the budget measures nothing
     refusals = {name: solver(name).refusal(benchmark) for name in settings.solvers}
     usable = tuple(name for name, reason in refusals.items() if reason is None)
     skipped = {name: str(reason) for name, reason in refusals.items() if reason is not None}

@@ -89,11 +89,13 @@ def proportion(
 def item_interval(values: Sequence[float | Sequence[float]]) -> Estimate:
     """The mean of items' values with its 95% interval: Wilson's for 0/1 values, a bootstrap over
     items for values in [0, 1] and for items of several 0/1 trials (a list each, pooled); none for
-    values that are not proportions (outside [0, 1])."""
+    values that are not proportions (outside [0, 1], or lists of other numbers than 0 and 1)."""
     if not values:
         return Estimate.empty()
     if all(isinstance(v, Sequence) for v in values):
         several = [list(map(float, v)) for v in values]  # type: ignore[arg-type]
+        if any(trial not in (0.0, 1.0) for item in several for trial in item):
+            return Estimate(None, None, None, len(values), "none")  # not trials: a perplexity's (log-likelihood, words)
         return proportion([sum(v) for v in several], [len(v) for v in several], method="bootstrap")
     numbers = [float(v) for v in values]  # type: ignore[arg-type]
     if any(not 0.0 <= v <= 1.0 for v in numbers):

@@ -4,8 +4,9 @@
   scored `acc` on the most probable label;
 - `choices`: the chat prompt continued by each choice's text, scored `acc` and `acc_norm` (each
   log-likelihood divided by its choice's length);
-- `generate`: a greedy answer within the model's `max_new_tokens`, whose answer each declared
-  filter takes out (`strict-match`, `flexible-extract`), scored `exact_match` under each filter.
+- `generate`: a greedy answer within the settings' `max_gen_toks` (else the model's
+  `max_new_tokens`), whose answer each declared filter takes out (`strict-match`,
+  `flexible-extract`), scored `exact_match` under each filter.
 
 Answers stored for the model fingerprint are reused, keyed by the request as `answers` keys the
 harness's; the rest are computed and kept in chunks as they come (the job's `Answering`).
@@ -179,9 +180,16 @@ class GenerateSolver(ChatSolver):
             return "it scores a generated answer through the chat format's answer_filters, and none is declared"
         return super().refusal(benchmark)
 
+    def settings_key(self, settings: EvaluationSettings) -> str:
+        """The chat solvers' key, and the generation budget where the settings set one
+        (`0-shot, first 5 documents, 96 new tokens`)."""
+        key = super().settings_key(settings)
+        return key if settings.max_gen_toks is None else f"{key}, {settings.max_gen_toks} new tokens"
+
     def samples(self, job: EvaluationJob, answering: Answering) -> list[Sample]:
         documents = job.documents
-        arguments = [[d.system_prompt, d.user_prompt, job.max_new_tokens] for d in documents]
+        budget = job.settings.max_gen_toks or job.max_new_tokens
+        arguments = [[d.system_prompt, d.user_prompt, budget] for d in documents]
 
         def compute(batch: list[list[Any]]) -> list[Any]:
             requests = [GenerationRequest(Chat(system, user), budget) for system, user, budget in batch]

@@ -5,6 +5,7 @@ on local files from the launchpad; stored answers are reused; bad input is refus
 Open LLM Leaderboard v2 normalisation; reasoning blocks."""
 
 import json
+from pathlib import Path
 
 import pytest
 from dagster import AssetCheckSeverity, DagsterInstance
@@ -154,15 +155,17 @@ def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
     assert scored.success
     board = {e.asset_key.path[-1]: e.materialization.metadata for e in scored.get_asset_materialization_events()}
     assert board["leaderboard"]["smollm2/capitals"].value == pytest.approx(acc["value"])
-    assert "capitals (acc)" in board["leaderboard"]["leaderboard"].value
+    assert "capitals (0-shot acc)" in board["leaderboard"]["leaderboard"].value
     with warehouse.get_connection() as conn:  # one leaderboard table for every benchmark
         row = conn.execute(
             "SELECT model, solver, task, metric, num_fewshot, n, value, ci_high - ci_low FROM leaderboard "
             "WHERE benchmark = 'capitals'"
         ).fetchall()
+    z, n, p = 1.959964, 4, acc["value"]  # Wilson's score interval, the textbook's width
+    wilson_width = 2 * z / (1 + z * z / n) * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5
     assert row == [
         ("smollm2", "harness", "throwaway_capitals", "acc", 0, 4, pytest.approx(acc["value"]),
-         pytest.approx(2 * 1.959964 * acc["stderr"]))
+         pytest.approx(wilson_width, abs=1e-6))
     ]  # fmt: skip
     # a second model, compared with the first as its baseline on the same documents
     write_entry(
@@ -231,10 +234,10 @@ def test_the_regression_watch_names_the_documents_that_flipped_on_a_harness_benc
     warehouse = WarehouseResource(database=str(root / "warehouse.duckdb"))
     gold = {f"Q: What is the capital of {r['country']}?\nA:": " " + r["choices"][r["answer"]] for r in MORE_ROWS}
 
-    def regression_check(**config):
+    def regression_check(rows: str = "more.jsonl", **config):
         ops = {
             "benchmark_evaluation": {
-                "config": {"data_files": {"throwaway_capitals": {"test": str(root / "more.jsonl")}}, **config}
+                "config": {"data_files": {"throwaway_capitals": {"test": str(root / rows)}}, **config}
             }
         }
         result = defs.resolve_job_def("model_evaluation").execute_in_process(
@@ -258,7 +261,9 @@ def test_the_regression_watch_names_the_documents_that_flipped_on_a_harness_benc
     answer_every_document(right=True)
     assert regression_check().passed  # better is no regression
     answer_every_document(right=False)
-    check = regression_check(limit=7)  # on the 7 documents both runs scored, with a setting changed
+    # on the 7 documents both runs scored (a file of the first 7 rows: a setting changed, the key not)
+    (root / "seven.jsonl").write_text("".join(json.dumps(r) + "\n" for r in MORE_ROWS[:7]))
+    check = regression_check("seven.jsonl")
     assert not check.passed and check.severity == AssetCheckSeverity.WARN
     report = check.metadata["examples"].value
     for metric in ("acc", "acc_norm"):
@@ -267,14 +272,15 @@ def test_the_regression_watch_names_the_documents_that_flipped_on_a_harness_benc
             "'p=0.0156'"
         ) in report
     assert "flipped to wrong: " + ", ".join(f"throwaway_capitals/{i}" for i in range(7)) in report
-    assert "changed: limit: None vs 7" in report  # the previous run's setting, then the latest's
-    assert "'acc', 'limit: None vs 7')" in check.metadata["environment_changes"].value
+    changed = report[report.index("changed: data_files: ") :]
+    assert changed.index("more.jsonl") < changed.index("seven.jsonl")  # the previous run's setting, then the latest's
+    assert "'acc', \"data_files: " in check.metadata["environment_changes"].value
     with warehouse.get_connection() as conn:
         runs = conn.execute(
-            "SELECT run_id, count(*), count(DISTINCT settings ->> 'limit') FROM history "
+            "SELECT run_id, count(*), count(DISTINCT settings ->> 'data_files') FROM history "
             "WHERE metric = 'acc' GROUP BY run_id ORDER BY min(scored_at)"
         ).fetchall()
-    assert [row[1:] for row in runs] == [(8, 0), (8, 0), (7, 1)]
+    assert [row[1:] for row in runs] == [(8, 1), (8, 1), (7, 1)]
     check = regression_check(num_fewshot=0)  # other settings: the first run of its key, compared with none
     report = check.metadata["examples"].value
     assert "0-shot" not in report and "'default shots', 'harness', 'throwaway_capitals', 'none', 'acc', 1.0" in report
@@ -493,13 +499,14 @@ def test_a_v2_task_evaluated_with_other_shots_from_the_launchpad_is_kept_beside_
     root, instance = project
     instance.add_dynamic_partitions(benchmark_partitions.name, ["leaderboard_mmlu_pro"])
     data = DATA_BENCHMARKS / "mmlu_pro"
-    files = {"leaderboard_mmlu_pro": {"test": str(data / "test.jsonl"), "validation": str(data / "validation.jsonl")}}
+    (root / "one.jsonl").write_text((data / "test.jsonl").read_text().split("\n")[0] + "\n")  # a run of all its rows
+    files = {"leaderboard_mmlu_pro": {"test": str(root / "one.jsonl"), "validation": str(data / "validation.jsonl")}}
 
     def evaluate_then_score(**settings):
         config = launchpad(
             root / "warehouse.duckdb",
             root / "roster",
-            {"benchmark_evaluation": {"config": {"data_files": files, "limit": 1, **settings}}},
+            {"benchmark_evaluation": {"config": {"data_files": files, **settings}}},
         )
         for job, partition, run_config in (
             ("model_evaluation", evaluation_key("leaderboard_mmlu_pro", "smollm2"), config),
@@ -545,21 +552,18 @@ def test_a_v2_task_evaluated_with_other_shots_from_the_launchpad_is_kept_beside_
 
 
 def test_a_runs_settings_key_names_what_it_measured_beyond_its_task_and_data():
-    """Shots, a system instruction and task config beyond its data's location are what a run's results
-    are kept apart by; where the data comes from, how many documents, and the roster entry's chat
-    format are not."""
+    """Shots, a limit on the documents, a generation budget, a system instruction and task config
+    beyond its data's location are what a run's results are kept apart by; where the data comes from
+    and the roster entry's chat format are not."""
     import re
 
     def key(settings):
         return settings_key(settings.describe())
 
-    base = EvaluationSettings(
-        task="leaderboard_mmlu_pro", data_files={"leaderboard_mmlu_pro": {"test": "a.jsonl"}}, limit=3
-    )
+    base = EvaluationSettings(task="leaderboard_mmlu_pro", data_files={"leaderboard_mmlu_pro": {"test": "a.jsonl"}})
     same = base.model_copy(
         update={
             "data_files": {},
-            "limit": None,
             "include_path": ("tasks",),
             "apply_chat_template": True,
             "fewshot_as_multiturn": True,
@@ -576,6 +580,8 @@ def test_a_runs_settings_key_names_what_it_measured_beyond_its_task_and_data():
     )
     assert re.fullmatch(r"0-shot, system instruction [0-9a-f]{8}, overrides [0-9a-f]{8}", key(other))
     assert key(other.model_copy(update={"system_instruction": "Answer at length."})) != key(other)
+    cut = base.model_copy(update={"limit": 5, "max_gen_toks": 96})
+    assert key(cut) == "default shots, first 5 documents, 96 new tokens"
 
 
 def test_a_benchmarks_headline_comes_from_its_run_with_the_declared_settings():
@@ -708,8 +714,9 @@ def test_a_chat_api_answers_a_generation_task_over_http_and_a_reasoning_block_is
     ]
 
 
-def main_command(tmp_path, *arguments, timeout_s=3600):
-    """`eval-platform` as a user runs it: the installed console script, offline, into a new warehouse."""
+def main_command(tmp_path, *arguments, timeout_s=3600, **variables):
+    """`eval-platform` as a user runs it: the installed console script, offline, into a new warehouse
+    (and the `EVAL_*` variables given, as a user sets them)."""
     import os
     import sys
     from pathlib import Path
@@ -723,6 +730,7 @@ def main_command(tmp_path, *arguments, timeout_s=3600):
         "DAGSTER_HOME": str(tmp_path / "home"),
         "HF_HUB_OFFLINE": "1",
         "HF_DATASETS_OFFLINE": "1",
+        **variables,
     }
     command = [str(Path(sys.executable).with_name("eval-platform")), *arguments]
     return run_to_end(command, timeout_s=timeout_s, cwd=PROJECT_ROOT, env=environment)
@@ -742,10 +750,39 @@ def printed_table(output: str, first_header: str) -> tuple[list[str], dict[str, 
     return header, rows
 
 
+def v2_declarations_of_one_document(folder: Path) -> Path:
+    """The shipped v2 declarations, each data file cut to its first document (MMLU-Pro's few-shot
+    split whole): a run over all of their rows is the protocol's, and quick."""
+    import shutil
+
+    folder.mkdir()
+    for name in ("leaderboard_bbh", "leaderboard_ifeval", "leaderboard_mmlu_pro"):
+        shutil.copy(DATA_BENCHMARKS / f"{name}.yaml", folder / f"{name}.yaml")
+    for source in [*(DATA_BENCHMARKS / "bbh").glob("*.jsonl"), DATA_BENCHMARKS / "mmlu_pro" / "test.jsonl",
+                   DATA_BENCHMARKS / "ifeval.jsonl"]:  # fmt: skip
+        target = folder / source.relative_to(DATA_BENCHMARKS)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(source.read_text().split("\n")[0] + "\n")
+    shutil.copy(DATA_BENCHMARKS / "mmlu_pro" / "validation.jsonl", folder / "mmlu_pro" / "validation.jsonl")
+    return folder
+
+
 def test_the_main_command_runs_the_v2_protocol_offline_and_prints_raw_and_normalised_scores(tmp_path):
+    import shutil
+
     import duckdb
 
-    returncode, output = main_command(tmp_path, "run", "--protocol", "open_llm_leaderboard_v2", "--limit", "1")
+    declarations = v2_declarations_of_one_document(tmp_path / "benchmarks")
+    (tmp_path / "roster").mkdir()  # the entry that lists no benchmarks (the other lists v1's)
+    shutil.copy(PROJECT_ROOT / "data" / "roster" / "smollm2-135m-instruct-float32.yaml", tmp_path / "roster")
+    returncode, output = main_command(
+        tmp_path,
+        "run",
+        "--protocol",
+        "open_llm_leaderboard_v2",
+        EVAL_BENCHMARKS_DIR=str(declarations),
+        EVAL_ROSTER_DIR=str(tmp_path / "roster"),
+    )
     assert returncode == 0, output[-3000:]
     for task in ("leaderboard_gpqa", "leaderboard_math_hard", "leaderboard_musr"):
         assert f"open_llm_leaderboard_v2 [{task}]: skipped:" in output
@@ -802,8 +839,9 @@ def test_the_main_command_runs_named_benchmarks_and_shows_their_leaderboard(tmp_
         tmp_path, "run", "--limit", "1", "--benchmarks", "arc_easy", "leaderboard_mmlu_pro"
     )
     assert returncode == 0, output[-3000:]
-    runs = [line.split(": ")[0] for line in output.splitlines() if ": success in " in line]
-    assert runs == [
+    steps = [line.split(": ")[:2] for line in output.splitlines() if ": success in " in line]
+    assert [step for step, _ in steps] == [f"{k} of 6" for k in range(1, 7)]  # each step of those planned
+    assert [run for _, run in steps] == [
         "benchmark_inputs [arc_easy]",
         "model_evaluation [arc_easy|smollm2-135m-instruct-float32]",
         "model_evaluation [arc_easy|smollm2-135m-instruct-bfloat16]",  # after its baseline
@@ -823,15 +861,15 @@ def test_the_main_command_runs_named_benchmarks_and_shows_their_leaderboard(tmp_
     assert header == [
         "model",
         "fingerprint",
-        "arc_easy (0-shot acc_norm)",
-        "leaderboard_mmlu_pro (acc)",
-        "open_llm_leaderboard_v1",
-        "open_llm_leaderboard_v2",
+        "arc_easy (0-shot acc_norm, first 1 documents)",  # what its cells hold: the run's settings
+        "leaderboard_mmlu_pro (5-shot acc, first 1 documents)",
+        "open_llm_leaderboard_v1 (average)",
+        "open_llm_leaderboard_v2 (average)",
     ]
     for model, benchmark, _, value in headlines:  # each cell is the warehouse's headline, as text
         column = next(label for label in header if label.startswith(benchmark + " "))
         assert rows[model][column].startswith(f"{value:.3f}")
-    assert rows["smollm2-135m-instruct-bfloat16"]["leaderboard_mmlu_pro (acc)"] == ""
+    assert rows["smollm2-135m-instruct-bfloat16"]["leaderboard_mmlu_pro (5-shot acc, first 1 documents)"] == ""
 
 
 def test_an_evaluation_leaves_the_process_global_generators_as_they_were():

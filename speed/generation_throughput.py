@@ -114,7 +114,12 @@ def compare_paths(model, name: str, items: int, batch_size: int, fixed: bool) ->
 
     def continuous(prefix_sharing: bool, packed: bool):
         batcher = ContinuousBatcher(
-            model.network, model.batcher.decode, model._lock, prefix_sharing=prefix_sharing, packed=packed
+            model.network,
+            model.batcher.decode,
+            model._lock,
+            prefix_sharing=prefix_sharing,
+            packed=packed,
+            prefill_tokens=model.max_batch_tokens,  # as the model's own batcher
         )
         return lambda: batcher.generate(prompts, [budget] * len(prompts), [stop] * len(prompts), batch_size)
 

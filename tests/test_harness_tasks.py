@@ -869,6 +869,9 @@ def test_the_main_command_runs_named_benchmarks_and_shows_their_leaderboard(tmp_
     for model, benchmark, _, value in headlines:  # each cell is the warehouse's headline, as text
         column = next(label for label in header if label.startswith(benchmark + " "))
         assert rows[model][column].startswith(f"{value:.3f}")
+        # on one document, its 95% interval inside [0, 1] (a Wald interval would be [value, value])
+        low, high = map(float, rows[model][column].split("[")[1].rstrip("]").split(","))
+        assert 0.0 <= low < high <= 1.0 and (high - low) > 0.5
     assert rows["smollm2-135m-instruct-bfloat16"]["leaderboard_mmlu_pro (5-shot acc, first 1 documents)"] == ""
 
 

@@ -40,7 +40,7 @@ TOKENIZER_UNLIMITED = int(1e30)  # transformers' model_max_length of a tokenizer
 TORCH_THREADS = os.environ.get("EVAL_TORCH_THREADS")  # intra-op threads; torch's default when unset
 MIN_BATCH_TOKENS = 16  # the smallest tokens-per-pass budget a pass that ran out of GPU memory falls back to
 # A pass's budget of new tokens by device: on the CPU, passes of 2,048 tokens keep a layer's activations
-# in the caches (BBH 15% and MMLU-Pro 10% faster than 16,384; speed/loglikelihood_breakdown.py).
+# in the caches (BBH's log-likelihoods 15% faster than with 16,384, MMLU-Pro's and ARC's within noise).
 CPU_BATCH_TOKENS, DEVICE_BATCH_TOKENS = 2048, 16384
 LOG = logging.getLogger(__name__)
 T = TypeVar("T")

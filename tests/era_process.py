@@ -17,6 +17,7 @@ from dagster import DagsterInstance, materialize
 from eval_platform.evolution import genetic
 from evaluation_assets.evolution.assets import evolution_era, gene_pools, source_paragraphs
 from resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
+from tests.openai_stub_server import CLIENT_TIMEOUT_S
 
 DIE_AFTER_EVALUATIONS = "EVAL_TEST_DIE_AFTER_EVALUATIONS"
 
@@ -43,7 +44,7 @@ def main(warehouse: str, era: str, config: dict, api_base: str | None) -> int:
     resources = {
         "warehouse": WarehouseResource(database=warehouse),
         "evaluation_model": LanguageModelResource(),
-        "gateway": ModelGatewayResource(api_base=api_base, timeout_s=120, max_retries=2, backoff_s=0.05),
+        "gateway": ModelGatewayResource(api_base=api_base, timeout_s=CLIENT_TIMEOUT_S, max_retries=2, backoff_s=0.05),
     }
     assert materialize([source_paragraphs, gene_pools], resources=resources, instance=instance).success
     result = materialize(

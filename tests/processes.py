@@ -17,6 +17,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import IO, Any
 
 STARTED: list[int] = []  # process-group ids this test session started
 
@@ -104,6 +105,29 @@ def wait_for_http(url: str, timeout_s: float, process: subprocess.Popen) -> None
         except OSError:
             time.sleep(0.5)
     raise TimeoutError(f"{url} did not answer within {timeout_s:.0f} s")
+
+
+def lines_until(stream: IO[Any], deadline: float) -> Iterator[str]:
+    """The lines a child writes to `stream` (a pipe from it), decoded as they come, until it closes
+    the pipe (the last line may lack its newline). At `deadline` (a `time.monotonic()` time),
+    TimeoutError, whether or not the child writes anything meanwhile: a silent child cannot hold a
+    test past its deadline. The pipe is read through its file descriptor, never its Python buffer."""
+    import codecs
+
+    decoder, pending, descriptor = codecs.getincrementaldecoder("utf-8")(errors="replace"), "", stream.fileno()
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([descriptor], [], [], left)[0]:
+            raise TimeoutError(f"the deadline passed; the child's unfinished line: {pending[-300:]!r}")
+        chunk = os.read(descriptor, 65536)
+        pending += decoder.decode(chunk, final=not chunk)
+        while "\n" in pending:
+            line, pending = pending.split("\n", 1)
+            yield line + "\n"
+        if not chunk:
+            if pending:
+                yield pending
+            return
 
 
 def default_signals() -> None:

@@ -3,6 +3,7 @@ on the real local model: the texts of one-at-a-time generation, a batch that sta
 few-shot header encoded once, concurrent callers in one batch."""
 
 import asyncio
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -16,6 +17,9 @@ from speed.lm_eval_parity import divergence
 from tests.conftest import DATA_BENCHMARKS
 
 BUDGET = 24
+# How long a thread waits for another to reach the point it is ordered after: a hang guard only (the
+# order is kept by events, not by time), so ample on a loaded machine.
+ORDER_TIMEOUT_S = 600
 
 
 def one_at_a_time(model, prompt: str, budget: int, stop: tuple[str, ...]) -> str:
@@ -37,7 +41,7 @@ def one_at_a_time(model, prompt: str, budget: int, stop: tuple[str, ...]) -> str
 
 def assert_same_texts(model, prompts: list[str], texts: list[str], expected: list[str]) -> None:
     """Equal texts, or texts that part only where the reference's two candidates are a near-tie."""
-    for prompt, text, reference in zip(prompts, texts, expected, strict=False):
+    for prompt, text, reference in zip(prompts, texts, expected, strict=True):
         if text != reference:
             parted = divergence(model, prompt, reference, text)
             assert parted["gap"] is not None and parted["gap"] < LOGLIKELIHOOD_TOLERANCE, (parted, reference, text)
@@ -177,26 +181,58 @@ def test_concurrent_chat_answers_share_one_batch(local_model):
     assert max(batcher.occupancy) == len(chats)
 
 
-def test_a_chat_answer_asked_while_the_batch_runs_joins_it_at_the_next_step(local_model):
+def wait_until(condition, what: str, timeout_s: float = ORDER_TIMEOUT_S) -> None:
+    """Until `condition()` holds; TimeoutError naming `what` once `timeout_s` has passed."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"{what} within {timeout_s:.0f} s")
+        time.sleep(0.01)
+
+
+def test_a_chat_answer_asked_while_the_batch_runs_joins_it_at_the_next_step(local_model, monkeypatch):
     """As an era's compressions arrive one after another: the later call runs beside the running
     batch instead of waiting for it to end (the model's lock is held at every step, so a caller that
     waited for it joined only when the batch ended: an era's five concurrent compressions took 16 s
-    instead of 7)."""
+    instead of 7).
+
+    The two threads are ordered by events at the batch's steps, not by a head start: the long
+    generation's second step waits until the short call is queued beside it, and once the short one
+    has left the batch, the long one's next step waits until the test has seen the short one's
+    answer. However slow the machine, the short call joins a running batch, and its answer comes
+    while the long one still runs."""
     counting, short = Chat("", "Count from 1 to 100: 1, 2, 3,"), Chat("", "Name a colour.")
     expected = [
         local_model.generate([GenerationRequest(chat, budget)])[0] for chat, budget in ((counting, 48), (short, 4))
     ]
     batcher = local_model.batcher
     batcher.occupancy.clear()
+    running, answered = threading.Event(), threading.Event()  # the batch runs; the short answer was seen
+    step, seen = batcher.steps.step, {"steps": 0, "queued": False}
+
+    def ordered_step(tokens):
+        """A step of the batch (in the thread that drives it, the long generation's), in order."""
+        seen["steps"] += 1
+        if seen["steps"] == 2:  # the long one runs alone: hold it until the short call waits to join
+            running.set()
+            wait_until(lambda: bool(batcher._pending) or answered.is_set(), "the short call never reached the batcher")
+            seen["queued"] = True
+        elif seen["queued"] and len(tokens) == 1 and not batcher._pending:  # the short one has left
+            if not answered.wait(ORDER_TIMEOUT_S):
+                raise TimeoutError(f"the short answer was not seen within {ORDER_TIMEOUT_S} s")
+        return step(tokens)
+
+    monkeypatch.setattr(batcher.steps, "step", ordered_step)
     with ThreadPoolExecutor(1) as pool:
         long_one = pool.submit(local_model.generate, [GenerationRequest(counting, 48)])
-        deadline = time.monotonic() + 120
-        while sum(batcher.occupancy.values()) < 2 and not long_one.done() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert not long_one.done(), "the long generation ended before the second call was made"
-        joined = asyncio.run(local_model.acomplete(short, max_tokens=4))
-        finished_first = not long_one.done()
-        (counted,) = long_one.result(timeout=600)
+        try:
+            wait_until(lambda: running.is_set() or long_one.done(), "the long generation never ran a second step")
+            assert not long_one.done(), "the long generation ended before the second call was made"
+            joined = asyncio.run(local_model.acomplete(short, max_tokens=4))
+            finished_first = not long_one.done()
+        finally:
+            answered.set()  # whatever happened, the long one goes on to its end
+        (counted,) = long_one.result(timeout=ORDER_TIMEOUT_S)
     assert_same_texts(
         local_model, [local_model.render(counting), local_model.render(short)], [counted, joined.text], expected
     )

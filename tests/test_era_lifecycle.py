@@ -26,7 +26,7 @@ from resources import LanguageModelResource, ModelGatewayResource, WarehouseReso
 from schedules.sensors import era_sensor
 from tests.conftest import PROJECT_ROOT
 from tests.era_process import DIE_AFTER_EVALUATIONS
-from tests.openai_stub_server import StubServer
+from tests.openai_stub_server import CLIENT_TIMEOUT_S, StubServer
 from tests.tables import assert_same_rows, table_rows
 
 # litellm knows these models' prices; the stub answers them as its compressor and a fast judge.
@@ -67,7 +67,7 @@ def run_era(warehouse, server, era, config, instance=None, assets=(evolution_era
         "evaluation_model": LanguageModelResource(),
         "gateway": ModelGatewayResource(
             api_base=server.api_base if server else None,
-            timeout_s=120 if server is None else 5,
+            timeout_s=CLIENT_TIMEOUT_S,  # the stub's answers and the local model's alike: ample under load
             max_retries=2,
             backoff_s=0.05,
         ),

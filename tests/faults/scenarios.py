@@ -1,6 +1,6 @@
 """The materialisations the fault suite interrupts, run the same way in a killed process and in
-the test: a benchmark partition end to end, an era over HTTP judges, a blind-evaluation tally, and
-a served model's evaluation whose answers are kept in chunks.
+the test: a benchmark partition end to end, an era over HTTP judges, a blind-evaluation tally, a
+served model's evaluation whose answers are kept in chunks, and a judging panel's verdicts over HTTP.
 
     python -m tests.faults.scenarios SCENARIO [ARGUMENT ...]    (one in a process of its own)"""
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from dagster import DagsterInstance
+from dagster import ConfigurableResource, DagsterInstance
 
 from tests.conftest import DATA_BENCHMARKS, PROJECT_ROOT
 
@@ -50,12 +50,13 @@ def era(path: str, api_base: str) -> None:
     from evaluation_assets.evolution.assets import era_summary, evolution_era, gene_pools, source_paragraphs
     from resources import ModelGatewayResource
     from tests.evaluation import materialize_configured
+    from tests.openai_stub_server import CLIENT_TIMEOUT_S
 
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("eras", [ERA])
     settings = {
         "warehouse": warehouse(path),
-        "gateway": ModelGatewayResource(api_base=api_base, timeout_s=5, max_retries=2, backoff_s=0.05),
+        "gateway": ModelGatewayResource(api_base=api_base, timeout_s=CLIENT_TIMEOUT_S, max_retries=2, backoff_s=0.05),
     }
     assert materialize_configured([source_paragraphs, gene_pools], settings, instance=instance).success
     assert materialize_configured(
@@ -84,7 +85,8 @@ def blind(path: str, folder: str) -> None:
     root = Path(folder)
     if not root.exists():
         shutil.copytree(PROJECT_ROOT / "data" / "blind_eval", root, ignore=shutil.ignore_patterns("issued", "*.xlsx"))
-    config, settings = {"config": {"folder": folder}}, {"warehouse": warehouse(path)}
+    config = {"config": {"folder": folder}}
+    settings: dict[str, ConfigurableResource | None] = {"warehouse": warehouse(path)}
     assert materialize_configured(
         [blind_eval_questions, blind_eval_answers, blind_eval_sheet],
         settings,
@@ -101,20 +103,27 @@ def blind(path: str, folder: str) -> None:
     ).success
 
 
-def served_evaluation(path: str, api_base: str, instance: DagsterInstance | None = None):
+def instant_roster(folder: Path):
+    """The roster in `folder` with the served instant model, `instant`, as its entry."""
+    from tests.evaluation import roster_with
+
+    return roster_with(folder, "instant", model="served/instant", solvers=["harness"])
+
+
+def served_evaluation(path: str, api_base: str, instance: DagsterInstance | None = None, roster: str | None = None):
     """MMLU-Pro's shipped slice (70 documents, five-shot) asked by the harness of a model served at
     `api_base` (tests/completions_server.py --instant), one request in flight at a time:
     benchmark_evaluation alone (in `instance`, an ephemeral one by default), its answers kept in
-    chunks as they come (EVAL_ANSWER_CHUNK)."""
-    from resources import ModelGatewayResource
-    from tests.evaluation import materialize_evaluation, roster_with
+    chunks as they come (EVAL_ANSWER_CHUNK). The roster is written beside the warehouse, or read
+    from the folder `roster` (`instant_roster` wrote it)."""
+    from resources import ModelGatewayResource, RosterResource
+    from tests.evaluation import materialize_evaluation
 
-    roster = roster_with(Path(path).parent / "roster", "instant", model="served/instant", solvers=["harness"])
     result = materialize_evaluation(
         warehouse(path),
         "leaderboard_mmlu_pro",
         "instant",
-        roster,
+        RosterResource(directory=roster) if roster else instant_roster(Path(path).parent / "roster"),
         gateway=ModelGatewayResource(api_base=api_base, max_concurrency=1),
         instance=instance or DagsterInstance.ephemeral(),
     )
@@ -122,7 +131,61 @@ def served_evaluation(path: str, api_base: str, instance: DagsterInstance | None
     return result
 
 
-SCENARIOS = {"benchmark": benchmark, "era": era, "blind": blind, "served_evaluation": served_evaluation}
+def served_partition(path: str, api_base: str, roster: str) -> None:
+    """`served_evaluation` with the roster written beforehand: runs of the partition at once share
+    it, and none rewrites it while another reads it."""
+    served_evaluation(path, api_base, roster=roster)
+
+
+# A panel of two HTTP judges (the stub's length-loving pairwise judge under two names) on a slice of
+# each judging asset's pairs: (its inputs, their config), (the verdicts asset, its config).
+JUDGES = ["openai/judge-pairwise", "openai/judge-pairwise-second"]
+JUDGINGS = {
+    "pairwise_verdicts": (
+        ("judging_sets", {"blind_sheets": False}),
+        {"judges": JUDGES, "sets": ["llmbar_natural", "llmbar_neighbor"], "items": 14},
+    ),
+    "mt_bench_verdicts": (
+        ("mt_bench_inputs", {}),
+        {"judges": JUDGES, "questions": [81], "pairs": "pairwise-all"},
+    ),
+}
+
+
+def judging(path: str, api_base: str, verdicts: str) -> None:
+    """A judging asset's inputs, then its verdicts by the panel over HTTP (the stub server at
+    `api_base`, the client's timeout its config's), with the verdicts' checks, which must pass."""
+    from evaluation_assets.definitions import defs
+    from evaluation_assets.judging import assets
+    from resources import ModelGatewayResource
+    from tests.evaluation import materialize_configured
+    from tests.openai_stub_server import CLIENT_TIMEOUT_S
+
+    (inputs, inputs_config), panel = JUDGINGS[verdicts]
+    asset = getattr(assets, verdicts)
+    checks = [c for c in defs.asset_checks or [] if {k.asset_key for k in c.check_keys} == {asset.key}]
+    settings = {
+        "warehouse": warehouse(path),
+        "gateway": ModelGatewayResource(api_base=api_base, timeout_s=CLIENT_TIMEOUT_S, max_retries=0),
+    }
+    instance = DagsterInstance.ephemeral()
+    assert materialize_configured(
+        [getattr(assets, inputs)], settings, {inputs: {"config": inputs_config}}, instance=instance
+    ).success
+    result = materialize_configured([asset, *checks], settings, {verdicts: {"config": panel}}, instance=instance)
+    assert result.success
+    evaluations = result.get_asset_check_evaluations()
+    assert evaluations and all(e.passed for e in evaluations), [e.check_name for e in evaluations if not e.passed]
+
+
+SCENARIOS = {
+    "benchmark": benchmark,
+    "era": era,
+    "blind": blind,
+    "served_evaluation": served_evaluation,
+    "served_partition": served_partition,
+    "judging": judging,
+}
 
 if __name__ == "__main__":
     import sys

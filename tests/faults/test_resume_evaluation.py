@@ -20,12 +20,13 @@ from dagster import DagsterInstance
 
 from tests.conftest import PROJECT_ROOT
 from tests.faults.scenarios import served_evaluation
-from tests.processes import STARTED, free_port, running, stop_group
+from tests.processes import STARTED, free_port, lines_until, running, stop_group
 from tests.tables import assert_same_rows, file_snapshot
 
 CHUNK = 40  # answers per chunk: MMLU-Pro's 70-document slice needs about 650, so about 17 chunks
 KILLED_AFTER = "chunk 2 kept"  # the log line the test waits for before it kills the run
 CHECK_PROMPTS = 1  # every run checks the server's log-probabilities first, on one prompt
+KEPT_WITHIN_S = 600  # a hang guard: the killed run keeps its chunks in seconds
 
 
 @pytest.fixture(scope="module")
@@ -60,19 +61,22 @@ def killed_once_a_chunk_is_kept(path, server) -> str:
         cwd=PROJECT_ROOT,
         env=os.environ.copy(),
         stderr=subprocess.PIPE,
-        text=True,
         start_new_session=True,
     )
     STARTED.append(process.pid)
-    lines, deadline = [], time.monotonic() + 600
+    lines, deadline = [], time.monotonic() + KEPT_WITHIN_S
     try:
         assert process.stderr is not None
-        for line in process.stderr:
-            lines.append(line)
-            if KILLED_AFTER in line:
-                os.killpg(process.pid, signal.SIGKILL)
-                break
-            assert time.monotonic() < deadline, "no chunk was kept within 600 s"
+        try:  # the deadline fires even while the child writes nothing
+            for line in lines_until(process.stderr, deadline):
+                lines.append(line)
+                if KILLED_AFTER in line:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    break
+        except TimeoutError as timeout:
+            raise AssertionError(
+                f"no chunk was kept within {KEPT_WITHIN_S} s ({timeout}):\n{''.join(lines[-30:])}"
+            ) from timeout
         assert process.wait(timeout=30) == -signal.SIGKILL, "".join(lines[-30:])
     finally:
         stop_group(process, grace_s=1)

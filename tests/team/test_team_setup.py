@@ -28,6 +28,9 @@ ROWS = 8
 # so that a lost worker's task is soon redelivered. Under load a step may outlast it and run twice at
 # once; its rows are replaced, not added (test_lake.py shows it for answers and samples).
 VISIBILITY_TIMEOUT_S = 30
+# The answers a worker keeps in the lake at a time (EVAL_ANSWER_CHUNK): the killed partition's 38
+# answers come in ten chunks, so the worker is killed on its first write with nine still to come.
+ANSWER_CHUNK = 4
 
 
 def inputs_config(benchmark_rows: int = ROWS) -> dict:
@@ -103,6 +106,7 @@ def team(roster, tmp_path_factory):
         daemon=False,
         celery_settings=folder / "celery.yaml",
         EVAL_ROSTER_DIR=str(roster),
+        EVAL_ANSWER_CHUNK=str(ANSWER_CHUNK),
     ) as deployment:
         yield deployment
 
@@ -143,10 +147,24 @@ def backfill(team, keys: list) -> None:
     )
 
 
+def lake(team) -> WarehouseResource:
+    return WarehouseResource(database=team.env["EVAL_WAREHOUSE"], data_path=team.env["EVAL_LAKE_DATA_PATH"])
+
+
 def lake_snapshot(team) -> dict:
-    warehouse = WarehouseResource(database=team.env["EVAL_WAREHOUSE"], data_path=team.env["EVAL_LAKE_DATA_PATH"])
-    with warehouse.get_connection() as conn:
+    with lake(team).get_connection() as conn:
         return snapshot(conn)
+
+
+def kept_answers(team, run_id: str) -> int:
+    """The answers the run has kept in the lake so far (each chunk committed in a transaction of its own)."""
+    import duckdb
+
+    with lake(team).get_connection() as conn:
+        try:
+            return conn.execute("SELECT count(*) FROM answers WHERE run_id = ?", [run_id]).fetchone()[0]
+        except duckdb.CatalogException:  # no evaluation has made the table yet
+            return 0
 
 
 def celery_workers(instance, run_id: str, step: str | None = None) -> list[str]:
@@ -199,16 +217,17 @@ def test_a_worker_killed_in_the_middle_of_a_partition_loses_nothing_and_duplicat
     materialize_inputs(team, KILLED_BENCHMARK)
     runs_before = len(team.wait_for_runs("model_evaluation", 0))
     backfill(team, [evaluation_key(KILLED_BENCHMARK, KILLED_MODEL)])
+    # The worker is killed on a write, not as the step starts: once the lake holds the first chunk of
+    # the run's answers (ANSWER_CHUNK at a time, so most of them are still to come).
     with team.instance() as instance:
         deadline = time.monotonic() + 300
         while True:
             runs = instance.get_runs(RunsFilter(job_name="model_evaluation"))
-            started = (
-                celery_workers(instance, runs[0].run_id, "benchmark_evaluation") if len(runs) > runs_before else []
-            )
-            if started:
+            run_id = runs[0].run_id if len(runs) > runs_before else ""
+            started = celery_workers(instance, run_id, "benchmark_evaluation") if run_id else []
+            if started and kept_answers(team, run_id):
                 break
-            assert time.monotonic() < deadline, "the partition's evaluation never started"
+            assert time.monotonic() < deadline, f"the evaluation never {'kept an answer' if started else 'started'}"
             time.sleep(0.2)
     team.kill_worker(started[0])
     runs = team.wait_for_runs("model_evaluation", runs_before + 1)

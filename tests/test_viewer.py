@@ -3,16 +3,20 @@ API models behind the local OpenAI stub, an era judged by three judges, a blind 
 tallied) into a DuckDB file, `dagster-webserver` and the viewer as processes, and a real Chromium.
 
 Untrusted text is planted where users' data and models' outputs land: a dataset's question (so a
-prompt and a model's echoed answer hold it), a paragraph an era compresses, a blind question, an
-answer and a rater's note. Every page shows it as text; a search or a name holding SQL finds
-nothing and drops nothing; the viewer listens on 127.0.0.1 alone. From the link in an asset's
-metadata, the browser reaches the flipped items of two models, an era's candidate and a blind
-question (whose key appears only once a tally exists). Screenshots: docs/images/viewer_*.png, written
+prompt, a model's echoed answer and a judging item hold it), a paragraph an era compresses, a blind
+question, an answer and a rater's note, and a judge's reply. Every page of the viewer (its routes,
+read from the app) shows it as text and runs none of it, and Dagster's asset pages whose metadata
+holds it run none of it either; a search or a name holding SQL finds nothing and drops nothing; the
+viewer listens on 127.0.0.1 alone. From the link in an asset's metadata, the browser reaches the
+flipped items of two models, an era's candidate and a blind question (whose key appears only once a
+tally exists). Screenshots: docs/images/viewer_*.png, written
 there with EVAL_UPDATE_SCREENSHOTS=1 (a temporary folder otherwise, so a run leaves the tree clean)."""
 
+import html.parser
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -20,6 +24,8 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +34,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import PROJECT_ROOT
+from tests.openai_stub_server import StubServer, pairwise_judgment
 from tests.processes import free_port, running
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
@@ -38,6 +45,14 @@ IMAGES = (
 )
 HOSTILE = '<script>document.title="pwned"</script><img src=x onerror="document.title=\'pwned\'"><b>bold?</b>'
 ESCAPED = "&lt;script&gt;document.title=&#34;pwned&#34;&lt;/script&gt;&lt;img src=x onerror="
+# Markup that runs wherever it is rendered rather than shown: a script, event handlers and a Markdown link to
+# `javascript:`, each setting window.__pwned (and the first two raising an alert).
+SCRIPTED = (
+    '<script>window.__pwned=1;alert("pwned")</script><img src=x onerror="window.__pwned=1;alert(\'pwned\')">'
+    ' <svg onload="window.__pwned=1"></svg> [planted link](javascript:window.__pwned=1)'
+)
+PLANTED = f"{HOSTILE} {SCRIPTED}"
+HOSTILE_JUDGE = "openai/judge-hostile"  # a pairwise judge whose every reply starts with PLANTED
 SQL = "'; DROP TABLE samples; --"
 ROSTER = {  # name: entry fields (the local model by default)
     "smollm2": {"solvers": ["letter"]},
@@ -77,25 +92,36 @@ class Platform:
         }
 
 
-def hostile_rows(source: Path, target: Path, field: str, rows: int, first_words: bool = False) -> Path:
-    """A data file's first rows, the first with HOSTILE in `field` (at its end, or its start)."""
+def hostile_rows(source: Path, target: Path, field: str, rows: int, start: str = "", end: str = HOSTILE) -> Path:
+    """A data file's first rows, the first with `start` and `end` around its `field`."""
     lines = source.read_text(encoding="utf-8").splitlines()[:rows]
     first = json.loads(lines[0])
-    first[field] = f"{HOSTILE} {first[field]}" if first_words else f"{first[field]} {HOSTILE}"
+    first[field] = " ".join(part for part in (start, first[field], end) if part)
     target.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n", encoding="utf-8")
     return target
 
 
 def blind_folder(target: Path) -> Path:
-    """The shipped blind evaluation, with HOSTILE in Q1's question and in one system's answer to it."""
+    """The shipped blind evaluation, with PLANTED in Q1's question and in one system's answer to it."""
     shutil.copytree(PROJECT_ROOT / "data" / "blind_eval", target)
     questions = pd.read_csv(target / "questions.csv", dtype=str)
-    questions.loc[questions["Question_ID"] == "Q1", "Question"] += f" {HOSTILE}"
+    questions.loc[questions["Question_ID"] == "Q1", "Question"] += f" {PLANTED}"
     questions.to_csv(target / "questions.csv", index=False)
     answers = pd.read_csv(target / "answers" / "demo-rag.csv", dtype=str)
-    answers.loc[answers["Question_ID"] == "Q1", "Answer"] = f"{HOSTILE} " + answers["Answer"]
+    answers.loc[answers["Question_ID"] == "Q1", "Answer"] = f"{PLANTED} " + answers["Answer"]
     answers.to_csv(target / "answers" / "demo-rag.csv", index=False)
     return target
+
+
+class HostileJudgeStub(StubServer):
+    """The suite's OpenAI stub, with one more model: `judge-hostile`, a pairwise judge that prefers the
+    longer answer (as `judge-pairwise`) and starts every reply with PLANTED."""
+
+    def reply(self, model: str, prompt: str) -> tuple[int, str]:
+        status, text = super().reply(model, prompt)
+        if self.aliases.get(model, model) == HOSTILE_JUDGE.removeprefix("openai/"):
+            return 200, f"{PLANTED}\n\n{pairwise_judgment(prompt)}"
+        return status, text
 
 
 def code_location(platform: Platform):
@@ -167,23 +193,28 @@ def viewer(site):
 @pytest.fixture(scope="module")
 def platform(site, viewer, tmp_path_factory):
     """Every domain materialised as the jobs run it, with the viewer's links in the metadata; the
-    blind sheet filled but not tallied yet."""
+    blind sheet filled but not tallied yet; then judged by a judge whose replies hold PLANTED: pairs
+    of LLMBar, of two models' GSM8K answers and of the blind sheet (sets of the platform's own, their
+    items holding the planted text), and MT-Bench's."""
     from dagster import DagsterInstance
 
     from eval_platform.blind.raters import demo_rater_fill
     from eval_platform.blind.sheets import SHEET_FILE
     from evaluation_assets.partitions import benchmark_partitions, evaluation_key, roster_partitions
-    from tests.openai_stub_server import StubServer
 
     platform, home, folder = site, site.home, tmp_path_factory.mktemp("viewer_inputs")
     data = PROJECT_ROOT / "data"
+    benchmarks = data / "benchmarks"
     sources = {
-        "arc_easy": hostile_rows(data / "benchmarks" / "arc_easy.jsonl", folder / "arc_easy.jsonl", "question", 8),
-        "gsm8k": hostile_rows(data / "benchmarks" / "gsm8k.jsonl", folder / "gsm8k.jsonl", "question", 4),
+        "arc_easy": hostile_rows(benchmarks / "arc_easy.jsonl", folder / "arc_easy.jsonl", "question", 8),
+        # a list of items shows a prompt's end: HOSTILE there, SCRIPTED at the start
+        "gsm8k": hostile_rows(benchmarks / "gsm8k.jsonl", folder / "gsm8k.jsonl", "question", 4, SCRIPTED),
     }
     # at its start: the stub's compressor keeps a paragraph's first words
-    paragraphs = hostile_rows(data / "evolution" / "paragraphs.jsonl", folder / "paragraphs.jsonl", "text", 3, True)
-    with StubServer() as stub, pytest.MonkeyPatch.context() as patch:
+    paragraphs = hostile_rows(
+        data / "evolution" / "paragraphs.jsonl", folder / "paragraphs.jsonl", "text", 3, PLANTED, ""
+    )
+    with HostileJudgeStub() as stub, pytest.MonkeyPatch.context() as patch:
         patch.setenv("OPENAI_API_KEY", "sk-test-viewer-not-a-real-key")
         gateway = {"gateway": stub.gateway_config()}
         patch.setenv("DAGSTER_HOME", str(home))
@@ -208,6 +239,21 @@ def platform(site, viewer, tmp_path_factory):
     add_note(filled, f"Q1 cites no statute. {HOSTILE}")
     run_job(platform, "blind_evaluation_tally", None, {"ops": {"blind_eval_scores": folder_config}},
             assets=["blind_eval_scores"])  # fmt: skip
+    with HostileJudgeStub() as stub, pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OPENAI_API_KEY", "sk-test-viewer-not-a-real-key")
+        sets = {"judging_sets": {"config": {"generations": ["gsm8k|answerer|echo"]}}}  # and every rated blind sheet
+        run_job(platform, "judging_inputs", None, {"ops": sets}, assets=["judging_sets", "mt_bench_inputs"])
+        judges, rounds = [HOSTILE_JUDGE], {"config": {"rounds": 20}}
+        panel = {
+            # LLMBar's first: its verdicts come first in the asset's examples, set names without a `|`
+            "pairwise_verdicts": {
+                "config": {"judges": judges, "sets": ["llmbar_natural", "gsm8k|*", "blind|*"], "items": 5}
+            },
+            "mt_bench_verdicts": {"config": {"judges": judges, "questions": [81]}},
+            "judge_agreement": rounds,
+            "mt_bench_leaderboard": rounds,
+        }
+        run_job(platform, "judging", None, {"ops": panel, "resources": {"gateway": stub.gateway_config()}})
     return platform
 
 
@@ -235,22 +281,71 @@ def dagster_ui(platform):
         yield base
 
 
-@pytest.fixture(scope="module")
-def browser():
+@contextmanager
+def chromium() -> Iterator:
+    """A headless Chromium driven through chromedriver, both stopped on the way out whatever they do
+    with SIGTERM: chromedriver runs in a session of its own with Chromium below it (`running`: the
+    group gets SIGTERM, then SIGKILL), and Chromium's crash handlers, which start sessions of their
+    own, are found by the folder they are given (their profile's, in a scratch folder of this
+    browser's) and killed by their ids."""
     from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
+    from selenium.common.exceptions import WebDriverException
 
     missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not Path(p).exists()]
     assert not missing, f"{missing} not installed: run `make browser` (part of `make test`)"
+    scratch = Path(tempfile.mkdtemp(prefix="viewer-chromium-"))
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--window-size=1500,1000"):  # fmt: skip
+                 "--window-size=1500,1000", f"--user-data-dir={scratch / 'profile'}"):  # fmt: skip
         options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    yield driver
-    driver.quit()
+    port = free_port()
+    env = {**os.environ, "XDG_CONFIG_HOME": str(scratch / "config"), "XDG_CACHE_HOME": str(scratch / "cache")}
+    try:
+        with running([CHROMEDRIVER, f"--port={port}"], f"http://127.0.0.1:{port}/status", timeout_s=60, grace_s=5,
+                     env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL):  # fmt: skip
+            driver = webdriver.Remote(f"http://127.0.0.1:{port}", options=options)
+            try:
+                yield driver
+            finally:
+                try:
+                    driver.quit()
+                except WebDriverException:  # a browser that no longer answers: its group is killed next
+                    pass
+    finally:
+        kill_processes_naming(scratch)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def kill_processes_naming(folder: Path, wait_s: float = 10.0) -> None:
+    """SIGKILL every process whose command line names `folder` (a folder of this test's own), and
+    wait for them to end."""
+    import psutil
+
+    def naming() -> list[psutil.Process]:
+        found = []
+        for process in psutil.process_iter(["cmdline"]):
+            try:
+                if str(folder) in " ".join(process.info["cmdline"] or ()):
+                    found.append(process)
+            except psutil.Error:
+                continue
+        return found
+
+    for process in naming():
+        try:
+            process.send_signal(signal.SIGKILL)
+        except psutil.Error:
+            continue
+    _, alive = psutil.wait_procs(naming(), timeout=wait_s)
+    assert not alive, f"still running after SIGKILL: {[p.pid for p in alive]}"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium() as driver:
+        yield driver
 
 
 def get(url: str) -> tuple[int, str, dict]:
@@ -374,8 +469,67 @@ def follow_metadata_link(browser, dagster_ui: str, asset: str, viewer: str, cont
     browser.switch_to.window(browser.window_handles[-1])
 
 
+# On an open page, the elements planted markup would make: an element with an event handler, the planted
+# image, a link to `javascript:` that does something (a Markdown link rendered: a sanitiser leaves `void(0)`), a
+# script holding the planted words.
+PLANTED_ELEMENTS = """
+const shown = e => e.outerHTML.slice(0, 120);
+const runs = href => /^\\s*javascript:/i.test(href) && !/^\\s*javascript:\\s*void\\(0\\);?\\s*$/i.test(href);
+return [
+  ...[...document.querySelectorAll('[onerror], [onload], img[src="x"]')].map(shown),
+  ...[...document.querySelectorAll('a[href]')].filter(a => runs(a.getAttribute('href'))).map(shown),
+  ...[...document.querySelectorAll('script')].filter(s => s.textContent.includes('pwned')).map(shown),
+];
+"""
+
+
+def open_page(browser, url: str) -> list[str]:
+    """Open `url`: what shows that markup planted in it ran (`planted_script_ran`), an alert raised
+    while it loaded included."""
+    from selenium.common.exceptions import UnexpectedAlertPresentException
+
+    try:
+        browser.get(url)
+    except UnexpectedAlertPresentException as error:
+        return [f"an alert while loading: {error.alert_text!r}", *planted_script_ran(browser)]
+    return planted_script_ran(browser)
+
+
+def planted_script_ran(browser) -> list[str]:
+    """What shows, on the open page, that planted markup ran or was made into elements: alerts (each
+    dismissed), window.__pwned set, the title the planted script writes, an element `PLANTED_ELEMENTS`
+    finds."""
+    from selenium.common.exceptions import NoAlertPresentException, UnexpectedAlertPresentException
+
+    signs = []
+    for _ in range(20):
+        try:
+            alert = browser.switch_to.alert
+            signs.append(f"an alert: {alert.text!r}")
+            alert.dismiss()
+            continue
+        except NoAlertPresentException:
+            pass
+        try:
+            pwned, title, elements = browser.execute_script(
+                f"return [window.__pwned, document.title, (() => {{ {PLANTED_ELEMENTS} }})()]"
+            )
+            break
+        except UnexpectedAlertPresentException as error:  # raised, and dismissed, meanwhile
+            signs.append(f"an alert: {error.alert_text!r}")
+    else:
+        return [*signs, "alert after alert"]
+    if pwned is not None:
+        signs.append(f"window.__pwned is {pwned!r}")
+    if title == "pwned":
+        signs.append("the title is the one the planted script writes")
+    return signs + [f"an element of the planted markup: {element}" for element in elements]
+
+
 def no_script_ran(browser) -> None:
     """The page's title is its own, and no element the planted markup would make exists."""
+    signs = planted_script_ran(browser)
+    assert not signs, f"{browser.current_url}: {signs}"
     assert "pwned" not in browser.title
     assert (
         browser.execute_script(
@@ -507,3 +661,220 @@ def test_from_dagster_to_a_blind_question_whose_key_waits_for_the_tally(platform
     )[0]
     assert f"answer A is {system_a}'s, answer B is {system_b}'s" in text
     browser.save_screenshot(str(IMAGES / "viewer_blind_question_after_tally.png"))
+
+
+# --- every page, in the browser: planted markup shown as text, never run ----------------------------
+
+PLANTED_START = '<script>document.title="pwned"</script>'  # HOSTILE's start: every planted text holds it
+# The viewer's pages that show no stored text, only names and figures: its home page and each section's first.
+NO_STORED_TEXT = {"/", "/benchmarks", "/evolution", "/blind", "/judging"}
+PAGES_PER_ROUTE = 4  # of a route, the pages opened from links (the planted pages besides)
+
+
+class PageParts(html.parser.HTMLParser):
+    """A page's links within the viewer, and the elements planted markup would make in it."""
+
+    def __init__(self, page: str) -> None:
+        super().__init__()
+        self.links: list[str] = []
+        self.planted: list[str] = []
+        self.feed(page)
+        self.close()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = {name: value or "" for name, value in attrs}
+        handlers = [name for name in values if name.startswith("on")]
+        href = values.get("href", "")
+        if (
+            tag in ("script", "img", "svg", "iframe", "object", "embed")
+            or handlers
+            or href.strip().lower().startswith("javascript:")
+        ):
+            self.planted.append(self.get_starttag_text() or tag)
+        if tag == "a" and href.startswith("/") and not href.startswith("//"):
+            self.links.append(href)
+
+
+def viewer_routes(platform: Platform) -> dict:
+    """The viewer's pages as its app declares them: {path template: route} (its static files aside)."""
+    from starlette.routing import Route
+
+    from eval_platform.viewer.app import build_app
+    from eval_platform.viewer.warehouse import WarehouseSource
+
+    app = build_app(WarehouseSource(str(platform.warehouse)))
+    return {route.path: route for route in app.routes if isinstance(route, Route)}
+
+
+def route_of(routes: dict, path: str) -> str | None:
+    """The template of the route that serves `path` (None: no page of the viewer)."""
+    from starlette.routing import Match
+
+    scope = {"type": "http", "method": "GET", "root_path": "", "path": urllib.parse.unquote(path.split("?")[0])}
+    return next((template for template, route in routes.items() if route.matches(scope)[0] == Match.FULL), None)
+
+
+def planted_pages(platform: Platform) -> dict[str, tuple[int, tuple[str, ...]]]:
+    """Pages whose stored text holds the planted markup, their parameters filled from the planted rows,
+    and pages that show a request's own text back (in a form, or an error): {path: (status, the
+    texts the page shows)}."""
+    query = urllib.parse.urlencode
+    (prompt_id, generation, compressed) = warehouse_rows(
+        platform,
+        "SELECT prompt_id, generation, compressed_text FROM generations WHERE era = 'viewer-era' "
+        "AND compressed_text LIKE '%window.__pwned%' ORDER BY generation, prompt_id LIMIT 1",
+    )[0]
+    (sheet_id,) = warehouse_rows(platform, "SELECT sheet_id FROM blind_issues")[0]
+    judged = [
+        name
+        for (name,) in warehouse_rows(
+            platform, "SELECT DISTINCT set_name FROM all_verdicts WHERE judge = ? ORDER BY 1", [HOSTILE_JUDGE]
+        )
+    ]
+    assert len(judged) == 4, judged  # LLMBar's, two models' GSM8K answers, the blind sheet, MT-Bench's pairs
+    pair = {"model": "echo", "against": "answerer"}
+    return {
+        "/benchmarks/gsm8k?" + query(pair): (200, (PLANTED_START,)),  # a prompt's end
+        "/benchmarks/gsm8k/item?" + query({**pair, "task": "gsm8k", "doc_id": 0}): (200, (SCRIPTED, HOSTILE)),
+        "/evolution/viewer-era?" + query({"generation": generation}): (200, (PLANTED_START,)),  # the start of each
+        "/evolution/viewer-era/candidate?" + query({"prompt_id": prompt_id}): (200, (compressed, PLANTED)),
+        f"/blind/{sheet_id}": (200, (PLANTED,)),
+        f"/blind/{sheet_id}/question?id=Q1": (200, (PLANTED,)),
+        **{"/judging/verdicts?" + query({"judge": HOSTILE_JUDGE, "set": name}): (200, (PLANTED,)) for name in judged},
+        # a request's own text, in its form or its error (as Python writes it: PLANTED_START, its quotes kept)
+        "/benchmarks/gsm8k?" + query({**pair, "q": PLANTED}): (200, (PLANTED,)),
+        "/benchmarks/gsm8k?" + query({"model": PLANTED}): (404, (PLANTED,)),
+        "/evolution/viewer-era?" + query({"generation": PLANTED}): (404, (PLANTED_START,)),
+        "/evolution/viewer-era/candidate?" + query({"prompt_id": PLANTED}): (404, (PLANTED_START,)),
+        f"/blind/{sheet_id}/question?" + query({"id": PLANTED}): (404, (PLANTED_START,)),
+        "/judging/verdicts?" + query({"judge": PLANTED, "set": PLANTED}): (200, (PLANTED,)),
+    }
+
+
+def shown_text(browser) -> str:
+    """The open page's text as a reader gets it: <main>'s, and what its form fields hold."""
+    return browser.execute_script(
+        "return document.querySelector('main').textContent + '\\n'"
+        " + [...document.querySelectorAll('input, textarea')].map(e => e.value).join('\\n')"
+    )
+
+
+def test_planted_markup_is_text_on_every_viewer_page(platform, viewer, browser):
+    """Every route of the viewer's app, opened in Chromium: the pages holding the planted rows (a
+    GSM8K prompt and two models' answers to it, an era's compression, a blind question, answer and
+    note, each judging set's items and the judge's replies), those a request's own text comes back
+    on, and the pages their links reach. No page runs the planted script or makes its elements, and
+    each page that shows stored text was seen showing the planted markup as text."""
+    routes, planted = viewer_routes(platform), planted_pages(platform)
+    assert len(routes) >= 12 and set(NO_STORED_TEXT) <= set(routes), sorted(routes)
+    queue = [*planted, "/"]  # and what their links reach
+    opened: dict[str, str] = {}  # path: its route
+    from_links: dict[str, int] = {}
+    shown_as_text: set[str] = set()
+    while queue:
+        path = queue.pop(0)
+        route = route_of(routes, path)
+        assert route is not None, f"{path}: a link to no page of the viewer"
+        if path in opened or (path not in planted and from_links.get(route, 0) >= PAGES_PER_ROUTE):
+            continue
+        if path not in planted:
+            from_links[route] = from_links.get(route, 0) + 1
+        opened[path] = route
+        status, texts = planted.get(path, (200, ()))
+        code, page, headers = get(platform.viewer + path)
+        assert code == status, f"{path}: HTTP {code}"
+        assert "default-src 'none'" in headers["content-security-policy"], path  # no script runs there anyway
+        assert "script-src" not in headers["content-security-policy"], path
+        parts = PageParts(page)
+        assert not parts.planted and "<b>bold?" not in page, f"{path}: markup in the page: {parts.planted}"
+        queue += parts.links
+        signs = open_page(browser, platform.viewer + path)
+        assert not signs, f"{path}: the planted markup ran: {signs}"
+        text = shown_text(browser)
+        missing = [t[:60] for t in texts if t not in text]
+        assert not missing, f"{path}: not shown as text: {missing}"
+        if PLANTED_START in text:
+            shown_as_text.add(route)
+        if route == "/judging/verdicts" and f"judge={urllib.parse.quote(HOSTILE_JUDGE, safe='')}" in path:
+            words = browser.execute_script(
+                "return [...document.querySelectorAll('div.text')]"
+                ".filter(d => d.querySelector('.label')?.textContent === \"the judge's words\")"
+                ".map(d => d.querySelector('pre').textContent)"
+            )
+            assert words and all(w.startswith(f"{PLANTED}\n\n") and "Final verdict: [[" in w for w in words), path
+    assert set(opened.values()) == set(routes), f"pages never opened: {sorted(set(routes) - set(opened.values()))}"
+    stored = set(routes) - NO_STORED_TEXT
+    assert stored <= shown_as_text, f"never seen showing the planted markup as text: {sorted(stored - shown_as_text)}"
+
+
+def planted_metadata(platform: Platform) -> dict[str, list[str]]:
+    """Dagster's asset pages that show planted text in a materialisation's metadata: {the page's path:
+    the metadata keys holding it}. An asset's page shows its latest materialisation; a partitioned
+    asset's partition page, that partition's latest."""
+    from dagster import DagsterInstance
+
+    pages: dict[str, list[str]] = {}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DAGSTER_HOME", str(platform.home))
+        with DagsterInstance.get() as instance:
+            for key in instance.get_asset_keys():
+                latest = {}  # partition: its latest materialisation, the newest first
+                for record in instance.fetch_materializations(key, limit=1000).records:
+                    materialisation = record.asset_materialization
+                    assert materialisation is not None
+                    latest.setdefault(materialisation.partition, materialisation)
+                asset = "/".join(key.path)
+                for index, (partition, materialisation) in enumerate(latest.items()):
+                    names = [name for name, value in materialisation.metadata.items() if "pwned" in str(value.value)]
+                    if names and index == 0:
+                        pages[f"/assets/{asset}"] = names
+                    if names and partition is not None:
+                        query = urllib.parse.urlencode({"view": "partitions", "partition": partition})
+                        pages[f"/assets/{asset}?{query}"] = names
+    return pages
+
+
+def show_every_markdown_entry(browser, path: str) -> str:
+    """Open each of the page's "[Show Markdown]" metadata entries in turn, each checked for planted
+    markup that ran (and its planted Markdown links clicked): the text they show, together."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    buttons = "//*[contains(text(), 'Show Markdown')]"
+    shown = []
+    for index in range(len(browser.find_elements(By.XPATH, buttons))):
+        button = browser.find_elements(By.XPATH, buttons)[index]
+        WebDriverWait(browser, 30).until(expected_conditions.element_to_be_clickable(button)).click()
+        dialog = WebDriverWait(browser, 30).until(lambda d: d.find_elements(By.CSS_SELECTOR, "[role=dialog]"))[0]
+        shown.append(WebDriverWait(browser, 30).until(lambda d: d.find_element(By.CSS_SELECTOR, "[role=dialog]").text))
+        signs = planted_script_ran(browser)
+        for link in dialog.find_elements(By.LINK_TEXT, "planted link"):  # a Markdown link to javascript:
+            link.click()
+            signs += planted_script_ran(browser)
+        assert not signs, f"{path}: the planted markup ran in a metadata entry: {signs}"
+        dialog.find_element(By.XPATH, ".//button[normalize-space()='Close']").click()
+        WebDriverWait(browser, 30).until(lambda d: not d.find_elements(By.CSS_SELECTOR, "[role=dialog]"))
+    return "\n".join(shown)
+
+
+def test_planted_markup_runs_no_script_on_dagsters_asset_pages(platform, dagster_ui, browser):
+    """Dagster's own pages of the assets whose metadata holds the planted prompts, answers and judges'
+    replies (found in the instance: each page showing a materialisation whose metadata holds them),
+    opened in Chromium with each Markdown entry shown: no planted script runs, no planted element or
+    link is made, and the entries show the planted text (as text, or what a sanitiser leaves of it)."""
+    from selenium.webdriver.common.by import By
+
+    pages = planted_metadata(platform)
+    assets = {path.split("?")[0].removeprefix("/assets/") for path in pages}
+    # the prompts and answers of every evaluation, the judges' replies, the blind questions and answers
+    assert {"benchmark_evaluation", "pairwise_verdicts", "mt_bench_verdicts", "blind_eval_questions"} <= assets
+    assert any("partition=gsm8k%7Cecho" in path for path in pages), sorted(pages)  # the echoed prompt
+    for path, names in pages.items():
+        signs = open_page(browser, dagster_ui + path)
+        assert not signs, f"{path}: the planted markup ran: {signs}"
+        page_text(browser, ["Metadata", *names], timeout=180)
+        shown = show_every_markdown_entry(browser, path) + browser.find_element(By.TAG_NAME, "body").text
+        signs = planted_script_ran(browser)
+        assert not signs, f"{path}: the planted markup ran: {signs}"
+        assert "pwned" in shown, f"{path}: the planted text of {names} is not shown"

@@ -7,42 +7,43 @@ model, item by item, on tiny models with random weights; and perplexity tasks, b
 
 Each family's model is tiny (speed/tiny_models.py: built from its transformers config, no
 download, seeded random weights, SmolLM2's tokenizer, every sliding attention window WINDOW tokens:
-every prompt here is longer than every window, and none is cut to the model's length). On each,
-the harness's own ARC-Challenge 25-shot and gsm8k_cot tasks (local data, its own YAML) run through
-`simple_evaluate` twice: with the harness's HF model (`HFLM` on the model object) and with this
-platform's engine (`EngineLM` over a `LocalCausalLM` on the same object). Printed per family: the
+every prompt here is longer than every window, and none is cut to the model's length), saved to a
+folder. On each, the harness's own ARC-Challenge 25-shot and gsm8k_cot tasks (local data, its own
+YAML) run twice: by lm-evaluation-harness alone (speed/harness_alone.py: a process that never
+imports this platform, its HF model loading the saved folder) and by this platform's harness route
+(its task building, `EngineLM` over a `LocalCausalLM` on the same weights). Printed per family: the
 longest window and the shortest prompt, the largest |difference| of a log-likelihood, whether every
-per-item metric is equal, how many generated texts are identical (and, for one that is not, the
-token where the two part and the gap between the two tokens' log-probabilities there), the tokens
-each tool's forward passes took (prefixes shared take fewer), and the engine's path for the model.
+per-item metric is equal (both sides logging exactly EXPECTED_METRICS), how many generated texts are
+identical (and, for one that is not, the token where the two part and the gap between the two
+tokens' log-probabilities there), the tokens each tool's forward passes took (prefixes shared take
+fewer), and the engine's path for the model.
 
 Then perplexity: the harness's `loglikelihood_rolling` on a local text task (data/benchmarks/perplexity:
 each paragraph scored whole, word_perplexity, byte_perplexity and bits_per_byte), both tools, on
-SmolLM2-135M-Instruct and on tiny models PERPLEXITY_LENGTH positions long, whose paragraphs take
-several rolling windows each.
+SmolLM2-135M-Instruct (the harness converting the wheel's GGUF itself) and on tiny models
+PERPLEXITY_LENGTH positions long, whose paragraphs take several rolling windows each.
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import math
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from eval_platform.benchmarks.declarations import declared_benchmarks  # noqa: E402
-from eval_platform.benchmarks.harness import HarnessRun, build_tasks, task_manager  # noqa: E402
+from eval_platform.benchmarks.declarations import EvaluationSettings, declared_benchmarks  # noqa: E402
+from eval_platform.benchmarks.harness import HarnessOutcome, HarnessRun, build_tasks, evaluate  # noqa: E402
 from eval_platform.common.models import GenerationRequest  # noqa: E402
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, LocalCausalLM, load_local_model  # noqa: E402
-from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE  # noqa: E402
-from speed.harness_parity import TokenCounter  # noqa: E402
-from speed.lm_eval_parity import FEWSHOT_FILES, divergence, harness_configs  # noqa: E402
+from speed.harness_alone import HarnessSide, TokenCounter, run_alone  # noqa: E402
+from speed.lm_eval_parity import FEWSHOT_FILES, compare_samples, harness_data_files, harness_model_spec  # noqa: E402
 from speed.tiny_models import FAMILIES, TINY, WINDOW, Family, smollm2_tokenizer, tiny_model  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,138 +59,144 @@ GENERATED_TOKENS = 16  # gsm8k_cot's budget here (its own is 256): a random mode
 PERPLEXITY_RELATIVE_TOLERANCE = 1e-5
 
 
-def harness_lm(model: LocalCausalLM, batch_size: int) -> Any:
-    """The harness's HF model on the same network and tokenizer."""
-    from lm_eval.models.huggingface import HFLM
-
-    return HFLM(pretrained=model.network, tokenizer=model.tokenizer, batch_size=batch_size)
+# what each comparison's samples must carry, on both sides ("metric" or "metric,filter")
+EXPECTED_METRICS = {"acc", "acc_norm", "exact_match,strict-match", "exact_match,flexible-extract"}
+PERPLEXITY_METRICS = {"word_perplexity", "byte_perplexity", "bits_per_byte"}
 
 
 def jsonl(path: Path, count: int | None = None) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()[:count]]
 
 
-def benchmark_configs(items: int, shots: int, folder: Path) -> list[dict]:
-    """The harness's ARC-Challenge (`shots`-shot) and gsm8k_cot (its 8 exemplars, GENERATED_TOKENS
-    at most) configs on the first `items` rows of the shipped slices."""
-    configs = []
-    for name, extra in (("arc_challenge", {"num_fewshot": shots}), ("gsm8k_cot", {})):
+def saved(model: LocalCausalLM, folder: Path) -> dict[str, Any]:
+    """The model's weights and its tokenizer in folders of their own, as the harness alone loads
+    them (the tokenizer apart: transformers picks a tokenizer class by the model's config.json when
+    one lies beside it, Qwen 2's for a tiny Qwen 2, which splits text otherwise)."""
+    model.network.save_pretrained(folder / "model")
+    model.tokenizer.save_pretrained(folder / "tokenizer")
+    return {"pretrained": str(folder / "model"), "tokenizer": str(folder / "tokenizer"), "dtype": "float32"}
+
+
+def benchmark_settings(items: int, shots: int, folder: Path) -> EvaluationSettings:
+    """The harness's ARC-Challenge (`shots`-shot) and gsm8k_cot (its 8 exemplars, GENERATED_TOKENS at
+    most: its YAML's generation arguments with that budget) on the first `items` rows of the shipped
+    slices, as local files and overrides both tools take."""
+    import lm_eval
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    files: dict[str, dict[str, str]] = {}
+    for name in ("arc_challenge", "gsm8k_cot"):
         dataset = BENCHMARKS[name].dataset
         assert dataset is not None and dataset.file is not None
         fewshot = jsonl(DATA / "fewshot" / FEWSHOT_FILES[name])
-        for config in harness_configs(name, jsonl(Path(dataset.file), items), fewshot, folder):
-            if config["output_type"] == "generate_until":
-                config["generation_kwargs"] = {**config["generation_kwargs"], "max_gen_toks": GENERATED_TOKENS}
-            configs.append({**config, **extra})
-    return configs
+        files |= harness_data_files(name, jsonl(Path(dataset.file), items), fewshot, folder)
+    cot = load_yaml(Path(lm_eval.__file__).parent / "tasks" / "gsm8k" / "gsm8k-cot.yaml", resolve_func=False)
+    budget = {**cot["generation_kwargs"], "max_gen_toks": GENERATED_TOKENS}
+    overrides = {"arc_challenge": {"num_fewshot": shots}, "gsm8k_cot": {"generation_kwargs": budget}}
+    return EvaluationSettings(data_files=files, overrides=overrides, bootstrap_iters=0)
 
 
-def evaluate(lm: Any, tasks: list[Any], registry: Any) -> dict:
-    """The harness's `simple_evaluate` of `lm` on the tasks, its seeds and samples."""
-    from lm_eval import simple_evaluate
-
-    return simple_evaluate(model=lm, tasks=tasks, task_manager=registry, log_samples=True, bootstrap_iters=0)
-
-
-def agree(theirs: Any, ours: Any) -> bool:
-    """Two per-item values alike: numbers within LOGLIKELIHOOD_TOLERANCE (a 0/1 metric is equal or
-    not at all), sequences element by element, anything else equal."""
-    if isinstance(theirs, (list, tuple)):
-        return len(theirs) == len(ours) and all(map(agree, theirs, ours))
-    if isinstance(theirs, (int, float)) and not isinstance(theirs, bool):
-        return abs(float(theirs) - float(ours)) < LOGLIKELIHOOD_TOLERANCE
-    return theirs == ours
-
-
-def compare(theirs: dict, ours: dict, model: LocalCausalLM) -> dict:
-    """Both tools' samples item by item: prompts, per-item metrics, and each request's answer once
-    (a document's filters share them): log-likelihoods, generated texts; and the shortest prompt in
-    tokens, as the engine feeds it."""
-    a = {(task, s["doc_id"], s["filter"]): s for task, rows in theirs["samples"].items() for s in rows}
-    b = {(task, s["doc_id"], s["filter"]): s for task, rows in ours["samples"].items() for s in rows}
-    assert set(a) == set(b), f"different documents: {sorted(set(a) ^ set(b))[:5]}"
-    report = {
-        "documents": len({key[:2] for key in a}),
-        "prompts_differ": 0,
-        "shortest_prompt": model.max_length,
-        "loglikelihoods": 0,
-        "max_ll_diff": 0.0,
-        "metrics": {},
-        "texts": 0,
-        "text_differences": [],
+def alone(run: HarnessRun, name: str, model: dict[str, Any], batch_size: int) -> dict[str, Any]:
+    """The run as the harness alone runs it (speed/harness_alone.py)."""
+    settings = run.settings
+    return {
+        "name": name,
+        "model": model,
+        "tasks": list(run.tasks),
+        "include_path": list(settings.include_path),
+        "data_files": settings.data_files,
+        "overrides": settings.overrides,
+        "batch_size": batch_size,
     }
-    answered = set()
-    for key, sample in a.items():
-        other = b[key]
-        report["prompts_differ"] += [list(x) for x in sample["arguments"]] != [list(x) for x in other["arguments"]]
-        for metric in sample["metrics"]:
-            report["metrics"].setdefault(metric, []).append(agree(sample[metric], other[metric]))
-        if key[:2] in answered:
-            continue
-        answered.add(key[:2])
-        for arguments, (x,), (y,) in zip(sample["arguments"], sample["resps"], other["resps"], strict=True):
-            if isinstance(x, str):
-                budget = arguments[1]["max_gen_toks"]
-                prompt = model.generation_prompt(GenerationRequest(arguments[0], budget))
-                report["texts"] += 1
-                if x != y:
-                    report["text_differences"].append({"item": key, **divergence(model, arguments[0], x, y, budget)})
-            else:
-                prompt = model.encode(arguments[0])[-model.max_length :]
-                report["loglikelihoods"] += 1
-                report["max_ll_diff"] = max(report["max_ll_diff"], abs(first(x) - first(y)))
-            report["shortest_prompt"] = min(report["shortest_prompt"], len(prompt))
-    report["metrics"] = {metric: sum(v) / len(v) for metric, v in report["metrics"].items()}
-    return report
 
 
-def first(answer: Any) -> float:
-    """A log-likelihood answer's value: (log-likelihood, is_greedy), or a rolling one's number."""
-    return float(answer[0] if isinstance(answer, (list, tuple)) else answer)
-
-
-def compare_family(family: Family, tokenizer: Any, items: int, shots: int, batch_size: int, folder: Path) -> dict:
-    """The family's tiny model on ARC-Challenge and gsm8k_cot, both tools."""
+def ours(run: HarnessRun, model: LocalCausalLM, batch_size: int) -> HarnessOutcome:
+    """The run by this platform's harness route, answered by its engine."""
     from eval_platform.benchmarks.engine_lm import EngineLM
 
-    start = time.perf_counter()
+    return evaluate(run, build_tasks(run), EngineLM(model, batch_size))
+
+
+def keyed(outcome: HarnessOutcome) -> dict[tuple, dict]:
+    return {(task, int(s["doc_id"]), s["filter"]): s for task, rows in outcome.samples.items() for s in rows}
+
+
+def shortest_prompt(outcome: HarnessOutcome, model: LocalCausalLM) -> int:
+    """The shortest prompt in tokens, as the engine feeds it."""
+    lengths = []
+    for sample in keyed(outcome).values():
+        for arguments in sample["arguments"]:
+            if isinstance(arguments[1], dict):
+                lengths.append(
+                    len(model.generation_prompt(GenerationRequest(arguments[0], arguments[1]["max_gen_toks"])))
+                )
+            else:
+                lengths.append(len(model.encode(arguments[0])[-model.max_length :]))
+    return min(lengths)
+
+
+@dataclass
+class FamilyCase:
+    """A family's tiny model, saved for the harness alone, and the run both tools evaluate."""
+
+    family: Family
+    model: LocalCausalLM
+    run: HarnessRun
+    spec: dict[str, Any]
+
+
+def family_case(family: Family, tokenizer: Any, items: int, shots: int, batch_size: int, folder: Path) -> FamilyCase:
     model = tiny_model(family, tokenizer)
+    settings = benchmark_settings(items, shots, folder)
+    run = HarnessRun(("arc_challenge", "gsm8k_cot"), settings)
+    spec = alone(run, family.name, saved(model, folder / family.name), batch_size)
+    return FamilyCase(family, model, run, spec)
+
+
+def compare_family(case: FamilyCase, side: HarnessSide, batch_size: int) -> dict:
+    """The family's tiny model on ARC-Challenge and gsm8k_cot: the harness alone's side against ours."""
+    start, model = time.perf_counter(), case.model
     counter = TokenCounter(model.network)
-    configs = benchmark_configs(items, shots, folder)
-    theirs = evaluate(harness_lm(model, batch_size), copy.deepcopy(configs), task_manager())
-    harness_tokens = counter.tokens
-    ours = evaluate(EngineLM(model, batch_size), copy.deepcopy(configs), task_manager())
+    outcome = ours(case.run, model, batch_size)
     windows = [w for w in model.attention.windows if w is not None]
     return {
-        "family": family.title,
-        "model_type": family.model_type,
-        "covers": family.covers,
+        "family": case.family.title,
+        "model_type": case.family.model_type,
+        "covers": case.family.covers,
         "window": max(windows, default=None),
-        **compare(theirs, ours, model),
-        "harness_tokens": harness_tokens,
-        "ours_tokens": counter.tokens - harness_tokens,
+        **compare_samples(side.samples, keyed(outcome), model),
+        "shortest_prompt": shortest_prompt(outcome, model),
+        "harness_tokens": side.forward_tokens,
+        "ours_tokens": counter.tokens,
         **model.describe_placement()["engine"],
-        "seconds": time.perf_counter() - start,
+        "seconds": time.perf_counter() - start + side.model_seconds,
     }
 
 
-def compare_perplexity(model: LocalCausalLM, batch_size: int) -> dict:
+def compare_perplexity(model: LocalCausalLM, side: HarnessSide, batch_size: int) -> dict:
     """The local perplexity task, both tools: per document, and the aggregated metrics."""
-    from eval_platform.benchmarks.engine_lm import EngineLM
-
-    theirs = evaluate(harness_lm(model, batch_size), build_tasks(PERPLEXITY_RUN), PERPLEXITY_RUN.registry())
-    ours = evaluate(EngineLM(model, batch_size), build_tasks(PERPLEXITY_RUN), PERPLEXITY_RUN.registry())
+    outcome = ours(PERPLEXITY_RUN, model, batch_size)
     task = PERPLEXITY.task
-    report = compare(theirs, ours, model)
+    report = compare_samples(side.samples, keyed(outcome), model)
     report["windows"] = sum(
-        math.ceil(len(model.encode(s["arguments"][0][0])) / model.max_length) for s in ours["samples"][task]
+        math.ceil(len(model.encode(s["arguments"][0][0])) / model.max_length) for s in outcome.samples[task]
     )
     report["aggregates"] = {
-        metric: (theirs["results"][task][f"{metric},none"], ours["results"][task][f"{metric},none"])
-        for metric in ("word_perplexity", "byte_perplexity", "bits_per_byte")
+        metric: (side.results[task][f"{metric},none"], outcome.results["results"][task][f"{metric},none"])
+        for metric in sorted(PERPLEXITY_METRICS)
     }
     report["max_relative_difference"] = max(abs(a - b) / abs(a) for a, b in report["aggregates"].values())
     return {"model": model.name, "length": model.max_length, **report}
+
+
+def perplexity_runs(models: dict[str, LocalCausalLM], folder: Path, batch_size: int) -> list[dict[str, Any]]:
+    """The harness alone's perplexity runs of the models (SmolLM2: the wheel's GGUF, converted by
+    the harness itself; a tiny model: saved to `folder`)."""
+    runs = []
+    for name, model in models.items():
+        spec = harness_model_spec() if name == "smollm2" else saved(model, folder / f"perplexity-{name}")
+        runs.append(alone(PERPLEXITY_RUN, f"perplexity-{name}", spec, batch_size))
+    return runs
 
 
 FAMILY_HEADER = (
@@ -200,7 +207,7 @@ FAMILY_HEADER = (
 
 def family_row(r: dict) -> str:
     """A family's line of the table, and a line for each text that parts from the harness's."""
-    metrics_equal = "yes" if all(v == 1.0 for v in r["metrics"].values()) else "NO"
+    metrics_equal = "yes" if all(v["agreement"] == 1.0 for v in r["metrics"].values()) else "NO"
     identical = f"{r['texts'] - len(r['text_differences'])} of {r['texts']}"
     tokens = f"{r['harness_tokens']}/{r['ours_tokens']}"
     lines = [
@@ -239,26 +246,42 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", help="Also write the reports to this file.")
     args = parser.parse_args(argv)
     tokenizer = smollm2_tokenizer()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        cases = (
+            []
+            if args.perplexity_only
+            else [
+                family_case(FAMILIES[name], tokenizer, args.items, args.shots, args.batch_size, folder)
+                for name in args.families
+            ]
+        )
+        perplexity_models = {
+            "smollm2": load_local_model(DEFAULT_LOCAL_MODEL),
+            **{name: tiny_model(FAMILIES[name], tokenizer, PERPLEXITY_LENGTH) for name in ("llama", "gemma2")},
+        }
+        runs = [case.spec for case in cases] + perplexity_runs(perplexity_models, folder, args.batch_size)
+        sides = run_alone(runs, folder / "harness")
     print(
-        f"lm-eval {__import__('lm_eval').__version__}, transformers {__import__('transformers').__version__}; "
-        f"tiny models: {TINY}, windows {WINDOW}, SmolLM2's tokenizer; ARC-Challenge {args.shots}-shot and "
-        f"gsm8k_cot ({GENERATED_TOKENS} tokens), {args.items} rows each"
+        f"lm-eval {next(iter(sides.values())).lm_eval_version} alone in its own process, transformers "
+        f"{__import__('transformers').__version__}; tiny models: {TINY}, windows {WINDOW}, SmolLM2's tokenizer; "
+        f"ARC-Challenge {args.shots}-shot and gsm8k_cot ({GENERATED_TOKENS} tokens), {args.items} rows each"
     )
     families = []
-    if not args.perplexity_only:
+    if cases:
         print(FAMILY_HEADER)
-        with tempfile.TemporaryDirectory() as folder:
-            for name in args.families:
-                families.append(
-                    compare_family(FAMILIES[name], tokenizer, args.items, args.shots, args.batch_size, Path(folder))
-                )
-                print(family_row(families[-1]), flush=True)
-    perplexity = [compare_perplexity(load_local_model(DEFAULT_LOCAL_MODEL), args.batch_size)]
-    for name in ("llama", "gemma2"):
-        perplexity.append(compare_perplexity(tiny_model(FAMILIES[name], tokenizer, PERPLEXITY_LENGTH), args.batch_size))
+    for case in cases:
+        families.append(compare_family(case, sides[case.family.name], args.batch_size))
+        print(family_row(families[-1]), flush=True)
+    perplexity = [
+        compare_perplexity(model, sides[f"perplexity-{name}"], args.batch_size)
+        for name, model in perplexity_models.items()
+    ]
     print_perplexity(perplexity)
     if args.json:
-        Path(args.json).write_text(json.dumps({"families": families, "perplexity": perplexity}, indent=1, default=str))
+        Path(args.json).write_text(
+            json.dumps({"families": families, "perplexity": perplexity}, indent=1, default=sorted)
+        )
 
 
 if __name__ == "__main__":

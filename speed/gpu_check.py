@@ -65,8 +65,8 @@ from eval_platform.benchmarks.declarations import FEWSHOT_SEED, EvaluationSettin
 from eval_platform.benchmarks.harness import HarnessRun, build_tasks, evaluate, registered_config  # noqa: E402
 from eval_platform.common.models import LoglikelihoodRequest  # noqa: E402
 from eval_platform.common.models.local import LocalCausalLM  # noqa: E402
-from speed.harness_parity import TokenCounter  # noqa: E402
-from speed.lm_eval_parity import ModelPhase, divergence  # noqa: E402
+from speed.harness_alone import ModelPhase, TokenCounter  # noqa: E402
+from speed.lm_eval_parity import divergence  # noqa: E402
 from speed.loglikelihood_breakdown import HEADER as BREAKDOWN_HEADER  # noqa: E402
 from speed.loglikelihood_breakdown import breakdown, run_requests  # noqa: E402
 from speed.loglikelihood_breakdown import row as breakdown_row  # noqa: E402

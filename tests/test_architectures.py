@@ -2,8 +2,9 @@
 (built from its transformers config, SmolLM2's tokenizer, sliding windows of 32 tokens, far below
 every prompt), the harness's own ARC-Challenge and gsm8k_cot tasks give the same log-likelihoods
 (within LOGLIKELIHOOD_TOLERANCE), the same per-item metrics and the same generated texts through
-this platform's engine as through the harness's HF model on the same weights, with prefixes
-shared; and a perplexity task (`loglikelihood_rolling`) gives the harness's word_perplexity,
+this platform's engine as through lm-evaluation-harness alone (a process of its own that never
+imports this platform, its HF model loading the same weights from a folder), with prefixes shared;
+and a perplexity task (`loglikelihood_rolling`) gives the harness's word_perplexity,
 byte_perplexity and bits_per_byte. `speed/architecture_parity.py` prints the same comparison (on
 ARC-Challenge 25-shot)."""
 
@@ -12,11 +13,16 @@ import pytest
 
 from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
 from speed.architecture_parity import (
+    EXPECTED_METRICS,
     PERPLEXITY_LENGTH,
+    PERPLEXITY_METRICS,
     PERPLEXITY_RELATIVE_TOLERANCE,
     compare_family,
     compare_perplexity,
+    family_case,
+    perplexity_runs,
 )
+from speed.harness_alone import run_alone
 from speed.tiny_models import FAMILIES, WINDOW, Family, smollm2_tokenizer, tiny_model
 
 ITEMS, SHOTS = 2, 5  # ARC-Challenge's 5-shot prompts are 164 tokens or more; gsm8k_cot's about 800
@@ -32,28 +38,66 @@ PADDED = {
 }
 
 
+# a tiny Llama whose RoPE frequencies depend on each pass's length (dynamic RoPE)
+DYNAMIC = Family(
+    "Llama, dynamic RoPE",
+    "llama",
+    {"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}},
+    variant="llama_dynamic_rope",
+)
+
+
 @pytest.fixture(scope="module")
 def tokenizer():
     return smollm2_tokenizer()
 
 
-def assert_agrees(report: dict) -> None:
-    """Both tools alike item by item: prompts, log-likelihoods, every per-item metric, and texts
-    (parting, if ever, only at a near-tie that float noise can flip)."""
+@pytest.fixture(scope="module")
+def cases(tokenizer, tmp_path_factory):
+    """Each family's tiny model (and the dynamic-RoPE Llama), saved for the harness alone."""
+    folder = tmp_path_factory.mktemp("families")
+    return {
+        family.name: family_case(family, tokenizer, ITEMS, SHOTS, batch_size=4, folder=folder)
+        for family in [*FAMILIES.values(), DYNAMIC]
+    }
+
+
+@pytest.fixture(scope="module")
+def perplexity_models(tokenizer, local_model):
+    return {
+        "smollm2": local_model,
+        **{name: tiny_model(FAMILIES[name], tokenizer, PERPLEXITY_LENGTH) for name in ("llama", "gemma2")},
+    }
+
+
+@pytest.fixture(scope="module")
+def sides(cases, perplexity_models, tmp_path_factory):
+    """Every family's and perplexity model's run by the harness alone, in one process of its own."""
+    folder = tmp_path_factory.mktemp("alone")
+    runs = [case.spec for case in cases.values()] + perplexity_runs(perplexity_models, folder, batch_size=4)
+    sides = run_alone(runs, folder / "out")
+    assert not any(side.platform_imported for side in sides.values())
+    return sides
+
+
+def assert_agrees(report: dict, metrics: set[str]) -> None:
+    """Both tools alike item by item: every request's arguments, log-likelihoods, exactly the named
+    per-item metrics on both sides and each equal, and texts (parting, if ever, only at a near-tie
+    that float noise can flip)."""
     assert report["prompts_differ"] == 0
     assert report["max_ll_diff"] < LOGLIKELIHOOD_TOLERANCE
-    assert report["metrics"] and all(agreement == 1.0 for agreement in report["metrics"].values()), report["metrics"]
+    assert report["metric_labels"] == {"harness": metrics, "ours": metrics}
+    assert {metric: values["agreement"] for metric, values in report["metrics"].items()} == dict.fromkeys(metrics, 1.0)
     for difference in report["text_differences"]:
         assert difference["gap"] is not None and difference["gap"] < LOGLIKELIHOOD_TOLERANCE, difference
 
 
 @pytest.mark.parametrize("name", FAMILIES)
-def test_every_family_agrees_item_by_item_with_the_harness(name, tokenizer, tmp_path):
-    report = compare_family(FAMILIES[name], tokenizer, ITEMS, SHOTS, batch_size=4, folder=tmp_path)
+def test_every_family_agrees_item_by_item_with_the_harness_run_alone(name, cases, sides):
+    report = compare_family(cases[name], sides[name], batch_size=4)
 
     assert report["documents"] == 2 * ITEMS and report["loglikelihoods"] == 4 * ITEMS and report["texts"] == ITEMS
-    assert_agrees(report)
-    assert set(report["metrics"]) == {"acc", "acc_norm", "exact_match"}
+    assert_agrees(report, EXPECTED_METRICS)
     assert report["window"] == (WINDOW if name in WINDOWED else None)  # read from the config
     assert report["shortest_prompt"] > 4 * WINDOW  # every prompt outruns every window
     if name in ALIBI:  # exact by running each sequence whole, as the harness does
@@ -74,14 +118,13 @@ def test_every_family_agrees_item_by_item_with_the_harness(name, tokenizer, tmp_
     )
 
 
-def test_a_model_whose_prefixes_cannot_be_shared_runs_every_sequence_whole_and_agrees(tokenizer, tmp_path):
+def test_a_model_whose_prefixes_cannot_be_shared_runs_every_sequence_whole_and_agrees(cases, sides):
     """Dynamic RoPE recomputes its frequencies from the length of each pass, so a prefix encoded
     alone could see others than its whole sequence: the engine runs each sequence whole (and says
     so), as the harness's model does, and agrees with it."""
-    dynamic = Family("Llama, dynamic RoPE", "llama", {"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}})
-    report = compare_family(dynamic, tokenizer, ITEMS, SHOTS, batch_size=4, folder=tmp_path)
+    report = compare_family(cases[DYNAMIC.name], sides[DYNAMIC.name], batch_size=4)
 
-    assert_agrees(report)
+    assert_agrees(report, EXPECTED_METRICS)
     assert (
         report["shared_prefixes"]
         == "no, every sequence runs whole: dynamic RoPE: frequencies depend on each pass's length"
@@ -89,23 +132,24 @@ def test_a_model_whose_prefixes_cannot_be_shared_runs_every_sequence_whole_and_a
     assert report["ours_tokens"] > report["harness_tokens"] / 2  # nothing encoded once for several requests
 
 
-def test_perplexity_equals_the_harness_on_a_local_text_task(local_model):
-    """SmolLM2-135M on the three paragraphs of data/benchmarks/perplexity, each in one window."""
-    report = compare_perplexity(local_model, batch_size=4)
+def test_perplexity_equals_the_harness_on_a_local_text_task(perplexity_models, sides):
+    """SmolLM2-135M on the three paragraphs of data/benchmarks/perplexity, each in one window (the
+    harness alone converting the wheel's GGUF itself)."""
+    report = compare_perplexity(perplexity_models["smollm2"], sides["perplexity-smollm2"], batch_size=4)
 
     assert report["documents"] == 3 and report["windows"] == 3
-    assert_agrees(report)
+    assert_agrees(report, PERPLEXITY_METRICS)
     assert report["max_relative_difference"] < PERPLEXITY_RELATIVE_TOLERANCE, report["aggregates"]
 
 
 @pytest.mark.parametrize("name", ["llama", "gemma2"])
-def test_perplexity_in_several_rolling_windows_equals_the_harness(name, tokenizer):
+def test_perplexity_in_several_rolling_windows_equals_the_harness(name, perplexity_models, sides):
     """Models PERPLEXITY_LENGTH positions long: each paragraph in three rolling windows (the last
     with the context the harness gives it), Gemma 2's sliding windows shorter still."""
-    report = compare_perplexity(tiny_model(FAMILIES[name], tokenizer, PERPLEXITY_LENGTH), batch_size=4)
+    report = compare_perplexity(perplexity_models[name], sides[f"perplexity-{name}"], batch_size=4)
 
     assert report["documents"] == 3 and report["windows"] == 9
-    assert_agrees(report)
+    assert_agrees(report, PERPLEXITY_METRICS)
     assert report["max_relative_difference"] < PERPLEXITY_RELATIVE_TOLERANCE, report["aggregates"]
 
 

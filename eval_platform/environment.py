@@ -39,14 +39,16 @@ class Environment(BaseModel):
         default=1000,
         ge=1,
         alias="EVAL_ANSWER_CHUNK",
-        description="An evaluation keeps the answers it computes in the warehouse in chunks of at most this many "
-        "(or EVAL_ANSWER_CHUNK_S seconds' worth, whichever comes first): a run killed mid-way recomputes at most one.",
+        description="An evaluation keeps the answers it computes (a judging panel the verdicts it is given) in the "
+        "warehouse in chunks of at most this many (or EVAL_ANSWER_CHUNK_S seconds' worth, whichever comes first): "
+        "a run killed mid-way recomputes at most one.",
     )
     answer_chunk_s: float = Field(
         default=60.0,
         gt=0,
         alias="EVAL_ANSWER_CHUNK_S",
-        description="The seconds' worth of computed answers an evaluation keeps at a time (see EVAL_ANSWER_CHUNK).",
+        description="The seconds' worth of computed answers (or verdicts) a run keeps at a time "
+        "(see EVAL_ANSWER_CHUNK).",
     )
     benchmarks_dir: Path = Field(
         default=DATA_DIR / "benchmarks",

@@ -39,7 +39,7 @@ def answering(clock: Clock, chunk_answers: int, chunk_seconds: float, stored=Non
         stored or {},
         keep=lambda chunk: kept.append([key for key, _ in chunk]),
         progress=reports.append,
-        chunk_answers=chunk_answers,
+        chunk_size=chunk_answers,
         chunk_seconds=chunk_seconds,
         smallest=smallest,
         clock=clock,

@@ -145,9 +145,17 @@ def test_an_api_judge_over_http_judges_both_orders_and_a_rerun_replaces_its_verd
     panel = {"judges": [STUB_JUDGE], "sets": ["llmbar_natural"], "items": 5}
     calls = server.calls["judge-pairwise"]
     assert judging(warehouse, [pairwise_verdicts], {"pairwise_verdicts": panel}, server).success
-    result = judging(warehouse, [pairwise_verdicts], {"pairwise_verdicts": panel}, server)  # replaces the first's
+    first = query(warehouse, "SELECT * EXCLUDE (judged_at) FROM judge_verdicts ORDER BY ALL")
+    assert server.calls["judge-pairwise"] - calls == 10
+    # a rerun reuses the stored verdicts (the same judge and prompt): it asks nothing, and rewrites none
+    assert judging(warehouse, [pairwise_verdicts], {"pairwise_verdicts": panel}, server).success
+    assert server.calls["judge-pairwise"] - calls == 10
+    assert query(warehouse, "SELECT * EXCLUDE (judged_at) FROM judge_verdicts ORDER BY ALL") == first
+    # with recompute it asks every call again, and its verdicts replace the first's (none doubled)
+    result = judging(warehouse, [pairwise_verdicts], {"pairwise_verdicts": {**panel, "recompute": True}}, server)
     assert result.success
     assert server.calls["judge-pairwise"] - calls == 2 * 10
+    assert query(warehouse, "SELECT * EXCLUDE (judged_at) FROM judge_verdicts ORDER BY ALL") == first
     rows = query(
         warehouse,
         "SELECT item_id, shown_order, verdict, raw, prompt, source FROM judge_verdicts "

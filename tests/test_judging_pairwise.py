@@ -6,10 +6,12 @@ probabilities."""
 import asyncio
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from eval_platform.common.keeping import Keeping
 from eval_platform.common.models import Completion
 from eval_platform.judging.datasets import (
     shipped_human_sets,
@@ -20,6 +22,7 @@ from eval_platform.judging.pairwise import (
     MT_BENCH_SET,
     grade_answers,
     item_task,
+    judge_kept,
     judge_pairs,
     mt_bench_grade_tasks,
     mt_bench_item_id,
@@ -29,8 +32,10 @@ from eval_platform.judging.pairwise import (
     parse_pairwise,
     parse_rating,
     prompt_name,
+    reusable,
     scores_to_verdict,
     single_user_prompt,
+    verdict_request_key,
 )
 from eval_platform.judging.ratings import battles_from_verdicts, leaderboard
 from tests.conftest import PROJECT_ROOT
@@ -203,6 +208,52 @@ def test_every_pair_is_judged_in_both_orders_and_stored_with_its_cost(prompts):
     assert failed.verdict == "unparsed" and "provider down" in failed.error and failed.cost_usd is None
     assert unparsed.verdict == "unparsed" and unparsed.error is None and unparsed.cost_usd == 0.0005
     assert all(v.judge == "scripted" and v.set_name == "llmbar_natural" and v.source == "model" for v in verdicts)
+
+
+def test_verdicts_are_kept_in_chunks_and_a_rerun_asks_only_what_it_lacks(prompts):
+    """A panel's verdicts kept in chunks as they come (common/keeping.py); the next run reuses each
+    stored verdict of the same request key, asks again a failed call's, and one whose judge, mode,
+    budget or prompt changed never reuses it."""
+    human_set = shipped_human_sets()["llmbar_natural"]
+    items = human_set.items[:3]
+    tasks = [item_task(item, prompts) for item in items]
+    replies = {items[0].answer_a: "[[A]]", items[0].answer_b: "[[B]]", items[1].answer_a: "raise"}
+
+    def run(stored, judge, tasks=tasks, **settings):
+        kept = []
+        keeping = Keeping(reusable(stored), keep=kept.append, chunk_size=4, smallest=2)
+        return judge_kept("scripted", judge, tasks, keeping, **settings), kept
+
+    first_judge = ScriptedJudge(replies)
+    verdicts, chunks = run({}, first_judge)
+    assert len(first_judge.chats) == 6 and [len(chunk) for chunk in chunks] == [4, 2]
+    assert verdicts == asyncio.run(judge_pairs("scripted", ScriptedJudge(replies), tasks))  # as judge_pairs gives them
+    stored = {key: verdict for chunk in chunks for key, verdict in chunk}
+    assert list(stored.values()) == verdicts  # each kept once, under a key of its own
+    # the rerun: every kept verdict reused but the failed call's, which is asked again
+    again = ScriptedJudge(replies)
+    assert run(stored, again)[0] == verdicts and len(again.chats) == 1
+    assert "provider down" in stored[next(k for k, v in stored.items() if v.error)].error
+    # a changed prompt (its system prompt or template), budget, mode or judge model reuses nothing
+    pair_v2 = prompts["pair-v2"]
+
+    def with_prompt(**changes):
+        return [item_task(item, {"pair-v2": replace(pair_v2, **changes)}) for item in items]
+
+    for changed, settings in [
+        (with_prompt(system_prompt=pair_v2.system_prompt + " "), {}),
+        (with_prompt(prompt_template=pair_v2.prompt_template + " "), {}),
+        (tasks, {"max_tokens": 7}),
+    ]:
+        judge = ScriptedJudge(replies)
+        run(stored, judge, changed, **settings)
+        assert len(judge.chats) == 2 * len(changed)
+    task, order = tasks[0], "as_is"
+    key = verdict_request_key("scripted", "scripted", task, order, "generate", 2048)
+    assert key in stored
+    assert key != verdict_request_key("scripted", "scripted", task, order, "probabilities", 2048)
+    assert key != verdict_request_key("scripted", "local/other@weights", task, order, "generate", 2048)
+    assert key != verdict_request_key("scripted", "scripted", task, "swapped", "generate", 2048)
 
 
 class LetterModel:

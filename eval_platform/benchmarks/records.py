@@ -8,11 +8,12 @@ They are the harness's own sample and result shapes, which the chat solvers prod
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from eval_platform.common.keeping import content_key
 
 CHAT_MESSAGES = "chat-messages:"  # a chat API's "rendered" prompt: its messages as JSON, sent as a chat
 
@@ -96,5 +97,4 @@ def as_json(value: Any) -> str:
 def request_key(request_type: str, arguments: Sequence[Any]) -> str:
     """A request's identity: its type and arguments (context, continuation or generation settings;
     a chat's turns), whatever task, document or solver asked it."""
-    text = json.dumps([request_type, list(arguments)], sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    return content_key([request_type, list(arguments)])

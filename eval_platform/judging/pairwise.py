@@ -28,6 +28,7 @@ from itertools import combinations
 from typing import Literal, Protocol
 
 from eval_platform.common.gateway import describe_error
+from eval_platform.common.keeping import Keeping, content_key
 from eval_platform.common.models import Chat, Completion
 from eval_platform.judging.datasets import NEED_REFERENCE_CATEGORIES
 from eval_platform.judging.ratings import Battle
@@ -361,6 +362,71 @@ def probability_verdict(distribution: Mapping[str, float] | None) -> tuple[Shown
     return ("tie" if best == "C" else best), raw  # type: ignore[return-value]
 
 
+def judge_mode(model: ChatModel, mode: JudgeMode | None) -> JudgeMode:
+    """The mode a judge is asked in: the one given, else the model's own `rubric_judging`'s."""
+    if mode is not None:
+        return mode
+    return "probabilities" if getattr(model, "rubric_judging", "json") == "probabilities" else "generate"
+
+
+def pair_calls(tasks: Sequence[PairTask]) -> list[tuple[PairTask, Order]]:
+    """Each pair in both orders (answer a shown first, then answer b), in the tasks' order."""
+    return [(task, order) for task in tasks for order in ORDERS]
+
+
+def verdict_request_key(
+    judge: str, fingerprint: str, task: PairTask, order: Order, mode: JudgeMode, max_tokens: int
+) -> str:
+    """What identifies a verdict for reuse: its row's own key and models (judge, set, item, turn,
+    order, model a and b), and all that decides the judge's answer: the model's fingerprint (a local
+    model's weights), the mode, the token budget (generate) and the chat it is sent (the judge
+    prompt's system prompt and its template filled in with the question and both answers in the
+    order shown; with the one-letter question when reading probabilities). A changed judge, prompt,
+    template, item or budget gives another key, so its stored verdict is not reused."""
+    chat = task.chat(order)
+    user = chat.user + PROBABILITY_QUESTION if mode == "probabilities" else chat.user
+    return content_key(
+        {
+            "verdict": [judge, task.set_name, task.item_id, task.turn, order, task.model_a, task.model_b],
+            "judge": fingerprint,
+            "mode": mode,
+            "max_tokens": max_tokens if mode == "generate" else None,
+            "chat": [chat.system, user],
+        }
+    )
+
+
+def reusable(stored: Mapping[str, JudgeVerdict]) -> dict[str, JudgeVerdict]:
+    """The stored verdicts a rerun may reuse, by request key: every one but a failed call's (its
+    error is asked again)."""
+    return {key: verdict for key, verdict in stored.items() if verdict.error is None}
+
+
+def judge_kept(
+    judge: str,
+    model: ChatModel,
+    tasks: Sequence[PairTask],
+    keeping: Keeping[JudgeVerdict],
+    mode: JudgeMode | None = None,
+    max_tokens: int = JUDGE_MAX_TOKENS,
+    concurrency: int = 8,
+    batch_size: int = 8,
+) -> list[JudgeVerdict]:
+    """`judge_pairs` with its verdicts kept as they come: each verdict whose request key
+    (`verdict_request_key`) `keeping` has stored is reused, the others are asked in slices and kept
+    in chunks (common/keeping.py), so a run killed mid-way loses at most the chunk under way."""
+    mode = judge_mode(model, mode)
+    fingerprint = str(getattr(model, "fingerprint", judge))
+    keyed = [(verdict_request_key(judge, fingerprint, *call, mode, max_tokens), call) for call in pair_calls(tasks)]
+    with asyncio.Runner() as runner:  # one event loop for the judge's calls, slice after slice
+        return keeping.resolve(
+            keyed,
+            lambda batch: runner.run(_judge_calls(judge, model, batch, mode, max_tokens, concurrency, batch_size)),
+            lambda _, verdict: verdict,
+            lambda _, stored: stored,
+        )
+
+
 async def judge_pairs(
     judge: str,
     model: ChatModel,
@@ -376,9 +442,21 @@ async def judge_pairs(
     `mode` "generate" asks for MT-Bench's verdict; "probabilities" reads it from the next-token
     distribution over A, B and C (the model's `label_probabilities`); by default the model's own
     `rubric_judging` decides, as it does for the evolution domain's rubric judges."""
-    if mode is None:
-        mode = "probabilities" if getattr(model, "rubric_judging", "json") == "probabilities" else "generate"
-    calls: list[tuple[PairTask, Order]] = [(task, order) for task in tasks for order in ORDERS]
+    return await _judge_calls(
+        judge, model, pair_calls(tasks), judge_mode(model, mode), max_tokens, concurrency, batch_size
+    )
+
+
+async def _judge_calls(
+    judge: str,
+    model: ChatModel,
+    calls: Sequence[tuple[PairTask, Order]],
+    mode: JudgeMode,
+    max_tokens: int,
+    concurrency: int,
+    batch_size: int,
+) -> list[JudgeVerdict]:
+    """Each call's verdict, in order (`judge_pairs`)."""
     if mode == "probabilities":
         chats = [Chat(task.chat(order).system, task.chat(order).user + PROBABILITY_QUESTION) for task, order in calls]
         distributions = await asyncio.to_thread(

@@ -4,7 +4,8 @@ defaults are the offline slice `make run` judges: the local model as the only ju
 - `ShippedData`: where the shipped files are (sets, recorded verdicts, MT-Bench's questions and
   answers); `JudgingSetsSettings`: which pairwise sets are stored (the shipped ones, every
   blind-evaluation sheet's, and two roster models' generations on a benchmark);
-- `PanelSettings`: a panel judging stored sets in both orders (MT-Bench's pair-v2 prompt);
+- `PanelSettings`: a panel judging stored sets in both orders (MT-Bench's pair-v2 prompt), reusing
+  the verdicts stored for the same judge and prompt unless `recompute`;
 - `MTBenchSettings`: a panel judging MT-Bench's model pairs with FastChat's prompts per category and
   turn; `GradingSettings`: MT-Bench's single-answer grading (1-10);
 - `AgreementSettings`, `LeaderboardSettings`: the intervals and the length-controlled baseline.
@@ -26,6 +27,10 @@ JUDGES_DESCRIPTION = (
     "served/..., or a litellm string such as openai/gpt-4o (through the gateway)."
 )
 TURNS = (1, 2)
+RECOMPUTE_DESCRIPTION = (
+    "Ask every judge again, ignoring the verdicts stored for the same judge, prompt and pair (by default those "
+    "are reused: a killed run's rerun asks only what it had not kept)."
+)
 MODE_DESCRIPTION = (
     "generate (the judge writes MT-Bench's [[A]]/[[B]]/[[C]]) or probabilities (the likeliest letter); "
     "unset: probabilities for a local model, generate for any other."
@@ -84,6 +89,7 @@ class PanelSettings(JudgingSettings):
     items: int | None = Field(default=2, gt=0, description="The first N items of each set; unset: every item.")
     mode: str | None = Field(default=None, description=MODE_DESCRIPTION)
     max_tokens: int = Field(default=JUDGE_MAX_TOKENS, gt=0, description="A judgment's token budget (generate).")
+    recompute: bool = Field(default=False, description=RECOMPUTE_DESCRIPTION)
 
 
 class MTBenchSettings(JudgingSettings):
@@ -103,6 +109,7 @@ class MTBenchSettings(JudgingSettings):
     baseline: str = Field(default="gpt-3.5-turbo", description="The model each is paired with (pairwise-baseline).")
     mode: str | None = Field(default=None, description=MODE_DESCRIPTION)
     max_tokens: int = Field(default=JUDGE_MAX_TOKENS, gt=0, description="A judgment's token budget (generate).")
+    recompute: bool = Field(default=False, description=RECOMPUTE_DESCRIPTION)
 
 
 class GradingSettings(JudgingSettings):

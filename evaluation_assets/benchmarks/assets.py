@@ -35,6 +35,7 @@ from eval_platform.common.ingestion import load_rows
 from eval_platform.common.reproducibility import describe_environment
 from eval_platform.viewer.links import comparison_link, evaluation_link
 from evaluation_assets.configs import optional_config, set_fields
+from evaluation_assets.metadata import MAX_TABLE_ROWS, markdown_table
 from evaluation_assets.partitions import benchmark_partitions, evaluation_partitions, partition_names
 from resources import (
     WAREHOUSE_POOL,
@@ -45,30 +46,7 @@ from resources import (
     entry_gateway,
 )
 
-MAX_TABLE_ROWS = 100
-MAX_CELL_CHARS = 300  # of a metadata table's cell (a prompt, a list of thousands of documents)
 REPORT_ITEMS = 100  # items of the specification's per-item report in the run's debug log
-
-
-def clipped(value: Any, limit: int = MAX_CELL_CHARS) -> Any:
-    """A table cell's value; text (a list's too) longer than `limit` characters cut there."""
-    tolist = getattr(value, "tolist", None)  # a numpy array's
-    if tolist is None and not isinstance(value, str | list | tuple | dict):
-        return value
-    text = str(tolist() if tolist else value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def markdown_table(frame: pd.DataFrame, rows: int = MAX_TABLE_ROWS, **tabulate: Any) -> MetadataValue:
-    """At most `rows` rows of a frame as a Markdown table, each text cell at most MAX_CELL_CHARS
-    (saying how many more rows there are)."""
-    if not len(frame):
-        return MetadataValue.md("_no rows_")
-    more = f"\n\n_{len(frame) - rows} more rows in the warehouse_" if len(frame) > rows else ""
-    shown = frame.head(rows).copy()
-    for column in shown.select_dtypes(include="object").columns:
-        shown[column] = shown[column].map(clipped)
-    return MetadataValue.md(shown.to_markdown(index=False, **tabulate) + more)
 
 
 class SourceConfig(

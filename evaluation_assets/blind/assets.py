@@ -14,6 +14,7 @@ from eval_platform.common.models import Chat, LanguageModel
 from eval_platform.common.warehouse import utc_now
 from eval_platform.environment import environment
 from eval_platform.viewer.links import sheet_link
+from evaluation_assets.metadata import markdown_table
 from resources import WAREHOUSE_POOL, LanguageModelResource, ModelGatewayResource, WarehouseResource
 
 
@@ -53,9 +54,7 @@ def blind_eval_questions(config: BlindFilesConfig, warehouse: WarehouseResource)
     frame = sheets.read_table(_questions_file(Path(config.folder)), ["Question_ID", "Question", "Ground_Truth"])
     with warehouse.store(BlindStore) as store:
         store.replace_questions(frame)
-    return MaterializeResult(
-        metadata={"dagster/row_count": len(frame), "preview": MetadataValue.md(frame.head(5).to_markdown(index=False))}
-    )
+    return MaterializeResult(metadata={"dagster/row_count": len(frame), "preview": markdown_table(frame, 5)})
 
 
 async def _generate_answers(
@@ -156,7 +155,7 @@ def blind_eval_sheet(config: BlindSheetConfig, warehouse: WarehouseResource) -> 
             "scoring_sheet": MetadataValue.path(str(sheet_path)),
             "answer_key": MetadataValue.path(str(key_path)),
             "dagster/row_count": len(rows),
-            "preview": MetadataValue.md(preview.map(lambda t: str(t)[:80]).to_markdown(index=False)),
+            "preview": markdown_table(preview, 5, cell_chars=80),
         }
     )
 
@@ -227,8 +226,8 @@ def blind_eval_scores(
             "viewer": MetadataValue.url(sheet_link(issue["sheet_id"])),
             "accepted_sheets": MetadataValue.json(accepted),
             "rejected_sheets": len({p["file"] for p in problems}),
-            "problems": MetadataValue.md(
-                problem_frame[["file", "cell", "problem"]].to_markdown(index=False) if problems else "_none_"
+            "problems": (
+                markdown_table(problem_frame[["file", "cell", "problem"]]) if problems else MetadataValue.md("_none_")
             ),
             "dagster/row_count": len(frame),
         }

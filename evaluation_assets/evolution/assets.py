@@ -24,6 +24,7 @@ from eval_platform.evolution.store import EraAnalysisStore, EraStore, EvolutionI
 from eval_platform.viewer.links import era_link
 from evaluation_assets.configs import config_class
 from evaluation_assets.judging.assets import judge_agreement
+from evaluation_assets.metadata import markdown_table
 from evaluation_assets.partitions import era_partitions
 from resources import WAREHOUSE_POOL, LanguageModelResource, ModelGatewayResource, WarehouseResource
 
@@ -66,9 +67,7 @@ def source_paragraphs(
             "words": MetadataValue.md(
                 pd.DataFrame({"paragraph_id": frame["paragraph_id"], "words": words}).to_markdown(index=False)
             ),
-            "rejections": MetadataValue.md(
-                rejected[["line", "reason"]].to_markdown(index=False) if len(rejected) else "_none_"
-            ),
+            "rejections": markdown_table(rejected[["line", "reason"]]) if len(rejected) else MetadataValue.md("_none_"),
         }
     )
 

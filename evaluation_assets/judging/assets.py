@@ -5,16 +5,17 @@ models' answers -> a panel's verdicts on its model pairs (and its single-answer 
 MT-Bench leaderboard."""
 
 import asyncio
-import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from statistics import mean
 
 import pandas as pd
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
 
+from eval_platform.common.keeping import Keeping, KeptProgress
 from eval_platform.common.warehouse import utc_now
+from eval_platform.environment import environment
 from eval_platform.judging.agreement import agreement_table, metric_rows
 from eval_platform.judging.datasets import (
     HUMAN_EXPERTS_JUDGE,
@@ -36,11 +37,12 @@ from eval_platform.judging.pairwise import (
     chosen_questions,
     grade_answers,
     item_task,
-    judge_pairs,
+    judge_kept,
     mt_bench_answer_length,
     mt_bench_grade_tasks,
     mt_bench_pairs,
     mt_bench_tasks,
+    reusable,
 )
 from eval_platform.judging.ratings import LeaderboardRow, battles_from_labels, battles_from_verdicts, leaderboards
 from eval_platform.judging.records import JudgeVerdict
@@ -56,13 +58,13 @@ from eval_platform.judging.settings import (
 )
 from eval_platform.judging.store import JudgingStore
 from eval_platform.viewer.links import judging_link
-from evaluation_assets.benchmarks.assets import benchmark_evaluation, markdown_table
+from evaluation_assets.benchmarks.assets import benchmark_evaluation
 from evaluation_assets.blind.assets import blind_eval_answers, blind_eval_questions, blind_eval_scores
 from evaluation_assets.configs import config_class
+from evaluation_assets.metadata import markdown_table
 from resources import WAREHOUSE_POOL, LanguageModelResource, ModelGatewayResource, WarehouseResource
 
 HUMAN_BOARD_MIN_BATTLES = 5  # the experts judged one vicuna-13b answer that is the shipped v1.3's: no rating
-PREVIEW_CHARACTERS = 300  # of a judgment's raw text in a preview
 
 
 class ShippedDataConfig(config_class(ShippedData)):
@@ -91,17 +93,6 @@ class AgreementConfig(config_class(AgreementSettings)):
 
 class LeaderboardConfig(config_class(LeaderboardSettings)):
     """The leaderboards' intervals and baseline."""
-
-
-MARKDOWN = re.compile(r"([\\`*_\[\]<>|#])")
-
-
-def as_text(text: str | None) -> str:
-    """A model's text for a Markdown cell, shortened, on one line, every Markdown and HTML character
-    escaped: shown as the text it is, never rendered."""
-    text = (text or "").replace("\n", " ")
-    text = text if len(text) <= PREVIEW_CHARACTERS else text[:PREVIEW_CHARACTERS] + " …"
-    return MARKDOWN.sub(r"\\\1", text)
 
 
 def verdict_summary(verdicts: Sequence[JudgeVerdict]) -> MetadataValue:
@@ -159,7 +150,7 @@ def verdict_examples(verdicts: Sequence[JudgeVerdict], count: int = 4) -> Metada
                 "turn": v.turn,
                 "shown": v.order,
                 "verdict": v.verdict,
-                "raw": as_text(v.error or v.raw),
+                "raw": v.error or v.raw,
             }
             for v in verdicts[:count]
         ]
@@ -168,21 +159,42 @@ def verdict_examples(verdicts: Sequence[JudgeVerdict], count: int = 4) -> Metada
 
 
 def judged(
+    context: AssetExecutionContext,
     tasks: Sequence[PairTask],
-    judges: Sequence[str],
-    mode: str | None,
-    max_tokens: int,
+    settings: PanelSettings | MTBenchSettings,
+    stored: Mapping[str, JudgeVerdict],
+    keep: Callable[[Sequence[tuple[str, JudgeVerdict]]], None],
     gateway: ModelGatewayResource,
     evaluation_model: LanguageModelResource,
 ) -> list[JudgeVerdict]:
     """Every task judged in both orders by every judge (opened as any model is, API calls through
-    the gateway)."""
-    client, verdicts = gateway.gateway(), []
-    for judge in judges:
-        model = evaluation_model.open(judge, client)
-        verdicts += asyncio.run(
-            judge_pairs(judge, model, tasks, mode, max_tokens, batch_size=evaluation_model.batch_size)  # type: ignore[arg-type]
+    the gateway): a verdict stored for the same request (`stored`, by request key) is reused, the
+    others are asked and kept (`keep`) in chunks of the environment's size (EVAL_ANSWER_CHUNK
+    verdicts or EVAL_ANSWER_CHUNK_S seconds) as they come, each chunk logged."""
+    sizes = environment()
+
+    def report(progress: KeptProgress) -> None:
+        context.log.info(
+            f"chunk {progress.chunks} kept, {progress.stored:,} of {progress.needed:,} verdicts stored "
+            f"({progress.computed:,} asked, {progress.rate:.1f}/s)"
         )
+
+    keeping: Keeping[JudgeVerdict] = Keeping(
+        reusable(stored), keep, report, sizes.answer_chunk, sizes.answer_chunk_s, evaluation_model.batch_size
+    )
+    client, verdicts = gateway.gateway(), []
+    for judge in settings.judges:
+        model = evaluation_model.open(judge, client)
+        verdicts += judge_kept(
+            judge,
+            model,
+            tasks,
+            keeping,
+            settings.mode,  # type: ignore[arg-type]
+            settings.max_tokens,
+            batch_size=evaluation_model.batch_size,
+        )
+    context.log.info(f"{keeping.reused:,} verdicts reused, {keeping.computed:,} asked")
     return verdicts
 
 
@@ -268,16 +280,22 @@ def pairwise_verdicts(
     """The panel's verdicts on the chosen sets' first items, each pair in both orders (answer a
     shown first, then answer b), with MT-Bench's pair-v2 prompt: each verdict with the judge's raw
     text, the order it saw, its tokens and cost (a failed call: an unparsed verdict and its error).
-    Replaces the stored verdicts of the pairs it judges."""
+    Kept as they come, in chunks (EVAL_ANSWER_CHUNK), each replacing the stored verdict of its judge,
+    pair and order; a verdict stored for the same request (judge, prompt, pair and order) is reused
+    unless `recompute`, so a killed run's rerun asks only what it had not kept."""
     settings = PanelSettings(**config.model_dump())
     with warehouse.store(JudgingStore) as store:
         sets = matching_sets(store.load_judging_sets(), settings.sets)
+        stored = {} if settings.recompute else store.kept_judge_verdicts(settings.judges)
     prompts = shipped_judge_prompts()
     tasks = [item_task(item, prompts) for s in sets for item in s.items[: settings.items]]
     context.log.info(f"{len(tasks)} pairs of {', '.join(s.name for s in sets)}, by {', '.join(settings.judges)}")
-    verdicts = judged(tasks, settings.judges, settings.mode, settings.max_tokens, gateway, evaluation_model)
-    with warehouse.store(JudgingStore) as store:
-        store.save_judge_verdicts(verdicts, utc_now())
+
+    def keep(chunk: Sequence[tuple[str, JudgeVerdict]]) -> None:
+        with warehouse.store(JudgingStore) as store:
+            store.keep_judge_verdicts(chunk, utc_now())
+
+    verdicts = judged(context, tasks, settings, stored, keep, gateway, evaluation_model)
     return verdicts_result(verdicts)
 
 
@@ -291,20 +309,24 @@ def mt_bench_verdicts(
 ) -> MaterializeResult:
     """The panel's verdicts on MT-Bench's model pairs (every pair, or each model against the
     baseline), each in both orders, with the judge prompt FastChat picks for the question's category
-    and turn (GPT-4's reference answer for math, reasoning and coding). Replaces the stored verdicts
-    of the pairs it judges."""
+    and turn (GPT-4's reference answer for math, reasoning and coding). Kept and reused as
+    `pairwise_verdicts` keeps and reuses its own."""
     settings = MTBenchSettings(**config.model_dump())
     with warehouse.store(JudgingStore) as store:
         questions, answers = store.load_mt_bench_inputs()
+        stored = {} if settings.recompute else store.kept_mt_bench_verdicts(settings.judges)
     models = chosen_models(answers, settings.models)
     pairs = mt_bench_pairs(models, settings.pairs, settings.baseline)  # type: ignore[arg-type]
     tasks = mt_bench_tasks(
         chosen_questions(questions, settings.questions), answers, pairs, shipped_judge_prompts(), settings.turns
     )
     context.log.info(f"{len(tasks)} MT-Bench pairs, by {', '.join(settings.judges)}")
-    verdicts = judged(tasks, settings.judges, settings.mode, settings.max_tokens, gateway, evaluation_model)
-    with warehouse.store(JudgingStore) as store:
-        store.save_mt_bench_verdicts(verdicts, utc_now())
+
+    def keep(chunk: Sequence[tuple[str, JudgeVerdict]]) -> None:
+        with warehouse.store(JudgingStore) as store:
+            store.keep_mt_bench_verdicts(chunk, utc_now())
+
+    verdicts = judged(context, tasks, settings, stored, keep, gateway, evaluation_model)
     return verdicts_result(verdicts)
 
 

@@ -10,9 +10,9 @@ from eval_platform.environment import environment
 from eval_platform.judging.datasets import GPT4_LLMBAR_JUDGE, LLMBAR_SETS
 from eval_platform.judging.report import LLMBAR_PUBLISHED
 from eval_platform.judging.store import JudgingStore
-from evaluation_assets.benchmarks.assets import markdown_table
 from evaluation_assets.checks import check_result
 from evaluation_assets.judging.assets import judge_agreement, mt_bench_verdicts, pairwise_verdicts
+from evaluation_assets.metadata import markdown_table
 from resources import WarehouseResource
 
 PUBLISHED_TOLERANCE = 0.005  # percentage points: the published figures' last digit

@@ -43,7 +43,10 @@ class EraStore(EvolutionSchema):
         ).fetchone()
         existing = re.findall(r'"?([A-Za-z0-9_\-]+)"? DOUBLE', current)
         wanted = existing + [n for n in names if n not in existing]
-        if wanted != existing:
+        if wanted != existing and self.lake:  # DuckLake changes no column's type by an expression: adds fields
+            for name in wanted[len(existing) :]:
+                self.sql(f'ALTER TABLE generations ADD COLUMN quality_scores."{name}" DOUBLE')
+        elif wanted != existing:
             self.sql(
                 f"ALTER TABLE generations ALTER quality_scores TYPE {judge_struct(wanted)} "
                 f"USING from_json(to_json(quality_scores), '{judge_json_schema(wanted)}')"

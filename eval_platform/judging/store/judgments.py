@@ -1,7 +1,9 @@
 """The judging store's reads and writes: sets and items, verdicts (one table per writer), MT-Bench's
 inputs and grades, agreement and leaderboards; and what it reads of the other domains' tables (a
 blind sheet's ratings, two roster models' generated answers). Every write replaces its own rows in
-one transaction: a re-run never duplicates."""
+one transaction: a re-run never duplicates. A panel's verdicts are kept a chunk at a time as they
+come, each replacing the stored verdict of its key (judge, set, item, turn, order), with its request
+key (what the judge was asked), by which a rerun finds the verdicts it can reuse."""
 
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from eval_platform.judging.records import (
 )
 from eval_platform.judging.store.schema import JudgingSchema
 
-VERDICT_KEY = ["judge", "set_name", "item_id", "turn"]
+VERDICT_KEY = ["judge", "set_name", "item_id", "turn", "shown_order"]  # the verdict tables' key
 
 
 def _verdict(row: Mapping) -> JudgeVerdict:
@@ -152,27 +154,46 @@ class JudgingStore(JudgingSchema):
             self.sql(f"DELETE FROM {table} WHERE ({columns}) IN (SELECT ({columns}) FROM replaced_keys)")
         self.insert(table, frame)
 
-    def _replace_verdicts(self, table: str, verdicts: Sequence[JudgeVerdict], now: datetime) -> None:
-        """Replace the stored verdicts of these verdicts' pairs (judge, set, item, turn)."""
-        frame = pd.DataFrame([{**asdict(v), "judged_at": now} for v in verdicts])
+    def _replace_verdicts(self, table: str, verdicts: Sequence[tuple[str | None, JudgeVerdict]], now: datetime) -> None:
+        """These verdicts, each with its request key (None: a recorded one), replacing the stored
+        verdicts of the same key (judge, set, item, turn, order)."""
+        frame = pd.DataFrame([{**asdict(v), "judged_at": now, "request_key": key} for key, v in verdicts])
         self._replace_keyed(table, frame.rename(columns={"order": "shown_order"}), VERDICT_KEY)
 
     @writes("recorded_verdicts")
     def replace_recorded_verdicts(self, verdicts: Sequence[JudgeVerdict], now: datetime) -> None:
         """The verdicts recorded elsewhere, replacing every stored one."""
         self.sql("DELETE FROM recorded_verdicts")
-        self._replace_verdicts("recorded_verdicts", verdicts, now)
+        self._replace_verdicts("recorded_verdicts", [(None, v) for v in verdicts], now)
 
     @writes("judge_verdicts")
-    def save_judge_verdicts(self, verdicts: Sequence[JudgeVerdict], now: datetime) -> None:
-        self._replace_verdicts("judge_verdicts", verdicts, now)
+    def keep_judge_verdicts(self, chunk: Sequence[tuple[str, JudgeVerdict]], now: datetime) -> None:
+        """A chunk of a panel's verdicts on the stored sets, by request key, as they come."""
+        self._replace_verdicts("judge_verdicts", chunk, now)
 
     @writes("mt_bench_verdicts")
-    def save_mt_bench_verdicts(self, verdicts: Sequence[JudgeVerdict], now: datetime) -> None:
-        self._replace_verdicts("mt_bench_verdicts", verdicts, now)
+    def keep_mt_bench_verdicts(self, chunk: Sequence[tuple[str, JudgeVerdict]], now: datetime) -> None:
+        """A chunk of a panel's verdicts on MT-Bench's model pairs, by request key, as they come."""
+        self._replace_verdicts("mt_bench_verdicts", chunk, now)
+
+    def _kept_verdicts(self, table: str, judges: Sequence[str]) -> dict[str, JudgeVerdict]:
+        rows = self.rows(
+            f"SELECT * FROM {table} WHERE request_key IS NOT NULL AND list_contains(?, judge)", [list(judges)]
+        )
+        return {row["request_key"]: _verdict(row) for row in rows}
+
+    @reads("judge_verdicts")
+    def kept_judge_verdicts(self, judges: Sequence[str]) -> dict[str, JudgeVerdict]:
+        """The judges' stored verdicts on the sets, by request key (for a rerun to reuse)."""
+        return self._kept_verdicts("judge_verdicts", judges)
+
+    @reads("mt_bench_verdicts")
+    def kept_mt_bench_verdicts(self, judges: Sequence[str]) -> dict[str, JudgeVerdict]:
+        """The judges' stored verdicts on MT-Bench's pairs, by request key (for a rerun to reuse)."""
+        return self._kept_verdicts("mt_bench_verdicts", judges)
 
     def _verdicts(self, table: str) -> list[JudgeVerdict]:
-        return [_verdict(row) for row in self.rows(f"SELECT * FROM {table} ORDER BY ALL")]
+        return [_verdict(row) for row in self.rows(f"SELECT * EXCLUDE (request_key) FROM {table} ORDER BY ALL")]
 
     @reads("recorded_verdicts", "judge_verdicts")
     def load_set_verdicts(self) -> list[JudgeVerdict]:

@@ -43,7 +43,13 @@ from eval_platform.benchmarks.harness import HarnessOutcome, HarnessRun, build_t
 from eval_platform.common.models import GenerationRequest  # noqa: E402
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, LocalCausalLM, load_local_model  # noqa: E402
 from speed.harness_alone import HarnessSide, TokenCounter, run_alone  # noqa: E402
-from speed.lm_eval_parity import FEWSHOT_FILES, compare_samples, harness_data_files, harness_model_spec  # noqa: E402
+from speed.lm_eval_parity import (  # noqa: E402
+    FEWSHOT_FILES,
+    compare_samples,
+    harness_data_files,
+    harness_model_spec,
+    jsonl,
+)
 from speed.tiny_models import FAMILIES, TINY, WINDOW, Family, smollm2_tokenizer, tiny_model  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,10 +68,6 @@ PERPLEXITY_RELATIVE_TOLERANCE = 1e-5
 # what each comparison's samples must carry, on both sides ("metric" or "metric,filter")
 EXPECTED_METRICS = {"acc", "acc_norm", "exact_match,strict-match", "exact_match,flexible-extract"}
 PERPLEXITY_METRICS = {"word_perplexity", "byte_perplexity", "bits_per_byte"}
-
-
-def jsonl(path: Path, count: int | None = None) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()[:count]]
 
 
 def saved(model: LocalCausalLM, folder: Path) -> dict[str, Any]:
@@ -246,7 +248,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", help="Also write the reports to this file.")
     args = parser.parse_args(argv)
     tokenizer = smollm2_tokenizer()
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp:  # the data files both tools read, the models the harness loads
         folder = Path(tmp)
         cases = (
             []
@@ -262,21 +264,22 @@ def main(argv: list[str] | None = None) -> None:
         }
         runs = [case.spec for case in cases] + perplexity_runs(perplexity_models, folder, args.batch_size)
         sides = run_alone(runs, folder / "harness")
-    print(
-        f"lm-eval {next(iter(sides.values())).lm_eval_version} alone in its own process, transformers "
-        f"{__import__('transformers').__version__}; tiny models: {TINY}, windows {WINDOW}, SmolLM2's tokenizer; "
-        f"ARC-Challenge {args.shots}-shot and gsm8k_cot ({GENERATED_TOKENS} tokens), {args.items} rows each"
-    )
-    families = []
-    if cases:
-        print(FAMILY_HEADER)
-    for case in cases:
-        families.append(compare_family(case, sides[case.family.name], args.batch_size))
-        print(family_row(families[-1]), flush=True)
-    perplexity = [
-        compare_perplexity(model, sides[f"perplexity-{name}"], args.batch_size)
-        for name, model in perplexity_models.items()
-    ]
+        print(
+            f"lm-eval {next(iter(sides.values())).lm_eval_version} alone in its own process, transformers "
+            f"{__import__('transformers').__version__}; tiny models: {TINY}, windows {WINDOW}, SmolLM2's "
+            f"tokenizer; ARC-Challenge {args.shots}-shot and gsm8k_cot ({GENERATED_TOKENS} tokens), {args.items} "
+            "rows each"
+        )
+        families = []
+        if cases:
+            print(FAMILY_HEADER)
+        for case in cases:
+            families.append(compare_family(case, sides[case.family.name], args.batch_size))
+            print(family_row(families[-1]), flush=True)
+        perplexity = [
+            compare_perplexity(model, sides[f"perplexity-{name}"], args.batch_size)
+            for name, model in perplexity_models.items()
+        ]
     print_perplexity(perplexity)
     if args.json:
         Path(args.json).write_text(

@@ -274,8 +274,10 @@ def read_rows(name: str, items: int) -> tuple[list[dict], list[dict]]:
     return rows, jsonl(folders[0] / FEWSHOT_FILES[name]) if folders else []
 
 
-def jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+def jsonl(path: Path, count: int | None = None) -> list[dict]:
+    """A JSON-lines file's first `count` records (all: None); lines end at newlines alone (a
+    record's text may hold other line separators)."""
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line.strip()][:count]
 
 
 def compare(benchmark: Benchmark, shots: int, rows, fewshot, batch_size: int, side: HarnessSide, model) -> dict:

@@ -17,6 +17,7 @@ from eval_platform.benchmarks.declarations import FEWSHOT_SEED, declared_benchma
 from eval_platform.benchmarks.documents import build_documents
 from eval_platform.benchmarks.solvers import EvaluationJob
 from eval_platform.benchmarks.solvers.harness import built_instances
+from speed.lm_eval_parity import jsonl
 
 ROWS = 3  # of each benchmark (of each BBH subtask): its few-shot examples come with them
 # the tasks whose prompts, choices and targets are Python functions or row fields, no Jinja template
@@ -35,10 +36,6 @@ def untouched_apply_template():
 def leaves(built):
     for item in built:
         yield from (item.get_all_tasks() if hasattr(item, "get_all_tasks") else [item])
-
-
-def jsonl(path: Path, count: int | None = None) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()[:count]]
 
 
 def build_requests(name: str, model) -> None:

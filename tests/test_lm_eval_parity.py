@@ -6,7 +6,6 @@ must agree (a text may part only at a near-tie that float noise can flip, shown 
 script's divergence), each benchmark's named metrics on both sides. A few items per benchmark keep
 this quick; `speed/lm_eval_parity.py` runs the same comparison on 200 items each."""
 
-import json
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ import pytest
 from eval_platform.benchmarks.declarations import declared_benchmarks
 from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
 from speed.harness_alone import run_alone
-from speed.lm_eval_parity import EXPECTED_METRICS, compare, harness_model_spec, harness_run
+from speed.lm_eval_parity import EXPECTED_METRICS, compare, harness_model_spec, harness_run, jsonl
 
 # (benchmark, shots, items): every benchmark, every sampler (random, random without the evaluated
 # doc, first-n of the subject) at the leaderboard's shots, and both request types
@@ -29,11 +28,6 @@ CASES = [
     ("gsm8k", 5, 1),
     ("gsm8k_cot", 8, 2),
 ]
-
-
-def jsonl(path, count=None):
-    lines = path.read_text(encoding="utf-8").rstrip("\n").split("\n")
-    return [json.loads(line) for line in lines[:count]]
 
 
 def case_rows(name, shots, items):

@@ -6,12 +6,18 @@ served model's evaluation whose answers are kept in chunks, and a judging panel'
 
 from __future__ import annotations
 
+import json
 import shutil
+import sys
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from dagster import ConfigurableResource, DagsterInstance
 
 from tests.conftest import DATA_BENCHMARKS, PROJECT_ROOT
+from tests.processes import free_port, running
 
 ERA = "crash"
 ERA_CONFIG = {
@@ -191,3 +197,18 @@ if __name__ == "__main__":
     import sys
 
     SCENARIOS[sys.argv[1]](*sys.argv[2:])
+
+
+@contextmanager
+def instant_server(latency_s: float) -> Iterator[str]:
+    """The instant completions server (tests/completions_server.py), `latency_s` per HTTP request;
+    its address while in use."""
+    port = free_port()
+    command = [sys.executable, "-m", "tests.completions_server", "--port", str(port), "--instant"]
+    with running([*command, "--latency", str(latency_s)], f"http://127.0.0.1:{port}/health", cwd=PROJECT_ROOT):
+        yield f"http://127.0.0.1:{port}"
+
+
+def prompts_answered(server: str) -> int:
+    """The prompts the instant server has answered so far."""
+    return json.loads(urllib.request.urlopen(f"{server}/calls").read())["prompts"]

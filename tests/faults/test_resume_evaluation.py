@@ -5,22 +5,20 @@ the answers not kept (the served model's server counts the prompts it answered),
 warehouse ends as an uninterrupted run leaves it. While the run goes on, each chunk is reported as
 a log line and an observation of the partition (answers stored of answers needed)."""
 
-import json
 import logging
 import os
 import signal
 import subprocess
 import sys
 import time
-import urllib.request
 
 import duckdb
 import pytest
 from dagster import DagsterInstance
 
 from tests.conftest import PROJECT_ROOT
-from tests.faults.scenarios import served_evaluation
-from tests.processes import STARTED, free_port, lines_until, running, stop_group
+from tests.faults.scenarios import instant_server, prompts_answered, served_evaluation
+from tests.processes import STARTED, lines_until, stop_group
 from tests.tables import assert_same_rows, file_snapshot
 
 CHUNK = 40  # answers per chunk: MMLU-Pro's 70-document slice needs about 650, so about 17 chunks
@@ -33,19 +31,13 @@ KEPT_WITHIN_S = 600  # a hang guard: the killed run keeps its chunks in seconds
 def server():
     """The instant completions server, 0.05 s per HTTP request (so a run lasts seconds, and a kill
     lands mid-way)."""
-    port = free_port()
-    command = [sys.executable, "-m", "tests.completions_server", "--port", str(port), "--instant", "--latency", "0.05"]
-    with running(command, f"http://127.0.0.1:{port}/health", cwd=PROJECT_ROOT):
-        yield f"http://127.0.0.1:{port}"
+    with instant_server(0.05) as address:
+        yield address
 
 
 @pytest.fixture(autouse=True)
 def chunks(monkeypatch):
     monkeypatch.setenv("EVAL_ANSWER_CHUNK", str(CHUNK))
-
-
-def prompts_answered(server) -> int:
-    return json.loads(urllib.request.urlopen(f"{server}/calls").read())["prompts"]
 
 
 def count(path, query: str) -> int:

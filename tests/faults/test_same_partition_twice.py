@@ -13,20 +13,18 @@ both ask the model; the answers, samples, results and evaluations end as one uni
 leaves them. Each run keeps its own per-document history, as every run of a partition does (the
 regression watch reads the latest runs), and its row saying where it computed answers."""
 
-import json
 import os
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import duckdb
 import pytest
 
 from tests.conftest import PROJECT_ROOT
-from tests.faults.scenarios import instant_roster, served_evaluation
-from tests.processes import STARTED, default_signals, free_port, running, stop_group
+from tests.faults.scenarios import instant_roster, instant_server, prompts_answered, served_evaluation
+from tests.processes import STARTED, default_signals, stop_group
 from tests.tables import assert_same_rows, file_snapshot
 
 CHUNK = 40  # answers per chunk: about 17 chunks a run, so the two runs' writes interleave
@@ -39,19 +37,13 @@ DEADLINE_S = 600
 @pytest.fixture(scope="module")
 def server():
     """The instant completions server, 0.02 s per HTTP request."""
-    port = free_port()
-    command = [sys.executable, "-m", "tests.completions_server", "--port", str(port), "--instant", "--latency", "0.02"]
-    with running(command, f"http://127.0.0.1:{port}/health", cwd=PROJECT_ROOT):
-        yield f"http://127.0.0.1:{port}"
+    with instant_server(0.02) as address:
+        yield address
 
 
 @pytest.fixture(autouse=True)
 def chunks(monkeypatch):
     monkeypatch.setenv("EVAL_ANSWER_CHUNK", str(CHUNK))
-
-
-def prompts_answered(server) -> int:
-    return json.loads(urllib.request.urlopen(f"{server}/calls").read())["prompts"]
 
 
 def query(path, sql: str) -> list[tuple]:

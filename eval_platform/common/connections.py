@@ -6,7 +6,7 @@ take turns instead of failing on DuckDB's single-writer lock; model work happens
 connection. A connection that finds the file held (by another run, or a DuckDB session a user
 keeps open) says so, waits, and gives up after its timeout with an error naming the holder. A
 lake: no lock; the process attaches the catalog once, and a write whose commit conflicts with
-another writer's is re-run (common/warehouse.py).
+another writer's is re-run (common/warehouse/store.py).
 """
 
 from __future__ import annotations
@@ -20,9 +20,14 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, TypeVar
+
+import duckdb
 
 from eval_platform.common.warehouse import check_schema, ensure_schema, registered_stores
+from eval_platform.environment import DEFAULT_DECLARATIONS, DeclarationFolders
+
+T = TypeVar("T")
 
 
 class WarehouseBusyError(TimeoutError):
@@ -39,32 +44,31 @@ def connect(
     commit_retries: int = 5,
     log: Callable[[str], None] = print,
     read_only: bool = False,
-) -> Iterator[Any]:
-    """A connection to the warehouse with its schema ensured: the lake `database` names, an
-    in-memory database, or the file, locked for the connection's life. `read_only` (the sample
-    viewer's): a connection that cannot write, to a warehouse whose schema is this platform's
-    (it is checked, never created or migrated)."""
+    declarations: DeclarationFolders = DEFAULT_DECLARATIONS,
+) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A connection to the warehouse with its schema ensured (the views built from declarations,
+    from those in `declarations`): the lake `database` names, an in-memory database, or the file,
+    locked for the connection's life. `read_only` (the sample viewer's): a connection that cannot
+    write, to a warehouse whose schema is this platform's (it is checked, never created or migrated)."""
     config = dict(config or {})
     if database.startswith(LAKE_PREFIX):
-        conn = open_lake(database, data_path, commit_retries, config, read_only)
+        conn = open_lake(database, data_path, commit_retries, config, read_only, declarations)
         try:
             yield conn
         finally:
             conn.close()
         return
-    import duckdb
-
     if read_only and not Path(database).exists():
         raise FileNotFoundError(f"No warehouse at {database} yet: materialise an asset first (or set EVAL_WAREHOUSE)")
     if database == ":memory:":
         with duckdb.connect(":memory:") as conn:
-            ensure_schema(conn, registered_stores())
+            ensure_schema(conn, registered_stores(), declarations)
             yield conn
         return
     Path(database).parent.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + lock_timeout_s
 
-    def attempt_connect() -> tuple[Any, str]:
+    def attempt_connect() -> tuple[duckdb.DuckDBPyConnection | None, str]:
         try:
             return duckdb.connect(database, read_only=read_only, config=config), ""
         except duckdb.IOException as error:
@@ -72,7 +76,7 @@ def connect(
                 raise
             return None, f"a DuckDB session ({str(error).splitlines()[0]})"
 
-    def wait(attempt: Callable[[], tuple[Any, str]]) -> Any:
+    def wait(attempt: Callable[[], tuple[T | None, str]]) -> T:
         """Repeat `attempt` (a result, or None and who holds the warehouse) until it gets a result,
         saying what it waits for."""
         (result, holder), next_log, waited = attempt(), 0.0, time.monotonic()
@@ -103,7 +107,7 @@ def connect(
         try:
             conn = wait(attempt_connect)
             try:
-                (check_schema if read_only else ensure_schema)(conn, registered_stores())
+                _check_or_ensure_schema(conn, read_only, declarations)
                 yield conn
             finally:
                 conn.close()
@@ -132,8 +136,8 @@ class _AttachedLakes:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._instances: dict[tuple, Any] = {}
-        self._inherited: list[Any] = []
+        self._instances: dict[tuple, duckdb.DuckDBPyConnection] = {}
+        self._inherited: list[duckdb.DuckDBPyConnection] = []
         os.register_at_fork(after_in_child=self._after_fork)
 
     def _after_fork(self) -> None:
@@ -145,11 +149,9 @@ class _AttachedLakes:
 
     def connection(
         self, catalog: str, data_path: str, config: dict[str, Any], read_only: bool = False
-    ) -> tuple[Any, bool]:
+    ) -> tuple[duckdb.DuckDBPyConnection, bool]:
         """A new connection to the attached catalog (attached read-only for `read_only`), and
         whether the instance was attached just now."""
-        import duckdb
-
         key = (*_lake_key(catalog, data_path, config), read_only)
         with self._lock:
             instance = self._instances.get(key)
@@ -191,15 +193,26 @@ def _lake_key(catalog: str, data_path: str, config: dict[str, Any]) -> tuple:
 ATTACHED_LAKES = _AttachedLakes()
 
 
-def open_lake(
-    catalog: str, data_path: str | None, commit_retries: int, config: dict[str, Any], read_only: bool = False
-):
-    """A connection whose current database is the DuckLake `catalog` (attached with the DuckDB
-    `config`), its schema ensured (`read_only`: attached read-only, its schema checked). The
-    catalog's password comes from the environment (PGPASSWORD for a PostgreSQL catalog), never
-    from the catalog string, which the UI shows."""
-    import duckdb
+def _check_or_ensure_schema(conn: duckdb.DuckDBPyConnection, read_only: bool, declarations: DeclarationFolders) -> None:
+    """A reader's check of the schema, or a writer's schema ensured (its views from `declarations`)."""
+    if read_only:
+        check_schema(conn, registered_stores())
+    else:
+        ensure_schema(conn, registered_stores(), declarations)
 
+
+def open_lake(
+    catalog: str,
+    data_path: str | None,
+    commit_retries: int,
+    config: dict[str, Any],
+    read_only: bool,
+    declarations: DeclarationFolders,
+) -> duckdb.DuckDBPyConnection:
+    """A connection whose current database is the DuckLake `catalog` (attached with the DuckDB
+    `config`), its schema ensured, its views from `declarations` (`read_only`: attached read-only,
+    its schema checked). The catalog's password comes from the environment (PGPASSWORD for a
+    PostgreSQL catalog), never from the catalog string, which the UI shows."""
     if re.search(r"password\s*=|://[^/@\s]*:[^/@\s]*@", catalog, re.IGNORECASE):
         raise ValueError(
             "The lake warehouse's catalog string holds a password, which the UI would show: set it in "
@@ -216,7 +229,7 @@ def open_lake(
         try:
             conn, attached_now = ATTACHED_LAKES.connection(catalog, data_path, config, read_only)
             conn.execute(f"USE {LAKE_ALIAS}")
-            (check_schema if read_only else ensure_schema)(conn, registered_stores())
+            _check_or_ensure_schema(conn, read_only, declarations)
             return conn
         except BaseException as error:
             if conn is not None:
@@ -234,7 +247,7 @@ def open_lake(
             attempt += 1
 
 
-def _try_flock(lock: Any) -> tuple[bool | None, str]:
+def _try_flock(lock: IO[str]) -> tuple[bool | None, str]:
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         return True, ""

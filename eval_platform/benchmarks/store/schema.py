@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from eval_platform.benchmarks.store.migrations import MIGRATIONS
 from eval_platform.common.warehouse import Store
+from eval_platform.environment import DeclarationFolders
 
 VERSION = 10
 KEPT_RUNS = 5  # runs per benchmark, model, settings key and solver kept in `history`
@@ -157,18 +157,19 @@ def leaderboard_wide(benchmarks: Iterable[str], protocols: Iterable[tuple[str, I
     return f"SELECT {', '.join(['l.model', *columns])} FROM leaderboard l GROUP BY l.model"
 
 
-def _leaderboard_wide() -> str:
+def _leaderboard_wide(declarations: DeclarationFolders) -> str:
     from eval_platform.benchmarks.declarations import declared_benchmarks
     from eval_platform.benchmarks.protocols import declared_protocols
 
-    protocols = declared_protocols()
+    protocols = declared_protocols(declarations.protocols)
     return leaderboard_wide(
-        declared_benchmarks(), [(name, [task.name for task in protocol.tasks]) for name, protocol in protocols.items()]
+        declared_benchmarks(declarations.benchmarks),
+        [(name, [task.name for task in protocol.tasks]) for name, protocol in protocols.items()],
     )
 
 
 class BenchmarkSchema(Store):
-    """The benchmark tables, their views and migrations (the store classes read and write them)."""
+    """The benchmark tables and their views (the store classes read and write them)."""
 
     name = "benchmarks"
     version = VERSION
@@ -176,4 +177,3 @@ class BenchmarkSchema(Store):
     views = VIEWS
     # one row per model, a column per declared benchmark and protocol task
     dynamic_views = {"leaderboard_wide": _leaderboard_wide}
-    migrations = MIGRATIONS

@@ -1,5 +1,5 @@
-"""The blind-evaluation domain's store: its schema (schema.py, with its migrations) and the store
-that reads and writes it (sheets.py)."""
+"""The blind-evaluation domain's store: its schema (schema.py) and the store that reads and writes
+it (sheets.py)."""
 
 from eval_platform.blind.store.schema import BlindSchema
 from eval_platform.blind.store.sheets import BlindStore

@@ -3,9 +3,7 @@ keys, ratings read back from filled sheets (and their problems), tallies and res
 
 from __future__ import annotations
 
-from typing import Any
-
-from eval_platform.common.warehouse import Store, add_column
+from eval_platform.common.warehouse import Store
 
 TABLES = {
     "blind_questions": "Question_ID VARCHAR PRIMARY KEY, Question VARCHAR, Ground_Truth VARCHAR",
@@ -27,19 +25,9 @@ TABLES = {
 }
 
 
-def _unchanged(conn: object) -> None:
-    """0 -> 1. The unversioned platform had the same tables."""
-
-
-def _with_notes(conn: Any) -> None:
-    """1 -> 2. A rating keeps the rater's notes (none before)."""
-    add_column(conn, "blind_scores", "notes", "VARCHAR")
-
-
 class BlindSchema(Store):
-    """The blind-evaluation tables and their migrations (BlindStore reads and writes them)."""
+    """The blind-evaluation tables (BlindStore reads and writes them)."""
 
     name = "blind_evaluation"
     version = 2
     tables = TABLES
-    migrations = {0: _unchanged, 1: _with_notes}

@@ -1,6 +1,6 @@
-"""The prompt-evolution domain's store: its schema (schema.py), its views (views/*.sql), its
-migrations (migrations/, one module per version step) and the stores that read and write it: an
-era's inputs, the era itself generation by generation, and its analyses."""
+"""The prompt-evolution domain's store: its schema (schema.py), its views (views/*.sql) and the
+stores that read and write it: an era's inputs, the era itself generation by generation, and its
+analyses."""
 
 from eval_platform.evolution.store.analysis import EraAnalysisStore
 from eval_platform.evolution.store.eras import EraStore

@@ -3,6 +3,7 @@ judges' verdicts and analysis, and the Pareto front."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import pandas as pd
@@ -37,7 +38,7 @@ class EraAnalysisStore(EvolutionSchema):
 
     @writes("era_summaries")
     @reads("generation_stats", "eras", "gateway_calls")
-    def summarize_era(self, era: str, at: Any) -> dict[str, Any]:
+    def summarize_era(self, era: str, at: datetime) -> dict[str, Any]:
         """The era's status, last generation, final mean and max fitness, and its calls, tokens,
         cost and cache hits."""
         self.sql("DELETE FROM era_summaries WHERE era = ?", [era])

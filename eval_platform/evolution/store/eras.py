@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import pandas as pd
@@ -37,10 +38,10 @@ class EraStore(EvolutionSchema):
     def widen_quality_scores(self, names: Sequence[str]) -> list[str]:
         """Make `generations.quality_scores` a struct with a field for every judge name (the
         provider panel's three first); returns the field names in order."""
-        (current,) = self.sql(
+        current = self.value(
             "SELECT data_type FROM information_schema.columns WHERE table_name = 'generations' "
             "AND column_name = 'quality_scores'"
-        ).fetchone()
+        )
         existing = re.findall(r'"?([A-Za-z0-9_\-]+)"? DOUBLE', current)
         wanted = existing + [n for n in names if n not in existing]
         if wanted != existing and self.lake:  # DuckLake changes no column's type by an expression: adds fields
@@ -61,7 +62,7 @@ class EraStore(EvolutionSchema):
         frames: dict[str, pd.DataFrame],
         judges: Sequence[str],
         cache_entries: pd.DataFrame,
-        at: Any,
+        at: datetime,
     ) -> None:
         """One complete generation in one transaction: its individuals, verdicts, statistics, calls,
         the checkpoint to resume from, and the responses new to the cache."""
@@ -79,7 +80,7 @@ class EraStore(EvolutionSchema):
         self.sql("UPDATE eras SET generations_done = ?, updated_at = ? WHERE era = ?", [generation, at, era])
 
     @writes("eras")
-    def finish_era(self, era: str, status: str, at: Any) -> None:
+    def finish_era(self, era: str, status: str, at: datetime) -> None:
         self.sql("UPDATE eras SET status = ?, updated_at = ?, finished_at = ? WHERE era = ?", [status, at, at, era])
 
     @reads("era_checkpoints", "generations")
@@ -99,8 +100,7 @@ class EraStore(EvolutionSchema):
 
     @reads("gateway_calls")
     def era_spending(self, era: str) -> float:
-        (spent,) = self.sql("SELECT coalesce(sum(cost_usd), 0) FROM gateway_calls WHERE era = ?", [era]).fetchone()
-        return float(spent)
+        return float(self.value("SELECT coalesce(sum(cost_usd), 0) FROM gateway_calls WHERE era = ?", [era]))
 
     @reads("response_cache")
     def load_response_cache(self, models: Sequence[str]) -> list[dict[str, Any]]:

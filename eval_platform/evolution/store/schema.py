@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from eval_platform.common.warehouse import Store
-from eval_platform.evolution.store.migrations import MIGRATIONS
 
 # The judge names of the fitness document's panel come first in `quality_scores`, so its queries
 # (`quality_scores.openai`, ...) run on every era.
@@ -103,10 +102,9 @@ VIEWS = {path.stem: path.read_text(encoding="utf-8") for path in sorted(VIEW_FOL
 
 
 class EvolutionSchema(Store):
-    """The evolution tables, their views and migrations (the store classes read and write them)."""
+    """The evolution tables and their views (the store classes read and write them)."""
 
     name = "evolution"
     version = 2
     tables = TABLES
     views = VIEWS
-    migrations = MIGRATIONS

@@ -10,9 +10,8 @@ agreement with humans per set (one row per metric, with its interval); and the l
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from eval_platform.common.warehouse import Store, add_column
+from eval_platform.common.warehouse import Store
 
 VERSION = 2
 
@@ -20,14 +19,13 @@ VERSION = 2
 # pair ("as_is": answer_a first, "swapped": answer_b first); `source` "recorded" or "model";
 # `request_key` what the judge was asked (pairwise.verdict_request_key: the verdict's pair and order,
 # the judge's fingerprint, mode and budget, the chat it was sent), by which a rerun reuses it (NULL:
-# recorded elsewhere, or kept before version 2; never reused).
+# recorded elsewhere; never reused).
 VERDICTS = """
     judge VARCHAR NOT NULL, set_name VARCHAR NOT NULL, item_id VARCHAR NOT NULL, turn INTEGER NOT NULL,
     shown_order VARCHAR NOT NULL, verdict VARCHAR NOT NULL, raw VARCHAR NOT NULL, prompt VARCHAR,
     model_a VARCHAR, model_b VARCHAR, prompt_tokens INTEGER, completion_tokens INTEGER, cost_usd DOUBLE,
     error VARCHAR, source VARCHAR NOT NULL, judged_at TIMESTAMP NOT NULL, request_key VARCHAR,
     PRIMARY KEY (judge, set_name, item_id, turn, shown_order)"""
-VERDICT_TABLES = ("recorded_verdicts", "judge_verdicts", "mt_bench_verdicts")
 
 TABLES = {
     # kind: shipped, blind (a blind-evaluation sheet's raters) or generations (two roster models')
@@ -75,18 +73,10 @@ VIEW_FOLDER = Path(__file__).with_name("views")
 VIEWS = {path.stem: path.read_text(encoding="utf-8") for path in sorted(VIEW_FOLDER.glob("*.sql"))}
 
 
-def _with_request_keys(conn: Any) -> None:
-    """1 -> 2. A verdict keeps its request key, so a panel's rerun reuses what was kept (none before:
-    their verdicts are asked again)."""
-    for table in VERDICT_TABLES:
-        add_column(conn, table, "request_key", "VARCHAR")
-
-
 class JudgingSchema(Store):
-    """The judging tables, their views and migrations (the store class reads and writes them)."""
+    """The judging tables and their views (the store class reads and writes them)."""
 
     name = "judging"
     version = VERSION
     tables = TABLES
     views = VIEWS
-    migrations = {1: _with_request_keys}

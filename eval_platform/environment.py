@@ -2,12 +2,17 @@
 
 `environment()` reads the process's environment when called (a test or a process that sets a
 variable first sees it), so no module keeps a value it read at import time. The reference page of
-the docs lists these fields, generated from this class.
+the docs lists these fields, generated from this class. The code location and the command line read
+it and hand the library its folders and settings as arguments; no other library module reads the
+environment. The secrets (API keys) and the variables other libraries read (litellm's, NLTK's) are
+read or set by the named functions at the end.
 """
 
 from __future__ import annotations
 
 import os
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -15,6 +20,22 @@ from pydantic import BaseModel, ConfigDict, Field
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = PROJECT_ROOT / "data"
 CACHE_DIR = Path.home() / ".cache"
+# The defaults of the folders the library is given (each an Environment field's default below).
+MODEL_CACHE = CACHE_DIR / "lm-eval-platform"
+HARNESS_INDEX = CACHE_DIR / "eval_platform" / "harness_index"
+HARNESS_DATA = CACHE_DIR / "eval_platform" / "harness_format"
+SECRET_NAME = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class DeclarationFolders:
+    """The folders benchmarks and protocols are declared in, one YAML file each."""
+
+    benchmarks: Path = DATA_DIR / "benchmarks"
+    protocols: Path = DATA_DIR / "protocols"
+
+
+DEFAULT_DECLARATIONS = DeclarationFolders()  # the project's own (data/)
 
 
 class Environment(BaseModel):
@@ -51,12 +72,12 @@ class Environment(BaseModel):
         "(see EVAL_ANSWER_CHUNK).",
     )
     benchmarks_dir: Path = Field(
-        default=DATA_DIR / "benchmarks",
+        default=DEFAULT_DECLARATIONS.benchmarks,
         alias="EVAL_BENCHMARKS_DIR",
         description="The folder of benchmark declarations (one YAML file per benchmark).",
     )
     protocols_dir: Path = Field(
-        default=DATA_DIR / "protocols",
+        default=DEFAULT_DECLARATIONS.protocols,
         alias="EVAL_PROTOCOLS_DIR",
         description="The folder of protocol declarations (one YAML file per protocol).",
     )
@@ -79,17 +100,17 @@ class Environment(BaseModel):
         description="Blind evaluation's folder: questions, answers, issued and filled sheets.",
     )
     model_cache: Path = Field(
-        default=CACHE_DIR / "lm-eval-platform",
+        default=MODEL_CACHE,
         alias="EVAL_MODEL_CACHE",
         description="Where the local model's converted weights are kept.",
     )
     harness_index: Path = Field(
-        default=CACHE_DIR / "eval_platform" / "harness_index",
+        default=HARNESS_INDEX,
         alias="EVAL_HARNESS_INDEX",
         description="Where the index of lm-evaluation-harness's own task files is cached.",
     )
     harness_data: Path = Field(
-        default=CACHE_DIR / "eval_platform" / "harness_format",
+        default=HARNESS_DATA,
         alias="EVAL_HARNESS_DATA",
         description="Where a dataset benchmark's documents are written as the harness task's local files.",
     )
@@ -146,8 +167,40 @@ class Environment(BaseModel):
         """Where the links in Dagster's metadata point: EVAL_VIEWER_URL, else the viewer on this machine."""
         return (self.viewer_url or f"http://127.0.0.1:{self.viewer_port}").rstrip("/")
 
+    @property
+    def declaration_folders(self) -> DeclarationFolders:
+        return DeclarationFolders(self.benchmarks_dir, self.protocols_dir)
+
 
 def environment() -> Environment:
     """The `EVAL_*` variables as set now (an empty one counts as unset)."""
     aliases = {field.alias for field in Environment.model_fields.values()}
     return Environment.model_validate({name: value for name, value in os.environ.items() if name in aliases and value})
+
+
+def hub_offline() -> bool:
+    """Whether Hugging Face's hub is off here (HF_HUB_OFFLINE or HF_DATASETS_OFFLINE is 1)."""
+    return "1" in (os.environ.get("HF_HUB_OFFLINE"), os.environ.get("HF_DATASETS_OFFLINE"))
+
+
+def secrets() -> dict[str, str]:
+    """The values no log or table may hold, by variable: every secret-named variable's (…_API_KEY,
+    …TOKEN, …SECRET, …PASSWORD) of 8 characters or more."""
+    return {name: value for name, value in os.environ.items() if len(value) >= 8 and SECRET_NAME.search(name)}
+
+
+def openai_api_key() -> str | None:
+    """OPENAI_API_KEY, where set (litellm reads every provider's key itself)."""
+    return os.environ.get("OPENAI_API_KEY") or None
+
+
+def litellm_offline() -> None:
+    """litellm reads its price list from its package instead of fetching it at import."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+def add_nltk_data(folder: Path) -> None:
+    """`folder` first on NLTK_DATA, which NLTK reads when it is imported."""
+    paths = os.environ.get("NLTK_DATA", "")
+    if str(folder) not in paths.split(os.pathsep):
+        os.environ["NLTK_DATA"] = os.pathsep.join(p for p in (str(folder), paths) if p)

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
+import duckdb
 from dagster import ConfigurableResource, get_dagster_logger
 from dagster_duckdb import DuckDBResource
 from pydantic import Field, create_model
@@ -26,7 +28,7 @@ from eval_platform.common.connections import connect
 from eval_platform.common.gateway import ModelGateway
 from eval_platform.common.models import LanguageModel, ModelSettings, open_model
 from eval_platform.common.warehouse import Store
-from eval_platform.environment import environment
+from eval_platform.environment import DeclarationFolders, environment
 
 S = TypeVar("S", bound=Store)
 WAREHOUSE_POOL = "duckdb_warehouse"  # a concurrency pool: runs' warehouse steps in turns on one file
@@ -49,7 +51,7 @@ class WarehouseResource(DuckDBResource):
     commit_retries: int = Field(default=5, description="A lake: how often a conflicting commit is re-run.")
 
     @contextmanager
-    def get_connection(self) -> Iterator[Any]:
+    def get_connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
         with connect(
             self.database,
             self.data_path,
@@ -58,6 +60,7 @@ class WarehouseResource(DuckDBResource):
             self.wait_log_interval_s,
             self.commit_retries,
             get_dagster_logger().warning,
+            declarations=environment().declaration_folders,  # the views' declarations: as the run reads them
         ) as conn:
             yield conn
 
@@ -104,8 +107,21 @@ class ModelGatewayResource(ConfigurableResource):
         )
 
 
-# The resource's config fields are ModelSettings' own, declared there once.
-_MODEL_SETTINGS: dict[str, Any] = {name: (info.annotation, info) for name, info in ModelSettings.model_fields.items()}
+# The resource's config fields are ModelSettings' own, declared there once; the machine's (where
+# converted weights are kept, torch's threads) default to the environment's.
+_MACHINE: dict[str, tuple[Any, str]] = {
+    "model_cache_dir": (str(environment().model_cache), "EVAL_MODEL_CACHE"),
+    "torch_threads": (environment().torch_threads, "EVAL_TORCH_THREADS"),
+}
+_MODEL_SETTINGS: dict[str, Any] = {
+    name: (
+        info.annotation,
+        Field(default=_MACHINE[name][0], description=f"{info.description} Default: {_MACHINE[name][1]}.")
+        if name in _MACHINE
+        else info,
+    )
+    for name, info in ModelSettings.model_fields.items()
+}
 _ModelSettingsConfig: type[ConfigurableResource] = create_model(
     "ModelSettingsConfig", __base__=ConfigurableResource, **_MODEL_SETTINGS
 )
@@ -137,19 +153,37 @@ class LanguageModelResource(_ModelSettingsConfig):  # type: ignore[misc, valid-t
 
 
 class RosterResource(ConfigurableResource):
-    """The roster folder, one file per model (eval_platform/benchmarks/roster.py), and the declared
-    benchmarks and protocols it names."""
+    """The roster folder, one file per model (eval_platform/benchmarks/roster.py), and the folders of
+    the declared benchmarks and protocols it names."""
 
     directory: str = Field(
         default=str(environment().roster_dir),
         description="The roster folder: one YAML or JSON file per model. Default: EVAL_ROSTER_DIR, else data/roster/.",
     )
+    benchmarks_dir: str | None = Field(
+        default=None,
+        description="The folder of benchmark declarations. Default (unset): EVAL_BENCHMARKS_DIR as the run reads it, "
+        "else data/benchmarks/.",
+    )
+    protocols_dir: str | None = Field(
+        default=None,
+        description="The folder of protocol declarations. Default (unset): EVAL_PROTOCOLS_DIR as the run reads it, "
+        "else data/protocols/.",
+    )
+
+    def declaration_folders(self) -> DeclarationFolders:
+        """Its folders of declarations: those it is configured with, else the environment's."""
+        default = environment().declaration_folders
+        return DeclarationFolders(
+            Path(self.benchmarks_dir) if self.benchmarks_dir else default.benchmarks,
+            Path(self.protocols_dir) if self.protocols_dir else default.protocols,
+        )
 
     def benchmarks(self) -> dict[str, Benchmark]:
-        return declared_benchmarks()
+        return declared_benchmarks(self.declaration_folders().benchmarks)
 
     def protocols(self) -> dict[str, Protocol]:
-        return declared_protocols()
+        return declared_protocols(self.declaration_folders().protocols)
 
     def entries(self) -> dict[str, RosterEntry]:
         return load_roster(self.directory, self.benchmarks(), self.protocols())

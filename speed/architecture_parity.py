@@ -42,6 +42,7 @@ from eval_platform.benchmarks.declarations import EvaluationSettings, declared_b
 from eval_platform.benchmarks.harness import HarnessOutcome, HarnessRun, build_tasks, evaluate  # noqa: E402
 from eval_platform.common.models import GenerationRequest  # noqa: E402
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, LocalCausalLM, load_local_model  # noqa: E402
+from eval_platform.environment import environment  # noqa: E402
 from speed.harness_alone import HarnessSide, TokenCounter, run_alone  # noqa: E402
 from speed.lm_eval_parity import (  # noqa: E402
     FEWSHOT_FILES,
@@ -54,7 +55,7 @@ from speed.tiny_models import FAMILIES, TINY, WINDOW, Family, smollm2_tokenizer,
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data" / "benchmarks"
-BENCHMARKS = declared_benchmarks()
+BENCHMARKS = declared_benchmarks(environment().benchmarks_dir)
 # the declared perplexity task (data/benchmarks/paragraph_perplexity.yaml), its own folder's registry only
 PERPLEXITY = BENCHMARKS["paragraph_perplexity"]
 PERPLEXITY_RUN = HarnessRun((PERPLEXITY.task,), PERPLEXITY.evaluation_settings(), include_defaults=False)

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from eval_platform.common.gateway import ModelGateway  # noqa: E402
 from eval_platform.common.models import open_model  # noqa: E402
 from eval_platform.evolution.genetic import TAGS, EraSettings, evaluate_prompt_fitness  # noqa: E402
-from eval_platform.evolution.judging import make_judge  # noqa: E402
+from eval_platform.evolution.judging import panel_judge  # noqa: E402
 from tests.openai_stub_server import StubServer  # noqa: E402
 
 PARAGRAPH = " ".join(f"word{i}" for i in range(120))
@@ -36,7 +36,7 @@ async def generation(gateway: ModelGateway, prompts: int) -> list[dict]:
     )
     rng = random.Random(0)
     genomes = [{tag: f"{tag} variant {rng.randrange(5)}" for tag in TAGS} for _ in range(prompts)]
-    judges = {name: make_judge(open_model(model, gateway=gateway)) for name, model in config.judge_panel.items()}
+    judges = {name: panel_judge(open_model(model, gateway=gateway)) for name, model in config.judge_panel.items()}
     compressor = open_model(config.compression_model, gateway=gateway)
     return await asyncio.gather(
         *(evaluate_prompt_fitness(compressor, judges, g, PARAGRAPH, config, lambda t: len(t.split())) for g in genomes)

@@ -35,6 +35,7 @@ from eval_platform.common.ingestion import load_rows  # noqa: E402
 from eval_platform.common.models import Chat, GenerationRequest  # noqa: E402
 from eval_platform.common.models.continuous import ContinuousBatcher, cut_at_stop  # noqa: E402
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, Placement, load_local_model  # noqa: E402
+from eval_platform.environment import environment  # noqa: E402
 from speed.lm_eval_parity import divergence  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,7 +45,7 @@ SHARED = ROOT.parent / "shared" / "benchmarks"
 def harness_prompts(name: str, items: int, benchmarks: Path = SHARED) -> tuple[list[str], int, tuple[str, ...]]:
     """The harness's prompts for the benchmark (at its headline's shots) over the first rows of its
     file in `benchmarks`, its token budget and its stop sequences."""
-    benchmark = declared_benchmarks()[name]
+    benchmark = declared_benchmarks(environment().benchmarks_dir)[name]
     assert benchmark.dataset is not None and benchmark.dataset.file is not None
     rows = load_rows(str(benchmarks / Path(benchmark.dataset.file).name), limit=items).rows
     pool = load_rows(benchmark.fewshot.file).rows if benchmark.fewshot and benchmark.fewshot.file else []

@@ -65,6 +65,7 @@ from eval_platform.benchmarks.declarations import FEWSHOT_SEED, EvaluationSettin
 from eval_platform.benchmarks.harness import HarnessRun, build_tasks, evaluate, registered_config  # noqa: E402
 from eval_platform.common.models import LoglikelihoodRequest  # noqa: E402
 from eval_platform.common.models.local import LocalCausalLM  # noqa: E402
+from eval_platform.environment import environment  # noqa: E402
 from speed.harness_alone import ModelPhase, TokenCounter  # noqa: E402
 from speed.lm_eval_parity import divergence  # noqa: E402
 from speed.loglikelihood_breakdown import HEADER as BREAKDOWN_HEADER  # noqa: E402
@@ -272,7 +273,7 @@ def with_budget(task: str, budget: int | None) -> dict:
 
 def task_run(name: str, args, data: Path, folder: Path) -> tuple[HarnessRun, int, int]:
     """The task's run over its evenly spaced documents: (run, documents, documents in the full split)."""
-    declared = declared_benchmarks()
+    declared = declared_benchmarks(environment().benchmarks_dir)
 
     def run_of(task: str, settings: EvaluationSettings, **changes) -> HarnessRun:
         return HarnessRun((task,), settings.model_copy(update=changes))

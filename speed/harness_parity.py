@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from eval_platform.benchmarks.declarations import FEWSHOT_SEED, declared_benchmarks  # noqa: E402
 from eval_platform.benchmarks.harness import HarnessRun, build_tasks, evaluate  # noqa: E402
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, load_local_model  # noqa: E402
+from eval_platform.environment import environment  # noqa: E402
 from speed.harness_alone import HarnessSide, TokenCounter, run_alone  # noqa: E402
 from speed.lm_eval_parity import compare_samples, harness_model_spec  # noqa: E402
 
@@ -64,7 +65,10 @@ def expected_metrics(task: str) -> set[str]:
 
 def declared_run(name: str, **changes) -> HarnessRun:
     """A declared benchmark's harness task run with its declared settings, and `changes` over them."""
-    return HarnessRun((name,), declared_benchmarks()[name].evaluation_settings().model_copy(update=changes))
+    return HarnessRun(
+        (name,),
+        declared_benchmarks(environment().benchmarks_dir)[name].evaluation_settings().model_copy(update=changes),
+    )
 
 
 def shared_run(run: HarnessRun, data: Path) -> HarnessRun:

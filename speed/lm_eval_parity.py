@@ -41,6 +41,7 @@ from eval_platform.benchmarks.documents import build_documents  # noqa: E402
 from eval_platform.benchmarks.solvers import EvaluationJob, evaluate  # noqa: E402
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, Placement, load_local_model, smollm2_gguf  # noqa: E402
 from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE  # noqa: E402
+from eval_platform.environment import environment  # noqa: E402
 from speed.harness_alone import HarnessSide, run_alone  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -265,7 +266,7 @@ def divergence(model, prompt: str, theirs: str, ours: str, max_new_tokens: int =
 
 def read_rows(name: str, items: int) -> tuple[list[dict], list[dict]]:
     """The benchmark's first `items` test rows from ../shared/benchmarks, and its whole few-shot pool."""
-    benchmark = declared_benchmarks()[name]
+    benchmark = declared_benchmarks(environment().benchmarks_dir)[name]
     assert benchmark.dataset is not None and benchmark.dataset.file is not None
     rows = jsonl(SHARED / Path(benchmark.dataset.file).name)[:items]
     folders = [
@@ -318,7 +319,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", help="Also write the reports to this file.")
     args = parser.parse_args(argv)
     model = load_local_model(DEFAULT_LOCAL_MODEL, placement=Placement(args.device, args.dtype))
-    declared = declared_benchmarks()
+    declared = declared_benchmarks(environment().benchmarks_dir)
     with tempfile.TemporaryDirectory() as tmp:
         runs = {
             case: (*read_rows(case[0], args.items),)

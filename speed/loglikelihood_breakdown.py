@@ -36,6 +36,7 @@ from eval_platform.benchmarks.declarations import FEWSHOT_SEED, EvaluationSettin
 from eval_platform.benchmarks.harness import HarnessRun, build_tasks  # noqa: E402
 from eval_platform.common.models import LoglikelihoodRequest  # noqa: E402
 from eval_platform.common.models.local import LocalCausalLM, load_local_model  # noqa: E402
+from eval_platform.environment import environment  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = {  # name -> (declared benchmark or harness task, shots)
@@ -121,7 +122,7 @@ def task_run(name: str, documents: int) -> HarnessRun:
     """A task's run over its first `documents` (per BBH subtask) of the shipped slices, with its
     declared shots."""
     task, shots = TASKS[name]
-    benchmark = declared_benchmarks()[task]
+    benchmark = declared_benchmarks(environment().benchmarks_dir)[task]
     if benchmark.is_dataset:  # the dataset's harness task over its shipped slice and few-shot file
         assert benchmark.dataset is not None and benchmark.fewshot is not None
         files = {task: {"test": benchmark.dataset.file, "train": benchmark.fewshot.file}}

@@ -48,7 +48,7 @@ def run_night(
     roster = defs.resources["roster"]
     started = time.perf_counter()
     counts: dict[str, dict] = {}
-    for request in nightly_benchmark_refresh(build_schedule_context(instance, day)):
+    for request in nightly_benchmark_refresh(build_schedule_context(instance, day, resources={"roster": roster})):
         if benchmarks is not None and request.partition_key not in benchmarks:
             continue
         inputs = run_request(defs, instance, "benchmark_inputs", request.partition_key, limit)
@@ -74,7 +74,7 @@ def totals(counts: dict[str, dict]) -> dict[str, int]:
 def main() -> None:
     from dagster import DagsterInstance
 
-    from evaluation_assets.definitions import defs
+    from definitions import defs
     from resources import LanguageModelResource, ModelGatewayResource, RosterResource, WarehouseResource
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

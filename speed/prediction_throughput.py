@@ -25,10 +25,15 @@ from eval_platform.benchmarks.solvers.harness import built_requests  # noqa: E40
 from eval_platform.common.ingestion import load_rows  # noqa: E402
 from eval_platform.common.models import LoglikelihoodRequest  # noqa: E402
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, load_local_model  # noqa: E402
+from eval_platform.environment import environment  # noqa: E402
 from tests.reference_scoring import naive_loglikelihoods  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-DATASETS = {name: b for name, b in declared_benchmarks().items() if b.is_dataset and "letter" in b.solvers}
+DATASETS = {
+    name: b
+    for name, b in declared_benchmarks(environment().benchmarks_dir).items()
+    if b.is_dataset and "letter" in b.solvers
+}
 
 
 def timed(model, work):

@@ -42,9 +42,10 @@ from eval_platform.common.ingestion import load_rows  # noqa: E402
 from eval_platform.common.models import LoglikelihoodRequest  # noqa: E402
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, Placement, load_local_model  # noqa: E402
 from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE, cpu_name  # noqa: E402
+from eval_platform.environment import environment  # noqa: E402
 
 BATCH_SIZES = (1, 4, 8, 16, 32)
-BENCHMARKS = declared_benchmarks()
+BENCHMARKS = declared_benchmarks(environment().benchmarks_dir)
 LOGLIKELIHOOD_BENCHMARKS = [
     name for name, b in BENCHMARKS.items() if b.is_dataset and parser(b.parser or "").multiple_choice
 ]
@@ -157,7 +158,10 @@ def main() -> None:
     parser.add_argument("--shots", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--reference-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    model = load_local_model(DEFAULT_LOCAL_MODEL, placement=Placement("cpu", args.dtype))
+    settings = environment()  # EVAL_TORCH_THREADS: the "1 thread" run's
+    model = load_local_model(
+        DEFAULT_LOCAL_MODEL, settings.model_cache, Placement("cpu", args.dtype), settings.torch_threads
+    )
     if args.reference_only:  # one run of the reference way, for a fresh process
         benchmark = BENCHMARKS[args.benchmarks[0]]
         print(json.dumps(score(model, benchmark, items_for(benchmark, args.shots, args.items), 1)))

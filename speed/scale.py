@@ -117,9 +117,9 @@ def child(benchmark: str) -> None:
     from dagster import DagsterEventType, DagsterInstance, materialize
     from dagster._serdes import serialize_value
 
+    from definitions import defs
     from eval_platform.common.models import register_backend
     from evaluation_assets.benchmarks.assets import benchmark_evaluation
-    from evaluation_assets.definitions import defs
     from evaluation_assets.partitions import benchmark_partitions, evaluation_key, roster_partitions
 
     register_backend("instant/", "speed.scale:open_instant_model")

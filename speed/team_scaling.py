@@ -38,7 +38,7 @@ def backfill_once(folder: Path, roster: Path, workers: int, rows: int) -> float:
                 "asset",
                 "materialize",
                 "-m",
-                "evaluation_assets.definitions",
+                "definitions",
                 "--select",
                 "group:benchmark_inputs",
                 "--partition",

@@ -139,3 +139,9 @@ def comparison_rows(
                 }
             )
     return comparisons
+
+
+def not_comparable(references: Mapping[str, str], comparisons: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The references (`relation name`) the model has no scores in common with yet."""
+    compared = {c["model_b"] for c in comparisons}
+    return [f"{relation} {reference}" for relation, reference in references.items() if reference not in compared]

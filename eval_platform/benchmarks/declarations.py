@@ -231,14 +231,7 @@ def _parsed_benchmarks(files: tuple[tuple[str, int, int], ...]) -> dict[str, Ben
     return {Path(path).stem: parse_declaration(Path(path)) for path, _, _ in files}
 
 
-def load_benchmarks(folder: Path | str) -> dict[str, Benchmark]:
+def declared_benchmarks(folder: Path | str) -> dict[str, Benchmark]:
     """Every benchmark declared in the folder (`*.yaml`), by name (parsed again only when its files change)."""
     folder = Path(folder)
     return dict(_parsed_benchmarks(declaration_files(folder))) if folder.is_dir() else {}
-
-
-def declared_benchmarks() -> dict[str, Benchmark]:
-    """Every benchmark declared in the benchmarks folder (EVAL_BENCHMARKS_DIR, else data/benchmarks/)."""
-    from eval_platform.environment import environment
-
-    return load_benchmarks(environment().benchmarks_dir)

@@ -10,7 +10,7 @@ Local data: `data_files` points a task (or each task of a group) at local files,
 provide is dropped). Every other key of a task's config can be overridden per task (`overrides`).
 
 Every use of the harness's private API is in this module, listed in `PRIVATE_API`, which
-tests/test_harness_door.py checks against the installed harness, so an upgrade that moves one fails
+tests/benchmarks/test_harness_door.py checks against the installed harness, so an upgrade that moves one fails
 there by name. lm_eval is imported inside functions: importing this module costs nothing.
 """
 
@@ -33,7 +33,7 @@ from typing import Any
 from eval_platform.benchmarks.declarations import FEWSHOT_SEED, HARNESS_VERSION, EvaluationSettings
 from eval_platform.benchmarks.records import Result, Sample, request_key
 from eval_platform.common.ingestion import Rejection, jsonl_records, not_an_object
-from eval_platform.environment import DATA_DIR, environment
+from eval_platform.environment import DATA_DIR, HARNESS_INDEX, add_nltk_data
 
 NLTK_DATA = DATA_DIR / "nltk_data"  # punkt_tab for IFEval, which NLTK would otherwise download at import
 SPLIT_KEYS = ("training_split", "validation_split", "test_split", "fewshot_split")
@@ -59,16 +59,18 @@ class HarnessTaskError(ValueError):
 
 @dataclass(frozen=True)
 class HarnessRun:
-    """Harness tasks or groups as they are evaluated: their names, the settings, and whether the
-    harness's own tasks are indexed (False: only `include_path`'s, a registry built in no time)."""
+    """Harness tasks or groups as they are evaluated: their names, the settings, whether the
+    harness's own tasks are indexed (False: only `include_path`'s, a registry built in no time), and
+    where the index of its own tasks is cached (`cached_task_index`)."""
 
     tasks: tuple[str, ...]
     settings: EvaluationSettings
     include_defaults: bool = True
+    index_dir: Path = HARNESS_INDEX
 
     def registry(self) -> Any:
         """The harness's task registry this run's tasks are looked up in."""
-        return task_manager(tuple(self.settings.include_path), self.include_defaults)
+        return task_manager(tuple(self.settings.include_path), self.include_defaults, self.index_dir)
 
 
 def prepare_environment() -> None:
@@ -77,9 +79,7 @@ def prepare_environment() -> None:
     otherwise random between runs). NLTK itself is not imported here: it reads NLTK_DATA when
     IFEval imports it, and only an NLTK imported before is told the path."""
     if NLTK_DATA.is_dir():
-        paths = os.environ.get("NLTK_DATA", "")
-        if str(NLTK_DATA) not in paths.split(os.pathsep):
-            os.environ["NLTK_DATA"] = os.pathsep.join(p for p in (str(NLTK_DATA), paths) if p)
+        add_nltk_data(NLTK_DATA)
         nltk = sys.modules.get("nltk")
         if nltk is not None and str(NLTK_DATA) not in nltk.data.path:
             nltk.data.path.insert(0, str(NLTK_DATA))
@@ -99,11 +99,11 @@ def write_whole(path: Path, data: bytes) -> None:
     partial.replace(path)
 
 
-def cached_task_index(folder: Path) -> dict[str, Any]:
+def cached_task_index(folder: Path, index_dir: Path) -> dict[str, Any]:
     """The harness's index of a folder of task YAML files (`TaskIndex.build`; its own tasks folder
     is about 14,000 files, over 5 s to parse), built once per state of the folder's files (their
     paths, sizes and modification times, and the harness's version) and then read from a pickle
-    under EVAL_HARNESS_INDEX (under 1 s for its own tasks)."""
+    under `index_dir` (under 1 s for its own tasks)."""
     import lm_eval
     from lm_eval.tasks._index import TaskIndex
 
@@ -116,7 +116,7 @@ def cached_task_index(folder: Path) -> dict[str, Any]:
             for stat in [os.stat(os.path.join(root, name))]
         ]
     key = hashlib.sha256("\n".join(state).encode()).hexdigest()[:24]
-    cached = environment().harness_index / f"{key}.pickle"
+    cached = Path(index_dir) / f"{key}.pickle"
     try:
         return pickle.loads(cached.read_bytes())
     except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
@@ -129,16 +129,18 @@ def cached_task_index(folder: Path) -> dict[str, Any]:
     return index
 
 
-def _index_with_own_tasks_cached(paths: Iterable[Path], *, resolve_includes: bool = True) -> dict[str, Any]:
-    """`TaskIndex.build`, with the harness's own tasks folder read through `cached_task_index`;
-    later paths override earlier ones, as in the harness."""
+def _index_with_own_tasks_cached(
+    paths: Iterable[Path], *, resolve_includes: bool = True, index_dir: Path = HARNESS_INDEX
+) -> dict[str, Any]:
+    """`TaskIndex.build`, with the harness's own tasks folder read through `cached_task_index`
+    (cached under `index_dir`); later paths override earlier ones, as in the harness."""
     import lm_eval
     from lm_eval.tasks._index import TaskIndex
 
     own = Path(lm_eval.__file__).parent / "tasks"
     paths = [Path(path) for path in paths]
     cached = paths[:1] == [own] and resolve_includes
-    index = dict(cached_task_index(own)) if cached else {}
+    index = dict(cached_task_index(own, index_dir)) if cached else {}
     for name, entry in TaskIndex.build(paths[1:] if cached else paths, resolve_includes=resolve_includes).items():
         if name in index:
             log.warning(
@@ -176,10 +178,10 @@ def _apply_template(template: str, doc: dict) -> str:
     return _compiled_template(template).render(**doc)
 
 
-def adapt_harness() -> None:
+def adapt_harness(index_dir: Path) -> None:
     """Three of the harness's steps that cost seconds per process or per evaluation, done the
     platform's way (the same results): its registry reads the index of its own tasks from a cache
-    instead of parsing 14,000 YAML files in every process; `simple_evaluate` reports its
+    (under `index_dir`) instead of parsing 14,000 YAML files in every process; `simple_evaluate` reports its
     environment without torch's `collect_env` (pip list and a dozen commands, half a second to a
     second per evaluation) for a report no result keeps; and a task's Jinja templates (`doc_to_text`,
     `doc_to_target`, ...) are compiled once, where the harness compiles them again for every
@@ -190,20 +192,21 @@ def adapt_harness() -> None:
     from lm_eval.tasks._index import TaskIndex
 
     class IndexWithOwnTasksCached(TaskIndex):
-        build = staticmethod(_index_with_own_tasks_cached)
+        build = staticmethod(functools.partial(_index_with_own_tasks_cached, index_dir=index_dir))
 
-    if lm_eval.tasks.manager.TaskIndex is TaskIndex:
-        lm_eval.tasks.manager.TaskIndex = IndexWithOwnTasksCached
+    lm_eval.tasks.manager.TaskIndex = IndexWithOwnTasksCached
     lm_eval.evaluator.add_env_info = _versions_only
     lm_eval.utils.apply_template = _apply_template
 
 
 @functools.lru_cache(maxsize=16)
-def task_manager(include_path: tuple[str, ...] = (), include_defaults: bool = True) -> Any:
-    """The harness's registry (its own tasks, unless `include_defaults` is false, and any
-    `include_path` folders), built once per process and registry."""
+def task_manager(
+    include_path: tuple[str, ...] = (), include_defaults: bool = True, index_dir: Path = HARNESS_INDEX
+) -> Any:
+    """The harness's registry (its own tasks, unless `include_defaults` is false, their index cached
+    under `index_dir`, and any `include_path` folders), built once per process and registry."""
     prepare_environment()
-    adapt_harness()
+    adapt_harness(index_dir)
     from lm_eval.tasks import TaskManager
 
     missing = [path for path in include_path if not Path(path).is_dir()]
@@ -273,26 +276,30 @@ def _member_name(member: str | Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     return name, {k: v for k, v in member.items() if k not in ("task", "group")}
 
 
-def registered_config(name: str, include_path: tuple[str, ...] = (), include_defaults: bool = True) -> dict[str, Any]:
+def registered_config(
+    name: str, include_path: tuple[str, ...] = (), include_defaults: bool = True, index_dir: Path = HARNESS_INDEX
+) -> dict[str, Any]:
     """A task's config as the registry holds it (its YAML, includes resolved), before any override."""
-    manager = task_manager(include_path, include_defaults)
+    manager = task_manager(include_path, include_defaults, index_dir)
     entry = manager.task_index.get(name)
     if entry is None:
         raise HarnessTaskError(f"{name!r} is not a task, group or tag of lm-evaluation-harness {HARNESS_VERSION}")
     return manager._factory._load_full_config(entry, None)
 
 
-def generates(task: str, include_path: tuple[str, ...] = (), include_defaults: bool = True) -> bool:
+def generates(
+    task: str, include_path: tuple[str, ...] = (), include_defaults: bool = True, index_dir: Path = HARNESS_INDEX
+) -> bool:
     """Whether a registered task, or a task of a registered group, asks for generated text (a task
     name with row fields in it, a dataset's, is looked up by the harness per document: False)."""
     try:
-        config = registered_config(task, include_path, include_defaults)
+        config = registered_config(task, include_path, include_defaults, index_dir)
     except HarnessTaskError:
         return False
     if "output_type" in config:
         return config["output_type"] == "generate_until"
     members = [_member_name(member)[0] for member in config.get("task") or []]
-    return any(generates(member, include_path, include_defaults) for member in members)
+    return any(generates(member, include_path, include_defaults, index_dir) for member in members)
 
 
 def build_tasks(run: HarnessRun) -> list[Any]:

@@ -91,17 +91,10 @@ def _parsed_protocols(files: tuple[tuple[str, int, int], ...]) -> dict[str, Prot
     return {Path(path).stem: parse_protocol(Path(path)) for path, _, _ in files}
 
 
-def load_protocols(folder: Path | str) -> dict[str, Protocol]:
+def declared_protocols(folder: Path | str) -> dict[str, Protocol]:
     """Every protocol declared in the folder (`*.yaml`), by name (parsed again only when its files change)."""
     folder = Path(folder)
     return dict(_parsed_protocols(declaration_files(folder))) if folder.is_dir() else {}
-
-
-def declared_protocols() -> dict[str, Protocol]:
-    """Every protocol declared in the protocols folder (EVAL_PROTOCOLS_DIR, else data/protocols/)."""
-    from eval_platform.environment import environment
-
-    return load_protocols(environment().protocols_dir)
 
 
 def normalize(value: float, baseline: float) -> float:

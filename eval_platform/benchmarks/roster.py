@@ -40,11 +40,11 @@ CHECKPOINT_SETTINGS = "checkpoints.yaml"
 # The evaluation settings an entry may set: how its model is asked (its chat template, solvers).
 EVALUATION_FIELDS = ("solvers", "apply_chat_template", "fewshot_as_multiturn", "reasoning_end")
 # The model settings an entry may set: ModelSettings' fields (each optional: unset takes the
-# evaluation_model resource's), but not where converted weights are kept, which is the machine's.
+# evaluation_model resource's), but not where converted weights are kept nor torch's threads, the machine's.
 ENTRY_SETTINGS = create_model(
     "EntrySettings",
     __config__=ConfigDict(extra="forbid", frozen=True),
-    **optional_fields(ModelSettings, exclude=("model_cache_dir",)),
+    **optional_fields(ModelSettings, exclude=("model_cache_dir", "torch_threads")),
     **optional_fields(EvaluationSettings, include=EVALUATION_FIELDS),
 )
 

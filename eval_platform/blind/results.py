@@ -1,13 +1,19 @@
-"""Blind evaluation's results: unblinded ratings, wins, losses and ties per system, paired statistics,
-rater agreement and the reporting sentence."""
+"""Blind evaluation's results: the filled sheets' ratings unblinded, wins, losses and ties per system,
+paired statistics, rater agreement and the reporting sentence, per rater and pooled."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from itertools import combinations
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from eval_platform.blind.sheets import Problem, read_filled_sheet
+
+RATING_COLUMNS = ["rater", "Question_ID", "system", "side", "score", "opponent_score", "outcome", "notes", "file"]
 
 
 def unblind(rows: Sequence[Mapping[str, Any]], sides: Mapping[str, tuple[str, str]], rater: str) -> pd.DataFrame:
@@ -123,3 +129,66 @@ def agreement_with(unblinded: pd.DataFrame, rater: str) -> float | None:
     found = [rater_agreement(unblinded[unblinded["rater"].isin([rater, other])]) for other in others]
     kappas = [kappa for kappa in found if kappa is not None]
     return float(sum(kappas) / len(kappas)) if kappas else None
+
+
+@dataclass(frozen=True)
+class FilledSheets:
+    """The filled sheets of a folder checked against the answer key: the ratings of the sheets
+    accepted (unblinded, each with its file), their files, and every problem found, by file."""
+
+    ratings: pd.DataFrame
+    accepted: list[str]
+    problems: list[tuple[str, Problem]]
+
+    def problem_rows(self) -> pd.DataFrame:
+        """Each problem as a row: its file, cell and message."""
+        return pd.DataFrame(
+            [(file, p.cell, p.message) for file, p in self.problems], columns=["file", "cell", "problem"]
+        )
+
+
+def read_filled_sheets(folder: Path, key: Mapping[str, Any]) -> FilledSheets:
+    """Every filled sheet in `folder` (one per rater, named by file; hidden and lock files skipped),
+    checked against the answer key: a sheet with problems is not accepted."""
+    ratings, accepted, problems = [], [], []
+    for path in sorted(folder.glob("*")):
+        if path.name.startswith((".", "~$")) or not path.is_file():
+            continue
+        rows, found = read_filled_sheet(path, key)
+        problems += [(path.name, problem) for problem in found]
+        if rows:
+            accepted.append(path.name)
+            ratings.append(unblind(rows, key["sides"], rater=path.stem).assign(file=path.name))
+    return FilledSheets(pd.concat(ratings) if ratings else pd.DataFrame(columns=RATING_COLUMNS), accepted, problems)
+
+
+def tallies(
+    ratings: pd.DataFrame, systems: Sequence[str], sheet_id: str, subject: str, drivers: Mapping[str, str]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(tallies, outcomes) of a sheet's ratings, per rater and pooled (scope): each system's wins,
+    losses, ties and average score; the reporting sentence, the paired statistics of the first
+    system against the second and the raters' agreement (pooled: among all raters; a rater's: with
+    the others)."""
+    questions = ratings["Question_ID"].nunique()
+    tables, outcomes = [], []
+    scopes = {rater: group for rater, group in ratings.groupby("rater")} | {"pooled": ratings}
+    for scope, group in scopes.items():
+        table = tally(group)
+        stats = paired_statistics(group, systems)
+        # pooled: every rater's agreement; a rater's: an LLM's with the humans, a human's with everyone else
+        kappa = rater_agreement(group) if scope == "pooled" else agreement_with(ratings, str(scope))
+        tables.append(table.assign(sheet_id=sheet_id, scope=scope))
+        outcomes.append(
+            {
+                "sheet_id": sheet_id,
+                "scope": scope,
+                "sentence": summary_sentence(table, questions, subject, drivers),
+                "mean_difference": stats["mean_difference"],
+                "sign_test_p": stats["sign_test_p"],
+                "wilcoxon_p": stats["wilcoxon_p"],
+                "ci_low": stats["bootstrap_ci"][0],
+                "ci_high": stats["bootstrap_ci"][1],
+                "rater_kappa": kappa,
+            }
+        )
+    return pd.concat(tables), pd.DataFrame(outcomes)

@@ -477,3 +477,58 @@ def header_columns(sheet) -> dict[str, str]:
 
 def sheet_id_for(rows: Sequence[Mapping[str, str]], seed: int) -> str:
     return hashlib.sha256(json.dumps([rows, seed], sort_keys=True).encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class IssuedSheet:
+    """A scoring sheet as issued: its id and seed, the two systems, its rows (each question with the
+    answers shown as A and B), which system is A and B per question, and the two files written."""
+
+    sheet_id: str
+    seed: int
+    systems: list[str]
+    rows: list[dict[str, str]]
+    sides: dict[str, tuple[str, str]]
+    sheet_path: Path
+    key_path: Path
+
+    def issue_row(self, at: Any) -> pd.DataFrame:
+        """The sheet's row of the issued sheets, issued `at`."""
+        return pd.DataFrame(
+            [
+                {
+                    "sheet_id": self.sheet_id,
+                    "seed": self.seed,
+                    "systems": self.systems,
+                    "sheet_path": str(self.sheet_path),
+                    "key_path": str(self.key_path),
+                    "issued_at": at,
+                }
+            ]
+        )
+
+    def key_rows(self) -> pd.DataFrame:
+        """The answer key's rows: which system is A and B per question."""
+        return pd.DataFrame(
+            [
+                {"sheet_id": self.sheet_id, "Question_ID": q, "system_a": a, "system_b": b}
+                for q, (a, b) in self.sides.items()
+            ]
+        )
+
+
+def issue_sheet(
+    questions: pd.DataFrame, answers: Mapping[str, Mapping[str, str]], folder: Path, seed: int
+) -> IssuedSheet:
+    """The blind scoring sheet of the questions and the two systems' answers, with `folder`'s rubric,
+    and its separate answer key, written to `folder`/issued/; which system is A drawn per question
+    from `seed`."""
+    systems = sorted(answers)
+    sides = assign_sides(questions["Question_ID"].tolist(), systems, seed)
+    rows = issued_rows(questions, answers, sides)
+    sheet_id = sheet_id_for(rows, seed)
+    issued = folder / "issued"
+    rubric = Rubric.from_file(folder / RUBRIC_FILE)
+    sheet_path = write_scoring_sheet(issued / SHEET_FILE, rows, rubric)
+    key_path = write_answer_key(issued / KEY_FILE, rows, sides, seed, sheet_id)
+    return IssuedSheet(sheet_id, seed, systems, rows, sides, sheet_path, key_path)

@@ -21,7 +21,6 @@ import functools
 import hashlib
 import itertools
 import json
-import os
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
@@ -31,13 +30,13 @@ from email.utils import parsedate_to_datetime
 from typing import Any, Protocol
 
 from eval_platform.common.models import Chat, Completion, LanguageModel
+from eval_platform.environment import litellm_offline, openai_api_key, secrets
 
 MAX_RETRY_AFTER_S = 60.0  # the longest Retry-After honoured
 NO_KEY = "EMPTY"  # the key sent to an OpenAI-compatible server where none is set
 MAX_RESPONSE_CHARS = 200_000  # far above any max_tokens the platform asks for; more is a broken provider
 
 
-SECRET_NAME = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
 BEARER = re.compile(r"(Bearer\s+)(?!\[)[^\s'\",}]+", re.IGNORECASE)  # not a placeholder already
 MAX_ERROR_CHARS = 500
 
@@ -45,9 +44,8 @@ MAX_ERROR_CHARS = 500
 def redact(text: str) -> str:
     """`text` with the value of every secret-named environment variable (…_API_KEY, …TOKEN,
     …SECRET, …PASSWORD) and every bearer token replaced by a placeholder."""
-    for name, value in os.environ.items():
-        if len(value) >= 8 and SECRET_NAME.search(name):
-            text = text.replace(value, f"[{name} redacted]")
+    for name, value in secrets().items():
+        text = text.replace(value, f"[{name} redacted]")
     return BEARER.sub(r"\1[redacted]", text)
 
 
@@ -135,7 +133,7 @@ class PromptLogprobs:
 
 
 def _litellm():
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network fetch at import
+    litellm_offline()  # no network fetch at import
     import litellm
 
     # httpx, not aiohttp: aiohttp's sessions outlive each asyncio.run and warn as unclosed.
@@ -236,7 +234,7 @@ class ModelGateway:
         replicas = self.replicas
         if not replicas:
             return {}
-        no_key = model.startswith(("openai/", "text-completion-openai/")) and not os.environ.get("OPENAI_API_KEY")
+        no_key = model.startswith(("openai/", "text-completion-openai/")) and not openai_api_key()
         return {"api_base": replicas[turn % len(replicas)], **({"api_key": NO_KEY} if no_key else {})}
 
     async def acomplete(
@@ -346,7 +344,7 @@ class ModelGateway:
         import httpx
 
         base = routing.get("api_base") or OPENAI_API_BASE
-        key = routing.get("api_key") or os.environ.get("OPENAI_API_KEY") or NO_KEY
+        key = routing.get("api_key") or openai_api_key() or NO_KEY
         request = {
             "url": f"{base.rstrip('/')}/{endpoint}",
             "json": body,

@@ -14,8 +14,9 @@ from pathlib import Path
 from statistics import mean
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from eval_platform.common.judges import judge_named
 from eval_platform.common.models import DEFAULT_LOCAL_MODEL
 
 WEIGHTINGS = ("average", "agreement")
@@ -50,6 +51,12 @@ class JudgePanel(BaseModel):
         '"anthropic/claude-3-5-sonnet-20241022", "gemini": "gemini/gemini-1.5-flash"}. The default is '
         "the offline panel: the local model judging by digit probabilities.",
     )
+    judge_modes: dict[str, str] = Field(
+        default={},
+        description="Judge name -> the judge asking its model the rubric: written (it writes the rubric's JSON), "
+        "probabilities (its next-digit distributions) or another registered judge (or module:Class). A judge "
+        "not named is asked its model's own way: probabilities for a local model, written for any other.",
+    )
     # Each judge's agreement with humans is its model's, measured on a human-labelled set.
     judge_weighting: str = Field(
         default="average",
@@ -75,6 +82,15 @@ class JudgePanel(BaseModel):
         if value not in allowed:
             raise ValueError(f"{name}: {value!r} is not one of {', '.join(allowed)}")
         return value
+
+    @model_validator(mode="after")
+    def _panel_judge_modes(self) -> JudgePanel:
+        unknown = sorted(set(self.judge_modes) - set(self.judge_panel))
+        if unknown:
+            raise ValueError(f"judge_modes names judges not in the panel: {', '.join(unknown)}")
+        for mode in self.judge_modes.values():
+            judge_named(mode)
+        return self
 
     @property
     def models(self) -> list[str]:

@@ -24,7 +24,7 @@ from eval_platform.common.gateway import call_record, describe_error
 from eval_platform.common.models import DEFAULT_LOCAL_MODEL, Chat, LanguageModel
 from eval_platform.common.panels import JudgePanel
 from eval_platform.evolution.fitness import calculate_fitness
-from eval_platform.evolution.judging import Judge, judge_compression, make_judge
+from eval_platform.evolution.judging import PanelJudge, judge_compression, panel_judge
 
 TAGS = ("role", "compression_target", "fidelity", "constraints", "output")
 ELITE_FRACTION = 0.2
@@ -85,8 +85,10 @@ WEIGHTING_SETTINGS = ("judge_weighting", "agreement_set", "agreement_metric")
 
 
 def hashed_settings(settings: EraSettings) -> tuple[str, ...]:
-    """The settings an era's results depend on."""
-    return HASHED_SETTINGS + (WEIGHTING_SETTINGS if settings.judge_weighting != "average" else ())
+    """The settings an era's results depend on (`judge_modes` where any judge is named, so the digest
+    of an era whose judges ask their models' own way is unchanged)."""
+    weighting = WEIGHTING_SETTINGS if settings.judge_weighting != "average" else ()
+    return HASHED_SETTINGS + weighting + (("judge_modes",) if settings.judge_modes else ())
 
 
 def _prompt_id(generation: int, index: int, genome: Mapping[str, str]) -> str:
@@ -165,7 +167,7 @@ async def next_generation(
 
 async def evaluate_prompt_fitness(
     compressor: LanguageModel,
-    judges: Mapping[str, Judge],
+    judges: Mapping[str, PanelJudge],
     genome: Mapping[str, str],
     paragraph_text: str,
     config: EraSettings,
@@ -190,7 +192,7 @@ async def evaluate_prompt_fitness(
         verdicts = [
             {
                 "judge_model": name,
-                "model": judge.model,
+                "model": judge.model.name,
                 "score": None,
                 "error": "no compressed text to judge",
                 "judge_duration_ms": 0,
@@ -313,7 +315,9 @@ async def run_era(
     the panel's scores are averaged plainly, or weighted by `judge_weights` (by judge name)."""
     rng = random.Random(f"{config.seed}:{era}")
     models = {name: open_model(name) for name in era_models(config)}
-    judges = {name: make_judge(models[model]) for name, model in config.judge_panel.items()}
+    judges = {
+        name: panel_judge(models[model], config.judge_modes.get(name)) for name, model in config.judge_panel.items()
+    }
     mutate_tag = _llm_mutation(models[config.mutation_model]) if config.mutation_model else None
     if resume is None:
         population = [

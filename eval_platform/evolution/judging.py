@@ -1,23 +1,25 @@
-"""Model-as-judge: the fitness document's rubric prompt, tolerant JSON parsing, two kinds of judge.
+"""Model-as-judge: the fitness document's rubric prompt, tolerant JSON parsing, and the rubric as a
+judge asks it (common/judges.py).
 
-Any model can judge. API and served models answer the rubric prompt with JSON
-(`JsonRubricJudge`). A 135M local model cannot write reliable JSON, so a local judge scores each
-dimension from its next-token probabilities over the allowed digits and reports the
-probability-weighted score, as G-Eval does (`ProbabilityRubricJudge`), in the same structure.
+Any model can judge. Asked in writing, a model answers the rubric prompt with JSON (API and served
+models). A 135M local model cannot write reliable JSON, so it is asked by its next-token
+probabilities over each dimension's allowed digits and scored with the probability-weighted digits,
+as G-Eval does, in the same structure (`rubric_question` has both forms).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import re
 import time
 from dataclasses import dataclass
-from typing import Any, Protocol
+from functools import partial
+from typing import Any
 
 from eval_platform.common.gateway import call_record, describe_error
-from eval_platform.common.models import Chat, Completion, LanguageModel
+from eval_platform.common.judges import Choice, Distribution, Judge, Judgement, Question, judge_for
+from eval_platform.common.models import Chat, LanguageModel
 
 # (name, maximum, rubric section exactly as in the fitness document)
 RUBRIC = [
@@ -70,6 +72,7 @@ _TEXTS = """ORIGINAL TEXT:
 COMPRESSED TEXT:
 {compressed_text}"""
 
+RUBRIC_MAX_TOKENS = 300  # a written rubric reply's budget
 JSON_INSTRUCTION = """IMPORTANT: Respond with ONLY a JSON object in this exact format:
 {
   "faithfulness": <0-5>,
@@ -91,10 +94,9 @@ def judge_prompt(original_text: str, compressed_text: str) -> str:
 
 
 class JudgeReplyError(ValueError):
-    """A judge reply that is not a usable rubric JSON object (`completion`: the call that returned
-    it; `scores`: what of it could be read, recorded with the error)."""
+    """A judge reply that is not a usable rubric JSON object (`scores`: what of it could be read,
+    recorded with the error)."""
 
-    completion: Completion | None = None
     scores: dict[str, Any] = {}
 
 
@@ -143,85 +145,78 @@ def parse_judge_reply(text: str) -> dict[str, Any]:
     return {**parsed, "score_mismatch": False}
 
 
-class Judge(Protocol):
-    model: str
-
-    async def scores(self, original_text: str, compressed_text: str) -> tuple[dict[str, Any], Completion | None]:
-        """The rubric scores, `score`, `reported_score`, `score_mismatch` and `comments`, and the API
-        call that gave them (None without one); raises on failure."""
-        ...
-
-
-@dataclass
-class JsonRubricJudge:
-    """A model answering the rubric prompt with JSON."""
-
-    model: str
-    language_model: LanguageModel
-
-    async def scores(self, original_text: str, compressed_text: str) -> tuple[dict[str, Any], Completion]:
-        completion = await self.language_model.acomplete(
-            Chat("", judge_prompt(original_text, compressed_text)), max_tokens=300
-        )
-        try:
-            return parse_judge_reply(completion.text), completion
-        except JudgeReplyError as error:
-            error.completion = completion  # an unusable reply was still a paid call
-            raise
+def expected_scores(judge_model: str, distributions: list[Distribution]) -> dict[str, Any]:
+    """Each dimension as the expected value of the model's next-digit distribution over 0..max, in
+    the structure of a parsed reply."""
+    scores: dict[str, float] = {}
+    for (name, maximum, _), distribution in zip(RUBRIC, distributions, strict=True):
+        if distribution is None:
+            raise JudgeReplyError(f"{judge_model} answered no digit from 0 to {maximum} for {name}")
+        scores[name] = sum(int(digit) * p for digit, p in distribution.items())
+    return {
+        **scores,
+        "score": sum(scores.values()),
+        "reported_score": None,
+        "score_mismatch": False,
+        "comments": "Probability-weighted digits over each rubric dimension (local judge).",
+    }
 
 
-@dataclass
-class ProbabilityRubricJudge:
-    """Each dimension as the expected value of the model's next-digit distribution over 0..max."""
-
-    model: str
-    language_model: LanguageModel
-
-    def _scores(self, original_text: str, compressed_text: str) -> dict[str, Any]:
-        texts = _TEXTS.format(original_text=original_text, compressed_text=compressed_text)
-        chats = [
+def rubric_question(original_text: str, compressed_text: str, judge_model: str) -> Question[dict[str, Any]]:
+    """The rubric as a judge asks it: the fitness document's prompt, answered with JSON; or each
+    dimension's question after the same two texts (which a prefix cache encodes once), answered by
+    a digit from 0 to its maximum."""
+    texts = _TEXTS.format(original_text=original_text, compressed_text=compressed_text)
+    choices = tuple(
+        Choice(
             Chat(
                 "You are evaluating a text compression.",
                 f"{texts}\n\n{section}\n\nAnswer with a single digit from 0 to {maximum}.",
-            )
-            for _, maximum, section in RUBRIC
-        ]
-        labels = [[str(d) for d in range(maximum + 1)] for _, maximum, _ in RUBRIC]
-        distributions = self.language_model.label_probabilities(chats, labels, len(chats))
-        scores: dict[str, float] = {}
-        for (name, maximum, _), distribution in zip(RUBRIC, distributions, strict=True):
-            if distribution is None:
-                raise JudgeReplyError(f"{self.model} answered no digit from 0 to {maximum} for {name}")
-            scores[name] = sum(int(digit) * p for digit, p in distribution.items())
-        return {
-            **scores,
-            "score": sum(scores.values()),
-            "reported_score": None,
-            "score_mismatch": False,
-            "comments": "Probability-weighted digits over each rubric dimension (local judge).",
-        }
-
-    async def scores(self, original_text: str, compressed_text: str) -> tuple[dict[str, Any], None]:
-        return await asyncio.to_thread(self._scores, original_text, compressed_text), None
+            ),
+            tuple(str(digit) for digit in range(maximum + 1)),
+        )
+        for _, maximum, section in RUBRIC
+    )
+    return Question(
+        Chat("", judge_prompt(original_text, compressed_text)),
+        parse_judge_reply,
+        choices,
+        partial(expected_scores, judge_model),
+    )
 
 
-def make_judge(model: LanguageModel) -> Judge:
-    """A judge as the model judges best: by digit probabilities (a small local model) or by the
-    JSON rubric prompt."""
-    judge = ProbabilityRubricJudge if model.rubric_judging == "probabilities" else JsonRubricJudge
-    return judge(model.name, model)
+@dataclass(frozen=True)
+class PanelJudge:
+    """A panel member: its model, and the judge that asks it the rubric."""
+
+    model: LanguageModel
+    asking: Judge
 
 
-async def judge_compression(judge_name: str, judge: Judge, original_text: str, compressed_text: str) -> dict[str, Any]:
+def panel_judge(model: LanguageModel, mode: str | None = None) -> PanelJudge:
+    """A panel member asked by the judge named `mode`, else by the model's own (`judge_for`)."""
+    return PanelJudge(model, judge_for(model, mode))
+
+
+async def judge_compression(
+    judge_name: str, judge: PanelJudge, original_text: str, compressed_text: str
+) -> dict[str, Any]:
     """One judge's verdict in the fitness document's `judge_details` form; a failure is returned,
     not raised, with `score` None and the error, so the judge is left out of the average."""
     start = time.perf_counter()
-    details: dict[str, Any] = {"judge_model": judge_name, "model": judge.model, "error": None}
+    model = judge.model.name
+    details: dict[str, Any] = {"judge_model": judge_name, "model": model, "error": None}
+    question = rubric_question(original_text, compressed_text, model)
     try:
-        scores, completion = await judge.scores(original_text, compressed_text)
-        details.update(scores)
-    except Exception as error:  # any failure excludes this judge from the average
-        completion = getattr(error, "completion", None)
+        (judgement,) = await judge.asking.ask(
+            judge.model, [question], RUBRIC_MAX_TOKENS, batch_size=len(question.choices)
+        )
+    except Exception as error:  # a model failing outright: any failure excludes this judge from the average
+        judgement = Judgement(None, getattr(error, "completion", None), error)
+    error = judgement.error
+    if error is None:
+        details.update(judgement.value or {})
+    else:
         details.update(
             {
                 "faithfulness": None,
@@ -236,5 +231,5 @@ async def judge_compression(judge_name: str, judge: Judge, original_text: str, c
             }
         )
     details["judge_duration_ms"] = round((time.perf_counter() - start) * 1000)
-    details["call"] = call_record("judge", judge.model, completion, details["error"], judge_name)
+    details["call"] = call_record("judge", model, judgement.completion, details["error"], judge_name)
     return details

@@ -1,11 +1,10 @@
 """Pairwise judging as MT-Bench does it: FastChat's judge prompts (judge_prompts.jsonl), its verdict
 and rating parsing, every pair judged in both orders.
 
-A judge is any object with `async acomplete(chat, max_tokens)` returning a `Completion` (every
-model the platform opens has one). A small local model cannot write "[[A]]" reliably; with
-`mode="probabilities"` (the default for a model whose `rubric_judging` is "probabilities", as the
-evolution domain's judges do) the verdict is the letter with the highest next-token probability
-after the same prompt and a one-letter question.
+Any model judges, asked by a registered judge (common/judges.py): `written` (it writes MT-Bench's
+judgment) or `probabilities` (a small local model cannot write "[[A]]" reliably: the verdict is the
+letter with the highest next-token probability after the same prompt and a one-letter question).
+`mode` names the judge; by default the model's own, as for the evolution domain's rubric.
 
 What FastChat does, and this module does too (fastchat/llm_judge/common.py):
 - `pair-v2` for general questions, `pair-math-v1` (with GPT-4's reference answer) for math,
@@ -25,11 +24,12 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Literal, Protocol
+from typing import Literal
 
 from eval_platform.common.gateway import describe_error
+from eval_platform.common.judges import Choice, Distribution, Judge, Judgement, Question, judge_for, judge_named
 from eval_platform.common.keeping import Keeping, content_key
-from eval_platform.common.models import Chat, Completion
+from eval_platform.common.models import Chat, LanguageModel
 from eval_platform.judging.datasets import NEED_REFERENCE_CATEGORIES
 from eval_platform.judging.ratings import Battle
 from eval_platform.judging.records import (
@@ -51,13 +51,8 @@ TWO_SCORES_BACKUP = re.compile(r"\[(\d+\.?\d*),\s?(\d+\.?\d*)\]")
 JUDGE_MAX_TOKENS = 2048  # FastChat's for its API judges
 MT_BENCH_SET = "mt_bench"
 ShownVerdict = Literal["A", "B", "tie", "error"]
-JudgeMode = Literal["generate", "probabilities"]
+ReadVerdict = tuple[ShownVerdict, str]  # a verdict on the positions shown, and its raw text
 PairsMode = Literal["pairwise-all", "pairwise-baseline"]
-
-
-class ChatModel(Protocol):
-    async def acomplete(self, chat: Chat, max_tokens: int) -> Completion: ...
-
 
 # --- prompts ------------------------------------------------------------------------------------
 
@@ -314,15 +309,33 @@ PROBABILITY_QUESTION = (
 PROBABILITY_LABELS = ("A", "B", "C")
 
 
-def _verdict(
-    judge: str,
-    task: PairTask,
-    order: Order,
-    shown: ShownVerdict,
-    raw: str,
-    completion: Completion | None = None,
-    error: str | None = None,
-) -> JudgeVerdict:
+def probability_verdict(distribution: Distribution) -> ReadVerdict:
+    """The most probable letter (C: a tie) and the distribution as the raw text."""
+    if not distribution:
+        return "error", "no distribution over A, B, C"
+    raw = " ".join(f"P({label})={distribution.get(label, 0.0):.4f}" for label in PROBABILITY_LABELS)
+    best = max(PROBABILITY_LABELS, key=lambda label: distribution.get(label, 0.0))
+    return ("tie" if best == "C" else best), raw  # type: ignore[return-value]
+
+
+def written_verdict(judgment: str) -> ReadVerdict:
+    """FastChat's verdict of a written judgment, and the judgment as the raw text."""
+    return parse_pairwise(judgment), judgment
+
+
+def pair_question(task: PairTask, order: Order) -> Question[ReadVerdict]:
+    """A pair in one order as a judge asks it: MT-Bench's verdict written, or the likeliest of A, B
+    and C after the same chat and the one-letter question."""
+    chat = task.chat(order)
+    choice = Choice(Chat(chat.system, chat.user + PROBABILITY_QUESTION), PROBABILITY_LABELS)
+    return Question(chat, written_verdict, (choice,), lambda answered: probability_verdict(*answered))
+
+
+def _verdict(judge: str, task: PairTask, order: Order, judgement: Judgement[ReadVerdict]) -> JudgeVerdict:
+    """A judgement as its row; a failed one is an unparsed verdict with its error (and no usage), as
+    FastChat's "$ERROR$" is."""
+    shown, raw = judgement.value or ("error", "")
+    completion = judgement.answered
     return JudgeVerdict(
         judge=judge,
         set_name=task.set_name,
@@ -337,36 +350,8 @@ def _verdict(
         prompt_tokens=completion.prompt_tokens if completion else None,
         completion_tokens=completion.completion_tokens if completion else None,
         cost_usd=completion.cost_usd if completion else None,
-        error=error,
+        error=describe_error(judgement.error) if judgement.error else None,
     )
-
-
-async def judge_once(
-    judge: str, model: ChatModel, task: PairTask, order: Order, max_tokens: int = JUDGE_MAX_TOKENS
-) -> JudgeVerdict:
-    """One call: the judgment parsed as FastChat does; a failed call is an unparsed verdict with
-    its error, never an exception."""
-    try:
-        completion = await model.acomplete(task.chat(order), max_tokens=max_tokens)
-    except Exception as error:  # a failing judge leaves an unparsed verdict, as FastChat's "$ERROR$" does
-        return _verdict(judge, task, order, "error", "", error=describe_error(error))
-    return _verdict(judge, task, order, parse_pairwise(completion.text), completion.text, completion)
-
-
-def probability_verdict(distribution: Mapping[str, float] | None) -> tuple[ShownVerdict, str]:
-    """The most probable letter (C: a tie) and the distribution as the raw text."""
-    if not distribution:
-        return "error", "no distribution over A, B, C"
-    raw = " ".join(f"P({label})={distribution.get(label, 0.0):.4f}" for label in PROBABILITY_LABELS)
-    best = max(PROBABILITY_LABELS, key=lambda label: distribution.get(label, 0.0))
-    return ("tie" if best == "C" else best), raw  # type: ignore[return-value]
-
-
-def judge_mode(model: ChatModel, mode: JudgeMode | None) -> JudgeMode:
-    """The mode a judge is asked in: the one given, else the model's own `rubric_judging`'s."""
-    if mode is not None:
-        return mode
-    return "probabilities" if getattr(model, "rubric_judging", "json") == "probabilities" else "generate"
 
 
 def pair_calls(tasks: Sequence[PairTask]) -> list[tuple[PairTask, Order]]:
@@ -375,23 +360,20 @@ def pair_calls(tasks: Sequence[PairTask]) -> list[tuple[PairTask, Order]]:
 
 
 def verdict_request_key(
-    judge: str, fingerprint: str, task: PairTask, order: Order, mode: JudgeMode, max_tokens: int
+    judge: str, fingerprint: str, task: PairTask, order: Order, asking: Judge, max_tokens: int
 ) -> str:
     """What identifies a verdict for reuse: its row's own key and models (judge, set, item, turn,
     order, model a and b), and all that decides the judge's answer: the model's fingerprint (a local
-    model's weights), the mode, the token budget (generate) and the chat it is sent (the judge
-    prompt's system prompt and its template filled in with the question and both answers in the
-    order shown; with the one-letter question when reading probabilities). A changed judge, prompt,
-    template, item or budget gives another key, so its stored verdict is not reused."""
-    chat = task.chat(order)
-    user = chat.user + PROBABILITY_QUESTION if mode == "probabilities" else chat.user
+    model's weights) and what the judge asking it sends (`Judge.request`: its name, the token budget
+    where it writes, and the chat: the judge prompt's system prompt and its template filled in with
+    the question and both answers in the order shown, with the one-letter question when reading
+    probabilities). A changed judge, prompt, template, item or budget gives another key, so its
+    stored verdict is not reused."""
     return content_key(
         {
             "verdict": [judge, task.set_name, task.item_id, task.turn, order, task.model_a, task.model_b],
             "judge": fingerprint,
-            "mode": mode,
-            "max_tokens": max_tokens if mode == "generate" else None,
-            "chat": [chat.system, user],
+            **asking.request(pair_question(task, order), max_tokens),
         }
     )
 
@@ -404,10 +386,10 @@ def reusable(stored: Mapping[str, JudgeVerdict]) -> dict[str, JudgeVerdict]:
 
 def judge_kept(
     judge: str,
-    model: ChatModel,
+    model: LanguageModel,
     tasks: Sequence[PairTask],
     keeping: Keeping[JudgeVerdict],
-    mode: JudgeMode | None = None,
+    mode: str | None = None,
     max_tokens: int = JUDGE_MAX_TOKENS,
     concurrency: int = 8,
     batch_size: int = 8,
@@ -415,13 +397,13 @@ def judge_kept(
     """`judge_pairs` with its verdicts kept as they come: each verdict whose request key
     (`verdict_request_key`) `keeping` has stored is reused, the others are asked in slices and kept
     in chunks (common/keeping.py), so a run killed mid-way loses at most the chunk under way."""
-    mode = judge_mode(model, mode)
+    asking = judge_for(model, mode)
     fingerprint = str(getattr(model, "fingerprint", judge))
-    keyed = [(verdict_request_key(judge, fingerprint, *call, mode, max_tokens), call) for call in pair_calls(tasks)]
+    keyed = [(verdict_request_key(judge, fingerprint, *call, asking, max_tokens), call) for call in pair_calls(tasks)]
     with asyncio.Runner() as runner:  # one event loop for the judge's calls, slice after slice
         return keeping.resolve(
             keyed,
-            lambda batch: runner.run(_judge_calls(judge, model, batch, mode, max_tokens, concurrency, batch_size)),
+            lambda batch: runner.run(_judge_calls(judge, model, batch, asking, max_tokens, concurrency, batch_size)),
             lambda _, verdict: verdict,
             lambda _, stored: stored,
         )
@@ -429,9 +411,9 @@ def judge_kept(
 
 async def judge_pairs(
     judge: str,
-    model: ChatModel,
+    model: LanguageModel,
     tasks: Sequence[PairTask],
-    mode: JudgeMode | None = None,
+    mode: str | None = None,
     max_tokens: int = JUDGE_MAX_TOKENS,
     concurrency: int = 8,
     batch_size: int = 8,
@@ -439,44 +421,27 @@ async def judge_pairs(
     """Every pair judged in both orders (answer a shown first, then answer b shown first): two
     verdicts per task, in the tasks' order, each with its raw text, order, tokens and cost.
 
-    `mode` "generate" asks for MT-Bench's verdict; "probabilities" reads it from the next-token
-    distribution over A, B and C (the model's `label_probabilities`); by default the model's own
-    `rubric_judging` decides, as it does for the evolution domain's rubric judges."""
+    `mode` names the judge asking (`judge_for`): "written" asks for MT-Bench's verdict,
+    "probabilities" reads it from the next-token distribution over A, B and C; by default the
+    model's own, as for the evolution domain's rubric."""
     return await _judge_calls(
-        judge, model, pair_calls(tasks), judge_mode(model, mode), max_tokens, concurrency, batch_size
+        judge, model, pair_calls(tasks), judge_for(model, mode), max_tokens, concurrency, batch_size
     )
 
 
 async def _judge_calls(
     judge: str,
-    model: ChatModel,
+    model: LanguageModel,
     calls: Sequence[tuple[PairTask, Order]],
-    mode: JudgeMode,
+    asking: Judge,
     max_tokens: int,
     concurrency: int,
     batch_size: int,
 ) -> list[JudgeVerdict]:
     """Each call's verdict, in order (`judge_pairs`)."""
-    if mode == "probabilities":
-        chats = [Chat(task.chat(order).system, task.chat(order).user + PROBABILITY_QUESTION) for task, order in calls]
-        distributions = await asyncio.to_thread(
-            model.label_probabilities,  # type: ignore[attr-defined]
-            chats,
-            [PROBABILITY_LABELS] * len(chats),
-            batch_size,
-        )
-        verdicts = []
-        for (task, order), distribution in zip(calls, distributions, strict=True):
-            shown, raw = probability_verdict(distribution)
-            verdicts.append(_verdict(judge, task, order, shown, raw))
-        return verdicts
-    limit = asyncio.Semaphore(concurrency)
-
-    async def one(task: PairTask, order: Order) -> JudgeVerdict:
-        async with limit:
-            return await judge_once(judge, model, task, order, max_tokens)
-
-    return list(await asyncio.gather(*(one(task, order) for task, order in calls)))
+    questions = [pair_question(task, order) for task, order in calls]
+    judgements = await asking.ask(model, questions, max_tokens, concurrency, batch_size)
+    return [_verdict(judge, task, order, j) for (task, order), j in zip(calls, judgements, strict=True)]
 
 
 # --- single-answer grading ----------------------------------------------------------------------
@@ -531,32 +496,32 @@ def mt_bench_grade_tasks(
 
 
 async def grade_answers(
-    judge: str, model: ChatModel, tasks: Sequence[GradeTask], max_tokens: int = JUDGE_MAX_TOKENS, concurrency: int = 8
+    judge: str,
+    model: LanguageModel,
+    tasks: Sequence[GradeTask],
+    max_tokens: int = JUDGE_MAX_TOKENS,
+    concurrency: int = 8,
 ) -> list[SingleGrade]:
-    """Every answer graded 1-10 (FastChat's parsing); a failed call is a grade of None with its error."""
-    limit = asyncio.Semaphore(concurrency)
+    """Every answer graded 1-10 in writing (FastChat's parsing); a failed call is a grade of None
+    with its error."""
+    questions = [Question(task.chat, parse_rating) for task in tasks]
+    judgements = await judge_named("written").ask(model, questions, max_tokens, concurrency)
 
-    def grade(task: GradeTask, completion: Completion | None, error: str | None = None) -> SingleGrade:
+    def grade(task: GradeTask, judgement: Judgement[float | None]) -> SingleGrade:
+        completion = judgement.answered
         return SingleGrade(
             judge=judge,
             set_name=task.set_name,
             question_id=task.question_id,
             model=task.model,
             turn=task.turn,
-            score=parse_rating(completion.text) if completion else None,
+            score=judgement.value,
             raw=completion.text if completion else "",
             prompt=task.chat.user,
             prompt_tokens=completion.prompt_tokens if completion else None,
             completion_tokens=completion.completion_tokens if completion else None,
             cost_usd=completion.cost_usd if completion else None,
-            error=error,
+            error=describe_error(judgement.error) if judgement.error else None,
         )
 
-    async def one(task: GradeTask) -> SingleGrade:
-        async with limit:
-            try:
-                return grade(task, await model.acomplete(task.chat, max_tokens=max_tokens))
-            except Exception as error:  # a failing judge leaves no grade, with its error
-                return grade(task, None, describe_error(error))
-
-    return list(await asyncio.gather(*(one(task) for task in tasks)))
+    return [grade(task, judgement) for task, judgement in zip(tasks, judgements, strict=True)]

@@ -18,9 +18,10 @@ from typing import get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from eval_platform.common.intervals import BOOTSTRAP_ROUNDS
+from eval_platform.common.judges import judge_named
 from eval_platform.common.models import DEFAULT_LOCAL_MODEL
 from eval_platform.judging.datasets import DATA_JUDGING, parse_generation_pair
-from eval_platform.judging.pairwise import JUDGE_MAX_TOKENS, JudgeMode, PairsMode
+from eval_platform.judging.pairwise import JUDGE_MAX_TOKENS, PairsMode
 
 JUDGES_DESCRIPTION = (
     "The judges, by model name: local/... (a small local model judges by its next-letter probabilities), "
@@ -32,8 +33,9 @@ RECOMPUTE_DESCRIPTION = (
     "are reused: a killed run's rerun asks only what it had not kept)."
 )
 MODE_DESCRIPTION = (
-    "generate (the judge writes MT-Bench's [[A]]/[[B]]/[[C]]) or probabilities (the likeliest letter); "
-    "unset: probabilities for a local model, generate for any other."
+    "The judge asking each model: written (it writes MT-Bench's [[A]]/[[B]]/[[C]]; generate is its older name), "
+    "probabilities (the likeliest letter) or another registered judge (or module:Class); "
+    "unset: probabilities for a local model, written for any other."
 )
 
 
@@ -42,11 +44,18 @@ class JudgingSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    @field_validator("mode", "pairs", "turns", check_fields=False)
+    @field_validator("mode", check_fields=False)
+    @classmethod
+    def _registered_judge(cls, value: str | None) -> str | None:
+        if value is not None:
+            judge_named(value)
+        return value
+
+    @field_validator("pairs", "turns", check_fields=False)
     @classmethod
     def _choices(cls, value: object, info: ValidationInfo) -> object:
         name = str(info.field_name)
-        allowed = {"mode": (*get_args(JudgeMode), None), "pairs": get_args(PairsMode), "turns": TURNS}[name]
+        allowed = {"pairs": get_args(PairsMode), "turns": TURNS}[name]
         for one in value if isinstance(value, tuple) else (value,):
             if one not in allowed:
                 raise ValueError(f"{name}: {one!r} is not one of {', '.join(map(repr, allowed))}")

@@ -132,8 +132,8 @@ def rows_page(template: str, name: str, query: Callable[[Any], Any]) -> Callable
     return page
 
 
-def build_app(source: WarehouseSource | None = None) -> Starlette:
-    """The viewer over `source` (default: the environment's warehouse)."""
+def build_app(source: WarehouseSource) -> Starlette:
+    """The viewer over `source`."""
     sections = load_sections()
     routes = [
         Route(links.HOME, home),
@@ -147,13 +147,13 @@ def build_app(source: WarehouseSource | None = None) -> Starlette:
         **{kind: _error(503, "The warehouse cannot be read now") for kind in UNREADABLE},
     }
     app = Starlette(routes=routes, exception_handlers=handlers)
-    app.state.viewer = Viewer(source or WarehouseSource.from_environment(), sections)
+    app.state.viewer = Viewer(source, sections)
     app.add_middleware(SecurityHeaders)
     return app
 
 
-def serve(host: str, port: int, source: WarehouseSource | None = None) -> None:
-    """Serve the viewer until interrupted."""
+def serve(host: str, port: int, source: WarehouseSource) -> None:
+    """Serve the viewer of `source` until interrupted."""
     import uvicorn
 
     uvicorn.run(build_app(source), host=host, port=port, log_level="warning")

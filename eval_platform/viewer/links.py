@@ -1,12 +1,11 @@
 """Where each page of the sample viewer is: its path (the viewer's routes are declared from these)
-and its link (what Dagster's metadata carries, on the base URL of EVAL_VIEWER_URL)."""
+and its link (what Dagster's metadata carries, on the base URL it is given: the viewer's address as
+users reach it, EVAL_VIEWER_URL)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from urllib.parse import quote, urlencode
-
-from eval_platform.environment import environment
 
 HOME = "/"
 BENCHMARKS = "/benchmarks"
@@ -32,29 +31,29 @@ def path(template: str, query: Mapping[str, object] | None = None, **parts: obje
     return filled + (f"?{urlencode(shown)}" if shown else "")
 
 
-def link(template: str, query: Mapping[str, object] | None = None, **parts: object) -> str:
-    """A page's address as users reach it (EVAL_VIEWER_URL, else the viewer on this machine)."""
-    return environment().viewer_base_url + path(template, query, **parts)
+def link(base_url: str, template: str, query: Mapping[str, object] | None = None, **parts: object) -> str:
+    """A page's address on the viewer at `base_url` (as users reach it)."""
+    return base_url.rstrip("/") + path(template, query, **parts)
 
 
-def evaluation_link(benchmark: str, model: str) -> str:
+def evaluation_link(base_url: str, benchmark: str, model: str) -> str:
     """A roster model's evaluation of a benchmark: its scores and every item."""
-    return link(BENCHMARK, {"model": model}, benchmark=benchmark)
+    return link(base_url, BENCHMARK, {"model": model}, benchmark=benchmark)
 
 
-def comparison_link(benchmark: str, model: str, against: str) -> str:
+def comparison_link(base_url: str, benchmark: str, model: str, against: str) -> str:
     """Two roster models on a benchmark, side by side: the items they score differently."""
-    return link(BENCHMARK, {"model": model, "against": against, "flipped": "differ"}, benchmark=benchmark)
+    return link(base_url, BENCHMARK, {"model": model, "against": against, "flipped": "differ"}, benchmark=benchmark)
 
 
-def era_link(era: str) -> str:
-    return link(ERA, era=era)
+def era_link(base_url: str, era: str) -> str:
+    return link(base_url, ERA, era=era)
 
 
-def sheet_link(sheet_id: str) -> str:
-    return link(SHEET, sheet_id=sheet_id)
+def sheet_link(base_url: str, sheet_id: str) -> str:
+    return link(base_url, SHEET, sheet_id=sheet_id)
 
 
-def judging_link() -> str:
+def judging_link(base_url: str) -> str:
     """Every judge against the humans of each labelled set, and the MT-Bench leaderboards."""
-    return link(JUDGING)
+    return link(base_url, JUDGING)

@@ -20,11 +20,12 @@ from eval_platform.benchmarks.store import BenchmarkSchema
 from eval_platform.blind.store import BlindSchema
 from eval_platform.common.connections import LAKE_PREFIX, WarehouseBusyError, connect
 from eval_platform.common.warehouse import SchemaError
-from eval_platform.environment import environment
+from eval_platform.environment import Environment
 from eval_platform.evolution.store import EvolutionSchema
 
 LOG = logging.getLogger("eval_platform.viewer")
 Row = TypeVar("Row")
+Connection = duckdb.DuckDBPyConnection  # what the pages' queries run on (they import no DuckDB)
 # The stores whose tables the pages read (imported, they are those whose versions a connection checks).
 READ_STORES = (BenchmarkSchema, EvolutionSchema, BlindSchema)
 # What a page shows when the warehouse cannot be read: missing, locked too long, or another version.
@@ -53,11 +54,11 @@ class WarehouseSource:
     lock_timeout_s: float = 30.0
 
     @classmethod
-    def from_environment(cls) -> WarehouseSource:
-        settings = environment()
+    def from_settings(cls, settings: Environment) -> WarehouseSource:
+        """The settings' warehouse, waiting at most 30 s for its lock."""
         return cls(settings.warehouse, settings.lake_data_path, min(settings.warehouse_lock_timeout_s, 30.0))
 
-    def connection(self) -> AbstractContextManager[Any]:
+    def connection(self) -> AbstractContextManager[Connection]:
         """A read-only connection; a file's lock is held while it is open."""
         return connect(
             self.database, self.data_path, lock_timeout_s=self.lock_timeout_s, log=LOG.warning, read_only=True
@@ -74,13 +75,13 @@ class Reader:
     def __init__(self, source: WarehouseSource, hold_s: float = HOLD_S) -> None:
         self.source, self.hold_s = source, hold_s
         self._lock = threading.Lock()
-        self._opened: AbstractContextManager[Any] | None = None
-        self._conn: Any = None
+        self._opened: AbstractContextManager[Connection] | None = None
+        self._conn: Connection | None = None
         self._pages = 0  # pages reading now
         self._last = 0.0
 
     @contextmanager
-    def reading(self) -> Iterator[Any]:
+    def reading(self) -> Iterator[Connection]:
         """A read-only connection for one page; a failed query raises WarehouseReadError."""
         with self._connection() as conn:
             try:
@@ -96,7 +97,7 @@ class Reader:
                 raise WarehouseReadError(f"{type(error).__name__}: {str(error).splitlines()[0]}") from error
 
     @contextmanager
-    def _connection(self) -> Iterator[Any]:
+    def _connection(self) -> Iterator[Connection]:
         if self.source.database.startswith(LAKE_PREFIX):
             with self.source.connection() as conn:
                 yield conn
@@ -140,7 +141,7 @@ def found(row: Row | None, missing: str) -> Row:
     return row
 
 
-def fetch(conn: Any, statement: str, params: dict[str, Any] | Sequence[Any], row: type[Row]) -> list[Row]:
+def fetch(conn: Connection, statement: str, params: dict[str, Any] | Sequence[Any], row: type[Row]) -> list[Row]:
     """The statement's rows as `row` dataclasses, their fields named by the statement's columns."""
     cursor = conn.execute(statement, params)
     names = [column[0] for column in cursor.description]
@@ -151,6 +152,6 @@ def fetch(conn: Any, statement: str, params: dict[str, Any] | Sequence[Any], row
     return [row(**dict(zip(names, values, strict=True))) for values in cursor.fetchall()]
 
 
-def fetch_one(conn: Any, statement: str, params: dict[str, Any] | Sequence[Any], row: type[Row]) -> Row | None:
+def fetch_one(conn: Connection, statement: str, params: dict[str, Any] | Sequence[Any], row: type[Row]) -> Row | None:
     rows = fetch(conn, statement, params, row)
     return rows[0] if rows else None

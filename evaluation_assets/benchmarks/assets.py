@@ -3,7 +3,7 @@ its documents (one partition per benchmark; a harness task reads its own data); 
 per benchmark and roster model, its evaluation by each solver -> the model against its baseline and
 predecessor; and the protocols' scores and the leaderboard over every evaluation."""
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -19,20 +19,28 @@ from dagster import (
 from pydantic import Field
 
 from eval_platform.benchmarks.answering import AnswerProgress
-from eval_platform.benchmarks.comparison import comparison_rows
+from eval_platform.benchmarks.comparison import comparison_rows, not_comparable
 from eval_platform.benchmarks.declarations import Benchmark, DataSource, EvaluationSettings
-from eval_platform.benchmarks.documents import build_documents, fewshot_pool
-from eval_platform.benchmarks.evaluation import ProgressLog, benchmark_named, evaluation_plan
+from eval_platform.benchmarks.documents import Document, build_documents, fewshot_pool
+from eval_platform.benchmarks.evaluation import (
+    Plan,
+    ProgressLog,
+    SolverEvaluations,
+    benchmark_named,
+    evaluate_solvers,
+    evaluation_plan,
+)
 from eval_platform.benchmarks.leaderboard import headline_rows, leaderboard_plot, leaderboard_table
 from eval_platform.benchmarks.protocols import protocol_rows, protocol_table
 from eval_platform.benchmarks.records import Answer, Evaluation
+from eval_platform.benchmarks.roster import RosterEntry
 from eval_platform.benchmarks.samples import every_document, sample_markdown, side_by_side
-from eval_platform.benchmarks.scoring import aggregate, item_scores
-from eval_platform.benchmarks.solvers import EvaluationJob, evaluate
+from eval_platform.benchmarks.solvers import EvaluationJob
 from eval_platform.benchmarks.store import ComparisonStore, EvaluationStore, InputStore, LeaderboardStore
 from eval_platform.benchmarks.store.evaluations import EvaluationRun
 from eval_platform.common.ingestion import load_rows
 from eval_platform.common.reproducibility import describe_environment
+from eval_platform.environment import environment
 from eval_platform.viewer.links import comparison_link, evaluation_link
 from evaluation_assets.configs import optional_config, set_fields
 from evaluation_assets.metadata import MAX_TABLE_ROWS, markdown_table
@@ -45,8 +53,6 @@ from resources import (
     WarehouseResource,
     entry_gateway,
 )
-
-REPORT_ITEMS = 100  # items of the specification's per-item report in the run's debug log
 
 
 class SourceConfig(
@@ -80,6 +86,14 @@ def _source(declared: DataSource | None, config: Config) -> DataSource | None:
 
 def _rejection_metadata(rejected: pd.DataFrame) -> MetadataValue:
     return markdown_table(rejected[["line", "source_row_id", "reason"]], 20)
+
+
+# Eager, without waiting for every upstream partition: the evaluation grid (benchmark x roster model)
+# always has partitions nobody evaluates (an entry names its benchmarks), and eager's default,
+# `~any_deps_missing`, would never fire on it.
+AFTER_ANY_EVALUATION = (
+    AutomationCondition.eager().without(~AutomationCondition.any_deps_missing()).with_label("eager_allow_missing")
+)
 
 
 @asset(
@@ -212,22 +226,6 @@ class EvaluationConfig(
     """How the benchmark is evaluated, over its declaration's and the roster entry's settings."""
 
 
-def _report(evaluation: Evaluation, items: int = REPORT_ITEMS) -> str:
-    """The specification's per-item report of each metric and filter (`0. Output: A, Reference: A :: O`),
-    its first `items` items and its score (every item is in the warehouse)."""
-    keys = dict.fromkeys((metric, s.filter) for s in evaluation.samples for metric in s.numeric_metrics())
-    reports = []
-    for metric, filter_name in keys:
-        *lines, score = aggregate(item_scores(evaluation.samples, metric, filter_name)).report.split("\n")
-        more = (
-            [f"[{len(lines) - items} more items: every one is in the warehouse's samples]"]
-            if len(lines) > items
-            else []
-        )
-        reports.append("\n".join([f"{evaluation.solver} {metric},{filter_name}", *lines[:items], *more, score]))
-    return "\n\n".join(reports)
-
-
 def keeper(warehouse: WarehouseResource, run: EvaluationRun) -> Callable[[Sequence[tuple[str, Answer]]], None]:
     """What keeps a chunk of the run's computed answers: the warehouse, in one short transaction."""
 
@@ -236,6 +234,21 @@ def keeper(warehouse: WarehouseResource, run: EvaluationRun) -> Callable[[Sequen
             store.keep_answers(run, chunk)
 
     return keep
+
+
+def saver(warehouse: WarehouseResource, run: EvaluationRun) -> Callable[[Evaluation], None]:
+    """What stores each solver's evaluation as it ends: its samples, results and history."""
+
+    def save(evaluation: Evaluation) -> None:
+        with warehouse.store(EvaluationStore) as store:
+            store.save_evaluation(run, evaluation)
+
+    return save
+
+
+def progress_reporters(context: AssetExecutionContext, label: str) -> Callable[[str], Callable[[AnswerProgress], None]]:
+    """Each solver's progress reporter (`progress_reporter`) by its name, labelled `<label> <solver>`."""
+    return lambda solver: progress_reporter(context, f"{label} {solver}", solver)
 
 
 def progress_reporter(context: AssetExecutionContext, label: str, solver: str) -> Callable[[AnswerProgress], None]:
@@ -263,6 +276,67 @@ def progress_reporter(context: AssetExecutionContext, label: str, solver: str) -
     return report
 
 
+def _plan(
+    context: AssetExecutionContext, config: EvaluationConfig, roster: RosterResource, entry: RosterEntry
+) -> tuple[Benchmark, Plan]:
+    """The partition's benchmark and the plan of its evaluation for the roster entry, with the
+    launchpad's settings and protocol over the entry's (each solver skipped logged)."""
+    name = partition_names(context.partition_key)[0]
+    benchmark = benchmark_named(name, roster.benchmarks(), config.task)
+    protocol_name = config.protocol or entry.protocol
+    protocol = roster.protocols()[protocol_name] if protocol_name else None
+    launchpad = set_fields(config, EvaluationSettings)
+    plan = evaluation_plan(benchmark, entry.evaluation_settings(), launchpad, protocol, environment().harness_index)
+    for solver, reason in plan.skipped.items():
+        context.log.info(f"{name}: the {solver} solver is skipped: {reason}")
+    return benchmark, plan
+
+
+def _documents(
+    warehouse: WarehouseResource, benchmark: Benchmark
+) -> tuple[list[Document], list[tuple[str, Mapping[str, Any]]]]:
+    """A dataset's documents and few-shot pool (none for a harness task, which reads its own data)."""
+    if not benchmark.is_dataset:
+        return [], []
+    with warehouse.store(InputStore) as store:
+        documents, fewshot = store.load_documents(benchmark.name), store.load_fewshot_rows(benchmark.name)
+    if not documents:
+        raise ValueError(f"{benchmark.name} has no documents yet: materialise benchmark_inputs for it first")
+    return documents, fewshot_pool(benchmark, fewshot)[0]
+
+
+def evaluation_metadata(
+    benchmark: Benchmark, run: EvaluationRun, placement: Mapping[str, Any], evaluations: SolverEvaluations, shown: list
+) -> dict[str, Any]:
+    """An evaluation's metadata: its solvers, settings and environment (the engine's path for the
+    model among it), its results and headline values, the first samples and every document."""
+    results = evaluations.results
+    table = pd.DataFrame(results)[
+        ["solver", "settings_key", "task", "metric", "filter", "value", "ci_low", "ci_high", "n", "num_fewshot"]
+    ]
+    engine = {"engine": placement["engine"]} if "engine" in placement else {}
+    title = f"{benchmark.title}: {run.model}"
+    return {
+        "dagster/row_count": len(results),
+        "roster_model": run.model,
+        "viewer": MetadataValue.url(evaluation_link(environment().viewer_base_url, run.benchmark, run.model)),
+        "model": run.model_source,
+        "model_fingerprint": run.model_fingerprint,
+        "solvers": MetadataValue.json(evaluations.summary),
+        "settings": MetadataValue.json(run.settings),
+        "environment": MetadataValue.json({**run.environment, **engine}),
+        "results": markdown_table(table.round(4)),
+        "samples": MetadataValue.md(sample_markdown(title, shown, evaluations.documents, "`samples`")),
+        "every_document": MetadataValue.md(every_document(run.benchmark, [run.model])),
+        **{
+            f"{r['solver']}/{r['task']}/{r['metric']}"
+            + ("" if r["filter"] == "none" else f",{r['filter']}"): MetadataValue.float(float(r["value"]))
+            for r in results[:MAX_TABLE_ROWS]
+            if r["value"] is not None and (r["is_group"] or r["task"] in (benchmark.task, benchmark.name))
+        },
+    }
+
+
 @asset(
     partitions_def=evaluation_partitions,
     deps=[benchmark_documents, benchmark_fewshot_rows],
@@ -284,90 +358,38 @@ def benchmark_evaluation(
     task's result land in the warehouse under the settings key and the solver, with where the run
     computed its answers (`evaluation_runs`) and each document's value in the run's history."""
     name, model_name = partition_names(context.partition_key)
-    benchmark = benchmark_named(name, roster.benchmarks(), config.task)
     entry = roster.entry(model_name)
-    protocol_name = config.protocol or entry.protocol
-    protocol = roster.protocols()[protocol_name] if protocol_name else None
-    plan = evaluation_plan(benchmark, entry.evaluation_settings(), set_fields(config, EvaluationSettings), protocol)
-    for solver, reason in plan.skipped.items():
-        context.log.info(f"{name}: the {solver} solver is skipped: {reason}")
+    benchmark, plan = _plan(context, config, roster, entry)
     resource = evaluation_model.for_entry(entry)
     model = resource.load(entry_gateway(entry, gateway).gateway())
     context.instance.add_run_tags(
         context.run_id, {"eval/model": model.name, "eval/model_fingerprint": model.fingerprint}
     )
-    documents, pool = [], []
-    if benchmark.is_dataset:
-        with warehouse.store(InputStore) as store:
-            documents, fewshot = store.load_documents(name), store.load_fewshot_rows(name)
-        if not documents:
-            raise ValueError(f"{name} has no documents yet: materialise benchmark_inputs for it first")
-        pool, _ = fewshot_pool(benchmark, fewshot)
+    documents, pool = _documents(warehouse, benchmark)
     with warehouse.store(EvaluationStore) as store:
         stored = {} if config.recompute else store.load_answers(model.fingerprint)
     placement = model.describe_placement()
-    environment = describe_environment(placement, resource.batch_size).as_row()
+    computed_in = describe_environment(placement, resource.batch_size).as_row()
     run = EvaluationRun(
-        name, model_name, model.name, model.fingerprint, context.run_id, plan.settings.describe(), environment
+        name, model_name, model.name, model.fingerprint, context.run_id, plan.settings.describe(), computed_in
     )
-    engine = {"engine": placement["engine"]} if "engine" in placement else {}  # the engine's path for the model
-    summary, results = {}, []
-    for solver in plan.settings.solvers:
-        job = EvaluationJob(
-            benchmark, plan.settings, model, resource.batch_size, resource.max_new_tokens, documents, pool, stored,
-            keeper(warehouse, run), progress_reporter(context, f"{name} {model_name} {solver}", solver),
-        )  # fmt: skip
-        passes = getattr(model, "forward_passes", 0)
-        evaluation = evaluate(solver, job)
-        with warehouse.store(EvaluationStore) as store:
-            store.save_evaluation(run, evaluation)
-        summary[f"{solver} ({evaluation.settings_key})"] = {
-            "documents": len({(s.task, s.doc_id) for s in evaluation.samples}),
-            "answers": len(evaluation.answers),
-            "computed": evaluation.computed,
-            "model_seconds": round(evaluation.model_seconds, 2),
-            "forward_passes": getattr(model, "forward_passes", 0) - passes,
-        }
-        for note in evaluation.notes:
-            context.log.warning(f"{name} {model_name} {solver}: {note}")
-        results += [
-            {"solver": solver, "settings_key": evaluation.settings_key, **r.__dict__} for r in evaluation.results
-        ]
-        context.log.info(f"{name} {model_name} {solver}: {summary[f'{solver} ({evaluation.settings_key})']}")
-        context.log.debug(_report(evaluation))
+    job = EvaluationJob(
+        benchmark=benchmark, settings=plan.settings, model=model, batch_size=resource.batch_size,
+        max_new_tokens=resource.max_new_tokens, documents=documents, pool=pool, stored=stored,
+        keep=keeper(warehouse, run), environment=environment(),
+    )  # fmt: skip
+    label = f"{name} {model_name}"
+    evaluations = evaluate_solvers(job, progress_reporters(context, label), saver(warehouse, run), context.log, label)
     with warehouse.store(EvaluationStore) as store:
         shown = store.load_samples(name, model_name, limit=40).to_dict("records")
-    frame = pd.DataFrame(results)
-    table = frame[
-        ["solver", "settings_key", "task", "metric", "filter", "value", "ci_low", "ci_high", "n", "num_fewshot"]
-    ]
-    return MaterializeResult(
-        metadata={
-            "dagster/row_count": len(frame),
-            "roster_model": model_name,
-            "viewer": MetadataValue.url(evaluation_link(name, model_name)),
-            "model": model.name,
-            "model_fingerprint": model.fingerprint,
-            "solvers": MetadataValue.json(summary),
-            "settings": MetadataValue.json(plan.settings.describe()),
-            "environment": MetadataValue.json({**environment, **engine}),
-            "results": markdown_table(table.round(4)),
-            "samples": MetadataValue.md(
-                sample_markdown(f"{benchmark.title}: {model_name}", shown, summary_documents(summary), "`samples`")
-            ),
-            "every_document": MetadataValue.md(every_document(name, [model_name])),
-            **{
-                f"{r['solver']}/{r['task']}/{r['metric']}"
-                + ("" if r["filter"] == "none" else f",{r['filter']}"): MetadataValue.float(float(r["value"]))
-                for r in results[:MAX_TABLE_ROWS]
-                if r["value"] is not None and (r["is_group"] or r["task"] in (benchmark.task, benchmark.name))
-            },
-        }
-    )
+    return MaterializeResult(metadata=evaluation_metadata(benchmark, run, placement, evaluations, shown))
 
 
-def summary_documents(summary: dict[str, dict[str, Any]]) -> int:
-    return sum(solver["documents"] for solver in summary.values())
+# A comparison's columns its metadata shows.
+COMPARISON_COLUMNS = [
+    "model_b", "relation", "solver", "settings_key", "task", "metric", "filter", "items", "accuracy_a", "accuracy_b",
+    "difference", "only_a", "only_b", "mcnemar_p", "ci_low", "ci_high", "flipped_to_wrong", "environment_differences",
+]  # fmt: skip
 
 
 class ComparisonConfig(Config):
@@ -381,6 +403,15 @@ class ComparisonConfig(Config):
         """The entries the roster model is compared with, by relation."""
         chosen = {"chosen": roster.entry(self.compare_with).name} if self.compare_with else {}
         return {**roster.entry(name).references(), **chosen}
+
+
+def comparison_links(benchmark: str, name: str, references: Mapping[str, str]) -> dict[str, MetadataValue]:
+    """The viewer's page of the model against each entry it is compared with, by relation."""
+    base_url = environment().viewer_base_url
+    return {
+        f"viewer_{relation}": MetadataValue.url(comparison_link(base_url, benchmark, name, reference))
+        for relation, reference in references.items()
+    }
 
 
 @asset(
@@ -406,48 +437,16 @@ def model_comparison(
     comparisons = comparison_rows(benchmark, name, references, rows, environments)
     with warehouse.store(ComparisonStore) as store:
         store.replace_comparisons(benchmark, name, comparisons)
-    missing = [
-        f"{relation} {reference}"
-        for relation, reference in references.items()
-        if reference not in {c["model_b"] for c in comparisons}
-    ]
+    missing = not_comparable(references, comparisons)
     for reference in missing:
         context.log.warning(f"{benchmark}: {name} has no scores in common with its {reference} yet")
     frame = pd.DataFrame(comparisons)
-    shown = (
-        frame[
-            [
-                "model_b",
-                "relation",
-                "solver",
-                "settings_key",
-                "task",
-                "metric",
-                "filter",
-                "items",
-                "accuracy_a",
-                "accuracy_b",
-                "difference",
-                "only_a",
-                "only_b",
-                "mcnemar_p",
-                "ci_low",
-                "ci_high",
-                "flipped_to_wrong",
-                "environment_differences",
-            ]
-        ].round(4)  # fmt: skip
-        if len(frame)
-        else frame
-    )
+    shown = frame[COMPARISON_COLUMNS].round(4) if len(frame) else frame
     return MaterializeResult(
         metadata={
             "dagster/row_count": len(frame),
             "roster_model": name,
-            **{
-                f"viewer_{relation}": MetadataValue.url(comparison_link(benchmark, name, reference))
-                for relation, reference in references.items()
-            },
+            **comparison_links(benchmark, name, references),
             "compared_with": MetadataValue.json(references),
             "not_comparable_yet": MetadataValue.json(missing),
             "comparison": markdown_table(shown),
@@ -465,7 +464,7 @@ def model_comparison(
     deps=[benchmark_evaluation],
     kinds={"duckdb"},
     pool=WAREHOUSE_POOL,
-    automation_condition=AutomationCondition.eager(),
+    automation_condition=AFTER_ANY_EVALUATION,
 )
 def protocol_scores(
     context: AssetExecutionContext, warehouse: WarehouseResource, roster: RosterResource
@@ -493,7 +492,7 @@ def protocol_scores(
     deps=[benchmark_evaluation, protocol_scores],
     kinds={"duckdb"},
     pool=WAREHOUSE_POOL,
-    automation_condition=AutomationCondition.eager(),
+    automation_condition=AFTER_ANY_EVALUATION,
 )
 def leaderboard(warehouse: WarehouseResource, roster: RosterResource) -> MaterializeResult:
     """The roster's leaderboard: each model's headline on each benchmark with its 95% interval and

@@ -8,7 +8,7 @@ from dagster import AssetExecutionContext, Config, MaterializeResult, MetadataVa
 from pydantic import Field
 
 from eval_platform.blind import raters, results, sheets
-from eval_platform.blind.sheets import KEY_FILE, RUBRIC_FILE, SHEET_FILE
+from eval_platform.blind.sheets import RUBRIC_FILE, SHEET_FILE
 from eval_platform.blind.store import BlindStore
 from eval_platform.common.models import Chat, LanguageModel
 from eval_platform.common.warehouse import utc_now
@@ -122,39 +122,17 @@ def blind_eval_sheet(config: BlindSheetConfig, warehouse: WarehouseResource) -> 
     with warehouse.store(BlindStore) as store:
         questions = store.load_questions()
         answers = store.load_system_answers()
-    systems = sorted(answers)
-    sides = sheets.assign_sides(questions["Question_ID"].tolist(), systems, config.seed)
-    rows = sheets.issued_rows(questions, answers, sides)
-    sheet_id = sheets.sheet_id_for(rows, config.seed)
-    issued = Path(config.folder) / "issued"
-    rubric = sheets.Rubric.from_file(Path(config.folder) / RUBRIC_FILE)
-    sheet_path = sheets.write_scoring_sheet(issued / SHEET_FILE, rows, rubric)
-    key_path = sheets.write_answer_key(issued / KEY_FILE, rows, sides, config.seed, sheet_id)
-    issue = pd.DataFrame(
-        [
-            {
-                "sheet_id": sheet_id,
-                "seed": config.seed,
-                "systems": systems,
-                "sheet_path": str(sheet_path),
-                "key_path": str(key_path),
-                "issued_at": utc_now(),
-            }
-        ]
-    )
-    key = pd.DataFrame(
-        [{"sheet_id": sheet_id, "Question_ID": q, "system_a": a, "system_b": b} for q, (a, b) in sides.items()]
-    )
+    issued = sheets.issue_sheet(questions, answers, Path(config.folder), config.seed)
     with warehouse.store(BlindStore) as store:
-        store.save_issue(sheet_id, issue, key)
-    preview = pd.DataFrame(rows)[["Question_ID", "Question", "Answer_A", "Answer_B"]]
+        store.save_issue(issued.sheet_id, issued.issue_row(utc_now()), issued.key_rows())
+    preview = pd.DataFrame(issued.rows)[["Question_ID", "Question", "Answer_A", "Answer_B"]]
     return MaterializeResult(
         metadata={
-            "sheet_id": sheet_id,
-            "viewer": MetadataValue.url(sheet_link(sheet_id)),
-            "scoring_sheet": MetadataValue.path(str(sheet_path)),
-            "answer_key": MetadataValue.path(str(key_path)),
-            "dagster/row_count": len(rows),
+            "sheet_id": issued.sheet_id,
+            "viewer": MetadataValue.url(sheet_link(environment().viewer_base_url, issued.sheet_id)),
+            "scoring_sheet": MetadataValue.path(str(issued.sheet_path)),
+            "answer_key": MetadataValue.path(str(issued.key_path)),
+            "dagster/row_count": len(issued.rows),
             "preview": markdown_table(preview, 5, cell_chars=80),
         }
     )
@@ -199,37 +177,21 @@ def blind_eval_scores(
     issued sheet. A sheet with problems is not tallied; each problem is kept with its cell."""
     with warehouse.store(BlindStore) as store:
         issue = latest_issue(store)
-    key = sheets.read_answer_key(Path(issue["key_path"]))
-    scores, problems, accepted = [], [], []
-    for path in sorted((Path(config.folder) / "filled").glob("*")):
-        if path.name.startswith((".", "~$")) or not path.is_file():
-            continue
-        rows, found = sheets.read_filled_sheet(path, key)
-        for problem in found:
-            problems.append({"file": path.name, "cell": problem.cell, "problem": problem.message})
-            context.log.warning(f"{path.name}: {problem}")
-        if rows:
-            accepted.append(path.name)
-            scores.append(results.unblind(rows, key["sides"], rater=path.stem).assign(file=path.name))
-    frame = (
-        pd.concat(scores)
-        if scores
-        else pd.DataFrame(
-            columns=["rater", "Question_ID", "system", "side", "score", "opponent_score", "outcome", "notes", "file"]
-        )
-    )
-    problem_frame = pd.DataFrame(problems, columns=["file", "cell", "problem"]).assign(checked_at=utc_now())
+    filled = results.read_filled_sheets(Path(config.folder) / "filled", sheets.read_answer_key(Path(issue["key_path"])))
+    for file, problem in filled.problems:
+        context.log.warning(f"{file}: {problem}")
+    problems = filled.problem_rows().assign(checked_at=utc_now())
     with warehouse.store(BlindStore) as store:
-        store.replace_ratings(issue["sheet_id"], frame.assign(sheet_id=issue["sheet_id"]), problem_frame)
+        store.replace_ratings(issue["sheet_id"], filled.ratings.assign(sheet_id=issue["sheet_id"]), problems)
     return MaterializeResult(
         metadata={
-            "viewer": MetadataValue.url(sheet_link(issue["sheet_id"])),
-            "accepted_sheets": MetadataValue.json(accepted),
-            "rejected_sheets": len({p["file"] for p in problems}),
+            "viewer": MetadataValue.url(sheet_link(environment().viewer_base_url, issue["sheet_id"])),
+            "accepted_sheets": MetadataValue.json(filled.accepted),
+            "rejected_sheets": len({file for file, _ in filled.problems}),
             "problems": (
-                markdown_table(problem_frame[["file", "cell", "problem"]]) if problems else MetadataValue.md("_none_")
+                markdown_table(problems[["file", "cell", "problem"]]) if len(problems) else MetadataValue.md("_none_")
             ),
-            "dagster/row_count": len(frame),
+            "dagster/row_count": len(filled.ratings),
         }
     )
 
@@ -259,32 +221,9 @@ def blind_eval_tally(
         scores = store.load_ratings(issue["sheet_id"])
     if scores.empty:
         raise sheets.BlindEvaluationInputError("No accepted filled sheet to tally: see blind_eval_scores' problems")
-    questions = scores["Question_ID"].nunique()
-    tallies, outcomes = [], []
-    scopes = {rater: group for rater, group in scores.groupby("rater")} | {"pooled": scores}
-    for scope, group in scopes.items():
-        table = results.tally(group)
-        stats = results.paired_statistics(group, issue["systems"])
-        if scope == "pooled":
-            kappa = results.rater_agreement(group)
-        else:  # an LLM rater's agreement with the humans; a human's with everyone else
-            kappa = results.agreement_with(scores, str(scope))
-        sentence = results.summary_sentence(table, questions, config.subject, config.drivers)
-        tallies.append(table.assign(sheet_id=issue["sheet_id"], scope=scope))
-        outcomes.append(
-            {
-                "sheet_id": issue["sheet_id"],
-                "scope": scope,
-                "sentence": sentence,
-                "mean_difference": stats["mean_difference"],
-                "sign_test_p": stats["sign_test_p"],
-                "wilcoxon_p": stats["wilcoxon_p"],
-                "ci_low": stats["bootstrap_ci"][0],
-                "ci_high": stats["bootstrap_ci"][1],
-                "rater_kappa": kappa,
-            }
-        )
-    tally_frame, result_frame = pd.concat(tallies), pd.DataFrame(outcomes)
+    tally_frame, result_frame = results.tallies(
+        scores, issue["systems"], sheet_id=issue["sheet_id"], subject=config.subject, drivers=config.drivers
+    )
     with warehouse.store(BlindStore) as store:
         store.replace_tally(issue["sheet_id"], tally_frame, result_frame)
     pooled = result_frame[result_frame["scope"] == "pooled"].iloc[0]
@@ -292,7 +231,7 @@ def blind_eval_tally(
     return MaterializeResult(
         metadata={
             "sentence": pooled["sentence"],
-            "viewer": MetadataValue.url(sheet_link(issue["sheet_id"])),
+            "viewer": MetadataValue.url(sheet_link(environment().viewer_base_url, issue["sheet_id"])),
             "raters": scores["rater"].nunique(),
             "tally": MetadataValue.md(tally_frame.round(3).to_markdown(index=False)),
             "statistics": MetadataValue.md(result_frame.drop(columns=["sentence"]).round(4).to_markdown(index=False)),

@@ -1,25 +1,22 @@
 """Prompt evolution: paragraphs and gene pools -> an era (one partition per era), checkpointed
 generation by generation -> its summary, its judges' analysis and its Pareto front."""
 
-import asyncio
 import json
-from typing import cast
+from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 from dagster import AssetExecutionContext, Config, MaterializeResult, MetadataValue, asset
 from pydantic import Field
 
-from eval_platform.common.gateway import MemoryResponseCache, ResponseCachedModel
 from eval_platform.common.ingestion import DataFileError, load_rows
-from eval_platform.common.models import Completion, LanguageModel
-from eval_platform.common.models.local import token_counter
-from eval_platform.common.panels import AgreementMetric, agreement_weights, flag_judges
 from eval_platform.common.plots import new_axes, png_markdown
 from eval_platform.common.warehouse import utc_now
-from eval_platform.environment import DATA_DIR
+from eval_platform.environment import DATA_DIR, environment
 from eval_platform.evolution import eras as era_logic
-from eval_platform.evolution.eras import config_hash, era_start, generation_frames, paragraph_records
-from eval_platform.evolution.genetic import TAGS, EraSettings, GenerationRecord, era_models, run_era
+from eval_platform.evolution.eras import era_start, paragraph_records
+from eval_platform.evolution.genetic import TAGS, EraSettings, era_models
+from eval_platform.evolution.runs import EraProgress, EraRun, SaveGeneration, era_row, panel_weights
 from eval_platform.evolution.store import EraAnalysisStore, EraStore, EvolutionInputStore
 from eval_platform.viewer.links import era_link
 from evaluation_assets.configs import config_class
@@ -109,58 +106,32 @@ class EraConfig(
     """An era's settings, and whether to start it again."""
 
 
-def _cache_rows(era: str, entries: dict[str, tuple[str, dict, Completion]]) -> pd.DataFrame:
-    return pd.DataFrame(
-        [
-            {
-                "key": key,
-                "model": model,
-                "request": json.dumps(request),
-                "text": c.text,
-                "first_token_logprobs": json.dumps(c.first_token_logprobs),
-                "prompt_tokens": c.prompt_tokens,
-                "completion_tokens": c.completion_tokens,
-                "cost_usd": c.cost_usd,
-                "first_era": era,
-                "created_at": utc_now(),
-            }
-            for key, (model, request, c) in entries.items()
-        ]
-    )
+def generation_saver(warehouse: WarehouseResource, era: str, judges: Sequence[str]) -> SaveGeneration:
+    """What stores each complete generation of the era's run (its checkpoint's rows and the responses
+    it added to the cache), in one transaction."""
+
+    def save(generation: int, frames: dict[str, pd.DataFrame], cached: pd.DataFrame) -> None:
+        with warehouse.store(EraStore) as store:
+            store.save_generation(era, generation, frames, judges, cached, utc_now())
+
+    return save
 
 
-def _known_responses(rows: list[dict]) -> dict[str, Completion]:
+def era_metadata(run: EraRun, progress: EraProgress) -> dict[str, Any]:
+    """The era run's metadata: its status, the generations it ran, their calls, cache hits and cost."""
+    resume = run.start.resume
     return {
-        row["key"]: Completion(
-            row["text"],
-            0,
-            0,
-            json.loads(row["first_token_logprobs"] or "null"),
-            row["prompt_tokens"],
-            row["completion_tokens"],
-            row["cost_usd"],
-        )
-        for row in rows
+        "era": run.era,
+        "viewer": MetadataValue.url(era_link(environment().viewer_base_url, run.era)),
+        "status": progress.status,
+        "generations_run": progress.generations,
+        "resumed_after_generation": resume.generation if resume else -1,
+        "calls": progress.calls,
+        "cache_hits": progress.cache_hits,
+        "cache_hit_rate": MetadataValue.float(progress.cache_hit_rate),
+        "cost_usd": MetadataValue.float(progress.cost_usd),
+        "judge_weights": MetadataValue.json(run.weights) if run.weights else "plain average",
     }
-
-
-def panel_weights(
-    context: AssetExecutionContext, settings: EraSettings, measured: list[AgreementMetric]
-) -> dict[str, float] | None:
-    """The panel against its measured agreement with humans on the era's set: each judge below the
-    bound or unmeasured named in the log; the judges' weights by name when the era weighs them by
-    agreement (None: the seed's plain average)."""
-    for flag in flag_judges(
-        measured, settings.models, settings.agreement_set, settings.min_judge_agreement, settings.agreement_metric
-    ):
-        if flag.status != "ok":
-            context.log.warning(f"judge flagged ({flag.status}): {flag.message}")
-    if settings.judge_weighting == "average":
-        return None
-    by_model = agreement_weights(measured, settings.models, settings.agreement_set, settings.agreement_metric)
-    weights = {name: by_model[model] for name, model in settings.judge_panel.items()}
-    context.log.info(f"judge weights by {settings.agreement_metric} on {settings.agreement_set}: {weights}")
-    return weights
 
 
 @asset(
@@ -187,106 +158,24 @@ def evolution_era(
             era, settings, config.restart, store.era_state(era), store.load_checkpoint(era), store.era_spending(era),
             inputs.load_paragraphs(), inputs.load_gene_pool(),
         )  # fmt: skip
-    resume = start.resume
-    if resume:
-        context.log.info(
-            f"era {era}: resuming after generation {resume.generation} (spent ${resume.spent_usd:.4f} so far)"
-        )
-    now = utc_now()
-    era_row = pd.DataFrame(
-        [
-            {
-                "era": era,
-                "config": settings.model_dump_json(),
-                "config_hash": config_hash(era, settings),
-                "compression_model": settings.compression_model,
-                "judge_panel": json.dumps(settings.judge_panel),
-                "population_size": settings.population_size,
-                "status": "running",
-                "generations_done": resume.generation if resume else None,
-                "started_at": now,
-                "updated_at": now,
-                "finished_at": None,
-            }
-        ]
-    )
     with warehouse.store(EraStore) as store:
         judges = store.widen_quality_scores(list(settings.judge_panel))
-        store.begin_era(era_row, restart=config.restart)
-        cache = (
-            MemoryResponseCache(_known_responses(store.load_response_cache(era_models(settings))))
-            if settings.use_response_cache
-            else None
-        )
+        store.begin_era(era_row(era, settings, start, utc_now()), restart=config.restart)
+        responses = store.load_response_cache(era_models(settings)) if settings.use_response_cache else None
     with warehouse.store(EraStore) as store:
         measured = store.load_panel_agreement(settings.agreement_set, settings.agreement_metric)
-    weights = panel_weights(context, settings, measured)
+    run = EraRun(era, settings, start, judges, panel_weights(settings, measured, context.log), responses)
     client = gateway.gateway()
-
-    def open_era_model(name: str) -> LanguageModel:
-        """Any backend, local ones on evaluation_model's device and dtype, API calls through the gateway."""
-        model = evaluation_model.open(name, client)
-        # the cached model is the wrapped one's (every attribute but acomplete delegated)
-        return cast(LanguageModel, ResponseCachedModel(model, cache)) if cache is not None else model
-
-    totals = {"calls": 0, "cache_hits": 0, "cost_usd": 0.0, "generations": 0}
-
-    def checkpoint_generation(record: GenerationRecord) -> None:
-        frames = generation_frames(era, record, judges, utc_now())
-        new = _cache_rows(era, cache.take_new()) if cache else pd.DataFrame()
-        with warehouse.store(EraStore) as store:
-            store.save_generation(era, record.generation, frames, judges, new, utc_now())
-        calls = frames["gateway_calls"]
-        totals.update(
-            calls=totals["calls"] + len(calls),
-            cache_hits=totals["cache_hits"] + int(calls["cached"].sum()),
-            cost_usd=totals["cost_usd"] + float(calls["cost_usd"].sum()),
-            generations=totals["generations"] + 1,
-        )
-        context.log.info(
-            f"era {era} generation {record.generation}: "
-            + ", ".join(f"{k}={v:.4f}" for k, v in record.statistics.items())
-            + f"; {len(calls)} calls ({int(calls['cached'].sum())} from the cache), "
-            f"${float(calls['cost_usd'].sum()):.4f},"
-            f" era so far ${record.spent_usd:.4f}"
-        )
-
-    if start.done(settings):
-        status = "complete"
-    else:
-        status = asyncio.run(
-            run_era(
-                era,
-                settings,
-                open_era_model,
-                start.paragraphs,
-                start.gene_pool,
-                token_counter(settings.tokenizer),
-                checkpoint_generation,
-                resume,
-                weights,
-            )
-        )
-    with warehouse.store(EraStore) as store:
-        store.finish_era(era, status, utc_now())
-    if status == "stopped_for_budget":
-        context.log.warning(
-            f"era {era} stopped for its budget of ${settings.max_cost_usd}; raise max_cost_usd to resume"
-        )
-    return MaterializeResult(
-        metadata={
-            "era": era,
-            "viewer": MetadataValue.url(era_link(era)),
-            "status": status,
-            "generations_run": totals["generations"],
-            "resumed_after_generation": resume.generation if resume else -1,
-            "calls": totals["calls"],
-            "cache_hits": totals["cache_hits"],
-            "cache_hit_rate": MetadataValue.float(totals["cache_hits"] / totals["calls"] if totals["calls"] else 0.0),
-            "cost_usd": MetadataValue.float(totals["cost_usd"]),
-            "judge_weights": MetadataValue.json(weights) if weights else "plain average",
-        }
+    progress = run.run(
+        lambda name: evaluation_model.open(name, client),
+        generation_saver(warehouse, era, judges),
+        utc_now,
+        context.log,
+        evaluation_model.model_cache_dir,
     )
+    with warehouse.store(EraStore) as store:
+        store.finish_era(era, progress.status, utc_now())
+    return MaterializeResult(metadata=era_metadata(run, progress))
 
 
 def fitness_plot(stats: pd.DataFrame, era: str) -> str:
@@ -321,7 +210,7 @@ def era_summary(context: AssetExecutionContext, warehouse: WarehouseResource) ->
     return MaterializeResult(
         metadata={
             "era": era,
-            "viewer": MetadataValue.url(era_link(era)),
+            "viewer": MetadataValue.url(era_link(environment().viewer_base_url, era)),
             "status": summary.get("status"),
             "dagster/row_count": len(stats),
             **numbers,

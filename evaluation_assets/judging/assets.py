@@ -4,11 +4,9 @@ each pair in both orders -> every judge's agreement with the humans; MT-Bench's 
 models' answers -> a panel's verdicts on its model pairs (and its single-answer grades) -> the
 MT-Bench leaderboard."""
 
-import asyncio
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from statistics import mean
 
 import pandas as pd
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
@@ -30,12 +28,12 @@ from eval_platform.judging.datasets import (
     shipped_mt_bench,
     shipped_recorded_verdicts,
 )
+from eval_platform.judging.grading import mean_grades, panel_grades
 from eval_platform.judging.pairwise import (
     MT_BENCH_SET,
     PairTask,
     chosen_models,
     chosen_questions,
-    grade_answers,
     item_task,
     judge_kept,
     mt_bench_answer_length,
@@ -190,7 +188,7 @@ def judged(
             model,
             tasks,
             keeping,
-            settings.mode,  # type: ignore[arg-type]
+            settings.mode,
             settings.max_tokens,
             batch_size=evaluation_model.batch_size,
         )
@@ -350,26 +348,17 @@ def mt_bench_grades(
         shipped_judge_prompts(),
         settings.turns,
     )
-    client, grades = gateway.gateway(), []
-    for judge in settings.judges:
-        grades += asyncio.run(grade_answers(judge, evaluation_model.open(judge, client), tasks, settings.max_tokens))
+    client = gateway.gateway()
+    grades = panel_grades(
+        settings.judges, lambda judge: evaluation_model.open(judge, client), tasks, settings.max_tokens
+    )
     with warehouse.store(JudgingStore) as store:
         store.save_judge_grades(grades, utc_now())
-    rated: dict[tuple[str, str, int], list[float]] = {}
-    for grade in grades:
-        if grade.score is not None:
-            rated.setdefault((grade.judge, grade.model, grade.turn), []).append(grade.score)
-    scores = pd.DataFrame(
-        [
-            {"judge": judge, "model": model, "turn": turn, "mean_score": round(mean(values), 2), "rated": len(values)}
-            for (judge, model, turn), values in sorted(rated.items())
-        ]
-    )
     return MaterializeResult(
         metadata={
             "dagster/row_count": len(grades),
             "unrated": sum(g.score is None for g in grades),
-            "mean_scores": markdown_table(scores),
+            "mean_scores": markdown_table(mean_grades(grades)),
         }
     )
 
@@ -398,7 +387,7 @@ def judge_agreement(config: AgreementConfig, warehouse: WarehouseResource) -> Ma
             "judge_vs_human": MetadataValue.md(
                 agreement_markdown(rows[:100]) if rows else "_no verdicts on a labelled set_"
             ),
-            "viewer": MetadataValue.url(judging_link()),
+            "viewer": MetadataValue.url(judging_link(environment().viewer_base_url)),
         }
     )
 
@@ -438,6 +427,6 @@ def mt_bench_leaderboard(config: LeaderboardConfig, warehouse: WarehouseResource
         metadata={
             "dagster/row_count": sum(len(rows) for rows in boards.values()),
             **{f"leaderboard_{set_name}": markdown_table(leaderboard_frame(rows)) for set_name, rows in boards.items()},
-            "viewer": MetadataValue.url(judging_link()),
+            "viewer": MetadataValue.url(judging_link(environment().viewer_base_url)),
         }
     )

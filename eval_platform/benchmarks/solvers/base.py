@@ -11,14 +11,15 @@ from eval_platform.benchmarks.declarations import Benchmark, EvaluationSettings
 from eval_platform.benchmarks.documents import Document
 from eval_platform.benchmarks.records import Answer, Evaluation
 from eval_platform.common.models import LanguageModel
-from eval_platform.environment import environment
+from eval_platform.environment import Environment
 
 
 @dataclass(frozen=True)
 class EvaluationJob:
     """What a solver is given: the benchmark and its settings, the model and how to run it, a
     dataset's documents (in order) and few-shot pool, the model fingerprint's stored answers, where
-    the answers it computes are kept as they come (`keep`, a chunk at a time) and whom to tell."""
+    the answers it computes are kept as they come (`keep`, a chunk at a time), whom to tell, and the
+    platform's settings (`environment`: the chunks' size, the harness's folders)."""
 
     benchmark: Benchmark
     settings: EvaluationSettings
@@ -30,11 +31,12 @@ class EvaluationJob:
     stored: Mapping[str, Any] = field(default_factory=dict)
     keep: Callable[[Sequence[tuple[str, Answer]]], None] = keep_nothing
     progress: Callable[[AnswerProgress], None] = no_progress
+    environment: Environment = field(default_factory=Environment)
 
     def answering(self) -> Answering:
         """Its answers: the stored ones reused, the others computed and kept in chunks of the
         environment's size (EVAL_ANSWER_CHUNK answers or EVAL_ANSWER_CHUNK_S seconds)."""
-        settings = environment()
+        settings = self.environment
         return Answering(
             self.stored, self.keep, self.progress, settings.answer_chunk, settings.answer_chunk_s, self.batch_size
         )

@@ -18,6 +18,7 @@ import hashlib
 import json
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from eval_platform.benchmarks.declarations import Benchmark, EvaluationSettings, settings_key
@@ -36,14 +37,14 @@ from eval_platform.benchmarks.harness import (
 from eval_platform.benchmarks.records import Evaluation, Sample
 from eval_platform.benchmarks.scoring import mean_results, with_intervals
 from eval_platform.benchmarks.solvers.base import EvaluationJob, register_solver
-from eval_platform.environment import environment
 
 
-def jsonl_file(name: str, rows: Sequence[Mapping[str, Any]]) -> str:
-    """The rows as a JSONL file named by its content, written once: the same rows keep one path and
-    modification time, so `datasets` finds them in its cache instead of caching a copy per run."""
+def jsonl_file(folder: Path, name: str, rows: Sequence[Mapping[str, Any]]) -> str:
+    """The rows as a JSONL file in `folder` named by its content, written once: the same rows keep
+    one path and modification time, so `datasets` finds them in its cache instead of caching a copy
+    per run."""
     text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
-    path = environment().harness_data / f"{name}-{hashlib.sha256(text.encode()).hexdigest()[:20]}.jsonl"
+    path = folder / f"{name}-{hashlib.sha256(text.encode()).hexdigest()[:20]}.jsonl"
     if not path.exists():
         write_whole(path, text.encode("utf-8"))
     return str(path)
@@ -54,20 +55,21 @@ def task_files(
     registry: tuple[str, ...],
     documents: Sequence[Document],
     pool: Sequence[Mapping[str, Any]],
+    folder: Path,
 ) -> dict[str, str]:
-    """A task's splits as local files: the split it evaluates, and its few-shot (or training) split
-    where a pool is given, with the documents' columns only (`datasets` reads the files as one
-    dataset, of one schema)."""
+    """A task's splits as local files in `folder`: the split it evaluates, and its few-shot (or
+    training) split where a pool is given, with the documents' columns only (`datasets` reads the
+    files as one dataset, of one schema)."""
     config = registered_config(task, registry, include_defaults=False)
     evaluated = config.get("test_split") or config.get("validation_split")
     if not evaluated:
         raise ValueError(f"harness task {task} names no test_split or validation_split to evaluate")
-    files = {evaluated: jsonl_file(f"{task}-{evaluated}", [d.doc for d in documents])}
+    files = {evaluated: jsonl_file(folder, f"{task}-{evaluated}", [d.doc for d in documents])}
     fewshot_split = config.get("fewshot_split") or config.get("training_split")
     if pool and fewshot_split and fewshot_split != evaluated:
         columns = set(documents[0].doc)
         rows = [{k: v for k, v in row.items() if k in columns} for row in pool]
-        files[fewshot_split] = jsonl_file(f"{task}-{fewshot_split}", rows)
+        files[fewshot_split] = jsonl_file(folder, f"{task}-{fewshot_split}", rows)
     return files
 
 
@@ -98,7 +100,9 @@ class DatasetRun:
         for row_id, row in job.pool:
             self.pool[task_of(job.benchmark.task, row)].append((row_id, row))
         data_files = {
-            task: task_files(task, self.registry, documents, [row for _, row in self.pool[task]])
+            task: task_files(
+                task, self.registry, documents, [row for _, row in self.pool[task]], job.environment.harness_data
+            )
             for task, documents in self.documents.items()
         }
         settings = job.settings.model_copy(update={"include_path": self.registry, "data_files": data_files})
@@ -135,7 +139,9 @@ class HarnessSolver:
 
         settings = job.settings
         dataset = DatasetRun(job) if job.benchmark.is_dataset else None
-        run = dataset.run if dataset else HarnessRun((settings.task,), settings)
+        run = (
+            dataset.run if dataset else HarnessRun((settings.task,), settings, index_dir=job.environment.harness_index)
+        )
         tasks = build_tasks(run)
         recorders = {task.config.task: record_fewshot_draws(task) for task in tasks} if dataset else {}
         lm = EngineLM(job.model, job.batch_size, job.answering(), settings.reasoning_end, settings.max_gen_toks)

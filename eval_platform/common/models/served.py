@@ -201,7 +201,7 @@ def open_served_model(
     from eval_platform.common.models.local import Placement, load_local_model
 
     tokenizer = (
-        load_local_model(settings.served_tokenizer, settings.model_cache_dir, Placement())
+        load_local_model(settings.served_tokenizer, settings.model_cache_dir, Placement(), settings.torch_threads)
         if settings.served_tokenizer
         else None
     )

@@ -43,7 +43,7 @@ from eval_platform.viewer.queries.benchmarks import (
     Side,
 )
 from eval_platform.viewer.registry import Section, register
-from eval_platform.viewer.warehouse import ViewerInputError
+from eval_platform.viewer.warehouse import Connection, ViewerInputError
 
 
 def run_value(run: Run) -> str:
@@ -121,7 +121,7 @@ class Sides:
         }
 
 
-def _filter_of(conn: Any, benchmark: str, run: Run, metric: str, wanted: str) -> str:
+def _filter_of(conn: Connection, benchmark: str, run: Run, metric: str, wanted: str) -> str:
     """The filter a run is scored under for `metric`: `wanted` where it has it, else its first."""
     side = Side(run.model, run.settings_key, run.solver, wanted)
     filters = [f for m, f in queries.metrics_and_filters(queries.results(conn, benchmark, side)) if m == metric]
@@ -130,7 +130,7 @@ def _filter_of(conn: Any, benchmark: str, run: Run, metric: str, wanted: str) ->
     return wanted if wanted in filters else filters[0]
 
 
-def resolve(conn: Any, benchmark: str, asked: Asked) -> Sides:
+def resolve(conn: Connection, benchmark: str, asked: Asked) -> Sides:
     """The runs and score the page asked for, each defaulting to the benchmark's first."""
     runs = queries.runs(conn, benchmark)
     if not runs:
@@ -251,7 +251,7 @@ class ItemView:
     diff: list[DiffPiece] = field(default_factory=list)
 
 
-def item_side(conn: Any, benchmark: str, side: Side, metric: str, task: str, doc_id: int) -> ItemSide:
+def item_side(conn: Connection, benchmark: str, side: Side, metric: str, task: str, doc_id: int) -> ItemSide:
     rows = queries.samples(conn, benchmark, side, task, doc_id)
     if not rows:
         raise ViewerInputError(f"{side.model} ({side.solver}/{side.settings_key}) has no {task} document {doc_id}")

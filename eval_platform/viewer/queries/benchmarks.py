@@ -18,7 +18,7 @@ from typing import Any
 
 from eval_platform.benchmarks.comparison import exact_mcnemar
 from eval_platform.common.intervals import Z95
-from eval_platform.viewer.warehouse import ViewerInputError, fetch
+from eval_platform.viewer.warehouse import Connection, ViewerInputError, fetch
 
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
@@ -183,7 +183,7 @@ class StoredRow:
     response: Any
 
 
-def benchmarks(conn: Any) -> list[BenchmarkSummary]:
+def benchmarks(conn: Connection) -> list[BenchmarkSummary]:
     return fetch(
         conn,
         """SELECT benchmark, count(DISTINCT model) AS models, count(*) AS runs, max(evaluated_at) AS last_evaluated
@@ -193,7 +193,7 @@ def benchmarks(conn: Any) -> list[BenchmarkSummary]:
     )
 
 
-def runs(conn: Any, benchmark: str) -> list[Run]:
+def runs(conn: Connection, benchmark: str) -> list[Run]:
     """Every evaluation of the benchmark, by model, settings key and solver."""
     return fetch(
         conn,
@@ -216,7 +216,7 @@ def _side(side: Side, prefix: str) -> dict[str, Any]:
     return {f"{prefix}model": side.model, f"{prefix}settings": side.settings_key, f"{prefix}solver": side.solver}
 
 
-def results(conn: Any, benchmark: str, side: Side) -> list[ResultRow]:
+def results(conn: Connection, benchmark: str, side: Side) -> list[ResultRow]:
     """The run's results: groups first, then each task, each metric and filter."""
     return fetch(
         conn,
@@ -319,7 +319,7 @@ POOLED = """
 
 
 def items(
-    conn: Any,
+    conn: Connection,
     benchmark: str,
     a: Side,
     b: Side | None,
@@ -397,7 +397,7 @@ def _paired(
     )
 
 
-def stored_comparisons(conn: Any, benchmark: str, a: Side, b: Side, metric: str) -> list[PairedRow]:
+def stored_comparisons(conn: Connection, benchmark: str, a: Side, b: Side, metric: str) -> list[PairedRow]:
     """The `comparisons` rows of A and B under A's run and filter (stored either way round), as A against B."""
     if (a.settings_key, a.solver, a.filter) != (b.settings_key, b.solver, b.filter):
         return []
@@ -432,7 +432,7 @@ def stored_comparisons(conn: Any, benchmark: str, a: Side, b: Side, metric: str)
     return rows
 
 
-def samples(conn: Any, benchmark: str, side: Side, task: str, doc_id: int) -> list[SampleRow]:
+def samples(conn: Connection, benchmark: str, side: Side, task: str, doc_id: int) -> list[SampleRow]:
     """The document's samples of the run, one per filter, with its source row."""
     return fetch(
         conn,
@@ -449,7 +449,7 @@ def samples(conn: Any, benchmark: str, side: Side, task: str, doc_id: int) -> li
     )
 
 
-def stored_answers(conn: Any, model_fingerprint: str, request_keys: list[str]) -> list[StoredRow]:
+def stored_answers(conn: Connection, model_fingerprint: str, request_keys: list[str]) -> list[StoredRow]:
     """The answers `answers` keeps for the requests (before any reasoning block was stripped)."""
     if not request_keys:
         return []

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
-from eval_platform.viewer.warehouse import fetch, fetch_one
+from eval_platform.viewer.warehouse import Connection, fetch, fetch_one
 
 _NATURAL = "TRY_CAST(regexp_extract(Question_ID, '\\d+') AS INTEGER) NULLS LAST, Question_ID"  # Q2 before Q10
 
@@ -77,7 +76,7 @@ class BlindQuestion:
     system_b: str | None
 
 
-def sheets(conn: Any) -> list[SheetRow]:
+def sheets(conn: Connection) -> list[SheetRow]:
     return fetch(
         conn,
         """SELECT i.sheet_id, i.seed, i.issued_at,
@@ -90,11 +89,11 @@ def sheets(conn: Any) -> list[SheetRow]:
     )
 
 
-def sheet(conn: Any, sheet_id: str) -> SheetRow | None:
+def sheet(conn: Connection, sheet_id: str) -> SheetRow | None:
     return next((row for row in sheets(conn) if row.sheet_id == sheet_id), None)
 
 
-def questions(conn: Any, sheet_id: str) -> list[QuestionRow]:
+def questions(conn: Connection, sheet_id: str) -> list[QuestionRow]:
     """The sheet's questions, with how many raters scored each and their mean score of A and of B."""
     return fetch(
         conn,
@@ -109,7 +108,7 @@ def questions(conn: Any, sheet_id: str) -> list[QuestionRow]:
     )
 
 
-def question(conn: Any, sheet_id: str, question_id: str, tallied: bool) -> BlindQuestion | None:
+def question(conn: Connection, sheet_id: str, question_id: str, tallied: bool) -> BlindQuestion | None:
     """The question with answer A and answer B as issued; which system gave each only if `tallied`."""
     systems = "k.system_a, k.system_b" if tallied else "NULL AS system_a, NULL AS system_b"
     return fetch_one(
@@ -125,7 +124,7 @@ def question(conn: Any, sheet_id: str, question_id: str, tallied: bool) -> Blind
     )
 
 
-def ratings(conn: Any, sheet_id: str, question_id: str) -> list[Rating]:
+def ratings(conn: Connection, sheet_id: str, question_id: str) -> list[Rating]:
     """Each rater's scores of A and B, winner and notes on the question."""
     return fetch(
         conn,
@@ -140,7 +139,7 @@ def ratings(conn: Any, sheet_id: str, question_id: str) -> list[Rating]:
     )
 
 
-def tally(conn: Any, sheet_id: str) -> tuple[list[TallyRow], list[ResultRow]]:
+def tally(conn: Connection, sheet_id: str) -> tuple[list[TallyRow], list[ResultRow]]:
     """The sheet's tally per system and scope (each rater, pooled) and its statistics: empty until tallied."""
     tallies = fetch(
         conn,

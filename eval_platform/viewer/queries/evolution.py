@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
-from eval_platform.viewer.warehouse import fetch, fetch_one
+from eval_platform.viewer.warehouse import Connection, fetch, fetch_one
 
 CANDIDATES_SHOWN = 500  # of one generation (a population is tens)
 
@@ -120,7 +119,7 @@ class Appearance:
     fitness: float | None
 
 
-def eras(conn: Any) -> list[EraRow]:
+def eras(conn: Connection) -> list[EraRow]:
     return fetch(
         conn,
         """SELECT e.era, e.status, e.population_size, e.generations_done, e.compression_model,
@@ -132,11 +131,11 @@ def eras(conn: Any) -> list[EraRow]:
     )
 
 
-def era(conn: Any, name: str) -> EraRow | None:
+def era(conn: Connection, name: str) -> EraRow | None:
     return next((row for row in eras(conn) if row.era == name), None)
 
 
-def generations(conn: Any, name: str) -> list[GenerationRow]:
+def generations(conn: Connection, name: str) -> list[GenerationRow]:
     return fetch(
         conn,
         """SELECT generation, population, mean_fitness, median_fitness, max_fitness, new_evaluations, judge_failures,
@@ -147,7 +146,7 @@ def generations(conn: Any, name: str) -> list[GenerationRow]:
     )
 
 
-def candidates(conn: Any, name: str, generation: int) -> list[CandidateRow]:
+def candidates(conn: Connection, name: str, generation: int) -> list[CandidateRow]:
     """A generation's population, fittest first."""
     return fetch(
         conn,
@@ -161,7 +160,7 @@ def candidates(conn: Any, name: str, generation: int) -> list[CandidateRow]:
     )
 
 
-def candidate(conn: Any, name: str, prompt_id: str) -> Candidate | None:
+def candidate(conn: Connection, name: str, prompt_id: str) -> Candidate | None:
     """The prompt where it was evaluated (not a carried-over copy)."""
     return fetch_one(
         conn,
@@ -176,7 +175,7 @@ def candidate(conn: Any, name: str, prompt_id: str) -> Candidate | None:
     )
 
 
-def verdicts(conn: Any, name: str, prompt_id: str) -> list[Verdict]:
+def verdicts(conn: Connection, name: str, prompt_id: str) -> list[Verdict]:
     """Every judge's verdict on the prompt's compression: rubric scores, comments, or its error."""
     return fetch(
         conn,
@@ -188,7 +187,7 @@ def verdicts(conn: Any, name: str, prompt_id: str) -> list[Verdict]:
     )
 
 
-def ancestry(conn: Any, name: str, prompt_id: str) -> list[Ancestor]:
+def ancestry(conn: Connection, name: str, prompt_id: str) -> list[Ancestor]:
     """The prompt's ancestors, nearest first, each with the generation it was evaluated in and its fitness."""
     return fetch(
         conn,
@@ -204,7 +203,7 @@ def ancestry(conn: Any, name: str, prompt_id: str) -> list[Ancestor]:
     )
 
 
-def appearances(conn: Any, name: str, prompt_id: str) -> list[Appearance]:
+def appearances(conn: Connection, name: str, prompt_id: str) -> list[Appearance]:
     """The generations whose population holds the prompt."""
     return fetch(
         conn,

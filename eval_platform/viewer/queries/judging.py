@@ -6,9 +6,8 @@ judge's own words."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from eval_platform.viewer.warehouse import fetch
+from eval_platform.viewer.warehouse import Connection, fetch
 
 VERDICTS_PER_PAGE = 50
 
@@ -68,17 +67,17 @@ class VerdictRow:
     model_b: str | None
 
 
-def agreement(conn: Any) -> list[AgreementRow]:
+def agreement(conn: Connection) -> list[AgreementRow]:
     columns = ", ".join(AgreementRow.__dataclass_fields__)
     return fetch(conn, f"SELECT {columns} FROM judge_vs_human ORDER BY set_name, judge", [], AgreementRow)
 
 
-def leaderboards(conn: Any) -> list[LeaderboardRow]:
+def leaderboards(conn: Connection) -> list[LeaderboardRow]:
     columns = ", ".join(LeaderboardRow.__dataclass_fields__)
     return fetch(conn, f"SELECT {columns} FROM mt_bench_leaderboard", [], LeaderboardRow)
 
 
-def verdicts(conn: Any, judge: str, set_name: str, start: int = 0) -> list[VerdictRow]:
+def verdicts(conn: Connection, judge: str, set_name: str, start: int = 0) -> list[VerdictRow]:
     """A page of the judge's verdicts on the set, in the items' order (both orders of an item together)."""
     return fetch(
         conn,

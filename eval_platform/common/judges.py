@@ -1,0 +1,198 @@
+"""Judges: the ways a model is asked for a judgement, registered by name.
+
+A judgement is asked as a `Question`, which has both of its forms: a chat the model answers in its
+own words (`read_text` reads the reply), and one or more chats each followed by a choice among
+labels (`read_choices` reads the model's distributions over them). A judge asks in one form:
+
+- `written`: the model writes its answer, which is read (the rubric's JSON, MT-Bench's "[[A]]", a
+  "[[rating]]");
+- `probabilities`: the model's next-token probabilities over each choice's labels (G-Eval's
+  probability-weighted digits, the likeliest letter), for a small model that writes no reliable
+  answer.
+
+The evolution domain's rubric (an era's panel) and the judging domain's pairwise verdicts and grades
+ask through a judge, so a judge registered once (`register_judge`, or named `module:Class`) serves
+both. `judge_for` is where a model's judge is chosen: the one named, else the model's own
+(`LanguageModel.rubric_judging`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+from eval_platform.common.models import Chat, Completion, LanguageModel
+
+V = TypeVar("V")
+Distribution = dict[str, float] | None  # over a choice's labels; None where the model named none
+
+# Older names of the written judge: judging's `mode: generate` and a model's `rubric_judging: json`.
+ALIASES = {"generate": "written", "json": "written"}
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A chat whose answer is one of `labels`."""
+
+    chat: Chat
+    labels: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Question(Generic[V]):
+    """One judgement to ask: `chat` answered in writing and read by `read_text`, or the `choices`
+    answered by next-token distributions and read together by `read_choices` (none: it is asked
+    only in writing). A reader raises on an answer it cannot use."""
+
+    chat: Chat
+    read_text: Callable[[str], V]
+    choices: tuple[Choice, ...] = ()
+    read_choices: Callable[[list[Distribution]], V] | None = None
+
+
+@dataclass(frozen=True)
+class Judgement(Generic[V]):
+    """A question's answer as read (None where it failed), the paid call that gave it (None without
+    one; kept with a failure too) and the failure."""
+
+    value: V | None
+    completion: Completion | None = None
+    error: Exception | None = None
+
+    @property
+    def answered(self) -> Completion | None:
+        """The call that gave a usable answer (None where the judgement failed, whatever it cost)."""
+        return self.completion if self.error is None else None
+
+
+class Judge(Protocol):
+    name: str
+
+    def request(self, question: Question[Any], max_tokens: int) -> dict[str, Any]:
+        """All that decides its answer besides the model (JSON-able): a kept judgement is reused
+        only where this is the same."""
+        ...
+
+    async def ask(
+        self,
+        model: LanguageModel,
+        questions: Sequence[Question[V]],
+        max_tokens: int,
+        concurrency: int = 8,
+        batch_size: int = 8,
+    ) -> list[Judgement[V]]:
+        """Each question's judgement, in order: a failed call or an unreadable answer is a judgement
+        with its error (a model failing for a whole batch raises)."""
+        ...
+
+
+class JudgeError(ValueError):
+    """An unknown judge; the message names the registered ones."""
+
+
+class WrittenJudge:
+    """The model writes its answer (greedy, within `max_tokens`), read by the question."""
+
+    name = "written"
+
+    def request(self, question: Question[Any], max_tokens: int) -> dict[str, Any]:
+        # "generate": the name request keys have had since judging's `mode` named it so
+        return {"mode": "generate", "max_tokens": max_tokens, "chat": [question.chat.system, question.chat.user]}
+
+    async def ask(
+        self,
+        model: LanguageModel,
+        questions: Sequence[Question[V]],
+        max_tokens: int,
+        concurrency: int = 8,
+        batch_size: int = 8,
+    ) -> list[Judgement[V]]:
+        limit = asyncio.Semaphore(concurrency)
+
+        async def one(question: Question[V]) -> Judgement[V]:
+            async with limit:
+                try:
+                    completion = await model.acomplete(question.chat, max_tokens=max_tokens)
+                except Exception as error:  # a failed call is a failed judgement, paid for where it says so
+                    return Judgement(None, getattr(error, "completion", None), error)
+            try:
+                return Judgement(question.read_text(completion.text), completion)
+            except Exception as error:  # an unusable reply was still a paid call
+                return Judgement(None, completion, error)
+
+        return list(await asyncio.gather(*(one(question) for question in questions)))
+
+
+class ProbabilitiesJudge:
+    """The model's next-token distribution over each choice's labels (`label_probabilities`, every
+    question's choices in one batched call), read by the question."""
+
+    name = "probabilities"
+
+    def request(self, question: Question[Any], max_tokens: int) -> dict[str, Any]:
+        chats = [turn for choice in question.choices for turn in (choice.chat.system, choice.chat.user)]
+        return {"mode": self.name, "max_tokens": None, "chat": chats}
+
+    async def ask(
+        self,
+        model: LanguageModel,
+        questions: Sequence[Question[V]],
+        max_tokens: int,
+        concurrency: int = 8,
+        batch_size: int = 8,
+    ) -> list[Judgement[V]]:
+        choices = [choice for question in questions for choice in question.choices]
+        distributions = await asyncio.to_thread(
+            model.label_probabilities, [c.chat for c in choices], [c.labels for c in choices], batch_size
+        )
+        judgements: list[Judgement[V]] = []
+        start = 0
+        for question in questions:
+            answered = distributions[start : start + len(question.choices)]
+            start += len(question.choices)
+            try:
+                if question.read_choices is None:
+                    raise JudgeError(f"the {self.name} judge cannot ask this question: it is asked only in writing")
+                judgements.append(Judgement(question.read_choices(answered)))
+            except Exception as error:  # an unreadable distribution fails this judgement only
+                judgements.append(Judgement(None, error=error))
+        return judgements
+
+
+_REGISTERED: dict[str, Judge] = {}
+
+
+def register_judge(judge: Judge) -> Judge:
+    """Make a judge known by its name (in judging's `mode`, an era's `judge_modes`, a model's
+    `rubric_judging`)."""
+    _REGISTERED[judge.name] = judge
+    return judge
+
+
+def judge_named(name: str) -> Judge:
+    """A registered judge (or one of its older names, `ALIASES`), or an instance of the class named
+    `module:Class`, registered."""
+    name = ALIASES.get(name, name)
+    if name in _REGISTERED:
+        return _REGISTERED[name]
+    unknown = JudgeError(f"unknown judge {name!r}: registered are {sorted(_REGISTERED)}, or name module:Class")
+    module, colon, attribute = name.partition(":")
+    if not colon:
+        raise unknown
+    try:
+        return register_judge(getattr(importlib.import_module(module), attribute)())
+    except (ImportError, AttributeError, ValueError, TypeError) as error:
+        raise unknown from error
+
+
+def judge_for(model: LanguageModel, name: str | None = None) -> Judge:
+    """The judge a model is asked by: the one named, else the model's own (`rubric_judging`:
+    probabilities for a small local model, written for any other)."""
+    return judge_named(name or getattr(model, "rubric_judging", "written"))
+
+
+register_judge(WrittenJudge())
+register_judge(ProbabilitiesJudge())

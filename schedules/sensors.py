@@ -1,8 +1,8 @@
-"""The sensors: a benchmark's refreshed inputs -> every roster model on it; a new or changed roster
-entry -> its evaluations; a new checkpoint directory -> a roster entry compared with the checkpoint
-before it; a dropped era configuration -> an era run; a filled blind-evaluation sheet -> a tally."""
+"""The sensors, each asking the planner (schedules/planner.py) what to run: a benchmark's refreshed
+inputs -> every roster model on it; a new or changed roster entry -> its evaluations; a new
+checkpoint directory -> a roster entry compared with the checkpoint before it; a dropped era
+configuration -> an era run; a filled blind-evaluation sheet -> a tally."""
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -20,11 +20,12 @@ from dagster import (
 
 from eval_platform.benchmarks.roster import RosterEntry, missing_partitions, new_checkpoint_entries, write_entry
 from eval_platform.environment import environment
-from eval_platform.evolution.eras import era_files, era_run_config
 from evaluation_assets.partitions import ERAS, ROSTER_MODELS, era_partitions, roster_partitions
 from jobs import benchmark_inputs_job, blind_evaluation_tally_job, evolution_era_job, model_evaluation_job
 from resources import RosterResource
-from schedules import evaluation_run_requests
+from schedules.planner import Planner, digest, era_digests, era_run_requests, filled_sheets, tally_run_request
+
+PARTITION_TAG = "dagster/partition"
 
 
 @run_status_sensor(
@@ -37,21 +38,12 @@ from schedules import evaluation_run_requests
     "An unchanged model reuses its stored answers; a changed entry (settings or weights) is evaluated again.",
 )
 def roster_evaluation_sensor(context: RunStatusSensorContext, roster: RosterResource) -> list[RunRequest]:
-    benchmark = context.dagster_run.tags["dagster/partition"]
-    return evaluation_run_requests(
-        context.instance, roster.entries(), [benchmark], roster.protocols(), context.dagster_run.run_id
-    )
-
-
-def every_benchmark_run_requests(
-    context: SensorEvaluationContext, roster: RosterResource, entries: dict[str, RosterEntry], run_key: str
-) -> list[RunRequest]:
-    """The entries on every declared benchmark each is evaluated on."""
-    return evaluation_run_requests(context.instance, entries, list(roster.benchmarks()), roster.protocols(), run_key)
+    run = context.dagster_run
+    return Planner.of(context.instance, roster).after_success(run.job_name, run.tags.get(PARTITION_TAG), run.run_id)
 
 
 def entry_digests(roster: dict[str, RosterEntry]) -> dict[str, str]:
-    return {name: hashlib.sha256(entry.model_dump_json().encode()).hexdigest()[:16] for name, entry in roster.items()}
+    return {name: digest(entry.model_dump_json().encode()) for name, entry in roster.items()}
 
 
 @sensor(
@@ -69,9 +61,9 @@ def roster_sensor(context: SensorEvaluationContext, roster: RosterResource) -> S
     seen = json.loads(context.cursor) if context.cursor else None
     changed = {} if seen is None else {name: e for name, e in entries.items() if seen.get(name) != digests[name]}
     existing = context.instance.get_dynamic_partitions(ROSTER_MODELS)
-    roster_digest = hashlib.sha256(json.dumps(digests).encode()).hexdigest()[:16]
+    roster_digest = digest(json.dumps(digests).encode())
     return SensorResult(
-        run_requests=every_benchmark_run_requests(context, roster, changed, f"roster-{roster_digest}"),
+        run_requests=Planner.of(context.instance, roster).roster_changed(changed, f"roster-{roster_digest}"),
         cursor=json.dumps(digests),
         dynamic_partitions_requests=[roster_partitions.build_add_request(missing_partitions(entries, existing))],
     )
@@ -99,9 +91,8 @@ def checkpoint_sensor(folder: Path | None = None, name: str = "checkpoint_sensor
         for entry in new:
             path = write_entry(roster.directory, entry)
             context.log.info(f"Checkpoint {entry.name}: roster entry {path}")
-        return SensorResult(
-            run_requests=every_benchmark_run_requests(context, roster, {e.name: e for e in new}, "checkpoint")
-        )
+        requests = Planner.of(context.instance, roster).roster_changed({e.name: e for e in new}, "checkpoint")
+        return SensorResult(run_requests=requests)
 
     return _sensor
 
@@ -119,21 +110,15 @@ def era_sensor(folder: Path | None = None, name: str = "era_config_sensor"):
         description=f"Adds and runs an era for each era configuration (<era>.json) dropped into {folder}.",
     )
     def _sensor(context: SensorEvaluationContext) -> SensorResult | SkipReason:
-        seen = json.loads(context.cursor) if context.cursor else {}
-        paths = era_files(folder)
-        files = {era: hashlib.sha256(path.read_bytes()).hexdigest()[:16] for era, path in paths.items()}
-        changed = [era for era, digest in files.items() if seen.get(era) != digest]
-        if not changed:
+        requests = era_run_requests(folder, json.loads(context.cursor) if context.cursor else {})
+        if not requests:
             return SkipReason(f"No new or changed era configuration in {folder}")
         existing = set(context.instance.get_dynamic_partitions(ERAS))
-        requests = [
-            RunRequest(run_key=f"{era}:{files[era]}", partition_key=era, run_config=era_run_config(paths[era]))
-            for era in changed
-        ]
+        added = [str(r.partition_key) for r in requests if r.partition_key not in existing]
         return SensorResult(
             run_requests=requests,
-            cursor=json.dumps(files),
-            dynamic_partitions_requests=[era_partitions.build_add_request([e for e in changed if e not in existing])],
+            cursor=json.dumps(era_digests(folder)),
+            dynamic_partitions_requests=[era_partitions.build_add_request(added)],
         )
 
     return _sensor
@@ -152,17 +137,11 @@ def filled_sheet_sensor(blind_eval_dir: Path | None = None, name: str = "blind_e
         description=f"Tallies the blind evaluation when a filled sheet is dropped into {folder}.",
     )
     def _sensor(context: SensorEvaluationContext) -> RunRequest | SkipReason:
-        sheets = {p.name: p.stat().st_mtime for p in sorted(folder.glob("*.xls*")) if not p.name.startswith("~$")}
-        seen = json.loads(context.cursor) if context.cursor else {}
-        changed = sorted(name for name, mtime in sheets.items() if seen.get(name) != mtime)
-        if not changed:
+        request = tally_run_request(blind_dir, json.loads(context.cursor) if context.cursor else {})
+        if request is None:
             return SkipReason(f"No new or changed filled sheet in {folder}")
-        context.update_cursor(json.dumps(sheets))
-        return RunRequest(
-            run_key=hashlib.sha256(json.dumps(sheets, sort_keys=True).encode()).hexdigest()[:16],
-            run_config={"ops": {"blind_eval_scores": {"config": {"folder": str(blind_dir)}}}},
-            tags={"filled_sheets": ",".join(changed)},
-        )
+        context.update_cursor(json.dumps(filled_sheets(blind_dir)))
+        return request
 
     return _sensor
 

@@ -1,0 +1,42 @@
+"""The code location, at the top of the tree: every domain's assets and checks, the jobs, schedules
+and sensors, and the resources (workspace.yaml and `[tool.dagster]` load it). Nothing imports it but
+the command line (cli/) and the tests."""
+
+from dagster import Definitions, ExecutorDefinition, load_asset_checks_from_modules, load_assets_from_modules
+
+from eval_platform.environment import environment
+from evaluation_assets.benchmarks import assets as benchmark_assets
+from evaluation_assets.benchmarks import checks as benchmark_checks
+from evaluation_assets.blind import assets as blind_assets
+from evaluation_assets.evolution import assets as evolution_assets
+from evaluation_assets.evolution import checks as evolution_checks
+from evaluation_assets.judging import assets as judging_assets
+from evaluation_assets.judging import checks as judging_checks
+from jobs import JOBS
+from resources import RESOURCES
+from schedules import SCHEDULES
+from schedules.sensors import SENSORS
+
+
+def run_executor() -> ExecutorDefinition | None:
+    """Where a run's steps execute: in processes beside the run (Dagster's default), or, when
+    EVAL_CELERY_BROKER names a Celery broker, as tasks on the Celery workers of every host, with the
+    settings of EVAL_CELERY_CONFIG (default deploy/team/celery.yaml), which the workers read too."""
+    settings = environment()
+    if not settings.celery_broker:
+        return None
+    from dagster_celery import celery_executor  # pyright: ignore[reportMissingImports]  (the team install's)
+    from dagster_celery.cli import get_config_value_from_yaml  # pyright: ignore[reportMissingImports]
+
+    return celery_executor.configured(get_config_value_from_yaml(str(settings.celery_config)))
+
+
+defs = Definitions(
+    assets=load_assets_from_modules([benchmark_assets, evolution_assets, blind_assets, judging_assets]),
+    asset_checks=load_asset_checks_from_modules([benchmark_checks, evolution_checks, judging_checks]),
+    jobs=JOBS,
+    schedules=SCHEDULES,
+    sensors=SENSORS,
+    executor=run_executor(),
+    resources=RESOURCES,
+)

@@ -115,9 +115,15 @@ def completion(model: str, choices: list[dict], max_tokens: int) -> dict:
 
 
 def serve(port: int, latency_s: float, memo: bool, instant: bool = False) -> None:
-    from eval_platform.common.models.local import load_local_model
+    from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, load_local_model
+    from eval_platform.environment import environment
 
-    model = None if instant else load_local_model()
+    settings = environment()
+    model = (
+        None
+        if instant
+        else load_local_model(DEFAULT_LOCAL_MODEL, settings.model_cache, torch_threads=settings.torch_threads)
+    )
     answered: dict[str, dict] = {}
     seen: set[str] = set()
     calls, prompts_answered = [0], [0]

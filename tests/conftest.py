@@ -33,9 +33,26 @@ LONGEST_FIRST = (
 )
 
 
+# The suite is laid out like the code: a folder per domain of the library (benchmarks, models,
+# common, evolution, judging, blind, viewer), the code location's rules (code_location), the
+# system tests (system: the main command, the docs, the UI in a browser), the fault injection
+# (faults) and the team's setup (team). Each test is marked with its folder's name, so that
+# `pytest -m judging` runs one domain; `slow` marks what the fast tier (`make test-fast`) leaves out.
+FOLDER_MARKERS = ("benchmarks", "models", "common", "evolution", "judging", "blind", "viewer", "code_location",
+                  "system", "faults", "team")  # fmt: skip
+# Folders whose every test is slow: end to end, processes killed and resumed, servers started.
+SLOW_FOLDERS = ("system", "faults", "team")
+
+
 def pytest_collection_modifyitems(items):
     rank = {name: position for position, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+    for item in items:
+        folder = item.path.parent.name
+        if folder in FOLDER_MARKERS:
+            item.add_marker(folder)
+        if folder in SLOW_FOLDERS:
+            item.add_marker("slow")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -63,9 +80,11 @@ def warehouse(tmp_path):
 
 @pytest.fixture(scope="session")
 def local_model():
-    from eval_platform.common.models.local import load_local_model
+    from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, load_local_model
+    from eval_platform.environment import environment
 
-    return load_local_model()
+    settings = environment()
+    return load_local_model(DEFAULT_LOCAL_MODEL, settings.model_cache, torch_threads=settings.torch_threads)
 
 
 @pytest.fixture(scope="module")

@@ -6,18 +6,19 @@ from pathlib import Path
 
 from dagster import ConfigurableResource, DagsterInstance, materialize
 
+from definitions import defs
 from eval_platform.benchmarks.declarations import declared_benchmarks
 from eval_platform.benchmarks.roster import RosterEntry, write_entry
 from eval_platform.benchmarks.solvers.harness import rows_requests
 from eval_platform.common.ingestion import load_rows
 from eval_platform.common.models import LoglikelihoodRequest
+from eval_platform.environment import environment
 from evaluation_assets.benchmarks.assets import (
     benchmark_documents,
     benchmark_evaluation,
     benchmark_fewshot_rows,
     benchmark_raw_rows,
 )
-from evaluation_assets.definitions import defs
 from evaluation_assets.partitions import benchmark_partitions, evaluation_key, roster_partitions
 from resources import RosterResource
 
@@ -129,7 +130,7 @@ def materialize_benchmark(
 def dataset_requests(name: str, rows: int) -> list[LoglikelihoodRequest]:
     """The harness's requests (the declared shots) for a declared dataset's first rows, as the
     `harness` solver would ask them."""
-    benchmark = declared_benchmarks()[name]
+    benchmark = declared_benchmarks(environment().benchmarks_dir)[name]
     assert benchmark.dataset is not None and benchmark.dataset.file is not None
     built = rows_requests(benchmark, load_rows(benchmark.dataset.file, None, None, rows).rows)
     return [LoglikelihoodRequest(c, k) for requests, _ in built.values() for c, k in requests]

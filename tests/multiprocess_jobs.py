@@ -4,7 +4,7 @@ from dagster import AssetSelection, Definitions, define_asset_job
 
 
 def _definitions(job):
-    from evaluation_assets.definitions import defs
+    from definitions import defs
 
     return Definitions(
         assets=list(defs.assets), asset_checks=list(defs.asset_checks), jobs=[job], resources=defs.resources

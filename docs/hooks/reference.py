@@ -11,7 +11,7 @@ mkdocs.yml), so that they cannot drift from it:
 - changelog.md: CHANGELOG.md, its links into docs/ made the site's.
 
 Nothing here names a table or a field: a store, a model or an asset added to the code appears on the
-next build. tests/test_docs.py checks that the pages name every table, column and field.
+next build. tests/system/test_docs.py checks that the pages name every table, column and field.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-PACKAGES = ("eval_platform", "evaluation_assets", "resources", "jobs", "schedules")
+PACKAGES = ("eval_platform", "evaluation_assets", "resources", "jobs", "schedules", "definitions", "cli")
 
 
 # --- what the pages are made of -------------------------------------------------------------------
@@ -139,6 +139,7 @@ def _view_folder(store: Any, source: Path, root: Path) -> str:
 def tables_page(root: Path) -> str:
     from eval_platform.common import warehouse
     from eval_platform.common.connections import connect
+    from eval_platform.environment import DEFAULT_DECLARATIONS
 
     _modules()  # every store registers itself when its module is imported
     stores = warehouse.registered_stores()
@@ -164,7 +165,7 @@ def tables_page(root: Path) -> str:
         module = inspect.getmodule(store)
         source = Path(inspect.getfile(store))
         comments = _comments_before_keys(source)
-        views = store.view_definitions()
+        views = store.view_definitions(DEFAULT_DECLARATIONS)
         out += [
             f"## {store.name} (schema version {store.version})",
             "",
@@ -194,10 +195,10 @@ def tables_page(root: Path) -> str:
         out += [
             "## The warehouse's own",
             "",
-            f"Kept by `eval_platform/common/warehouse.py`: `{warehouse.SCHEMA_TABLE}` records each store's "
-            "schema version (an older warehouse is migrated on first use, a newer one refused); on a DuckLake "
-            f"catalog, `{warehouse.CLAIMS_TABLE}` holds one row per table, updated by each write of it, so two "
-            "writes of one table conflict.",
+            f"Kept by `eval_platform/common/warehouse/`: `{warehouse.SCHEMA_TABLE}` records each store's "
+            "schema version (an older warehouse, from the oldest supported version on, is migrated on first "
+            f"use; one older than that or newer is refused); on a DuckLake catalog, `{warehouse.CLAIMS_TABLE}` "
+            "holds one row per table, updated by each write of it, so two writes of one table conflict.",
             "",
         ]
         for name in others:
@@ -298,8 +299,8 @@ def _uses(definitions: Any) -> dict[type, list[str]]:
 
 
 def configuration_page(root: Path) -> str:
+    from definitions import defs
     from eval_platform.environment import Environment
-    from evaluation_assets.definitions import defs
 
     models = settings_models(_modules())
     ordered = sorted(models, key=lambda m: (m is not Environment, models[m][0], m.__name__))
@@ -367,13 +368,13 @@ def _partitions(partitions: Any) -> str:
 def code_location_page(root: Path) -> str:
     from dagster import ScheduleDefinition
 
-    from evaluation_assets.definitions import defs
-    from jobs.main import parser
+    from cli.main import parser
+    from definitions import defs
 
     out = [
         "# Code location",
         "",
-        "Generated from the code location `defs` (`evaluation_assets/definitions.py`) at build time:",
+        "Generated from the code location `defs` (`definitions.py`) at build time:",
         "its assets by group, asset checks, jobs, schedules and sensors, and the console script.",
         "",
         "## Assets",
@@ -412,7 +413,7 @@ def code_location_page(root: Path) -> str:
         status = getattr(sensor.default_status, "value", sensor.default_status)
         out.append(f"| `{sensor.name}` | {str(status).lower()} | {_cell(_relative(sensor.description or '', root))} |")
     main = parser()
-    out += ["", "## The console script", "", "`eval-platform` (`jobs/main.py`), installed by `pip install -e .`:", ""]
+    out += ["", "## The console script", "", "`eval-platform` (`cli/main.py`), installed by `pip install -e .`:", ""]
     out += ["```text", _relative(_help(main), root).rstrip(), "```", ""]
     for action in main._actions:
         for name, command in action.choices.items() if isinstance(action, argparse._SubParsersAction) else []:

@@ -161,7 +161,7 @@ JUDGINGS = {
 def judging(path: str, api_base: str, verdicts: str) -> None:
     """A judging asset's inputs, then its verdicts by the panel over HTTP (the stub server at
     `api_base`, the client's timeout its config's), with the verdicts' checks, which must pass."""
-    from evaluation_assets.definitions import defs
+    from definitions import defs
     from evaluation_assets.judging import assets
     from resources import ModelGatewayResource
     from tests.evaluation import materialize_configured

@@ -8,8 +8,8 @@ import duckdb
 import pytest
 from dagster import DagsterInstance
 
+from definitions import defs
 from eval_platform.evolution.fitness import fitness_score
-from evaluation_assets.definitions import defs
 from tests.openai_stub_server import StubServer
 
 # judge -> what its error must say

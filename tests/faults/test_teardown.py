@@ -120,7 +120,7 @@ def test_tests_that_start_processes_pass_in_a_suite_started_in_the_background(tm
     """With SIGINT ignored from the start, Dagster maps SIGTERM onto SIG_IGN in the pytest process,
     and every process it starts inherits both: the tests that start processes still end and pass."""
     tests = [
-        "tests/test_checks_and_views.py::test_parallel_processes_share_the_warehouse",
+        "tests/code_location/test_checks_and_views.py::test_parallel_processes_share_the_warehouse",
         "tests/faults/test_teardown.py::test_a_server_ignoring_sigterm_is_killed_with_its_children",
     ]
     suite = subprocess.Popen(

@@ -14,6 +14,7 @@ import pytest
 from dagster import DagsterInstance, materialize
 
 from eval_platform.blind import sheets
+from eval_platform.blind.sheets import KEY_FILE
 from eval_platform.blind.store import BlindStore
 from eval_platform.common.connections import lake_extensions
 from eval_platform.common.warehouse import Store, table_key
@@ -21,7 +22,6 @@ from eval_platform.evolution.store import EraStore
 from eval_platform.judging.datasets import GPT4_LLMBAR_JUDGE
 from eval_platform.judging.store import JudgingStore
 from evaluation_assets.blind.assets import (
-    KEY_FILE,
     blind_eval_answers,
     blind_eval_questions,
     blind_eval_scores,
@@ -39,13 +39,13 @@ from evaluation_assets.judging.assets import (
     recorded_verdicts,
 )
 from resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
+from tests.blind.test_blind_evaluation import fill
 from tests.conftest import PROJECT_ROOT
 from tests.evaluation import materialize_configured
+from tests.judging.test_judging_assets import STUB_JUDGE, era_file, judging, llmbar_natural
 from tests.openai_stub_server import CLIENT_TIMEOUT_S, StubServer
 from tests.tables import assert_same_rows, snapshot
 from tests.team.postgres_server import postgres_server
-from tests.test_blind_evaluation import fill
-from tests.test_judging_assets import STUB_JUDGE, era_file, judging, llmbar_natural
 
 LAKES = ("lake_judging", "lake_evolution", "lake_blind")
 ROUNDS = 20  # bootstrap rounds: the figures are exact, only their intervals are resampled
@@ -327,7 +327,7 @@ def test_a_blind_sheet_on_the_lake_is_issued_read_back_and_tallied_once(catalogs
         "blind_scores": 10,
         "blind_results": 2,  # the rater's and the pooled
     }
-    # The key's sides as the lake keeps them, and the tally by hand (tests/test_blind_evaluation.py).
+    # The key's sides as the lake keeps them, and the tally by hand (tests/blind/test_blind_evaluation.py).
     assert through_the_lake(warehouse, "SELECT sheet_id FROM blind_issues") == [(key["sheet_id"],)]
     sides = through_the_lake(warehouse, "SELECT Question_ID, system_a, system_b FROM blind_key ORDER BY 1")
     assert {qid: [a, b] for qid, a, b in sides} == {qid: list(pair) for qid, pair in key["sides"].items()}

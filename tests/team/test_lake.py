@@ -1,32 +1,30 @@
 """The warehouse on DuckLake (a catalog on PostgreSQL, data files in a folder): a partition's tables
 replaced in one transaction whoever else writes, a conflicting commit retried and one that outlasts
 its retries failing with the table and partition named, readers served while writers write, a
-file warehouse moved into a lake with every row kept, and a version 9 lake migrated keeping every row."""
+file warehouse moved into a lake with every row kept."""
 
 import gzip
 import multiprocessing
 import os
-import re
 import shutil
 import subprocess
 import sys
 import threading
 from contextlib import closing
 
-import duckdb
 import pandas as pd
 import pytest
 
-from eval_platform.benchmarks.store import BenchmarkSchema, EvaluationStore, InputStore
+from eval_platform.benchmarks.store import EvaluationStore, InputStore
 from eval_platform.benchmarks.store.inputs import source_frames
 from eval_platform.common.ingestion import LoadedRows
-from eval_platform.common.warehouse import SCHEMA_TABLE, CommitConflictError, registered_stores, without_keys, writes
+from eval_platform.common.warehouse import CommitConflictError, writes
 from evaluation_assets.benchmarks.assets import benchmark_evaluation
 from resources import WarehouseResource
 from tests.conftest import PROJECT_ROOT
 from tests.evaluation import materialize_benchmark, materialize_evaluation, roster_with
 from tests.processes import in_processes
-from tests.tables import SKIPPED_TABLES, assert_every_v9_row_moved, assert_same_rows, snapshot, v9_rows, v10_rows
+from tests.tables import SKIPPED_TABLES
 from tests.team.postgres_server import postgres_server
 
 LAKES = (
@@ -37,10 +35,8 @@ LAKES = (
     "lake_empty_partition",
     "lake_twice",
     "lake_reattached",
-    "lake_v9",
 )
 ROWS = 5
-V9_FIXTURE = PROJECT_ROOT / "tests" / "data" / "v9_warehouse"  # what the release before version 10 wrote
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +76,7 @@ def raw_rows(benchmark: str, copy: int) -> pd.DataFrame:
 
 def move(env: dict, *arguments: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "jobs.main", "move-warehouse", *arguments],
+        [sys.executable, "-m", "cli", "move-warehouse", *arguments],
         cwd=PROJECT_ROOT,
         env={**os.environ, **env},
         capture_output=True,
@@ -120,46 +116,9 @@ def test_a_file_warehouse_moves_into_a_lake_with_every_row_kept(catalogs, tmp_pa
     assert every_row(moved) == expected
 
 
-def test_a_version_9_lake_keeps_every_row_in_the_one_set_of_tables(catalogs, tmp_path, monkeypatch):
-    """A team's lake written by the release before one set of tables (tests/data/v9_warehouse: five
-    datasets and a harness task by two roster models, compared, the protocols scored; its benchmark
-    tables as a lake keeps them, without keys) is migrated in place: every version 9 row is in the
-    table that holds it now (tests/tables.py's V9_TO_V10), and the lake holds what the same
-    warehouse migrated as a file holds, table by table."""
-    monkeypatch.chdir(PROJECT_ROOT)
-    schema = (V9_FIXTURE / "schema.sql").read_text()
-    declared = dict(re.findall(r"CREATE TABLE (\w+)\((.*?)\);\n", schema, re.S))
-    others = {table for store in registered_stores() if store.name != "benchmarks" for table in store.tables}
-    version_9 = {table: columns for table, columns in declared.items() if table not in others | {SCHEMA_TABLE}}
-    warehouse = lake(catalogs, "lake_v9", tmp_path)
-    with warehouse.get_connection() as conn:  # a new lake, its benchmark tables taken back to version 9
-        for (view,) in conn.execute(
-            "SELECT view_name FROM duckdb_views() WHERE NOT internal AND database_name = current_database()"
-        ).fetchall():
-            conn.execute(f"DROP VIEW {view}")
-        for table in BenchmarkSchema.tables:
-            conn.execute(f"DROP TABLE {table}")
-        for table, columns in version_9.items():
-            conn.execute(f"CREATE TABLE {table} ({without_keys(columns)})")
-            conn.execute(f"INSERT INTO {table} SELECT * FROM '{V9_FIXTURE.relative_to(PROJECT_ROOT)}/{table}.parquet'")
-        conn.execute("UPDATE schema_versions SET version = 9 WHERE store = 'benchmarks'")
-        before = v9_rows(conn)
-    assert [what for what, rows in before.items() if not rows] == ["fewshot_rejections"]  # every other one holds rows
-    with warehouse.get_connection() as conn:
-        version = conn.execute("SELECT version FROM schema_versions WHERE store = 'benchmarks'").fetchone()[0]
-        after, migrated = v10_rows(conn), snapshot(conn)
-    assert version == BenchmarkSchema.version == 10
-    assert_every_v9_row_moved(before, after)
-    file = tmp_path / "v9.duckdb"
-    with duckdb.connect(str(file)) as conn:
-        conn.execute(f"IMPORT DATABASE '{V9_FIXTURE.relative_to(PROJECT_ROOT)}'")
-    with WarehouseResource(database=str(file)).get_connection() as conn:
-        assert_same_rows(migrated, snapshot(conn))
-
-
 def test_a_file_from_duckdb_2_says_how_to_move_it(catalogs, tmp_path):
-    newer = tmp_path / "v4_warehouse.duckdb"  # the previous release's warehouse, written by DuckDB 2.0.0
-    with gzip.open(PROJECT_ROOT / "tests" / "data" / "v4_warehouse.duckdb.gz") as packed, open(newer, "wb") as out:
+    newer = tmp_path / "warehouse.duckdb"  # a file written by DuckDB 2.0.0
+    with gzip.open(PROJECT_ROOT / "tests" / "data" / "duckdb_2_file.duckdb.gz") as packed, open(newer, "wb") as out:
         shutil.copyfileobj(packed, out)
     target = lake(catalogs, "lake_exported", tmp_path)
     done = move({"EVAL_WAREHOUSE": target.database, "EVAL_LAKE_DATA_PATH": target.data_path}, "--from", str(newer))

@@ -11,8 +11,8 @@ import pytest
 import yaml
 from dagster import DagsterInstance, RunsFilter
 
+from definitions import defs
 from eval_platform.benchmarks.roster import RosterEntry, write_entry
-from evaluation_assets.definitions import defs
 from evaluation_assets.partitions import evaluation_key
 from resources import WarehouseResource
 from tests.evaluation import launchpad
@@ -123,7 +123,7 @@ def materialize_inputs(team, benchmark: str) -> None:
         "asset",
         "materialize",
         "-m",
-        "evaluation_assets.definitions",
+        "definitions",
         "--select",
         "group:benchmark_inputs",
         "--partition",

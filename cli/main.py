@@ -7,6 +7,7 @@
     eval-platform ui                                    (Dagster's UI and the sample viewer)
     eval-platform viewer                                (the sample viewer alone, on 127.0.0.1:3010)
     eval-platform move-warehouse --from data/warehouse.duckdb
+    eval-platform migrate                               (a team's storage, once, before any host starts)
 
 `run` walks the demo's steps (schedules/planner.py's DEMO) in this process: each asks the planner
 for the runs its production trigger requests (the nightly schedule, the sensors, the eager
@@ -143,6 +144,10 @@ def parser() -> argparse.ArgumentParser:
     viewed = commands.add_parser("viewer", help="The sample viewer alone (every answer behind every score).")
     viewed.add_argument("--host", help="The interface to listen on (default EVAL_VIEWER_HOST, else 127.0.0.1).")
     viewed.add_argument("--port", type=int, help="The port (default EVAL_VIEWER_PORT, else 3010).")
+    commands.add_parser(
+        "migrate",
+        help="Create or migrate Dagster's storage and the warehouse (a lake's catalog), once, before any host starts.",
+    )
     moves = commands.add_parser("move-warehouse", help="Move a warehouse into the configured one, every row kept.")
     action = moves.add_mutually_exclusive_group(required=True)
     action.add_argument("--from", dest="source", help="A warehouse file, or a folder --export wrote.")
@@ -162,6 +167,20 @@ def viewer(host: str | None, port: int | None) -> int:
     return 0
 
 
+def migrate() -> int:
+    """Dagster's storage created or migrated (what `dagster instance migrate` does), then the
+    warehouse (a lake's catalog and every store's tables), in this one process: hosts started
+    afterwards, all at once, find both made and create nothing. (Hosts that each create a new
+    database's storage race: PostgreSQL refuses the second `CREATE TABLE runs` and that host dies.)"""
+    with DagsterInstance.get() as instance:
+        instance.upgrade(print)
+    warehouse: WarehouseResource = resource("warehouse")
+    with warehouse.get_connection():
+        pass
+    print(f"Dagster's storage ({type(instance.run_storage).__name__}) and the warehouse {warehouse.database} are ready")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     settings = environment()
@@ -172,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
             return supervise(args.port, settings.viewer_host, settings.viewer_port)
         case "viewer":
             return viewer(args.host, args.port)
+        case "migrate":
+            return migrate()
         case _:
             warehouse: WarehouseResource = resource("warehouse")
             return export_warehouse(warehouse, args.export) if args.export else move_warehouse(warehouse, args.source)

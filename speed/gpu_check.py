@@ -64,7 +64,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from eval_platform.benchmarks.declarations import FEWSHOT_SEED, EvaluationSettings, declared_benchmarks  # noqa: E402
 from eval_platform.benchmarks.harness import HarnessRun, build_tasks, evaluate, registered_config  # noqa: E402
 from eval_platform.common.models import LoglikelihoodRequest  # noqa: E402
-from eval_platform.common.models.local import LocalCausalLM  # noqa: E402
+from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, LocalCausalLM, materialize_weights  # noqa: E402
 from eval_platform.environment import environment  # noqa: E402
 from speed.harness_alone import ModelPhase, TokenCounter  # noqa: E402
 from speed.lm_eval_parity import divergence  # noqa: E402
@@ -168,41 +168,31 @@ def build_network(shape: str, tokenizer, device: str, tiny: bool, seed: int, win
 
 
 def check_kernels(device: str) -> dict:
-    """FlashAttention's variable-length kernel (what packed passes call on a GPU) against the plain
-    reference of the same function, on random bfloat16 inputs: sequences of several lengths,
-    grouped-query heads, narrower values (multi-head latent attention's), and each window the
-    packed passes ask (causal, causal within a window, full, staggered). The largest differences
-    of the output and the log-sum-exp; bfloat16 inputs, so about 1e-2 at most."""
-    import torch
+    """The kernel the engine takes on this device in bfloat16 (FlashAttention's on a GPU, torch's CPU
+    kernel here) against the definition, on the engine's own check before use (kernels.py: unequal
+    query and key lengths, every window, grouped-query heads, narrower values, as many tokens as
+    heads, the decode step's call): its largest differences. A kernel that fails the check stops
+    the run at once: every figure after it would be of the padded path, or wrong."""
+    from eval_platform.common.models.kernels import KERNEL_TOLERANCE, check_kernel
 
-    from eval_platform.common.models.packed import cpu_varlen, flash_varlen, reference_varlen
-
-    generator = torch.Generator(device="cpu").manual_seed(0)
-    lengths = [37, 1, 300, 129]
-    cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32)
-    worst = {"output": 0.0, "lse": 0.0}
-    for window in ((-1, 0), (63, 0), (-1, -1), (0, -1)):
-        for width in (128, 96):
-            q = torch.randn(int(cu[-1]), 32, 128, generator=generator).to(device, torch.bfloat16)
-            k = torch.randn(int(cu[-1]), 8, 128, generator=generator).to(device, torch.bfloat16)
-            v = torch.randn(int(cu[-1]), 8, width, generator=generator).to(device, torch.bfloat16)
-            scale = 128**-0.5
-            if device.startswith("cuda"):
-                out, lse = flash_varlen(
-                    q, k, v, cu.to(device), cu.to(device), max(lengths), max(lengths), window, scale
-                )
-            else:  # the dry run: the kernel the CPU takes
-                out, lse = cpu_varlen(q, k, v, cu.tolist(), cu.tolist(), window, scale)
-            ref_out, ref_lse = reference_varlen(q, k, v, cu.tolist(), cu.tolist(), window, scale)
-            seen = torch.isfinite(ref_lse)
-            worst["output"] = max(worst["output"], float((out.float() - ref_out.float()).abs().max()))
-            worst["lse"] = max(worst["lse"], float((lse[seen] - ref_lse[seen]).abs().max()))
     kernel = "flash" if device.startswith("cuda") else "cpu"
+    worst, reason = check_kernel(kernel, device, "bfloat16")
+    if reason:
+        log(f"kernel check: FAILED: {reason}")
+        raise SystemExit(f"kernel check failed on {device}: {reason}")
     log(
-        f"kernel check ({kernel} against the reference): max |output| difference {worst['output']:.2g}, "
-        f"max |log-sum-exp| difference {worst['lse']:.2g}"
+        f"kernel check ({kernel} against the definition, bfloat16): passed; max |output| difference "
+        f"{worst['output']:.2g}, max |log-sum-exp| difference {worst['lse']:.2g} "
+        f"(tolerance {KERNEL_TOLERANCE['bfloat16']:g})"
     )
     return worst
+
+
+def flash_signature() -> str:
+    """FlashAttention's operator in this torch, as the engine calls it."""
+    from eval_platform.common.models.kernels import flash_operator
+
+    return str(flash_operator().default._schema)  # pyright: ignore[reportAttributeAccessIssue]
 
 
 def warm_up(network, model: LocalCausalLM) -> None:
@@ -279,11 +269,11 @@ def task_run(name: str, args, data: Path, folder: Path) -> tuple[HarnessRun, int
         return HarnessRun((task,), settings.model_copy(update=changes))
 
     if name == "mmlu_pro":
-        lines = read_jsonl(data / "mmlu_pro_test.jsonl")
+        lines = read_jsonl(data / "v2" / "mmlu_pro.jsonl")
         chosen = evenly(lines, args.mmlu_pro)
         files = {
             "test": written(folder, "mmlu_pro.jsonl", chosen),
-            "validation": str(data / "mmlu_pro_validation.jsonl"),
+            "validation": str(data / "v2" / "fewshot" / "mmlu_pro_validation.jsonl"),
         }
         settings = declared["leaderboard_mmlu_pro"].evaluation_settings()
         return (
@@ -295,19 +285,22 @@ def task_run(name: str, args, data: Path, folder: Path) -> tuple[HarnessRun, int
         settings = declared["leaderboard_bbh"].evaluation_settings()
         files, docs, full = {}, 0, 0
         for task, splits in settings.data_files.items():
-            lines = read_jsonl(data / "bbh" / Path(splits["test"]).name)
+            lines = read_jsonl(data / "v2" / "bbh" / Path(splits["test"]).name)
             chosen = evenly(lines, args.bbh)
             files[task] = {"test": written(folder, f"{task}.jsonl", chosen)}
             docs, full = docs + len(chosen), full + len(lines)
         return run_of("leaderboard_bbh", settings, data_files=files), docs, full
     if name == "arc_challenge":
-        lines = read_jsonl(data / "arc_challenge_test.jsonl")
+        lines = read_jsonl(data / "arc_challenge.jsonl")
         chosen = evenly(lines, args.arc)
-        files = {"test": written(folder, "arc.jsonl", chosen), "train": str(data / "arc_challenge_train.jsonl")}
+        files = {
+            "test": written(folder, "arc.jsonl", chosen),
+            "train": str(data / "fewshot" / "arc_challenge_train.jsonl"),
+        }
         settings = EvaluationSettings(task="arc_challenge", data_files={"arc_challenge": files}, num_fewshot=25)
         return run_of("arc_challenge", settings), len(chosen), len(lines)
     if name == "ifeval":
-        lines = read_jsonl(data / "ifeval.jsonl")
+        lines = read_jsonl(data / "v2" / "ifeval.jsonl")
         chosen = evenly(lines, args.ifeval)
         settings = declared["leaderboard_ifeval"].evaluation_settings()
         run = run_of(
@@ -318,7 +311,7 @@ def task_run(name: str, args, data: Path, folder: Path) -> tuple[HarnessRun, int
         )
         return run, len(chosen), len(lines)
     if name == "gsm8k_cot":
-        lines = read_jsonl(data / "gsm8k_test.jsonl")
+        lines = read_jsonl(data / "gsm8k.jsonl")
         chosen = evenly(lines, args.gsm8k)
         settings = EvaluationSettings(
             task="gsm8k_cot",
@@ -654,8 +647,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--deadline", type=float, default=0, help="Seconds after which no new task starts (0: none).")
     parser.add_argument("--device", default=None, help="Default: cuda where available, else cpu.")
     parser.add_argument("--seed", type=int, default=1234)
-    parser.add_argument("--data", type=Path, default=GPU_DIR / "data")
-    parser.add_argument("--tokenizer", type=Path, default=GPU_DIR / "tokenizer")
+    parser.add_argument(
+        "--data", type=Path, default=GPU_DIR / "data", help="The benchmarks, laid out as ../shared/benchmarks."
+    )
+    parser.add_argument(
+        "--tokenizer", type=Path, default=GPU_DIR / "tokenizer", help="Default: .gpu's, else the local model's."
+    )
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or GPU_DIR / "out"))
     args = parser.parse_args(argv)
     if args.tiny:
@@ -677,9 +674,13 @@ def main(argv: list[str] | None = None) -> None:
         f"lm-eval {lm_eval.__version__}"
     )
     meta = {"device": gpu, "versions": versions, "args": vars(args), "tie_factor": TIE_FACTOR}
+    meta["flash_signature"] = flash_signature()
     log(f"GPU check on {gpu}; {versions}; batch size {args.batch_size}{'; TINY shapes' if args.tiny else ''}")
+    log(f"FlashAttention's operator: {meta['flash_signature']}")
     meta["kernel_check"] = check_kernels(device)
-    tokenizer = load_tokenizer(args.tokenizer)
+    tokenizer = load_tokenizer(
+        args.tokenizer if args.tokenizer.exists() else materialize_weights(DEFAULT_LOCAL_MODEL)[0]
+    )
     results: list[dict] = []
     footer: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -22,7 +22,7 @@ DIR=.gpu
 # .gpu/ must not be committed, and must be ignored for `carry` to take it (in a worktree too)
 git check-ignore -q "$DIR/x" || echo "/$DIR/" >>"$(git rev-parse --git-common-dir)/info/exclude"
 rm -rf "$DIR"
-mkdir -p "$DIR/whl" "$DIR/tokenizer" "$DIR/data/bbh"
+mkdir -p "$DIR/whl" "$DIR/tokenizer"
 
 # 1. Wheels: binary ones for CPython 3.12 on manylinux x86-64 (most are pure Python)
 $PIP download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
@@ -49,18 +49,17 @@ for name in names:
         shutil.copy(Path(folder) / name, sys.argv[1])
 EOF
 
-# 3. The data: the full v2 files, ARC-Challenge's test and train splits, GSM8K's test split
-V2="$SHARED/v2"
-cp "$V2/mmlu_pro.jsonl" "$DIR/data/mmlu_pro_test.jsonl"
-cp "$V2/fewshot/mmlu_pro_validation.jsonl" "$DIR/data/mmlu_pro_validation.jsonl"
-cp "$V2/ifeval.jsonl" "$DIR/data/ifeval.jsonl"
+# 3. The data, laid out as in ../shared/benchmarks: the full v2 files, ARC-Challenge's test and train
+#    splits, GSM8K's test split
+mkdir -p "$DIR/data/v2/fewshot" "$DIR/data/v2/bbh" "$DIR/data/fewshot"
+cp "$SHARED/v2/mmlu_pro.jsonl" "$SHARED/v2/ifeval.jsonl" "$DIR/data/v2/"
+cp "$SHARED/v2/fewshot/mmlu_pro_validation.jsonl" "$DIR/data/v2/fewshot/"
 for file in $(sed -n 's/.*{test: bbh\/\([a-z_]*\.jsonl\)}.*/\1/p' data/benchmarks/leaderboard_bbh.yaml); do
-    cp "$V2/bbh/$file" "$DIR/data/bbh/$file"
+    cp "$SHARED/v2/bbh/$file" "$DIR/data/v2/bbh/$file"
 done
-cp "$SHARED/arc_challenge.jsonl" "$DIR/data/arc_challenge_test.jsonl"
-cp "$SHARED/fewshot/arc_challenge_train.jsonl" "$DIR/data/arc_challenge_train.jsonl"
-cp "$SHARED/gsm8k.jsonl" "$DIR/data/gsm8k_test.jsonl"
+cp "$SHARED/arc_challenge.jsonl" "$SHARED/gsm8k.jsonl" "$DIR/data/"
+cp "$SHARED/fewshot/arc_challenge_train.jsonl" "$DIR/data/fewshot/"
 
 ls "$DIR/whl" "$DIR/tokenizer"
-echo "BBH subtasks: $(ls "$DIR/data/bbh" | wc -l)"
+echo "BBH subtasks: $(ls "$DIR/data/v2/bbh" | wc -l)"
 du -sh "$DIR" "$DIR"/*

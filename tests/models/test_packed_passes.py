@@ -29,7 +29,8 @@ from eval_platform.benchmarks.solvers.harness import rows_requests
 from eval_platform.common.ingestion import load_rows
 from eval_platform.common.models import LoglikelihoodRequest
 from eval_platform.common.models import packed as packed_module
-from eval_platform.common.models.packed import cpu_varlen, depth_first, plan_passes, reference_varlen
+from eval_platform.common.models.kernels import cpu_varlen, reference_varlen
+from eval_platform.common.models.packed import depth_first, plan_passes
 from eval_platform.common.models.prefix_cache import PrefixTrie, _fold_short, _split, score
 from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
 from eval_platform.environment import environment

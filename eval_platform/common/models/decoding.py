@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from eval_platform.common.models import packed
+from eval_platform.common.models import kernels, packed
 from eval_platform.common.models.attention import AttentionLayout
 from eval_platform.common.models.prefix_cache import Node, PrefixTrie, _fold_short, _split, common_length
 
@@ -157,18 +157,31 @@ class PrefillRun(packed.PassRun):
 
 
 @dataclass
+class PrefixReaders:
+    """A shared prefix read in a decode step: the rows that read it and, for FlashAttention, the
+    step's call over it (one query a row, all its keys), each on the device."""
+
+    prefix: SharedPrefix
+    rows: Any
+    cu_q: Any = None  # one sequence: the rows' queries over the prefix's keys
+    cu_k: Any = None
+
+
+@dataclass
 class DecodeRun:
-    """A decode step: one token a row, attending to its row and its shared prefix."""
+    """A decode step: one token a row, attending to its row and its shared prefix. Every tensor the
+    layers read is built once a step, by `PackedSteps.step`, in one copy to the device."""
 
     cache: RowCache
     windows: Sequence[int | None]
-    kernel: str  # packed.kernel_name's
+    kernel: str  # kernels.kernel_name's
     rows: Any  # 0..R-1 on the device
     columns: Any  # each row's length: where its new token goes
-    readers: Sequence[tuple[SharedPrefix, Any]]  # each prefix read, and its rows on the device
+    readers: Sequence[PrefixReaders]
     visible: dict[int | None, Any] = field(default_factory=dict)  # by window: the CPU's masks [R, 1, 1, longest]
-    cu_q: Any = None  # the flash kernel's cumulative lengths: a query and a row a sequence
+    cu_q: Any = None  # FlashAttention's call over the rows: a query and a row a sequence
     cu_k: Any = None
+    used: Any = None  # each row's keys, its new one included (seqused_k)
 
     def attend(self, layer: int, query: Any, key: Any, value: Any, scale: float) -> Any:
         q, k, v = query[0].transpose(0, 1), key[0].transpose(0, 1), value[0].transpose(0, 1)  # [R, heads, width]
@@ -179,11 +192,11 @@ class DecodeRun:
         out, lse = self._own(q, keys, values, window, scale)
         own = out[..., :width], lse
         parts = []
-        for prefix, rows in self.readers:
-            prefix_keys, prefix_values = prefix.states[layer]
-            out, lse = self._prefix(q.index_select(0, rows), prefix_keys, prefix_values, scale)
-            parts.append((out, lse, rows))
-        out = packed.merge(own, parts) if parts else own[0]
+        for readers in self.readers:
+            prefix_keys, prefix_values = readers.prefix.states[layer]
+            out, lse = self._prefix(q.index_select(0, readers.rows), prefix_keys, prefix_values, readers, scale)
+            parts.append((out, lse, readers.rows))
+        out = kernels.merge(own, parts) if parts else own[0]
         return out[..., :width].unsqueeze(0)
 
     def _own(self, q: Any, keys: Any, values: Any, window: int | None, scale: float) -> tuple[Any, Any]:
@@ -192,10 +205,8 @@ class DecodeRun:
 
         count = q.shape[0]
         if self.kernel == "flash":
-            from torch.nn.attention.varlen import AuxRequest, varlen_attn
-
             heads = keys.shape[-2]
-            out, lse = varlen_attn(
+            return kernels.flash_varlen(
                 q,
                 keys.view(-1, heads, keys.shape[-1]),
                 values.view(-1, heads, values.shape[-1]),
@@ -203,32 +214,27 @@ class DecodeRun:
                 self.cu_k,
                 1,
                 self.cache.columns,
-                return_aux=AuxRequest(lse=True),
-                scale=scale,
-                window_size=(-1, 0) if window is None else (window - 1, 0),
-                enable_gqa=q.shape[1] != heads,
-                seqused_k=self.columns + 1,
+                (-1, 0) if window is None else (window - 1, 0),
+                scale,
+                seqused_k=self.used,
             )
-            return out, (lse.transpose(0, 1) if lse.shape[0] != count else lse).float()
         visible = self.visible[window]
         longest = visible.shape[-1]
         row_keys = keys[:count, :, :longest]
-        row_values = packed._as_wide_as(values[:count, :, :longest], row_keys)
+        row_values = kernels._as_wide_as(values[:count, :, :longest], row_keys)
         mask = torch.zeros(visible.shape, dtype=q.dtype, device=q.device).masked_fill(~visible, float("-inf"))
         out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
             q[:, :, None], row_keys, row_values, 0.0, False, attn_mask=mask, scale=scale
         )
         return out[:, :, 0], lse[:, :, 0]
 
-    def _prefix(self, q: Any, keys: Any, values: Any, scale: float) -> tuple[Any, Any]:
+    def _prefix(self, q: Any, keys: Any, values: Any, readers: PrefixReaders, scale: float) -> tuple[Any, Any]:
         """Queries [n, H, D] over a prefix's keys and values, all seen (no window reaches past it)."""
         if self.kernel == "flash":
-            bounds = [0, q.shape[0]], [0, keys.shape[0]]
-            import torch
-
-            cu_q, cu_k = (torch.tensor(b, dtype=torch.int32, device=q.device) for b in bounds)
-            return packed.flash_varlen(q, keys, values, cu_q, cu_k, q.shape[0], keys.shape[0], (-1, -1), scale)
-        host = packed.cpu_varlen if self.kernel == "cpu" else packed.reference_varlen
+            return kernels.flash_varlen(
+                q, keys, values, readers.cu_q, readers.cu_k, q.shape[0], keys.shape[0], (-1, -1), scale
+            )
+        host = kernels.cpu_varlen if self.kernel == "cpu" else kernels.reference_varlen
         return host(q, keys, values, [0, q.shape[0]], [0, keys.shape[0]], (-1, -1), scale)
 
 
@@ -251,7 +257,7 @@ class PackedSteps:
 
     @property
     def kernel(self) -> str:
-        return packed.kernel_name(self.network)
+        return kernels.kernel_name(self.network)
 
     def reset(self) -> None:
         self.cache = None
@@ -457,34 +463,43 @@ class PackedSteps:
         assert self.cache is not None
         cache, device, kernel = self.cache, self.network.device, self.kernel
         count = len(tokens)
-        lengths = torch.tensor(cache.lengths[:count], dtype=torch.long, device=device)
-        bases = torch.tensor([cache.base(row) for row in range(count)], dtype=torch.long, device=device)
         readers: dict[int, tuple[SharedPrefix, list[int]]] = {}
         for row, prefix in enumerate(cache.prefixes[:count]):
             if prefix is not None:
                 readers.setdefault(id(prefix), (prefix, []))[1].append(row)
+        lengths = cache.lengths[:count]
+        parts = [list(tokens), lengths, [cache.base(row) for row in range(count)], list(range(count))]
+        parts += [rows for _, rows in readers.values()]
+        flash = kernel == "flash"
+        if flash:  # the calls' cumulative lengths: over the rows, and over each prefix
+            parts += [list(range(count + 1)), [row * cache.columns for row in range(count + 1)]]
+            parts += [[length + 1 for length in lengths]]
+            parts += [bound for prefix, rows in readers.values() for bound in ([0, len(rows)], [0, len(prefix.tokens)])]
+        ids, lengths_t, bases, row_ids, *rest = packed.to_device(parts, device)
+        prefix_rows, rest = rest[: len(readers)], rest[len(readers) :]
         run = DecodeRun(
             cache,
             self.layout.windows,
             kernel,
-            torch.arange(count, device=device),
-            lengths,
-            [(prefix, torch.tensor(rows, dtype=torch.long, device=device)) for prefix, rows in readers.values()],
+            row_ids,
+            lengths_t,
+            [PrefixReaders(prefix, rows_t) for (prefix, _), rows_t in zip(readers.values(), prefix_rows, strict=True)],
         )
-        if kernel == "flash":
-            run.cu_q = torch.arange(count + 1, dtype=torch.int32, device=device)
-            run.cu_k = run.cu_q * cache.columns
+        if flash:
+            run.cu_q, run.cu_k, run.used, *bounds = (tensor.int() for tensor in rest)
+            for index, reader in enumerate(run.readers):
+                reader.cu_q, reader.cu_k = bounds[2 * index], bounds[2 * index + 1]
         else:
-            column = torch.arange(max(cache.lengths[:count]) + 1, device=device)[None]
+            column = torch.arange(max(lengths) + 1, device=device)[None]
             for window in set(self.layout.windows):
-                seen = column <= lengths[:, None]
+                seen = column <= lengths_t[:, None]
                 if window is not None:
-                    seen &= column > lengths[:, None] - window
+                    seen &= column > lengths_t[:, None] - window
                 run.visible[window] = seen[:, None, None]
-        ids = torch.tensor([list(tokens)], device=device)
+        ids = ids[None]
         with torch.inference_mode(), packed.packed_attention(self.network), packed.active(run):
             logits = self.network(
-                input_ids=ids, position_ids=(bases + lengths)[None], use_cache=False, logits_to_keep=0
+                input_ids=ids, position_ids=(bases + lengths_t)[None], use_cache=False, logits_to_keep=0
             ).logits
         self.on_pass()
         for row in range(count):

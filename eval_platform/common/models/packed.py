@@ -11,10 +11,11 @@ whose parts are merged by their log-sum-exps (the partial softmaxes FlashAttenti
 No 4-D mask is built, no key is repeated for a query head, the host builds each pass's indices in
 one tensor copied once, and results stay on the device until the call ends.
 
-The kernel is `torch.nn.attention.varlen.varlen_attn` (FlashAttention inside torch) on a CUDA GPU in
-16-bit floats, else `reference_varlen`, the same function in plain torch. The path is taken where
-the model's attention layers go through transformers' attention interface with nothing the kernel
-cannot express (`packed_path`); other models keep the padded rows of prefix_cache.py.
+The kernel is FlashAttention's inside torch on a CUDA GPU in 16-bit floats, torch's flash kernel on
+the CPU, else the definition in plain torch (kernels.py). The path is taken where the model's
+attention layers go through transformers' attention interface with nothing the kernel cannot
+express, and the kernel has passed its check on the model's device and dtype (`packed_path`);
+other models keep the padded rows of prefix_cache.py.
 
 A sliding-window layer sees an ancestor's keys within each query's window: for a node at positions
 [a, a+L) and a window of w, the keys at a+L-w+1 and after are seen by all of its queries, and the
@@ -32,10 +33,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eval_platform.common.models.attention import AttentionLayout
+from eval_platform.common.models.kernels import (
+    KERNELS,
+    cpu_varlen,
+    flash_varlen,
+    kernel_check,
+    kernel_name,
+    merge,
+    reference_varlen,
+)
 
 ATTENTION_NAME = "eval_platform_packed"  # the attention implementation registered with transformers
-FLASH_DTYPES = {"float16", "bfloat16"}  # what FlashAttention computes in
-FLASH_MAX_HEAD_DIM = 256
 # scored positions whose log-probabilities are computed at once (a float32 row of each's vocabulary)
 LOGIT_ROWS = 1024
 _ACTIVE: contextvars.ContextVar[Any] = contextvars.ContextVar("packed_pass", default=None)  # a pass's run
@@ -50,31 +58,7 @@ def packed_path(network: Any, layout: AttentionLayout) -> str | None:
         return f"{type(network).__name__} does not take transformers' attention interface"
     if getattr(config, "attn_logit_softcapping", None) is not None:
         return "soft-capped attention logits"
-    return None
-
-
-def kernel_name(network: Any) -> str:
-    """The variable-length kernel of the model's packed passes: `flash` (FlashAttention's, on a CUDA
-    GPU in 16-bit floats, heads of at most 256), `cpu` (torch's flash kernel for the CPU, sequence
-    by sequence) or `reference` (plain torch, elsewhere)."""
-    config = network.config.get_text_config(decoder=True)
-    head = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    if network.device.type == "cpu":
-        return "cpu"
-    if (
-        network.device.type == "cuda"
-        and str(network.dtype).removeprefix("torch.") in FLASH_DTYPES
-        and max(head, getattr(config, "qk_head_dim", 0) or 0) <= FLASH_MAX_HEAD_DIM
-    ):
-        return "flash"
-    return "reference"
-
-
-KERNELS = {
-    "flash": "FlashAttention's variable-length kernel",
-    "cpu": "torch's CPU flash kernel, node by node",
-    "reference": "plain torch, node by node",
-}
+    return kernel_check(kernel_name(network), str(network.device), str(network.dtype).removeprefix("torch."))
 
 
 def describe_passes(network: Any, layout: AttentionLayout, packed: bool = True) -> dict[str, str]:
@@ -243,149 +227,6 @@ def past_jobs(plan: PassPlan, slots: dict[int, int], window: int | None) -> tupl
             first, last = max(start, a - window + 1), min(end, shared)
             staggered.add(range(offset, offset + last - a + window - 1), range(slot + first, slot + last))
     return everyone, staggered
-
-
-# --- kernels ---------------------------------------------------------------------------------------
-
-
-def reference_varlen(
-    query: Any, key: Any, value: Any, cu_q: Sequence[int], cu_k: Sequence[int], window: tuple[int, int], scale: float
-) -> tuple[Any, Any]:
-    """`varlen_attn` in plain torch, sequence by sequence: query [Tq, H, D] over key and value
-    [Tk, KVH, D or Dv] (KVH dividing H), each sequence's window aligned at its bottom right as
-    FlashAttention aligns it ((-1, 0): causal; -1: unbounded); the output [Tq, H, Dv] and the
-    log-sum-exp of the scaled scores [Tq, H] (in float32 or wider), -inf where a query sees no key."""
-    import torch
-
-    heads, kv_heads = query.shape[1], key.shape[1]
-    group = heads // kv_heads
-    device, dtype = query.device, torch.promote_types(query.dtype, torch.float32)
-    out = query.new_zeros((query.shape[0], heads, value.shape[2]))
-    lse = torch.full((query.shape[0], heads), float("-inf"), dtype=dtype, device=device)
-    for qa, qb, ka, kb in zip(cu_q, cu_q[1:], cu_k, cu_k[1:], strict=False):
-        lq, lk = qb - qa, kb - ka
-        # [KVH, group x Lq, D]: each key head's query heads stacked, so no key is repeated
-        q = query[qa:qb].to(dtype).permute(1, 0, 2).reshape(kv_heads, group * lq, -1)
-        k, v = key[ka:kb].to(dtype).transpose(0, 1), value[ka:kb].to(dtype).transpose(0, 1)
-        scores = torch.matmul(q, k.transpose(1, 2)) * scale
-        if window != (-1, -1):
-            scores = scores.masked_fill(~_visible(lq, lk, window, device).repeat(group, 1), float("-inf"))
-        total = torch.logsumexp(scores, dim=-1)
-        weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # a row that sees nothing: zeros
-        rows = torch.matmul(weights, v)
-        out[qa:qb] = rows.reshape(heads, lq, -1).transpose(0, 1).to(out.dtype)
-        lse[qa:qb] = total.reshape(heads, lq).transpose(0, 1)
-    return out, lse
-
-
-def cpu_varlen(
-    query: Any, key: Any, value: Any, cu_q: Sequence[int], cu_k: Sequence[int], window: tuple[int, int], scale: float
-) -> tuple[Any, Any]:
-    """`reference_varlen` by torch's flash-attention kernel for the CPU, sequence by sequence (it
-    takes grouped-query heads as they are and gives the log-sum-exp). No sequence here has a query
-    that sees no key (`past_jobs` leaves such queries out)."""
-    import torch
-
-    width, value = value.shape[2], _as_wide_as(value, key)
-    out = query.new_empty((query.shape[0], query.shape[1], width))
-    lse = query.new_empty((query.shape[0], query.shape[1]), dtype=torch.promote_types(query.dtype, torch.float32))
-    for qa, qb, ka, kb in zip(cu_q, cu_q[1:], cu_k, cu_k[1:], strict=False):
-        lq, lk = qb - qa, kb - ka
-        q, k, v = (part.transpose(0, 1)[None] for part in (query[qa:qb], key[ka:kb], value[ka:kb]))
-        mask, causal = None, window == (-1, 0) and lq == lk
-        if window != (-1, -1) and not causal:
-            mask = torch.zeros((lq, lk), dtype=query.dtype).masked_fill(~_visible(lq, lk, window), float("-inf"))
-        part, part_lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-            q, k, v, 0.0, causal, attn_mask=mask, scale=scale
-        )
-        out[qa:qb] = part[0, :, :, :width].transpose(0, 1)
-        lse[qa:qb] = part_lse[0].transpose(0, 1)
-    return out, lse
-
-
-def _as_wide_as(value: Any, key: Any) -> Any:
-    """Values padded with zeros to the keys' width (multi-head latent attention's are narrower):
-    the flash kernels take one width; the output's extra columns are zeros, cut back after."""
-    import torch
-
-    return (
-        torch.nn.functional.pad(value, (0, key.shape[-1] - value.shape[-1]))
-        if value.shape[-1] < key.shape[-1]
-        else value
-    )
-
-
-def _visible(lq: int, lk: int, window: tuple[int, int], device: Any = None) -> Any:
-    """Which keys each query sees under a window aligned at the bottom right (-1: unbounded)."""
-    import torch
-
-    i = torch.arange(lq, device=device)[:, None] + (lk - lq)
-    j = torch.arange(lk, device=device)[None, :]
-    visible = torch.ones((lq, lk), dtype=torch.bool, device=device)
-    left, right = window
-    if left >= 0:
-        visible &= j >= i - left
-    if right >= 0:
-        visible &= j <= i + right
-    return visible
-
-
-def flash_varlen(
-    query: Any,
-    key: Any,
-    value: Any,
-    cu_q: Any,
-    cu_k: Any,
-    max_q: int,
-    max_k: int,
-    window: tuple[int, int],
-    scale: float,
-) -> tuple[Any, Any]:
-    """`reference_varlen` by FlashAttention's variable-length kernel (inside torch), the cumulative
-    lengths on the device."""
-    import torch
-    from torch.nn.attention.varlen import AuxRequest, varlen_attn
-
-    width, value = value.shape[-1], _as_wide_as(value, key)
-    out, lse = varlen_attn(
-        query,
-        key,
-        value,
-        cu_q,
-        cu_k,
-        max_q,
-        max_k,
-        return_aux=AuxRequest(lse=True),
-        scale=scale,
-        window_size=window,
-        enable_gqa=query.shape[1] != key.shape[1],
-    )
-    if lse.shape[0] != query.shape[0]:  # [H, Tq], as FlashAttention 2 gives it
-        lse = lse.transpose(0, 1)
-    # a query that sees no key: FlashAttention writes +inf (an empty sum), the merge wants -inf
-    lse = lse.float().masked_fill(torch.isposinf(lse), float("-inf"))
-    return out[..., :width], lse
-
-
-def merge(own: tuple[Any, Any], others: Sequence[tuple[Any, Any, Any]]) -> Any:
-    """Attention over several sets of keys from each set's part: the tokens' own (output [T, H, Dv],
-    log-sum-exp [T, H]) and others (output, log-sum-exp, the token of each row), each weighted by
-    its share of the whole softmax."""
-    import torch
-
-    out, lse = own
-    if not others:
-        return out
-    top = lse.clone()
-    for _, part_lse, rows in others:
-        top.scatter_reduce_(0, rows[:, None].expand_as(part_lse), part_lse, "amax")
-    weight = torch.exp(lse - top)
-    total, norm = out.to(lse.dtype) * weight[..., None], weight
-    for part, part_lse, rows in others:
-        weight = torch.exp(part_lse - top[rows])
-        total.index_add_(0, rows, part.to(lse.dtype) * weight[..., None])
-        norm.index_add_(0, rows, weight)
-    return (total / norm[..., None]).to(out.dtype)
 
 
 # --- passes ----------------------------------------------------------------------------------------
@@ -557,6 +398,22 @@ def score_packed(
     return totals.tolist()
 
 
+def to_device(parts: Sequence[Sequence[int]], device: Any) -> list[Any]:
+    """Lists of host integers as tensors (int64) on the device, in one copy, which on a GPU is
+    asynchronous (from pinned memory): the host goes on while the GPU works."""
+    import torch
+
+    flat = torch.tensor([value for part in parts for value in part], dtype=torch.long)
+    if device.type == "cuda":
+        flat = flat.pin_memory()
+    flat = flat.to(device, non_blocking=True)
+    pieces, first = [], 0
+    for part in parts:
+        pieces.append(flat[first : first + len(part)])
+        first += len(part)
+    return pieces
+
+
 def prepare(
     plan: PassPlan,
     slots: dict[int, int],
@@ -570,7 +427,6 @@ def prepare(
 ) -> tuple[Any, tuple[Any, ...]]:
     """A pass's run and its inputs (ids, positions, scored tokens, their targets and requests): every
     index built on the host and copied to the device in one tensor."""
-    import torch
 
     ids, positions, scored, targets, owners, write_rows, write_slots = [], [], [], [], [], [], []
     own = Jobs()
@@ -591,14 +447,7 @@ def prepare(
     for everyone, staggered in past.values():
         parts += [everyone.queries, everyone.keys, everyone.cu_q, everyone.cu_k]
         parts += [staggered.queries, staggered.keys, staggered.cu_q, staggered.cu_k]
-    flat = torch.tensor([value for part in parts for value in part], dtype=torch.long)
-    if device.type == "cuda":
-        flat = flat.pin_memory()
-    flat = flat.to(device, non_blocking=True)
-    pieces, first = [], 0
-    for part in parts:
-        pieces.append(flat[first : first + len(part)])
-        first += len(part)
+    pieces = to_device(parts, device)
     ids_t, positions_t, scored_t, targets_t, owners_t, rows_t, slots_t, own_cu = pieces[:8]
 
     def call(jobs: Jobs, tensors: list[Any]) -> Call:

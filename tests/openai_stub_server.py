@@ -29,7 +29,8 @@ the first request of each text, then rubric JSON; `attempt_times` records when e
 `echo-key` answers HTTP 401 quoting the Authorization header it was sent, as a careless proxy
 might, and so does a request in another provider's API (Anthropic's or Gemini's, with its key in a
 header or the URL), for the secrets test.
-A fixed `latency_s` is added to every call. `calls` counts requests per model. `aliases` map other
+A fixed `latency_s` is added to every call. `calls` counts requests per model, `sent` keeps each
+request's sampling parameters (temperature, top_p, top_k, min_p, seed) per model. `aliases` map other
 model names to these (e.g. a name litellm knows the price of, to be answered as `judge-fast`).
 """
 
@@ -119,6 +120,7 @@ class StubServer:
         self.latency_s = latency_s
         self.aliases = aliases or {}
         self.calls: Counter = Counter()
+        self.sent: dict[str, list[dict]] = {}  # model -> each request's sampling parameters, in order
         self.refused_keys: list[str] = []  # keys sent in another provider's API, refused and quoted back
         self.errors: Counter = Counter()
         self._seen: Counter = Counter()
@@ -243,6 +245,14 @@ class StubServer:
                     return send_json(self, 401, {"error": {"message": message, "type": "invalid_request_error"}})
                 prompt = body["messages"][-1]["content"]
                 model = stub.aliases.get(body["model"], body["model"])
+                with stub._lock:
+                    stub.sent.setdefault(model, []).append(
+                        {
+                            name: body[name]
+                            for name in ("temperature", "top_p", "top_k", "min_p", "seed")
+                            if name in body
+                        }
+                    )
                 if model == "judge-endless":
                     stub.reply(model, prompt)
                     return stub.endless(self)

@@ -27,6 +27,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from eval_platform.common.models.sampling import DEFAULT_SEED
+
 HARNESS_VERSION = "0.4.13"
 FEWSHOT_SEED = 1234  # the harness's default fewshot_random_seed (simple_evaluate's)
 # A task's config keys that say where its data comes from, not what is measured on it.
@@ -72,13 +74,80 @@ class EvaluationSettings(BaseModel):
         min_length=1,
         description="Generated text up to the last such marker (e.g. </think>) is not scored.",
     )
+    temperature: float | None = Field(
+        default=None,
+        ge=0,
+        description="Sample generations at this temperature (0: greedy); None: each task's own.",
+    )
+    top_p: float | None = Field(default=None, gt=0, le=1, description="Sampling: nucleus (top-p) mass; None: off.")
+    top_k: int | None = Field(default=None, ge=0, description="Sampling: the k likeliest tokens only; None or 0: off.")
+    min_p: float | None = Field(default=None, ge=0, le=1, description="Sampling: min-p threshold; None: off.")
+    repeats: int | None = Field(
+        default=None, ge=1, description="Answers per generation request (k samples); None: each task's own."
+    )
+    seed: int | None = Field(
+        default=None, description=f"The samples' seed (the same seed, the same samples); None: {DEFAULT_SEED}."
+    )
+
+    @property
+    def sets_sampling(self) -> bool:
+        """Whether it sets any sampling setting or repeats (else each task samples as it says)."""
+        return any(getattr(self, name) is not None for name in (*SAMPLING_FIELDS, "repeats"))
+
+    def sampling_overrides(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """A generation task's config keys (`config`: its own) that these sampling settings change:
+        its `repeats`, and its `generation_kwargs` sampled (`do_sample`, temperature, top-p, top-k,
+        min-p over the task's own) or, at temperature 0, greedy."""
+        overrides: dict[str, Any] = {}
+        if config.get("output_type") != "generate_until":
+            return overrides
+        if self.repeats is not None:
+            for pipeline in config.get("filter_list") or []:
+                taken = [
+                    step.get("k", 0) for step in pipeline.get("filter", []) if step.get("function") == "take_first_k"
+                ]
+                if taken and max(taken) > self.repeats:
+                    raise DeclarationError(
+                        f"{config.get('task')}: its filter {pipeline.get('name')} takes the first {max(taken)} answers "
+                        f"of each document; repeats {self.repeats} gives fewer (set repeats to {max(taken)} or more)"
+                    )
+            overrides["repeats"] = self.repeats
+        chosen = {name: getattr(self, name) for name in SAMPLING_FIELDS if getattr(self, name) is not None}
+        if chosen:
+            kwargs = {**(config.get("generation_kwargs") or {}), **chosen}
+            kwargs["do_sample"] = kwargs.get("temperature", 1.0) > 0
+            overrides["generation_kwargs"] = kwargs
+        return overrides
 
     def describe(self) -> dict[str, Any]:
-        """The settings that make a result what it is, for the warehouse and the run's metadata."""
+        """The settings that make a result what it is, for the warehouse and the run's metadata
+        (sampling settings where set: a greedy run's are as they were before there were any)."""
+        unset = {name for name in (*SAMPLING_FIELDS, "repeats", "seed") if getattr(self, name) is None}
         return {
-            **self.model_dump(mode="json", exclude={"solvers", "bootstrap_iters"}),
+            **self.model_dump(mode="json", exclude={"solvers", "bootstrap_iters", *unset}),
             "harness_version": HARNESS_VERSION,
         }
+
+
+SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "min_p")
+
+
+def describe_sampling(settings: Mapping[str, Any]) -> str | None:
+    """The sampling a run's settings ask, in words (`4 samples at temperature 0.6, top-p 0.95`),
+    None where they ask none (each task's own)."""
+    if all(settings.get(name) is None for name in (*SAMPLING_FIELDS, "repeats", "seed")):
+        return None
+    repeats, temperature = settings.get("repeats"), settings.get("temperature")
+    words = f"{repeats} sample{'s' if repeats != 1 else ''}" if repeats is not None else "the task's samples"
+    if temperature == 0:
+        words += " greedy"
+    elif temperature is not None:
+        words += f" at temperature {temperature:g}"
+    labels = {"top_p": "top-p", "top_k": "top-k", "min_p": "min-p", "seed": "seed"}
+    words += "".join(
+        f", {label} {settings[name]:g}" for name, label in labels.items() if settings.get(name) is not None
+    )
+    return words
 
 
 def settings_key(settings: Mapping[str, Any]) -> str:
@@ -98,6 +167,8 @@ def settings_key(settings: Mapping[str, Any]) -> str:
         parts.append(f"first {settings['limit']} documents")
     if settings.get("max_gen_toks") is not None:
         parts.append(f"{settings['max_gen_toks']} new tokens")
+    if sampling := describe_sampling(settings):
+        parts.append(sampling)
     if settings.get("system_instruction"):
         parts.append(f"system instruction {digest(settings['system_instruction'])}")
     overridden = {

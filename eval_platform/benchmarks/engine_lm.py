@@ -25,8 +25,9 @@ from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
 from eval_platform.benchmarks.answering import Answering
-from eval_platform.benchmarks.records import CHAT_MESSAGES, Answer
+from eval_platform.benchmarks.records import CHAT_MESSAGES, Answer, request_key, sampled_arguments
 from eval_platform.common.models import Chat, GenerationRequest, LanguageModel, LoglikelihoodRequest, UnsupportedRequest
+from eval_platform.common.models.sampling import DEFAULT_SEED, Sampling
 
 LOG = logging.getLogger(__name__)
 DEFAULT_MAX_GEN_TOKS = 256  # the harness's default max_gen_toks
@@ -47,22 +48,63 @@ def as_chat(context: str, model_name: str) -> Chat | str:
     return Chat("\n".join(m["content"] for m in messages if m["role"] == "system"), users[0])
 
 
-def generation_request(
-    context: Chat | str, gen_kwargs: Mapping[str, Any] | None, max_new_tokens: int | None = None
-) -> GenerationRequest:
-    """A harness `generate_until` request as the engine's: greedy, cut at the task's stop sequences,
-    within its `max_gen_toks` (or `max_new_tokens` where given)."""
+def sampling_of(gen_kwargs: Mapping[str, Any] | None, seed: int) -> Sampling | None:
+    """A harness request's sampling (its `generation_kwargs` as the harness normalises them: sampled
+    where `do_sample`, or a temperature above 0 without it), None where it is greedy. A warper it does
+    not set is off (transformers' `generate` would take the model's generation config's: top-k 50)."""
     from lm_eval.models.utils import normalize_gen_kwargs
 
     settings: dict[str, Any] = dict(normalize_gen_kwargs(dict(gen_kwargs or {}), DEFAULT_MAX_GEN_TOKS))
-    if settings.get("do_sample"):
-        raise UnsupportedRequest(
-            f"sampled generation ({gen_kwargs}): the engine decodes greedily; set "
-            "do_sample: false in the task's generation_kwargs"
+    if not settings.get("do_sample"):
+        return None
+    try:
+        return Sampling(
+            float(settings.get("temperature", 1.0)),
+            settings.get("top_k"),
+            settings.get("top_p"),
+            settings.get("min_p"),
+            seed,
         )
+    except ValueError as error:
+        raise UnsupportedRequest(f"sampled generation ({dict(gen_kwargs or {})}): {error}") from error
+
+
+def generation_request(
+    context: Chat | str,
+    gen_kwargs: Mapping[str, Any] | None,
+    max_new_tokens: int | None = None,
+    seed: int = DEFAULT_SEED,
+    sample: int = 0,
+) -> GenerationRequest:
+    """A harness `generate_until` request as the engine's: greedy or sample `sample` (its stream
+    seeded by `seed`), cut at the task's stop sequences, within its `max_gen_toks` (or
+    `max_new_tokens` where given)."""
+    from lm_eval.models.utils import normalize_gen_kwargs
+
+    settings: dict[str, Any] = dict(normalize_gen_kwargs(dict(gen_kwargs or {}), DEFAULT_MAX_GEN_TOKS))
     return GenerationRequest(
-        context, max_new_tokens or settings["max_gen_toks"], tuple(s for s in settings["until"] if s)
+        context,
+        max_new_tokens or settings["max_gen_toks"],
+        tuple(s for s in settings["until"] if s),
+        sampling_of(gen_kwargs, seed),
+        sample,
     )
+
+
+def numbered_samples(arguments: Sequence[tuple[str, dict]], seed: int) -> list[tuple[Any, ...]]:
+    """`generate_until` requests' arguments, each sampled one's with its sample index among the
+    identical requests before it (the harness asks a task's `repeats` copies of a request) and the
+    seed (records.sampled_arguments): so each sample has a key, an answer and a stream of its own."""
+    seen: dict[str, int] = {}
+    numbered: list[tuple[Any, ...]] = []
+    for context, gen_kwargs in arguments:
+        if sampling_of(gen_kwargs, seed) is None:
+            numbered.append((context, gen_kwargs))
+            continue
+        key = request_key("generate_until", [context, gen_kwargs])
+        seen[key] = index = seen.get(key, -1) + 1
+        numbered.append(tuple(sampled_arguments([context, gen_kwargs], seed, index)))
+    return numbered
 
 
 def strip_reasoning(text: str, marker: str | None) -> str:
@@ -81,9 +123,10 @@ class EngineLM(LM):
         answering: Answering | None = None,
         reasoning_end: str | None = None,
         max_gen_toks: int | None = None,
+        seed: int = DEFAULT_SEED,
     ) -> None:
         super().__init__()
-        self.model, self.batch_size, self.reasoning_end = model, batch_size, reasoning_end
+        self.model, self.batch_size, self.reasoning_end, self.seed = model, batch_size, reasoning_end, seed
         self.max_gen_toks = max_gen_toks  # every generation's budget, over the task's own
         self.answering = answering or Answering(smallest=batch_size)
         self.warned_greedy = False  # once per evaluation, not once per engine call
@@ -152,15 +195,22 @@ class EngineLM(LM):
         return [float(value) for value in self._answer("loglikelihood_rolling", [r.args for r in requests], compute)]
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
-        def compute(arguments: list[tuple[str, dict]]) -> list[str]:
+        """Each request's text; a sampled request's copies (a task's `repeats`) each a sample of its own."""
+
+        def compute(arguments: list[tuple[Any, ...]]) -> list[str]:
             batch = [
-                generation_request(as_chat(context, self.model.name), gen_kwargs) for context, gen_kwargs in arguments
+                generation_request(
+                    as_chat(context, self.model.name), gen_kwargs, seed=self.seed, sample=sample[0]["sample"]
+                )
+                if sample
+                else generation_request(as_chat(context, self.model.name), gen_kwargs)
+                for context, gen_kwargs, *sample in arguments
             ]
             return self.model.generate(batch, self.batch_size)
 
         budget = {"max_gen_toks": self.max_gen_toks} if self.max_gen_toks else {}
         arguments = [(context, {**gen_kwargs, **budget}) for context, gen_kwargs in (r.args for r in requests)]
-        answers = self._answer("generate_until", arguments, compute)
+        answers = self._answer("generate_until", numbered_samples(arguments, self.seed), compute)
         return [strip_reasoning(text, self.reasoning_end) for text in answers]
 
     # --- chat templates (apply_chat_template, fewshot_as_multiturn) ------------------------------

@@ -30,9 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eval_platform.benchmarks.declarations import FEWSHOT_SEED, HARNESS_VERSION, EvaluationSettings
-from eval_platform.benchmarks.records import Result, Sample, request_key
+from eval_platform.benchmarks.declarations import FEWSHOT_SEED, HARNESS_VERSION, DeclarationError, EvaluationSettings
+from eval_platform.benchmarks.records import Result, Sample, request_key, sampled_arguments
 from eval_platform.common.ingestion import Rejection, jsonl_records, not_an_object
+from eval_platform.common.models.sampling import DEFAULT_SEED
 from eval_platform.environment import DATA_DIR, HARNESS_INDEX, add_nltk_data
 
 NLTK_DATA = DATA_DIR / "nltk_data"  # punkt_tab for IFEval, which NLTK would otherwise download at import
@@ -51,6 +52,7 @@ PRIVATE_API = (
     ("lm_eval.utils", "apply_template"),  # replaced by one that compiles each template once
 )
 PRIVATE_METHODS = (("_factory", "_load_full_config"), ("_factory", "_build_group"), ("_factory", "build"))
+PRIVATE_TASK_ATTRIBUTES = ("_filters",)  # a built task's filter pipelines (each_answer_scored)
 
 
 class HarnessTaskError(ValueError):
@@ -335,16 +337,18 @@ def build_tasks(run: HarnessRun) -> list[Any]:
             return [build(member, inherited) for member in sorted(entry.tags)]
         used.add(name)
         overrides = {**inherited, **settings.overrides.get(name, {})}
-        if name in settings.data_files:
+        if name in settings.data_files or settings.sets_sampling:
             base = {**factory._load_full_config(entry, None), **overrides}
-            overrides.update(local_data(settings.data_files[name], base))
+            overrides.update(settings.sampling_overrides(base))
+            if name in settings.data_files:
+                overrides.update(local_data(settings.data_files[name], base))
         return factory.build(entry, overrides={"task": name, **overrides}, registry=index)
 
     built = []
     for name in run.tasks:
         try:
             task = build(name, {})
-        except HarnessTaskError:
+        except (HarnessTaskError, DeclarationError):
             raise
         except Exception as error:  # the harness's own error, e.g. a dataset it cannot load offline
             offline = "Hub" in str(error) or "offline" in str(error).lower()
@@ -499,14 +503,70 @@ def request_type_of(output_type: str) -> str:
     return "loglikelihood" if output_type == "multiple_choice" else output_type
 
 
-def outcome_samples(outcome: HarnessOutcome) -> list[Sample]:
+def answer_keys(
+    request_type: str, arguments: Sequence[Sequence[Any]], responses: Sequence[Any], seed: int
+) -> list[str]:
+    """The keys of a document's answers: one per request, or per sample of a sampled request (a
+    task's `repeats`), as `EngineLM` keys them."""
+    from eval_platform.benchmarks.engine_lm import sampling_of
+
+    keys = []
+    for request, answers in zip(arguments, responses, strict=True):
+        if request_type == "generate_until" and sampling_of(request[1], seed) is not None:
+            keys += [request_key(request_type, sampled_arguments(request, seed, i)) for i in range(len(answers))]
+        else:
+            keys.append(request_key(request_type, request))
+    return keys
+
+
+def leaf_tasks(tasks: Sequence[Any]) -> dict[str, Any]:
+    """The harness's task objects among built tasks and groups, by task name."""
+    from lm_eval.api.group import Group
+
+    leaves = [leaf for task in tasks for leaf in (task.get_all_tasks() if isinstance(task, Group) else [task])]
+    return {leaf.config.task: leaf for leaf in leaves}
+
+
+def each_answer_scored(
+    task: Any, doc: Any, filter_name: str, answers: Sequence[Any]
+) -> tuple[list[str], list[dict[str, float]]]:
+    """Each of a request's answers (a sampled request's k) scored alone, as the harness scores a
+    document: the filter's steps on that answer (a majority over one answer is that answer; taking
+    the first k answers is skipped), then the task's `process_results`. What the filter took out of
+    each, and each one's numeric metrics."""
+    from lm_eval.filters.selection import TakeKFilter
+
+    ensemble = next(each for each in task._filters if each.name == filter_name)
+    steps = [step for step in (make() for make in ensemble.filters) if not isinstance(step, TakeKFilter)]
+    taken, scored = [], []
+    for answer in answers:
+        responses: Any = [[answer]]
+        for step in steps:
+            responses = step.apply(responses, [doc])
+        filtered = list(responses)[0]
+        metrics = task.process_results(doc, [filtered])
+        taken.append(str(filtered))
+        scored.append({name: float(value) for name, value in metrics.items() if _number(value) is not None})
+    return taken, scored
+
+
+def outcome_samples(outcome: HarnessOutcome, seed: int = DEFAULT_SEED, tasks: Sequence[Any] = ()) -> list[Sample]:
     """One sample per task, document and filter: the document, the exact prompt (its first request's
-    context, few-shot examples and chat template included), every request's arguments and key, the
-    reference, the answers before and after the filter, and the per-document metrics."""
+    context, few-shot examples and chat template included), every request's arguments and the keys
+    of its answers (a sampled request's: one per sample under `seed`), the reference, the answers
+    before and after the filter, and the per-document metrics; a document of one sampled request
+    answered several times (a task's `repeats`, where its task is among `tasks`) with each answer's
+    own metrics (`each_answer_scored`)."""
     samples = []
+    leaves = leaf_tasks(tasks)
     for task, logged in outcome.samples.items():
         request_type = request_type_of(outcome.results["configs"][task]["output_type"])
         for sample in logged:
+            resps = sample["resps"]
+            several = request_type == "generate_until" and len(resps) == 1 and len(resps[0]) > 1 and task in leaves
+            answers, scored = (
+                each_answer_scored(leaves[task], sample["doc"], sample["filter"], resps[0]) if several else (None, None)
+            )
             # texts as they are (a five-shot context, shared by each choice's request, is not copied per request)
             arguments = [[a if isinstance(a, str) else plain(a) for a in request] for request in sample["arguments"]]
             samples.append(
@@ -516,14 +576,16 @@ def outcome_samples(outcome: HarnessOutcome) -> list[Sample]:
                     filter=sample["filter"],
                     prompt=str(arguments[0][0]) if arguments else "",
                     arguments=arguments,
-                    request_keys=[request_key(request_type, a) for a in arguments],
+                    request_keys=answer_keys(request_type, arguments, resps, seed),
                     target=str(sample["target"]),
-                    responses=plain(sample["resps"]),
+                    responses=plain(resps),
                     filtered_responses=plain(sample["filtered_resps"]),
                     metrics=plain({m: sample[m] for m in sample["metrics"]}),
                     doc=plain(sample["doc"]),
                     doc_hash=sample["doc_hash"],
                     prompt_hash=sample["prompt_hash"],
+                    sample_answers=answers,
+                    sample_metrics=scored,
                 )
             )
     return samples

@@ -35,6 +35,10 @@ class Sample:
     prompt_hash: str | None = None
     document_id: str | None = None  # a dataset's document (documents table)
     fewshot_ids: list[str] | None = None  # the few-shot rows drawn into its prompt, by source row id
+    # a sampled request's answers (a task's repeats) each filtered and scored alone: what the filter
+    # took out of each and its numeric metrics, in sample order (None for one answer a request)
+    sample_answers: list[str] | None = None
+    sample_metrics: list[dict[str, float]] | None = None
 
     def numeric_metrics(self) -> dict[str, float]:
         """The metrics whose value is a number (IFEval's per-instruction lists are not)."""
@@ -98,3 +102,8 @@ def request_key(request_type: str, arguments: Sequence[Any]) -> str:
     """A request's identity: its type and arguments (context, continuation or generation settings;
     a chat's turns), whatever task, document or solver asked it."""
     return content_key([request_type, list(arguments)])
+
+
+def sampled_arguments(arguments: Sequence[Any], seed: int, sample: int) -> list[Any]:
+    """A sampled request's arguments for sample `sample` under `seed`: its key, a sample's own."""
+    return [*arguments, {"seed": seed, "sample": sample}]

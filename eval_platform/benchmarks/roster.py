@@ -37,8 +37,19 @@ from eval_platform.common.models import ModelSettings
 ROSTER_SUFFIXES = (".yaml", ".yml", ".json")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 CHECKPOINT_SETTINGS = "checkpoints.yaml"
-# The evaluation settings an entry may set: how its model is asked (its chat template, solvers).
-EVALUATION_FIELDS = ("solvers", "apply_chat_template", "fewshot_as_multiturn", "reasoning_end")
+# The evaluation settings an entry may set: how its model is asked (its chat template, solvers) and
+# sampled (a model's recommended temperature, top-p, top-k and min-p, and the answers a request).
+EVALUATION_FIELDS = (
+    "solvers",
+    "apply_chat_template",
+    "fewshot_as_multiturn",
+    "reasoning_end",
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "repeats",
+)
 # The model settings an entry may set: ModelSettings' fields (each optional: unset takes the
 # evaluation_model resource's), but not where converted weights are kept nor torch's threads, the machine's.
 ENTRY_SETTINGS = create_model(

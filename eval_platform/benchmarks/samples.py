@@ -55,8 +55,14 @@ def _answer(arguments: Any, responses: Any) -> str:
         return "label probabilities: " + ", ".join(f"{_code(label)} {p:.3f}" for label, p in shown)
     if responses and isinstance(responses[0], float | int):
         return "log-likelihoods: " + ", ".join(_number(float(r)) for r in responses)
-    texts = [str(r[0] if isinstance(r, list) and r else r) for r in responses or []]
+    texts = [str(t) for r in responses or [] for t in (r if isinstance(r, list) and len(r) > 1 else [_first(r)])]
+    if len(texts) > 1 and len(responses or []) == 1:  # one request's k samples
+        return f"{len(texts)} samples:\n\n" + "\n\n".join(f"sample {i}:\n\n{_block(t)}" for i, t in enumerate(texts))
     return "generated:\n\n" + "\n\n".join(_block(text) for text in texts)
+
+
+def _first(response: Any) -> Any:
+    return response[0] if isinstance(response, list) and response else response
 
 
 def every_document(benchmark: str, models: Sequence[str]) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 
 from eval_platform.benchmarks.records import Result, Sample
 from eval_platform.common.intervals import item_interval
+from eval_platform.common.repeats import clustered_interval, clustered_stderr, item_means, majority_at_k, pass_at_k
 
 
 def argmax(values: Sequence[float]) -> int:
@@ -170,3 +171,72 @@ def _proportion_like(value: Any) -> bool:
     if isinstance(value, list | tuple):
         return all(isinstance(v, bool | int | float) for v in value)
     return isinstance(value, bool | int | float) and value == value
+
+
+def sample_counts(n: int) -> list[int]:
+    """The k of pass@k and maj@k reported for n answers an item: 1, 2, 4, ... up to n, and n."""
+    return sorted({*(2**power for power in range(n.bit_length()) if 2**power <= n), n})
+
+
+def reduced_items(members: Sequence[Sample], metric: str) -> dict[str, list[float]]:
+    """Each item's k answers reduced, by reducer name: for a 0/1 metric, `pass@k` (the unbiased
+    estimator; pass@1 is the mean of the k) and `maj@k` (the score of the majority of the first k
+    filtered answers, ties to the first seen) for each k of `sample_counts`; for any other metric,
+    `mean@n`. Every item counts its first n answers, n the fewest any item has."""
+    n = min(len(sample.sample_metrics or ()) for sample in members)
+    scores = [[metrics[metric] for metrics in (sample.sample_metrics or [])[:n]] for sample in members]
+    if not all(value in (0.0, 1.0) for item in scores for value in item):
+        return {f"mean@{n}": item_means(scores)}
+    reduced = {f"pass@{k}": [pass_at_k(n, int(sum(item)), k) for item in scores] for k in sample_counts(n)}
+    for k in sample_counts(n)[1:]:
+        reduced[f"maj@{k}"] = [
+            item[answers.index(majority_at_k(answers, k))]
+            for item, answers in zip(scores, [list(sample.sample_answers or [])[:n] for sample in members], strict=True)
+        ]
+    return reduced
+
+
+def sampled_results(
+    samples: Sequence[Sample], groups: Mapping[str, Sequence[str]], shots: Mapping[str, int | None]
+) -> list[Result]:
+    """The results of documents answered k times (a sampled task's repeats): per task, and per group
+    (`groups`: each one's tasks or groups) of such tasks, each metric and filter reduced per item
+    (`reduced_items`, named `<metric> <reducer>`), its mean over items, the standard error clustered
+    by item (each item reduced first, as inspect_ai's epochs are) and, for a group, by task, and the
+    normal 95% interval on it, clipped to [0, 1], for a value in [0, 1]."""
+    sampled = [sample for sample in samples if sample.sample_metrics]
+
+    def leaves(task: str) -> set[str]:
+        return set().union(*(leaves(member) for member in groups[task])) if task in groups else {task}
+
+    tasks = {sample.task for sample in sampled}
+    owners = [*sorted(tasks), *(group for group in groups if leaves(group) & tasks)]
+    results = []
+    for owner in owners:
+        members = [sample for sample in sampled if sample.task in leaves(owner)]
+        keys = dict.fromkeys((m, s.filter) for s in members for m in (s.sample_metrics or [{}])[0])
+        for metric, filter_name in keys:
+            items = [s for s in members if s.filter == filter_name and all(metric in m for m in s.sample_metrics or ())]
+            clusters = [s.task for s in items] if owner in groups else None
+            for reducer, values in reduced_items(items, metric).items():
+                mean = math.fsum(values) / len(values)
+                stderr = clustered_stderr(values, clusters)
+                proportion = all(0.0 <= value <= 1.0 for value in values)
+                low, high = clustered_interval(mean, stderr) if proportion else (None, None)
+                results.append(
+                    Result(
+                        task=owner,
+                        metric=f"{metric} {reducer}",
+                        filter=filter_name,
+                        value=mean,
+                        stderr=stderr,
+                        n=len(items),
+                        num_fewshot=shots.get(owner),
+                        is_group=owner in groups,
+                        alias=owner,
+                        higher_is_better=True,
+                        ci_low=low,
+                        ci_high=high,
+                    )
+                )
+    return results

@@ -1,4 +1,5 @@
-"""What wraps every call to a model behind an API: litellm at temperature 0, with a deadline per
+"""What wraps every call to a model behind an API: litellm at temperature 0 (or sampled, with the
+request's temperature, top-p and a seed of its own per sample), with a deadline per
 attempt, retries with exponential backoff (honouring a 429's Retry-After), a concurrency limit,
 and each call's tokens and cost; a response cache for any model's chat answers; and redaction.
 
@@ -30,6 +31,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any, Protocol
 
 from eval_platform.common.models import Chat, Completion, LanguageModel
+from eval_platform.common.models.sampling import Sampling
 from eval_platform.environment import litellm_offline, openai_api_key, secrets
 
 MAX_RETRY_AFTER_S = 60.0  # the longest Retry-After honoured
@@ -73,7 +75,7 @@ class ResponseTooLong(ValueError):
 
 
 class ResponseCache(Protocol):
-    """Answers of deterministic (temperature 0) calls, by request."""
+    """Answers of calls, by request (a sampled call's request names its sample)."""
 
     def lookup(self, key: str) -> Completion | None: ...
 
@@ -115,6 +117,21 @@ def call_record(
             for name in ("prompt_tokens", "completion_tokens", "cost_usd", "attempts", "duration_ms")
         },
         "cached": bool(completion and completion.cached),
+    }
+
+
+def sampling_parameters(sampling: Sampling | None, sample: int = 0) -> dict[str, Any]:
+    """What a call sends to sample: `temperature` 0 for a greedy call; for sample `sample` of a
+    sampled one, its temperature, the top-p, top-k and min-p it sets, and a seed of the sample's own
+    (from the sampling seed and the index: providers that take a seed give each sample its draw)."""
+    if sampling is None:
+        return {"temperature": 0}
+    seed = int.from_bytes(hashlib.blake2b(f"{sampling.seed}:{sample}".encode(), digest_size=4).digest(), "little")
+    chosen = {"top_p": sampling.top_p, "top_k": sampling.top_k, "min_p": sampling.min_p}
+    return {
+        "temperature": sampling.temperature,
+        **{name: value for name, value in chosen.items() if value is not None},
+        "seed": seed >> 1,  # 31 bits: every provider's integer
     }
 
 
@@ -244,9 +261,14 @@ class ModelGateway:
         max_tokens: int = 512,
         top_logprobs: int | None = None,
         stop: list[str] | None = None,
+        sampling: Sampling | None = None,
+        sample: int = 0,
     ) -> Completion:
-        """One chat completion at temperature 0, with its usage and cost."""
-        return await self._complete(model, messages, max_tokens, top_logprobs, stop)
+        """One chat completion at temperature 0, or sample `sample` drawn with `sampling`
+        (`sampling_parameters`), with its usage and cost."""
+        return await self._complete(
+            model, messages, max_tokens, top_logprobs, stop, sampling_parameters(sampling, sample)
+        )
 
     async def _complete(
         self,
@@ -255,9 +277,10 @@ class ModelGateway:
         max_tokens: int,
         top_logprobs: int | None,
         stop: list[str] | None,
+        parameters: dict[str, Any],
     ) -> Completion:
         litellm = _litellm()
-        extra: dict[str, Any] = {}
+        extra: dict[str, Any] = dict(parameters)
         if top_logprobs:
             extra.update(logprobs=True, top_logprobs=top_logprobs)
         if stop:
@@ -267,7 +290,6 @@ class ModelGateway:
             lambda routing: litellm.acompletion(
                 model=model,
                 messages=messages,
-                temperature=0,
                 max_tokens=max_tokens,
                 timeout=self.timeout_for(model),
                 num_retries=0,
@@ -437,9 +459,10 @@ def chat(system: str | None, user: str) -> list[dict[str, str]]:
 
 @dataclass
 class ResponseCachedModel:
-    """A model whose chat answers (`acomplete`, temperature 0, so deterministic) come from the
-    response cache where the same request was answered before; a request already under way is
-    answered once for every caller. Everything else is the wrapped model's."""
+    """A model whose chat answers (`acomplete`) come from the response cache where the same request
+    was answered before: a greedy request by its messages and settings at temperature 0, a sampled
+    one by its sampling settings and sample index too, so neither is ever served for the other; a
+    request already under way is answered once for every caller. Everything else is the wrapped model's."""
 
     model: LanguageModel
     cache: ResponseCache
@@ -449,14 +472,20 @@ class ResponseCachedModel:
         return getattr(self.model, attribute)
 
     async def acomplete(
-        self, prompt: Chat, max_tokens: int, stop: Sequence[str] = (), top_logprobs: int | None = None
+        self,
+        prompt: Chat,
+        max_tokens: int,
+        stop: Sequence[str] = (),
+        top_logprobs: int | None = None,
+        sampling: Sampling | None = None,
+        sample: int = 0,
     ) -> Completion:
         request = {
             "messages": chat(prompt.system, prompt.user),
             "max_tokens": max_tokens,
             "top_logprobs": top_logprobs,
             "stop": list(stop) or None,
-            "temperature": 0,
+            **sampling_parameters(sampling, sample),
         }
         key = request_key(self.model.name, request)
         if (hit := self.cache.lookup(key)) is not None:
@@ -466,7 +495,11 @@ class ResponseCachedModel:
             return replace(answer, cached=True, cost_usd=0.0, attempts=0, duration_ms=0)
         future = self._in_flight[key] = asyncio.get_running_loop().create_future()
         try:
-            completion = await self.model.acomplete(prompt, max_tokens, stop, top_logprobs)
+            completion = await (
+                self.model.acomplete(prompt, max_tokens, stop, top_logprobs, sampling, sample)
+                if sampling is not None
+                else self.model.acomplete(prompt, max_tokens, stop, top_logprobs)  # as every model takes it
+            )
         except BaseException as error:
             del self._in_flight[key]
             future.set_exception(error)

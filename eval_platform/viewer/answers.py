@@ -101,6 +101,10 @@ def _first(response: Any) -> Any:
     return response[0] if isinstance(response, list) and len(response) == 1 else response
 
 
+def _several_texts(response: Any) -> bool:
+    return isinstance(response, list) and len(response) > 1 and all(isinstance(text, str) for text in response)
+
+
 def _reference_index(target: str | None, count: int) -> int | None:
     return int(target) if target is not None and target.isdigit() and int(target) < count else None
 
@@ -144,7 +148,8 @@ def answer_view(
         )
     if kind == "loglikelihood_rolling":
         return AnswerView("rolling", values=[v for r in responses if (v := _number(_first(r))) is not None])
-    texts = [_first(r) for r in responses]
+    # a request's k sampled answers (a task's repeats), one after another, as `request_keys` keys them
+    texts = [t for r in responses for t in (r if _several_texts(r) else [_first(r)])]
     if texts and all(isinstance(t, str) for t in texts):
         raws = [stored[key].response if key in stored else None for key in request_keys or []]
         return AnswerView(

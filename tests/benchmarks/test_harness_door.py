@@ -81,3 +81,14 @@ def test_the_scan_sees_a_private_import(tmp_path, source):
     path = tmp_path / "module.py"
     path.write_text(source)
     assert private_uses(path)
+
+
+def test_a_built_task_has_every_private_attribute_the_door_reads():
+    from eval_platform.benchmarks.declarations import EvaluationSettings
+    from eval_platform.benchmarks.harness import PRIVATE_TASK_ATTRIBUTES, HarnessRun, build_tasks
+    from tests.conftest import DATA_BENCHMARKS
+
+    files = {"gsm8k_cot_self_consistency": {"test": str(DATA_BENCHMARKS / "gsm8k.jsonl")}}
+    (task,) = build_tasks(HarnessRun(("gsm8k_cot_self_consistency",), EvaluationSettings(data_files=files)))
+    assert all(hasattr(task, attribute) for attribute in PRIVATE_TASK_ATTRIBUTES)
+    assert [pipeline.name for pipeline in task._filters] == ["score-first", "maj@64", "maj@8"]

@@ -72,3 +72,38 @@ def test_gateway_reused_across_event_loops(server):
     for i in range(25):  # each call runs its own event loop, as ApiChatModel's calls do
         assert gateway.complete("openai/echo", chat(None, f"hello {i}")).text == f"hello {i}"
     assert len(gateway._semaphores) == 1  # only the last loop's semaphore is left, not 25
+
+
+def test_sampled_calls_send_their_settings_and_are_cached_apart_from_greedy_ones(server):
+    """Through litellm to the stub: a greedy call goes at temperature 0; each sample of a sampled
+    request with its temperature, top-p and a seed of its own; the response cache answers a request
+    again only with its own settings and sample index (never a greedy answer for a sample)."""
+    import asyncio
+
+    from eval_platform.common.gateway import MemoryResponseCache, ModelGateway, ResponseCachedModel
+    from eval_platform.common.models import Chat
+    from eval_platform.common.models.api_chat import ApiChatModel
+    from eval_platform.common.models.sampling import Sampling
+
+    model = ResponseCachedModel(
+        ApiChatModel("openai/echo", ModelGateway(api_base=server.api_base)), MemoryResponseCache()
+    )
+    sampling = Sampling(temperature=0.6, top_p=0.95, seed=3)
+    prompt = Chat("", "a question asked four ways")
+
+    async def asked():
+        return [
+            await model.acomplete(prompt, 8),
+            await model.acomplete(prompt, 8, sampling=sampling, sample=0),
+            await model.acomplete(prompt, 8, sampling=sampling, sample=1),
+            await model.acomplete(prompt, 8, sampling=sampling, sample=0),
+            await model.acomplete(prompt, 8),
+        ]
+
+    before = len(server.sent.get("echo", []))
+    answers = asyncio.run(asked())
+    sent = server.sent["echo"][before:]
+    assert [a.cached for a in answers] == [False, False, False, True, True]
+    assert sent[0] == {"temperature": 0}
+    assert [{k: v for k, v in s.items() if k != "seed"} for s in sent[1:]] == [{"temperature": 0.6, "top_p": 0.95}] * 2
+    assert sent[1]["seed"] != sent[2]["seed"] and len(sent) == 3

@@ -204,6 +204,15 @@ def test_answers_read_by_their_kind():
         [["ctx", {"until": ["\n"]}]], [["The answer is 4."]], ["k"], {"k": StoredAnswer("generate_until", raw)}, "4"
     )
     assert generated.kind == "generated" and generated.generated[0].reasoning == "<think>2 and 2 make 4</think>"
+    sampled = answer_view(  # one request answered three times: each sample with its own stored raw text
+        [["ctx", {"do_sample": True}]],
+        [["4", "5", "4"]],
+        ["s0", "s1", "s2"],
+        {"s1": StoredAnswer("generate_until", "<think>hm</think>5")},
+        "4",
+    )
+    assert sampled.kind == "generated" and [g.text for g in sampled.generated] == ["4", "5", "4"]
+    assert [g.reasoning for g in sampled.generated] == [None, "<think>hm</think>", None]
     rolling = answer_view([["a text"]], [[-42.5]], ["k"], {"k": StoredAnswer("loglikelihood_rolling", -42.5)}, None)
     assert (rolling.kind, rolling.values) == ("rolling", [-42.5])
 

@@ -73,7 +73,15 @@ class ChatSolver:
         samples = self.samples(job, answering)
         results = results_by_task(samples, job.benchmark.name, 0)
         key = self.settings_key(job.settings)
-        return Evaluation(self.name, key, samples, results, answering.answers, answering.model_seconds)
+        notes = (
+            [
+                "sampling settings apply to the harness solver's generations: this solver answers greedily, "
+                "once a document (its settings key names no sampling)"
+            ]
+            if job.settings.sets_sampling
+            else []
+        )
+        return Evaluation(self.name, key, samples, results, answering.answers, answering.model_seconds, notes)
 
     def samples(self, job: EvaluationJob, answering: Answering) -> list[Sample]:
         raise NotImplementedError

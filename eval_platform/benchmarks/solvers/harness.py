@@ -35,8 +35,9 @@ from eval_platform.benchmarks.harness import (
     write_whole,
 )
 from eval_platform.benchmarks.records import Evaluation, Sample
-from eval_platform.benchmarks.scoring import mean_results, with_intervals
+from eval_platform.benchmarks.scoring import mean_results, sampled_results, with_intervals
 from eval_platform.benchmarks.solvers.base import EvaluationJob, register_solver
+from eval_platform.common.models.sampling import DEFAULT_SEED
 
 
 def jsonl_file(folder: Path, name: str, rows: Sequence[Mapping[str, Any]]) -> str:
@@ -144,10 +145,12 @@ class HarnessSolver:
         )
         tasks = build_tasks(run)
         recorders = {task.config.task: record_fewshot_draws(task) for task in tasks} if dataset else {}
-        lm = EngineLM(job.model, job.batch_size, job.answering(), settings.reasoning_end, settings.max_gen_toks)
+        seed = DEFAULT_SEED if settings.seed is None else settings.seed
+        lm = EngineLM(job.model, job.batch_size, job.answering(), settings.reasoning_end, settings.max_gen_toks, seed)
         outcome = evaluate(run, tasks, lm)
-        samples = outcome_samples(outcome)
-        results = with_intervals(outcome_results(outcome), samples, outcome.results.get("group_subtasks", {}))
+        samples = outcome_samples(outcome, seed, tasks)
+        groups = dict(outcome.results.get("group_subtasks", {}))
+        results = with_intervals(outcome_results(outcome), samples, groups)
         notes = []
         if dataset:
             samples = dataset.named(samples, {task: record() for task, record in recorders.items()})
@@ -159,6 +162,9 @@ class HarnessSolver:
             if len(dataset.documents) > 1:  # the benchmark's own number over all of its tasks' documents
                 shots = next((r.num_fewshot for r in results if r.num_fewshot is not None), settings.num_fewshot)
                 results += mean_results(samples, job.benchmark.name, shots, group=True)
+                groups[job.benchmark.name] = list(dataset.documents)
+        shots = {result.task: result.num_fewshot for result in results}
+        results += sampled_results(samples, groups, shots)
         return Evaluation(self.name, self.settings_key(settings), samples, results, lm.answers, lm.model_seconds, notes)
 
 

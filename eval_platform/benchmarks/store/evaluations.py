@@ -63,6 +63,30 @@ def _samples_frame(scope: Mapping[str, str], samples: Sequence[Sample]) -> pd.Da
     )
 
 
+def _sample_scores_frame(scope: Mapping[str, str], samples: Sequence[Sample]) -> pd.DataFrame:
+    """Each answer of the samples answered k times, one row per metric: its index, key, what the
+    filter took out of it and its value."""
+    return pd.DataFrame(
+        [
+            {
+                **scope,
+                "task": s.task,
+                "doc_id": s.doc_id,
+                "filter": s.filter,
+                "sample": index,
+                "request_key": s.request_keys[index] if index < len(s.request_keys) else None,
+                "answer": (s.sample_answers or [None] * (index + 1))[index],
+                "metric": metric,
+                "value": value,
+            }
+            for s in samples
+            for index, metrics in enumerate(s.sample_metrics or [])
+            for metric, value in metrics.items()
+        ],
+        columns=[*scope, "task", "doc_id", "filter", "sample", "request_key", "answer", "metric", "value"],
+    )
+
+
 def _run_row(run: EvaluationRun, now: datetime) -> pd.DataFrame:
     """The run's `evaluation_runs` row: where it computed its answers."""
     identity = {"run_id": run.run_id, "benchmark": run.benchmark, "model": run.model}
@@ -107,11 +131,12 @@ class EvaluationStore(BenchmarkSchema):
         self.insert("answers", answers)
         self.replace("evaluation_runs", _run_row(run, now), "run_id = ? AND benchmark = ?", [run.run_id, run.benchmark])
 
-    @writes("samples", "results", "evaluations", "evaluation_runs", "history")
+    @writes("samples", "sample_scores", "results", "evaluations", "evaluation_runs", "history")
     @reads("document_values", "answers")
     def save_evaluation(self, run: EvaluationRun, evaluation: Evaluation, keep_runs: int = KEPT_RUNS) -> None:
         """One solver's evaluation of a benchmark for a roster entry, its answers kept already
-        (`keep_answers`): the samples and results under its settings key and solver, replacing
+        (`keep_answers`): the samples (a sampled document's answers each scored, in `sample_scores`)
+        and results under its settings key and solver, replacing
         those of the same key and solver (others kept), in one transaction. Each document's values
         are also kept as this run's history (the latest `keep_runs` runs per benchmark, model, key
         and solver), for the regression watch; a run that no answer or history names any more goes."""
@@ -120,6 +145,7 @@ class EvaluationStore(BenchmarkSchema):
         self.sql(f"DELETE FROM samples WHERE {SCOPE}", scope)
         for start in range(0, len(evaluation.samples), SAMPLES_AT_ONCE):  # their JSON texts a batch at a time
             self.insert("samples", _samples_frame(columns, evaluation.samples[start : start + SAMPLES_AT_ONCE]))
+        self.replace("sample_scores", _sample_scores_frame(columns, evaluation.samples), SCOPE, scope)
         settings = as_json(run.settings)
         results = [{**columns, **r.__dict__, "settings": settings, "computed_at": now} for r in evaluation.results]
         self.replace("results", pd.DataFrame(results), SCOPE, scope)

@@ -66,6 +66,13 @@ TABLES = {
         request_keys VARCHAR[], target VARCHAR, responses JSON, filtered_responses JSON, metrics JSON NOT NULL,
         doc JSON, doc_hash VARCHAR, prompt_hash VARCHAR, fewshot_ids VARCHAR[], run_id VARCHAR,
         PRIMARY KEY (benchmark, model, settings_key, solver, task, doc_id, filter)""",
+    # each answer of a document answered k times (a sampled task's repeats), filtered and scored alone
+    "sample_scores": """
+        benchmark VARCHAR NOT NULL, model VARCHAR NOT NULL, model_fingerprint VARCHAR NOT NULL,
+        settings_key VARCHAR NOT NULL, solver VARCHAR NOT NULL, task VARCHAR NOT NULL, doc_id INTEGER NOT NULL,
+        filter VARCHAR NOT NULL, sample INTEGER NOT NULL, request_key VARCHAR, answer VARCHAR, metric VARCHAR NOT NULL,
+        value DOUBLE NOT NULL, run_id VARCHAR,
+        PRIMARY KEY (benchmark, model, settings_key, solver, task, doc_id, filter, sample, metric)""",
     # each task's (and group's) aggregate of each metric and filter
     "results": """
         benchmark VARCHAR NOT NULL, model VARCHAR NOT NULL, model_fingerprint VARCHAR NOT NULL,

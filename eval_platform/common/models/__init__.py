@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from eval_platform.common.models.sampling import Sampling
 from eval_platform.environment import MODEL_CACHE
 
 
@@ -39,11 +40,14 @@ class LoglikelihoodRequest:
 
 @dataclass(frozen=True)
 class GenerationRequest:
-    """Greedy text after a prompt, cut at the first stop sequence."""
+    """Text after a prompt, cut at the first stop sequence: greedy, or sample `sample` of the
+    prompt's drawn with `sampling` (each sample index its own draw, sampling.py)."""
 
     prompt: Chat | str
     max_new_tokens: int
     stop: tuple[str, ...] = ()
+    sampling: Sampling | None = None
+    sample: int = 0
 
 
 @dataclass(frozen=True)
@@ -79,13 +83,19 @@ class LanguageModel(Protocol):
         ...
 
     def generate(self, requests: Sequence[GenerationRequest], batch_size: int) -> list[str]:
-        """Greedy completions, cut at the first stop sequence."""
+        """Completions, cut at the first stop sequence (greedy or sampled, as each request asks)."""
         ...
 
     async def acomplete(
-        self, chat: Chat, max_tokens: int, stop: Sequence[str] = (), top_logprobs: int | None = None
+        self,
+        chat: Chat,
+        max_tokens: int,
+        stop: Sequence[str] = (),
+        top_logprobs: int | None = None,
+        sampling: Sampling | None = None,
+        sample: int = 0,
     ) -> Completion:
-        """One greedy chat answer with its tokens and cost."""
+        """One chat answer with its tokens and cost: greedy, or sample `sample` drawn with `sampling`."""
         ...
 
     def describe_placement(self) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from eval_platform.common.models import (
     ModelSettings,
     UnsupportedRequest,
 )
+from eval_platform.common.models.sampling import Sampling
 
 
 def label_distribution(
@@ -71,7 +72,9 @@ class ApiChatModel:
         async def one(request: GenerationRequest) -> str:
             if not isinstance(request.prompt, Chat):
                 raise UnsupportedRequest(f"{self.name} is a chat API: it answers chats, not raw text prompts")
-            reply = await self.acomplete(request.prompt, request.max_new_tokens, request.stop)
+            reply = await self.acomplete(
+                request.prompt, request.max_new_tokens, request.stop, sampling=request.sampling, sample=request.sample
+            )
             return reply.text
 
         async def every():
@@ -80,7 +83,13 @@ class ApiChatModel:
         return asyncio.run(every())
 
     async def acomplete(
-        self, prompt: Chat, max_tokens: int, stop: Sequence[str] = (), top_logprobs: int | None = None
+        self,
+        prompt: Chat,
+        max_tokens: int,
+        stop: Sequence[str] = (),
+        top_logprobs: int | None = None,
+        sampling: Sampling | None = None,
+        sample: int = 0,
     ) -> Completion:
         return await self.gateway.acomplete(
             self.name,
@@ -88,6 +97,8 @@ class ApiChatModel:
             max_tokens=max_tokens,
             top_logprobs=top_logprobs,
             stop=list(stop) or None,
+            sampling=sampling,
+            sample=sample,
         )
 
     def describe_placement(self) -> dict[str, Any]:

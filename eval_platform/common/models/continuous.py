@@ -1,4 +1,4 @@
-"""Greedy generation with continuous batching and shared prefixes, for a model in this process.
+"""Generation with continuous batching and shared prefixes, for a model in this process.
 
 A sequence leaves the batch as soon as it writes a stop sequence, its end-of-sequence token or its
 last allowed token, and a waiting prompt takes its place at the next step, so the batch stays full
@@ -23,6 +23,11 @@ The passes themselves are a `steps` engine's:
 transformers' own continuous batching (`generate_batch`, paged attention) took twice as long as
 fixed batches on the CPU for the same GSM8K prompts and has no stop sequences; so the model's own
 forward pass is kept, and this module adds the scheduling.
+
+Each row's next token is chosen from the logits its pass gives (sampling.py): the argmax for a
+greedy sequence, a draw from its own seeded stream for a sampled one. The k samples of one prompt
+have the same tokens, so they are prefilled once (the packed passes' trie holds one prompt once;
+padded rows encode a prompt after its longest shared prefix) and fork into k rows.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from eval_platform.common.models.prefix_cache import common_length
+from eval_platform.common.models.sampling import Draw, Sampling, choose, stream
 
 LOG = logging.getLogger(__name__)
 INCOMPLETE = "\ufffd"  # what decoding shows for a character whose bytes have not all come
@@ -66,16 +72,23 @@ class Detokenizer:
 
 
 @dataclass(eq=False)
-class GreedySequence:
-    """One prompt in the batch: its tokens, budget and stop sequences, and what it has generated."""
+class GeneratedSequence:
+    """One prompt in the batch: its tokens, budget and stop sequences, how it chooses its tokens
+    (greedy, or sampled from its stream), and what it has generated."""
 
     tokens: list[int]
     budget: int
     stop: tuple[str, ...]
     text: Detokenizer
+    sampling: Sampling | None = None
+    stream: bytes = b""
     result: Future = field(default_factory=Future)
     generated: list[int] = field(default_factory=list)
     row: int = -1  # its row in the batch
+
+    @property
+    def next_draw(self) -> Draw:
+        return Draw(self.sampling, self.stream, len(self.generated))
 
     @property
     def sort_key(self) -> tuple[int, list[int]]:
@@ -101,12 +114,12 @@ class Steps(Protocol):
         """How many more sequences of up to `columns` cache columns may join."""
         ...
 
-    def admit(self, newcomers: Sequence[GreedySequence], waiting: Sequence[GreedySequence], columns: int) -> list[int]:
-        """Encode the newcomers' prompts into the next rows; their first tokens."""
+    def admit(self, newcomers: Sequence[GeneratedSequence], waiting: Sequence[GeneratedSequence], columns: int) -> Any:
+        """Encode the newcomers' prompts into the next rows; their first tokens' logits [newcomers, vocabulary]."""
         ...
 
-    def step(self, tokens: Sequence[int]) -> list[int]:
-        """One token for each row in use, given each row's last token; the chosen tokens."""
+    def step(self, tokens: Sequence[int]) -> Any:
+        """One pass for each row in use, given each row's last token; the next tokens' logits [rows, vocabulary]."""
         ...
 
     def free(self, row: int) -> int | None:
@@ -136,7 +149,7 @@ class ContinuousBatcher:
     packed: bool = True  # packed prefill and row-wise decode where the model takes them
     prefill_tokens: int = 16384  # new tokens a packed prefill pass takes at most
     cache_tokens: int | None = None  # packed: the rows' budget of cached tokens (None: the device's)
-    _pending: list[GreedySequence] = field(default_factory=list)
+    _pending: list[GeneratedSequence] = field(default_factory=list)
     _pending_lock: threading.Lock = field(default_factory=threading.Lock)
     _driving: threading.Lock = field(default_factory=threading.Lock)
     _width: int = 0  # the sequences of the pass in progress
@@ -180,12 +193,26 @@ class ContinuousBatcher:
         self.encoded_tokens += tokens
 
     def generate(
-        self, prompts: Sequence[list[int]], budgets: Sequence[int], stops: Sequence[tuple[str, ...]], batch_size: int
+        self,
+        prompts: Sequence[list[int]],
+        budgets: Sequence[int],
+        stops: Sequence[tuple[str, ...]],
+        batch_size: int,
+        samplings: Sequence[tuple[Sampling | None, int]] | None = None,
     ) -> list[str]:
-        """Greedy texts for the prompts' tokens, each cut at its first stop sequence."""
+        """Texts for the prompts' tokens, each cut at its first stop sequence: greedy, or where
+        `samplings` gives a prompt's settings and sample index, that sample's draw."""
+        samplings = samplings or [(None, 0)] * len(prompts)
         sequences = [
-            GreedySequence(list(p), b, tuple(s), Detokenizer(self.decode))
-            for p, b, s in zip(prompts, budgets, stops, strict=True)
+            GeneratedSequence(
+                list(p),
+                b,
+                tuple(s),
+                Detokenizer(self.decode),
+                sampling,
+                stream(sampling.seed, sample, p) if sampling else b"",
+            )
+            for p, b, s, (sampling, sample) in zip(prompts, budgets, stops, samplings, strict=True)
         ]
         with self._pending_lock:
             self._pending.extend(sequences)
@@ -211,7 +238,7 @@ class ContinuousBatcher:
         the batch's sequences back to wait and goes on with half the batch size."""
         import torch
 
-        active: list[GreedySequence] = []
+        active: list[GeneratedSequence] = []
         while True:
             try:
                 self._run(active, batch_size)
@@ -239,7 +266,7 @@ class ContinuousBatcher:
                 sequence.result.set_exception(failure)
         raise failure
 
-    def _run(self, active: list[GreedySequence], batch_size: int) -> None:
+    def _run(self, active: list[GeneratedSequence], batch_size: int) -> None:
         import torch
 
         try:
@@ -249,10 +276,11 @@ class ContinuousBatcher:
                     if active:
                         self._width = len(active)
                         self.occupancy[len(active)] += 1
-                        last = [0] * len(active)
+                        by_row: list[Any] = [None] * len(active)
                         for sequence in active:
-                            last[sequence.row] = sequence.generated[-1]
-                        chosen = self.steps.step(last)
+                            by_row[sequence.row] = sequence
+                        logits = self.steps.step([sequence.generated[-1] for sequence in by_row])
+                        chosen = choose(logits, [sequence.next_draw for sequence in by_row])
                         done = [s for s in active if self._finish_if_done(s, chosen[s.row])]
                         self._retire(active, done)
                     elif not self._pending:
@@ -261,12 +289,12 @@ class ContinuousBatcher:
             if not active:
                 self.steps.reset()
 
-    def _take(self, count: int) -> list[GreedySequence]:
+    def _take(self, count: int) -> list[GeneratedSequence]:
         with self._pending_lock:
             taken, self._pending[:count] = self._pending[:count], []
             return taken
 
-    def _admit(self, active: list[GreedySequence], batch_size: int) -> None:
+    def _admit(self, active: list[GeneratedSequence], batch_size: int) -> None:
         """Encode waiting prompts into the batch's free rows."""
         with self._pending_lock:
             columns = max((s.columns for s in [*active, *self._pending[:batch_size]]), default=0)
@@ -277,7 +305,7 @@ class ContinuousBatcher:
             waiting = self._pending[:8]
         first, self._width = len(active), len(active) + len(newcomers)
         try:
-            tokens = self.steps.admit(newcomers, waiting, columns)
+            tokens = choose(self.steps.admit(newcomers, waiting, columns), [s.next_draw for s in newcomers])
         except BaseException:
             self._requeue(newcomers)  # they wait again (or fail with the others), never lost
             raise
@@ -286,7 +314,7 @@ class ContinuousBatcher:
             active.append(sequence)
         self._retire(active, [s for s, token in zip(newcomers, tokens, strict=True) if self._finish_if_done(s, token)])
 
-    def _finish_if_done(self, sequence: GreedySequence, token: int) -> bool:
+    def _finish_if_done(self, sequence: GeneratedSequence, token: int) -> bool:
         """Record a generated token; where the sequence is done, set its text (decoded whole)."""
         sequence.generated.append(token)
         added = sequence.text.add(sequence.generated)
@@ -301,7 +329,7 @@ class ContinuousBatcher:
             return True
         return False
 
-    def _retire(self, active: list[GreedySequence], done: list[GreedySequence]) -> None:
+    def _retire(self, active: list[GeneratedSequence], done: list[GeneratedSequence]) -> None:
         """Done sequences leave the batch at once: the batch's last row moves into each freed one
         (the highest freed first), so the next step computes only the sequences still running."""
         for sequence in sorted(done, key=lambda s: -s.row):
@@ -310,7 +338,7 @@ class ContinuousBatcher:
             if moved is not None:
                 next(s for s in active if s.row == moved).row = sequence.row
 
-    def _requeue(self, active: Sequence[GreedySequence]) -> None:
+    def _requeue(self, active: Sequence[GeneratedSequence]) -> None:
         self.steps.reset()
         for sequence in active:
             sequence.generated, sequence.row, sequence.text = [], -1, Detokenizer(self.decode)
@@ -349,23 +377,24 @@ class PaddedSteps:
     def shrink(self, rows: int) -> None:
         """Nothing to shrink: the batch size alone sets the rows, and a prompt is encoded alone."""
 
-    def admit(self, newcomers: Sequence[GreedySequence], waiting: Sequence[GreedySequence], columns: int) -> list[int]:
-        tokens = []
+    def admit(self, newcomers: Sequence[GeneratedSequence], waiting: Sequence[GeneratedSequence], columns: int) -> Any:
+        import torch
+
+        firsts = []
         for index, sequence in enumerate(newcomers):
-            layers, token = self._encode(sequence.tokens, [*newcomers[index + 1 :], *waiting])
+            layers, logits = self._encode(sequence.tokens, [*newcomers[index + 1 :], *waiting])
             if self.batch is None:
                 self.batch = SlotBatch.for_rows(layers, len(newcomers) - index, columns)
             self.batch.place(layers, len(sequence.tokens))
             self.positions.append(len(sequence.tokens))
-            tokens.append(token)
-        return tokens
+            firsts.append(logits)
+        return torch.stack(firsts)
 
-    def _encode(self, tokens: list[int], others: Sequence[GreedySequence]):
-        """One prompt's key/values per layer and its first generated token, from the cache of its
+    def _encode(self, tokens: list[int], others: Sequence[GeneratedSequence]):
+        """One prompt's key/values per layer and its first token's logits, from the cache of its
         longest shared prefix (see `_shared_prefix`)."""
         prefix = self._shared_prefix(tokens, others)
-        layers, logits = self._forward(tokens[len(prefix) :], len(prefix), self._prefixes.get(prefix))
-        return layers, int(logits.argmax())
+        return self._forward(tokens[len(prefix) :], len(prefix), self._prefixes.get(prefix))
 
     def _forward(self, tokens: Sequence[int], start: int, past):
         """One row's pass over `tokens` (positions from `start`) after the cache `past`: the
@@ -387,7 +416,7 @@ class PaddedSteps:
             )
         return [(layer.keys, layer.values) for layer in output.past_key_values.layers], output.logits[0, -1]
 
-    def _shared_prefix(self, tokens: list[int], others: Sequence[GreedySequence]) -> tuple[int, ...]:
+    def _shared_prefix(self, tokens: list[int], others: Sequence[GeneratedSequence]) -> tuple[int, ...]:
         """The longest prefix the prompt shares (at least `min_shared` tokens, one token left to
         encode) with a kept prefix or one of `others`; a new one is encoded (from the kept one it
         extends) and kept."""
@@ -407,7 +436,7 @@ class PaddedSteps:
             self._prefixes.popitem(last=False)
         return prefix
 
-    def step(self, tokens: Sequence[int]) -> list[int]:
+    def step(self, tokens: Sequence[int]) -> Any:
         import torch
 
         assert self.batch is not None
@@ -429,7 +458,7 @@ class PaddedSteps:
             ).logits[:, -1]
         batch.advance()
         self.positions = [p + 1 for p in self.positions]
-        return logits.argmax(-1).tolist()
+        return logits[: len(tokens)]
 
     def free(self, row: int) -> int | None:
         assert self.batch is not None

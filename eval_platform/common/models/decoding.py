@@ -1,4 +1,4 @@
-"""Greedy generation's passes without masks or copies: prompts prefilled in packed passes, every
+"""Generation's passes without masks or copies: prompts prefilled in packed passes, every
 row decoded at its own length, a prefix that rows share read once a step.
 
 The batch's cache (`RowCache`) holds each sequence in a row of its own: per layer, [rows, columns,
@@ -291,9 +291,9 @@ class PackedSteps:
 
     # --- prefill ---------------------------------------------------------------------------------
 
-    def admit(self, newcomers: Sequence[Any], waiting: Sequence[Any], columns: int) -> list[int]:
+    def admit(self, newcomers: Sequence[Any], waiting: Sequence[Any], columns: int) -> Any:
         """Prefill the newcomers' prompts into rows after the ones in use (the cache grown to
-        `columns` and their number where needed); their first tokens, in order."""
+        `columns` and their number where needed); their first tokens' logits, in order."""
         import torch
 
         first_row = self.cache.used if self.cache is not None else 0
@@ -315,7 +315,7 @@ class PackedSteps:
             len(s.tokens) - (len(p.tokens) if p else 0) for s, p in zip(newcomers, reads, strict=True)
         ]
         self.cache.prefixes += reads
-        chosen = [0] * len(newcomers)
+        firsts: list[Any] = [None] * len(newcomers)
         stores: dict[int, tuple[Any, Any]] = {}
         windows = sorted(set(self.layout.windows), key=lambda w: -1 if w is None else w)
         device = self.network.device
@@ -333,11 +333,10 @@ class PackedSteps:
                     ).logits[0]
                 self.on_pass()
                 self.encoded(plan.tokens)
-                best = logits.argmax(dim=-1).tolist()
                 for index, (_, request) in enumerate(asked):
-                    chosen[request] = best[index]
+                    firsts[request] = logits[index]
         self._forget()
-        return chosen
+        return torch.stack(firsts)
 
     def _shared_prefixes(self, newcomers: Sequence[Any], waiting: Sequence[Any]) -> list[SharedPrefix | None]:
         """The prefix each newcomer reads in place: the longest kept one it starts with, else its
@@ -456,8 +455,8 @@ class PackedSteps:
 
     # --- decode ----------------------------------------------------------------------------------
 
-    def step(self, tokens: Sequence[int]) -> list[int]:
-        """One token for each row in use, given each row's last token; the chosen tokens."""
+    def step(self, tokens: Sequence[int]) -> Any:
+        """One pass for each row in use, given each row's last token; the next tokens' logits."""
         import torch
 
         assert self.cache is not None
@@ -504,7 +503,7 @@ class PackedSteps:
         self.on_pass()
         for row in range(count):
             cache.lengths[row] += 1
-        return logits[0].argmax(dim=-1).tolist()
+        return logits[0]
 
     def free(self, row: int) -> int | None:
         """Give up a row: the last row in use moves into it. Returns the row that moved, None where

@@ -31,6 +31,7 @@ from eval_platform.common.models import (
 )
 from eval_platform.common.models.attention import AttentionLayout
 from eval_platform.common.models.continuous import ContinuousBatcher
+from eval_platform.common.models.sampling import Sampling
 from eval_platform.common.reproducibility import cpu_name
 from eval_platform.environment import MODEL_CACHE
 
@@ -467,14 +468,15 @@ class LocalCausalLM:
         return self.encode(self.render(request.prompt))[-max(1, self.max_length - request.max_new_tokens) :]
 
     def generate(self, requests: Sequence[GenerationRequest], batch_size: int = 8) -> list[str]:
-        """Greedy completions, cut at the first stop sequence: continuously batched, `batch_size`
-        sequences at a time, shared prompt prefixes encoded once. Calls from several threads
-        share one batch."""
+        """Completions, greedy or sampled as each request asks, cut at the first stop sequence:
+        continuously batched, `batch_size` sequences at a time, shared prompt prefixes encoded once.
+        Calls from several threads share one batch."""
         return self.batcher.generate(
             [self.generation_prompt(r) for r in requests],
             [r.max_new_tokens for r in requests],
             [r.stop for r in requests],
             batch_size,
+            [(r.sampling, r.sample) for r in requests],
         )
 
     def _halving_on_oom(self, run: Callable[[int, int], T], batch_size: int) -> T:
@@ -500,13 +502,19 @@ class LocalCausalLM:
                 batch_size, budget = smaller, less
 
     async def acomplete(
-        self, prompt: Chat, max_tokens: int, stop: Sequence[str] = (), top_logprobs: int | None = None
+        self,
+        prompt: Chat,
+        max_tokens: int,
+        stop: Sequence[str] = (),
+        top_logprobs: int | None = None,
+        sampling: Sampling | None = None,
+        sample: int = 0,
     ) -> Completion:
         """One chat answer with its token counts, in the batch of whatever else this model is
         generating (concurrent calls share it); a local model costs nothing per call, so its cost is
         unknown (None) as for any unpriced model."""
         start = time.perf_counter()
-        request = GenerationRequest(prompt, max_new_tokens=max_tokens, stop=tuple(stop))
+        request = GenerationRequest(prompt, max_tokens, tuple(stop), sampling, sample)
         (text,) = await asyncio.to_thread(self.generate, [request])
         return Completion(
             text,

@@ -33,6 +33,7 @@ from eval_platform.common.models import (
     UnsupportedRequest,
 )
 from eval_platform.common.models.api_chat import ApiChatModel
+from eval_platform.common.models.sampling import Sampling
 
 # A prompt whose last tokens any language model predicts: their log-probabilities must be near 0.
 CHECK_PROMPT = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16"
@@ -189,9 +190,15 @@ class ServedCompletionsModel:
         return self.chat.generate(requests, batch_size)
 
     async def acomplete(
-        self, prompt: Chat, max_tokens: int, stop: Sequence[str] = (), top_logprobs: int | None = None
+        self,
+        prompt: Chat,
+        max_tokens: int,
+        stop: Sequence[str] = (),
+        top_logprobs: int | None = None,
+        sampling: Sampling | None = None,
+        sample: int = 0,
     ) -> Completion:
-        return await self.chat.acomplete(prompt, max_tokens, stop, top_logprobs)
+        return await self.chat.acomplete(prompt, max_tokens, stop, top_logprobs, sampling, sample)
 
 
 def open_served_model(

@@ -29,7 +29,7 @@ from dagster import DagsterInstance
 
 from cli.moving import export_warehouse, move_warehouse
 from cli.runner import Overrides, Runner
-from cli.summary import print_domains, print_protocol, print_results
+from cli.summary import print_domains, print_protocol, print_results, print_sampled
 from cli.supervisor import supervise
 from definitions import defs
 from eval_platform.benchmarks.declarations import Benchmark
@@ -120,6 +120,7 @@ def run(options: RunOptions) -> int:
     else:
         print_results(warehouse, declared, options.benchmarks)
         if not options.benchmarks:
+            print_sampled(warehouse)
             print_domains(warehouse)
     return 0 if succeeded else 1
 

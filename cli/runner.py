@@ -30,8 +30,13 @@ class Overrides:
     jobs: Mapping[str, str] = field(default_factory=dict)
 
     def run_config(self, request: RunRequest) -> dict[str, Any]:
-        ops = dict((request.run_config or {}).get("ops", {}))
-        return {**QUIET, "ops": {**ops, **self.ops.get(str(request.job_name), {})}}
+        """The request's run config with the command's op config over it, field by field (a
+        request's own settings kept where the command sets others)."""
+        ops = {name: dict(op) for name, op in (request.run_config or {}).get("ops", {}).items()}
+        for name, op in self.ops.get(str(request.job_name), {}).items():
+            mine = ops.setdefault(name, {})
+            mine["config"] = {**mine.get("config", {}), **op.get("config", {})}
+        return {**QUIET, "ops": ops}
 
 
 @contextmanager

@@ -38,6 +38,22 @@ def print_results(
     print(f"\nLeaderboard (headline score [95% interval]):\n{board.to_markdown(index=False, disable_numparse=True)}")
 
 
+def print_sampled(warehouse: WarehouseResource) -> None:
+    """Each sampled evaluation's per-item reductions, a line per task, metric and filter:
+    `pass@1 0.200 [0.000, 0.551] · pass@4 ... · maj@4 ...`, with their intervals (clustered by item)."""
+    with warehouse.store(EvaluationStore) as store:
+        rows = store.sampled_results()
+    lines: dict[tuple, list[str]] = {}
+    for row in rows:
+        where = (row["benchmark"], row["model"], row["settings_key"], row["task"], row["metric"], row["filter"])
+        interval = "" if row["ci_low"] is None else f" [{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
+        lines.setdefault(where, []).append(f"{row['reducer']} {row['value']:.3f}{interval}")
+    if lines:
+        print("\nSampled answers (each item's answers reduced; intervals clustered by item):")
+    for (benchmark, model, key, task, metric, filter_name), shown in lines.items():
+        print(f"{benchmark} · {model} · {key}\n  {task} {metric},{filter_name}: {' · '.join(shown)}")
+
+
 def print_protocol(warehouse: WarehouseResource, protocol: Protocol) -> None:
     with warehouse.store(LeaderboardStore) as store:
         rows = store.load_protocol_scores(protocol.name)

@@ -152,6 +152,20 @@ class Planner:
         add_missing(self.instance, era_partitions, [str(request.partition_key) for request in requests])
         return requests
 
+    def sampled(self) -> list[RunRequest]:
+        """DEMO: a sampled evaluation launched by hand with its launchpad config (`SAMPLED_DEMO`):
+        the first roster entry compared with no baseline, on `SAMPLED_BENCHMARK`."""
+        roster = self.roster
+        entries = {name: entry for name, entry in roster.entries().items() if entry.baseline is None}
+        requests = evaluation_run_requests(self.instance, entries, [SAMPLED_BENCHMARK], roster.protocols(), "sampled")
+        config = {"ops": {"benchmark_evaluation": {"config": SAMPLED_DEMO}}}
+        return [
+            RunRequest(
+                run_key=r.run_key, partition_key=r.partition_key, job_name=r.job_name, tags=r.tags, run_config=config
+            )  # fmt: skip
+            for r in requests[:1]
+        ]
+
     def tally(self, seen: Mapping[str, float] | None = None) -> list[RunRequest]:
         """A tally when a filled sheet is new or changed (blind_eval_filled_sheet_sensor)."""
         request = tally_run_request(self.blind_dir, seen or {})
@@ -183,6 +197,9 @@ class Step:
     before: Callable[[Planner], None] | None = None
 
 
+# The demo's sampled evaluation: a small generation benchmark, 4 answers a document at temperature 0.7
+SAMPLED_BENCHMARK = "gsm8k_cot"
+SAMPLED_DEMO = {"repeats": 4, "temperature": 0.7}
 NIGHTLY = Step(
     "each benchmark's inputs, then every roster model on it",
     "nightly_benchmark_refresh, then roster_evaluation_sensor",
@@ -196,6 +213,12 @@ SCORES = Step(
 DEMO = (
     NIGHTLY,
     SCORES,
+    Step(
+        f"a sampled evaluation: {SAMPLED_BENCHMARK}, {SAMPLED_DEMO['repeats']} answers a document at temperature "
+        f"{SAMPLED_DEMO['temperature']}",
+        "launched by hand",
+        Planner.sampled,
+    ),
     Step("the blind evaluation's sheet", "launched by hand", job_run(blind_evaluation_sheet_job.name)),
     Step(
         "the blind evaluation's tally (a demo rater's sheet)",

@@ -25,7 +25,7 @@ from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
 from eval_platform.benchmarks.answering import Answering
-from eval_platform.benchmarks.records import CHAT_MESSAGES, Answer, request_key, sampled_arguments
+from eval_platform.benchmarks.records import CHAT_MESSAGES, Answer, sampled_arguments
 from eval_platform.common.models import Chat, GenerationRequest, LanguageModel, LoglikelihoodRequest, UnsupportedRequest
 from eval_platform.common.models.sampling import DEFAULT_SEED, Sampling
 
@@ -91,19 +91,21 @@ def generation_request(
     )
 
 
-def numbered_samples(arguments: Sequence[tuple[str, dict]], seed: int) -> list[tuple[Any, ...]]:
-    """`generate_until` requests' arguments, each sampled one's with its sample index among the
-    identical requests before it (the harness asks a task's `repeats` copies of a request) and the
-    seed (records.sampled_arguments): so each sample has a key, an answer and a stream of its own."""
-    seen: dict[str, int] = {}
+def numbered_samples(
+    arguments: Sequence[tuple[str, dict]], requests: Sequence[Any], seed: int
+) -> list[tuple[Any, ...]]:
+    """`generate_until` requests' arguments, each sampled one's with its sample index and the seed
+    (records.sampled_arguments): the harness asks a task's `repeats` copies of one request (the same
+    object), numbered 0 to k-1 in order; so each sample has a key, an answer and a stream of its own,
+    and a document's samples are numbered alike whatever else the call holds."""
+    seen: dict[int, int] = {}
     numbered: list[tuple[Any, ...]] = []
-    for context, gen_kwargs in arguments:
+    for (context, gen_kwargs), request in zip(arguments, requests, strict=True):
+        seen[id(request)] = index = seen.get(id(request), -1) + 1
         if sampling_of(gen_kwargs, seed) is None:
             numbered.append((context, gen_kwargs))
-            continue
-        key = request_key("generate_until", [context, gen_kwargs])
-        seen[key] = index = seen.get(key, -1) + 1
-        numbered.append(tuple(sampled_arguments([context, gen_kwargs], seed, index)))
+        else:
+            numbered.append(tuple(sampled_arguments([context, gen_kwargs], seed, index)))
     return numbered
 
 
@@ -210,7 +212,7 @@ class EngineLM(LM):
 
         budget = {"max_gen_toks": self.max_gen_toks} if self.max_gen_toks else {}
         arguments = [(context, {**gen_kwargs, **budget}) for context, gen_kwargs in (r.args for r in requests)]
-        answers = self._answer("generate_until", numbered_samples(arguments, self.seed), compute)
+        answers = self._answer("generate_until", numbered_samples(arguments, requests, self.seed), compute)
         return [strip_reasoning(text, self.reasoning_end) for text in answers]
 
     # --- chat templates (apply_chat_template, fewshot_as_multiturn) ------------------------------

@@ -342,7 +342,13 @@ def build_tasks(run: HarnessRun) -> list[Any]:
             overrides.update(settings.sampling_overrides(base))
             if name in settings.data_files:
                 overrides.update(local_data(settings.data_files[name], base))
-        return factory.build(entry, overrides={"task": name, **overrides}, registry=index)
+        task = factory.build(entry, overrides={"task": name, **overrides}, registry=index)
+        if getattr(task.config, "unsafe_code", False):  # humaneval, mbpp, cruxeval: its metric runs the answers
+            raise HarnessTaskError(
+                f"{name} scores an answer by executing the model's code (the task sets unsafe_code): the platform "
+                "never executes model output, and has no sandboxed opt-in for it yet"
+            )
+        return task
 
     built = []
     for name in run.tasks:

@@ -35,12 +35,16 @@ def headline_of(benchmark: Benchmark) -> Headline:
     return headline.model_copy(update={"num_fewshot": shots})
 
 
-def _distance(row: Mapping[str, Any], headline: Headline) -> tuple:
+def _distance(row: Mapping[str, Any], headline: Headline, sampled: bool) -> tuple:
+    """How far a result is from the headline: its metric, filter, solver and shots, then whether it
+    was sampled where the declaration is not (or the other way round: a sampled run launched beside
+    the nightly greedy one does not take its place), then the most shots."""
     return (
         headline.metric is not None and row["metric"] != headline.metric,
         row["filter"] != headline.filter,
         row["solver"] != headline.solver,
         headline.num_fewshot is not None and row["num_fewshot"] != headline.num_fewshot,
+        ("sample" in str(row["settings_key"])) != sampled,  # settings_key names any sampling (`4 samples at ...`)
         -(row["num_fewshot"] or 0),
         row["model_fingerprint"],
     )
@@ -56,7 +60,7 @@ def headline_rows(results: Sequence[Mapping[str, Any]], benchmarks: Mapping[str,
     for (_, name), group in sorted(groups.items()):
         benchmark = benchmarks.get(name) or Benchmark(name=name, task=name)
         own = [r for r in group if r["task"] == headline_task(benchmark)] or group
-        best = min(own, key=lambda r: _distance(r, headline_of(benchmark)))
+        best = min(own, key=lambda r: _distance(r, headline_of(benchmark), benchmark.sets_sampling))
         rows.append({column: best[column] for column in COLUMNS})
     return rows
 

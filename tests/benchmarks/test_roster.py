@@ -166,6 +166,14 @@ def test_the_leaderboard_shows_each_models_headline_under_a_header_that_says_wha
         ("f32", "gsm8k", "generate", "exact_match", 0, 0.1),
         ("f32", "mmlu", "harness", "acc", 5, 0.25),
     ]
+    sampled = ", 4 samples at temperature 0.7"
+    beside = [  # a sampled run launched beside the nightly greedy one: the greedy one stays the headline
+        result("f32", "gsm8k", "exact_match", 0, 0.3, solver="generate", flt="strict-match", key=sampled),
+        *results,
+    ]
+    assert [h["value"] for h in headline_rows(beside, BENCHMARKS)] == [h["value"] for h in headlines]
+    declared_sampled = {**BENCHMARKS, "gsm8k": BENCHMARKS["gsm8k"].model_copy(update={"temperature": 0.7})}
+    assert [h["value"] for h in headline_rows(beside, declared_sampled) if h["benchmark"] == "gsm8k"] == [0.3]
     averages = [
         {"protocol": "open_llm_leaderboard_v1", "model": "f32", "score": 0.3,
          "status": "partial: 2 of 6 tasks (missing hellaswag, mmlu, truthfulqa_mc2, winogrande)"},

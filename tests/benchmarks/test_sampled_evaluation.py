@@ -55,7 +55,8 @@ SAMPLING = {"data_files": GSM8K, "limit": 2, "max_gen_toks": 24, "repeats": 8, "
 
 
 @pytest.mark.slow
-def test_sampling_from_the_launchpad_keeps_every_sample_and_reduces_them_per_item(project):
+def test_sampling_from_the_launchpad_keeps_every_sample_and_reduces_them_per_item(project, capsys):
+    from cli.summary import print_sampled
     from definitions import defs
 
     root, instance = project
@@ -119,6 +120,13 @@ def test_sampling_from_the_launchpad_keeps_every_sample_and_reduces_them_per_ite
     assert results[("exact_match", "maj@8")][0] == results[("exact_match maj@8", "score-first")][0]
     assert results[("exact_match pass@1", "score-first")][2] == 2  # items, not answers
 
+    # the main command's summary of it: each reduction with its interval, a line per task, metric and filter
+    print_sampled(warehouse)
+    printed = capsys.readouterr().out
+    line = next(line for line in printed.splitlines() if "exact_match,score-first" in line)
+    assert all(f"{reducer} " in line for reducer in ("pass@1", "pass@2", "pass@4", "pass@8", "maj@8"))
+    assert f"pass@8 {pass8:.3f} [" in line and key in printed
+
     again = materialise()["solvers"].value[f"harness ({key})"]
     assert (again["answers"], again["computed"]) == (16, 0)  # every sample reused, none drawn again
     with warehouse.get_connection() as conn:
@@ -148,3 +156,23 @@ def test_sampling_settings_layer_declaration_roster_entry_and_launchpad(tmp_path
     assert settings_key(greedy) == "default shots" and "temperature" not in greedy
     with pytest.raises(DeclarationError, match="filter maj@8 takes the first 8 answers of each document; repeats 4"):
         build_tasks(HarnessRun((TASK,), EvaluationSettings(task=TASK, repeats=4, data_files=GSM8K)))
+
+
+def test_a_task_that_executes_the_models_code_is_refused_with_that_reason(tmp_path):
+    """A task marked `unsafe_code` (as humaneval_64, mbpp and cruxeval are) is refused before any
+    answer is asked: its metric would run the model's output."""
+    from eval_platform.benchmarks.harness import HarnessTaskError
+
+    (tmp_path / "runs_code.yaml").write_text(
+        "task: runs_code\ndataset_path: json\noutput_type: generate_until\ntest_split: test\nunsafe_code: true\n"
+        'doc_to_text: "{{prompt}}"\ndoc_to_target: "{{answer}}"\ngeneration_kwargs: {until: ["\\n"], do_sample: true}\n'
+        "repeats: 4\nmetric_list: [{metric: exact_match}]\n"
+    )
+    (tmp_path / "rows.jsonl").write_text('{"prompt": "def f():", "answer": "  return 1"}\n')
+    settings = EvaluationSettings(
+        task="runs_code",
+        include_path=(str(tmp_path),),
+        data_files={"runs_code": {"test": str(tmp_path / "rows.jsonl")}},
+    )
+    with pytest.raises(HarnessTaskError, match="runs_code scores an answer by executing the model's code"):
+        build_tasks(HarnessRun(("runs_code",), settings, include_defaults=False))

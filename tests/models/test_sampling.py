@@ -181,3 +181,15 @@ def test_k_samples_of_a_prompt_share_its_prefill(local_model, prompts):
     sampling = Sampling(temperature=1.0, seed=3)
     four.generate([tokens] * 4, [2] * 4, [stop] * 4, 8, [(sampling, i) for i in range(4)])
     assert four.encoded_tokens == one.encoded_tokens == len(tokens)
+
+
+def test_samples_of_prompts_that_share_only_a_short_start_are_prefilled_and_drawn_alike(local_model):
+    """Two prompts whose first tokens alone are alike (fewer than the 32 a shared prefix needs), four
+    samples each: each prompt's copies read it as their prefix, whose path through the prompts' trie
+    (the short start folded into both) is found; each prompt's samples are those it gets alone."""
+    first = "Question: " + " ".join(f"apple{i}" for i in range(40))
+    second = "Question: " + " ".join(f"pear{i}" for i in range(40))
+    sampling = Sampling(temperature=0.9, seed=2)
+    requests = [GenerationRequest(p, 6, (), sampling, i) for p in (first, second) for i in range(4)]
+    together = sampled_texts(local_model, requests, 16)
+    assert together == sampled_texts(local_model, requests[:4], 16) + sampled_texts(local_model, requests[4:], 16)

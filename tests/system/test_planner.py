@@ -123,3 +123,25 @@ def test_the_demos_sensor_steps_request_what_their_sensors_request(tmp_path):
                                     described(era_tick.run_requests)]  # fmt: skip
     assert described(demo_tally) == [("blind_evaluation_tally", *described([sheet_tick])[0][1:])]
     assert demo_tally[0].tags == {"filled_sheets": "rater.xlsx"}
+
+
+def test_the_demos_sampled_step_asks_for_samples_from_the_launchpad_beside_the_commands_limits(tmp_path):
+    """The main command's sampled evaluation: one run of the first entry compared with no baseline,
+    its launchpad config asking for samples, with the command's limits merged into it, not over it."""
+    from cli.main import RunOptions
+    from cli.runner import Overrides
+    from resources import RosterResource
+    from schedules.planner import DEMO, SAMPLED_DEMO, Planner
+
+    step = next(step for step in DEMO if step.requests == Planner.sampled)
+    (tmp_path / "home").mkdir()
+    with DagsterInstance.local_temp(str(tmp_path / "home")) as instance:
+        (request,) = step.requests(Planner(instance, RosterResource(), tmp_path, tmp_path))
+    assert request.job_name == "model_evaluation"
+    assert dict(request.partition_key.keys_by_dimension) == {
+        "benchmark": "gsm8k_cot",
+        "model": "smollm2-135m-instruct-float32",
+    }
+    overrides: Overrides = RunOptions(limit=5, max_gen_toks=96).overrides(None)
+    config = overrides.run_config(request)["ops"]["benchmark_evaluation"]["config"]
+    assert config == {**SAMPLED_DEMO, "limit": 5, "max_gen_toks": 96} and SAMPLED_DEMO["repeats"] == 4

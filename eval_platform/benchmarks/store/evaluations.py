@@ -196,6 +196,19 @@ class EvaluationStore(BenchmarkSchema):
             [None if benchmarks is None else list(benchmarks)] * 2,
         )
 
+    @reads("results")
+    def sampled_results(self) -> list[dict[str, Any]]:
+        """The results of documents answered k times (`<metric> pass@k`, `maj@k`, `mean@n`) per
+        benchmark, model, settings key, task, metric and filter, groups' first."""
+        return self.rows(
+            """
+            SELECT benchmark, model, settings_key, task, filter, split_part(metric, ' ', 1) AS metric,
+                   split_part(metric, ' ', 2) AS reducer, value, ci_low, ci_high, n
+            FROM results WHERE regexp_matches(metric, ' (pass|maj|mean)@[0-9]+$')
+            ORDER BY benchmark, model, settings_key, is_group DESC, task, filter, metric,
+                     split_part(reducer, '@', 1) DESC, split_part(reducer, '@', 2)::INTEGER"""
+        )
+
     @reads("evaluation_runs")
     def load_evaluation_runs(self) -> dict[str, dict[str, Any]]:
         """Every run that computed answers still stored or named, by run id: where it computed them."""

@@ -393,7 +393,8 @@ class PackedSteps:
         for prefix in distinct:
             node, position = trie.root, 0
             while position < len(prefix.tokens):
-                node = next(c for c in node.children.values() if c.tokens[0] == prefix.tokens[position])
+                # the child on the prefix's path: after folding, siblings may start with the same tokens
+                node = next(c for c in node.children.values() if _on_path(c.tokens, prefix.tokens, position))
                 end = position + len(node.tokens)
                 if end > len(prefix.tokens):  # folded across its end
                     break
@@ -518,6 +519,12 @@ class PackedSteps:
         self.cache.lengths.pop()
         self.cache.prefixes.pop()
         return last if row != last else None
+
+
+def _on_path(tokens: Sequence[int], path: Sequence[int], position: int) -> bool:
+    """Whether a node's tokens continue `path` from `position` (up to the path's end)."""
+    shown = min(len(tokens), len(path) - position)
+    return tuple(tokens[:shown]) == tuple(path[position : position + shown])
 
 
 def _ends_at_node_ends(root: Node) -> None:

@@ -9,7 +9,8 @@ Models (the `model` field, after litellm strips the `openai/` prefix):
 - `judge-gemini`: never answers (until the server stops).
 - `judge-fast`: rubric JSON, always (for the latency benchmark).
 - `judge-harsh`, `judge-lenient`: rubric JSON two points of faithfulness lower, or one higher and
-  full clarity and readability (for the judge analysis).
+  full clarity and readability (for the judge analysis); `judge-noisy`: rubric JSON whose faithfulness
+  is the `seed` it was sent modulo 6 (0 without one), so each sample of a sampled judge scores apart.
 - `mutator`: "Rewritten: " + the last line of the request (the tag text to rewrite).
 - `answerer`: "Answer to: " + the whole request (so tests can see what reached the model).
 - `rater`: a blind-evaluation score: 5 if the answer cites an Article, else 2.
@@ -19,7 +20,8 @@ Models (the `model` field, after litellm strips the `openai/` prefix):
   (`single_rating`), except for a prompt whose length is a multiple of 7: a judgment without one.
 - `letter-logprobs`: answers "B" with first-token `top_logprobs` (B, A, " C").
 - `letter-text`: answers "I think the answer is C." without log-probabilities.
-- `echo`: replies with the last user message (for the latency benchmark).
+- `echo`: replies with the last user message (for the latency benchmark), cut at `max_tokens` words
+  (a word a token) with the `finish_reason` `length`, else `stop` as every other model's.
 Hostile judges (the fault-injection suite): `judge-nan` (faithfulness NaN), `judge-out-of-range`
 (faithfulness 7), `judge-negative` (clarity -1), `judge-mismatch` (a score that is not the sum of
 its parts), `judge-truncated` (JSON cut off), `judge-huge` (5 MB of text), `judge-empty` (HTTP 200
@@ -268,6 +270,14 @@ class StubServer:
                     self.end_headers()
                     return
                 status, text = stub.reply(body["model"], prompt)
+                if model == "judge-noisy":  # a judge whose verdict changes with the sample it is asked for
+                    verdict = {**rubric(prompt), "faithfulness": body.get("seed", 0) % 6}
+                    text = json.dumps(
+                        {**verdict, "score": sum(verdict[k] for k in ("faithfulness", "clarity", "readability"))}
+                    )
+                finish = "stop"
+                if model == "echo" and len(text.split(" ")) > body.get("max_tokens", len(text)):
+                    text, finish = " ".join(text.split(" ")[: body["max_tokens"]]), "length"
                 if status != 200:
                     payload = {"error": {"message": text, "type": "server_error"}}
                 else:
@@ -279,7 +289,7 @@ class StubServer:
                         "choices": [
                             {
                                 "index": 0,
-                                "finish_reason": "stop",
+                                "finish_reason": finish,
                                 "logprobs": _logprobs(body, text),
                                 "message": {"role": "assistant", "content": text},
                             }

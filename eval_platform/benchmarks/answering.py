@@ -19,6 +19,7 @@ from typing import Any
 
 from eval_platform.benchmarks.records import Answer, request_key
 from eval_platform.common.keeping import Keeping, KeptProgress, keep_nothing, no_progress
+from eval_platform.common.models.endings import ended_of
 
 AnswerProgress = KeptProgress  # an evaluation's answers after a chunk was kept
 
@@ -42,7 +43,7 @@ class Answering(Keeping[Answer]):
         answers = self.resolve(
             [(request_key(request_type, args), args) for args in arguments],
             compute,
-            lambda args, response: Answer(request_type, list(args), response, True),
-            lambda args, stored: Answer(request_type, list(args), stored, False),
+            lambda args, response: Answer(request_type, list(args), response, True, ended_of(response)),
+            lambda args, stored: Answer(request_type, list(args), stored, False, ended_of(stored)),
         )
         return [answer.response for answer in answers]

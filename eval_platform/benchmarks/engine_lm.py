@@ -25,8 +25,9 @@ from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
 from eval_platform.benchmarks.answering import Answering
-from eval_platform.benchmarks.records import CHAT_MESSAGES, Answer, sampled_arguments
+from eval_platform.benchmarks.records import CHAT_MESSAGES, Answer, sampled_arguments, with_budget
 from eval_platform.common.models import Chat, GenerationRequest, LanguageModel, LoglikelihoodRequest, UnsupportedRequest
+from eval_platform.common.models.endings import with_reasoning_ending
 from eval_platform.common.models.sampling import DEFAULT_SEED, Sampling
 
 LOG = logging.getLogger(__name__)
@@ -199,7 +200,7 @@ class EngineLM(LM):
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         """Each request's text; a sampled request's copies (a task's `repeats`) each a sample of its own."""
 
-        def compute(arguments: list[tuple[Any, ...]]) -> list[str]:
+        def compute(arguments: list[tuple[Any, ...]]) -> list[str]:  # each with why it ended
             batch = [
                 generation_request(
                     as_chat(context, self.model.name), gen_kwargs, seed=self.seed, sample=sample[0]["sample"]
@@ -208,10 +209,13 @@ class EngineLM(LM):
                 else generation_request(as_chat(context, self.model.name), gen_kwargs)
                 for context, gen_kwargs, *sample in arguments
             ]
-            return self.model.generate(batch, self.batch_size)
+            return [
+                with_reasoning_ending(text, self.reasoning_end) for text in self.model.generate(batch, self.batch_size)
+            ]
 
-        budget = {"max_gen_toks": self.max_gen_toks} if self.max_gen_toks else {}
-        arguments = [(context, {**gen_kwargs, **budget}) for context, gen_kwargs in (r.args for r in requests)]
+        arguments = [
+            (context, with_budget(gen_kwargs, self.max_gen_toks)) for context, gen_kwargs in (r.args for r in requests)
+        ]
         answers = self._answer("generate_until", numbered_samples(arguments, requests, self.seed), compute)
         return [strip_reasoning(text, self.reasoning_end) for text in answers]
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from eval_platform.benchmarks.declarations import FEWSHOT_SEED, HARNESS_VERSION, DeclarationError, EvaluationSettings
-from eval_platform.benchmarks.records import Result, Sample, request_key, sampled_arguments
+from eval_platform.benchmarks.records import Result, Sample, request_key, sampled_arguments, with_budget
 from eval_platform.common.ingestion import Rejection, jsonl_records, not_an_object
 from eval_platform.common.models.sampling import DEFAULT_SEED
 from eval_platform.environment import DATA_DIR, HARNESS_INDEX, add_nltk_data
@@ -510,14 +510,20 @@ def request_type_of(output_type: str) -> str:
 
 
 def answer_keys(
-    request_type: str, arguments: Sequence[Sequence[Any]], responses: Sequence[Any], seed: int
+    request_type: str,
+    arguments: Sequence[Sequence[Any]],
+    responses: Sequence[Any],
+    seed: int,
+    max_gen_toks: int | None = None,
 ) -> list[str]:
     """The keys of a document's answers: one per request, or per sample of a sampled request (a
-    task's `repeats`), as `EngineLM` keys them."""
+    task's `repeats`), as `EngineLM` keys them (a generation within the run's budget `max_gen_toks`)."""
     from eval_platform.benchmarks.engine_lm import sampling_of
 
     keys = []
     for request, answers in zip(arguments, responses, strict=True):
+        if request_type == "generate_until":
+            request = [request[0], with_budget(request[1], max_gen_toks)]
         if request_type == "generate_until" and sampling_of(request[1], seed) is not None:
             keys += [request_key(request_type, sampled_arguments(request, seed, i)) for i in range(len(answers))]
         else:
@@ -556,10 +562,13 @@ def each_answer_scored(
     return taken, scored
 
 
-def outcome_samples(outcome: HarnessOutcome, seed: int = DEFAULT_SEED, tasks: Sequence[Any] = ()) -> list[Sample]:
+def outcome_samples(
+    outcome: HarnessOutcome, seed: int = DEFAULT_SEED, tasks: Sequence[Any] = (), max_gen_toks: int | None = None
+) -> list[Sample]:
     """One sample per task, document and filter: the document, the exact prompt (its first request's
     context, few-shot examples and chat template included), every request's arguments and the keys
-    of its answers (a sampled request's: one per sample under `seed`), the reference, the answers
+    of its answers (a sampled request's: one per sample under `seed`; a generation's within the run's
+    budget `max_gen_toks`), the reference, the answers
     before and after the filter, and the per-document metrics; a document of one sampled request
     answered several times (a task's `repeats`, where its task is among `tasks`) with each answer's
     own metrics (`each_answer_scored`)."""
@@ -582,7 +591,7 @@ def outcome_samples(outcome: HarnessOutcome, seed: int = DEFAULT_SEED, tasks: Se
                     filter=sample["filter"],
                     prompt=str(arguments[0][0]) if arguments else "",
                     arguments=arguments,
-                    request_keys=answer_keys(request_type, arguments, resps, seed),
+                    request_keys=answer_keys(request_type, arguments, resps, seed, max_gen_toks),
                     target=str(sample["target"]),
                     responses=plain(resps),
                     filtered_responses=plain(sample["filtered_resps"]),

@@ -19,7 +19,9 @@ import pandas as pd
 from eval_platform.benchmarks.declarations import Benchmark, Headline
 
 COLUMNS = ("model", "model_fingerprint", "benchmark", "solver", "settings_key", "task", "metric", "filter",
-           "num_fewshot", "n", "value", "ci_low", "ci_high")  # fmt: skip
+           "num_fewshot", "n", "value", "ci_low", "ci_high", "cut_at_budget")  # fmt: skip
+# a headline is flagged where more of its generations than this were cut at the budget
+FLAGGED_CUT_AT_BUDGET = 0.05
 
 
 def headline_task(benchmark: Benchmark) -> str:
@@ -61,13 +63,21 @@ def headline_rows(results: Sequence[Mapping[str, Any]], benchmarks: Mapping[str,
         benchmark = benchmarks.get(name) or Benchmark(name=name, task=name)
         own = [r for r in group if r["task"] == headline_task(benchmark)] or group
         best = min(own, key=lambda r: _distance(r, headline_of(benchmark), benchmark.sets_sampling))
-        rows.append({column: best[column] for column in COLUMNS})
+        rows.append({column: best.get(column) for column in COLUMNS})
     return rows
 
 
 def _interval(row: Mapping[str, Any]) -> str:
+    """A headline's cell: its value, its interval, and a flag where too many answers were cut at the budget."""
     text = f"{row['value']:.3f}"
-    return text if row["ci_low"] is None else f"{text} [{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
+    text = text if row["ci_low"] is None else f"{text} [{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
+    flag = budget_flag(row.get("cut_at_budget"))
+    return f"{text}, {flag}" if flag else text
+
+
+def budget_flag(cut_at_budget: float | None) -> str:
+    """`12.5% cut at the budget` where more than `FLAGGED_CUT_AT_BUDGET` of the answers were, else empty."""
+    return f"{cut_at_budget:.1%} cut at the budget" if (cut_at_budget or 0) > FLAGGED_CUT_AT_BUDGET else ""
 
 
 def measured_label(row: Mapping[str, Any]) -> str:
@@ -90,7 +100,8 @@ def leaderboard_table(
     averages: Sequence[Mapping[str, Any]],
     benchmarks: Mapping[str, Benchmark],
 ) -> pd.DataFrame:
-    """Models as rows; each benchmark's headline (`value [95% interval]`) under a header that says
+    """Models as rows; each benchmark's headline (`value [95% interval]`, flagged where more than 5% of its
+    answers were cut at the budget) under a header that says
     what was measured (`measured_label`; models measured otherwise in a column of their own), and each
     protocol's average with its status as columns; best complete average first."""
     shown = [name for name in benchmarks if any(h["benchmark"] == name for h in headlines)]

@@ -64,16 +64,19 @@ class Result:
     random_baseline: float | None = None
     ci_low: float | None = None  # its 95% interval (common/intervals.py), None for a value that is no proportion
     ci_high: float | None = None
+    cut_at_budget: float | None = None  # the share of its generations cut at the budget (None: no generation)
 
 
 @dataclass(frozen=True)
 class Answer:
-    """One request's answer: its type and arguments, the response, and whether this run computed it."""
+    """One request's answer: its type and arguments, the response, whether this run computed it and,
+    for a generation, why it ended."""
 
     request_type: str
     arguments: list[Any]
     response: Any  # loglikelihood: [log-likelihood, is_greedy]; generate_until: the text, unstripped
     computed: bool
+    ended: str | None = None  # a generation's: why it ended (common/models/endings.py), None where unknown
 
 
 @dataclass
@@ -102,6 +105,11 @@ def request_key(request_type: str, arguments: Sequence[Any]) -> str:
     """A request's identity: its type and arguments (context, continuation or generation settings;
     a chat's turns), whatever task, document or solver asked it."""
     return content_key([request_type, list(arguments)])
+
+
+def with_budget(gen_kwargs: dict[str, Any], max_gen_toks: int | None) -> dict[str, Any]:
+    """A generation request's settings as asked: the run's generation budget over the task's own."""
+    return {**gen_kwargs, "max_gen_toks": max_gen_toks} if max_gen_toks else gen_kwargs
 
 
 def sampled_arguments(arguments: Sequence[Any], seed: int, sample: int) -> list[Any]:

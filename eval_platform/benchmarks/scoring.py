@@ -5,12 +5,14 @@ interval, and the per-item report of the benchmark specification (`0. Output: A,
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from eval_platform.benchmarks.records import Result, Sample
+from eval_platform.benchmarks.records import Answer, Result, Sample
 from eval_platform.common.intervals import item_interval
+from eval_platform.common.models.endings import CUT_AT_BUDGET
 from eval_platform.common.repeats import clustered_interval, clustered_stderr, item_means, majority_at_k, pass_at_k
 
 
@@ -141,6 +143,36 @@ def results_by_task(samples: Sequence[Sample], benchmark: str, num_fewshot: int 
     return results
 
 
+def group_leaves(task: str, groups: Mapping[str, Sequence[str]], within: frozenset[str] = frozenset()) -> set[str]:
+    """The tasks a result covers: a task itself, or every task under a group (`groups`: each one's
+    tasks or groups; a group named among its own members, or its members', counts as a task there)."""
+    if task not in groups or task in within:
+        return {task}
+    return set().union(*(group_leaves(member, groups, within | {task}) for member in groups[task]))
+
+
+def with_budget_shares(
+    results: Sequence[Result],
+    samples: Sequence[Sample],
+    answers: Mapping[str, Answer],
+    groups: Mapping[str, Sequence[str]],
+) -> list[Result]:
+    """Each result with the share of its generations cut at the budget (`cut_at_budget`: of the
+    answers to its tasks' documents whose ending is known, each counted once; None where none is)."""
+    endings: dict[str, dict[str, str]] = defaultdict(dict)
+    for sample in samples:
+        for key in sample.request_keys:
+            answer = answers.get(key)
+            if answer is not None and answer.ended is not None:
+                endings[sample.task][key] = answer.ended
+
+    def share(task: str) -> float | None:
+        known = {key: ended for leaf in group_leaves(task, groups) for key, ended in endings[leaf].items()}
+        return sum(ended in CUT_AT_BUDGET for ended in known.values()) / len(known) if known else None
+
+    return [replace(result, cut_at_budget=share(result.task)) for result in results]
+
+
 def with_intervals(
     results: Sequence[Result], samples: Sequence[Sample], groups: Mapping[str, Sequence[str]]
 ) -> list[Result]:
@@ -148,12 +180,9 @@ def with_intervals(
     same method as every other solver's; a group's over its tasks' items), its standard error as the
     harness computed it."""
 
-    def leaves(task: str) -> set[str]:
-        return set().union(*(leaves(member) for member in groups[task])) if task in groups else {task}
-
     intervals = []
     for result in results:
-        tasks = leaves(result.task)
+        tasks = group_leaves(result.task, groups)
         values = [
             sample.metrics[result.metric]
             for sample in samples
@@ -206,14 +235,11 @@ def sampled_results(
     normal 95% interval on it, clipped to [0, 1], for a value in [0, 1]."""
     sampled = [sample for sample in samples if sample.sample_metrics]
 
-    def leaves(task: str) -> set[str]:
-        return set().union(*(leaves(member) for member in groups[task])) if task in groups else {task}
-
     tasks = {sample.task for sample in sampled}
-    owners = [*sorted(tasks), *(group for group in groups if leaves(group) & tasks)]
+    owners = [*sorted(tasks), *(group for group in groups if group_leaves(group, groups) & tasks)]
     results = []
     for owner in owners:
-        members = [sample for sample in sampled if sample.task in leaves(owner)]
+        members = [sample for sample in sampled if sample.task in group_leaves(owner, groups)]
         keys = dict.fromkeys((m, s.filter) for s in members for m in (s.sample_metrics or [{}])[0])
         for metric, filter_name in keys:
             items = [s for s in members if s.filter == filter_name and all(metric in m for m in s.sample_metrics or ())]

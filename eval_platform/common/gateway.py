@@ -31,6 +31,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any, Protocol
 
 from eval_platform.common.models import Chat, Completion, LanguageModel
+from eval_platform.common.models.endings import api_ending
 from eval_platform.common.models.sampling import Sampling
 from eval_platform.environment import litellm_offline, openai_api_key, secrets
 
@@ -309,6 +310,7 @@ class ModelGateway:
             prompt_tokens=getattr(usage, "prompt_tokens", None),
             completion_tokens=getattr(usage, "completion_tokens", None),
             cost_usd=_cost(litellm, response, model),
+            ended=api_ending(getattr(choice, "finish_reason", None)),
         )
         if len(text) > MAX_RESPONSE_CHARS:
             raise ResponseTooLong(replace(completion, text=""), len(text))

@@ -22,9 +22,10 @@ import asyncio
 import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from eval_platform.common.models import Chat, Completion, LanguageModel
+from eval_platform.common.models.sampling import Sampling, draw, probabilities, stream, uniform
 
 V = TypeVar("V")
 Distribution = dict[str, float] | None  # over a choice's labels; None where the model named none
@@ -89,12 +90,31 @@ class Judge(Protocol):
         ...
 
 
+class SampledJudge(Judge, Protocol):
+    """A judge that can also be sampled (both built-in judges; a judge of another package where it
+    implements `ask_samples`)."""
+
+    async def ask_samples(
+        self,
+        model: LanguageModel,
+        questions: Sequence[Question[V]],
+        max_tokens: int,
+        sampling: Sampling,
+        samples: int,
+        concurrency: int = 8,
+        batch_size: int = 8,
+    ) -> list[list[Judgement[V]]]:
+        """Each question's `samples` judgements drawn with `sampling` (sample i from a stream of its
+        own: the same seed, the same judgements), in order, failed ones with their errors as `ask`'s."""
+        ...
+
+
 class JudgeError(ValueError):
     """An unknown judge; the message names the registered ones."""
 
 
 class WrittenJudge:
-    """The model writes its answer (greedy, within `max_tokens`), read by the question."""
+    """The model writes its answer (greedy, or sampled), within `max_tokens`, read by the question."""
 
     name = "written"
 
@@ -110,12 +130,36 @@ class WrittenJudge:
         concurrency: int = 8,
         batch_size: int = 8,
     ) -> list[Judgement[V]]:
+        return await self._written(model, [(question, {}) for question in questions], max_tokens, concurrency)
+
+    async def ask_samples(
+        self,
+        model: LanguageModel,
+        questions: Sequence[Question[V]],
+        max_tokens: int,
+        sampling: Sampling,
+        samples: int,
+        concurrency: int = 8,
+        batch_size: int = 8,
+    ) -> list[list[Judgement[V]]]:
+        calls = [(q, {"sampling": sampling, "sample": sample}) for q in questions for sample in range(samples)]
+        answered = await self._written(model, calls, max_tokens, concurrency)
+        return [answered[index * samples : (index + 1) * samples] for index in range(len(questions))]
+
+    async def _written(
+        self,
+        model: LanguageModel,
+        calls: Sequence[tuple[Question[V], dict[str, Any]]],
+        max_tokens: int,
+        concurrency: int,
+    ) -> list[Judgement[V]]:
+        """Each call's judgement: its question asked with its sampling (none: greedy, as every model takes it)."""
         limit = asyncio.Semaphore(concurrency)
 
-        async def one(question: Question[V]) -> Judgement[V]:
+        async def one(question: Question[V], drawn: dict[str, Any]) -> Judgement[V]:
             async with limit:
                 try:
-                    completion = await model.acomplete(question.chat, max_tokens=max_tokens)
+                    completion = await model.acomplete(question.chat, max_tokens=max_tokens, **drawn)
                 except Exception as error:  # a failed call is a failed judgement, paid for where it says so
                     return Judgement(None, getattr(error, "completion", None), error)
             try:
@@ -123,12 +167,13 @@ class WrittenJudge:
             except Exception as error:  # an unusable reply was still a paid call
                 return Judgement(None, completion, error)
 
-        return list(await asyncio.gather(*(one(question) for question in questions)))
+        return list(await asyncio.gather(*(one(question, drawn) for question, drawn in calls)))
 
 
 class ProbabilitiesJudge:
     """The model's next-token distribution over each choice's labels (`label_probabilities`, every
-    question's choices in one batched call), read by the question."""
+    question's choices in one batched call), read by the question; sampled, each sample one label
+    drawn from the same distributions (`drawn_label`), asked once."""
 
     name = "probabilities"
 
@@ -144,22 +189,84 @@ class ProbabilitiesJudge:
         concurrency: int = 8,
         batch_size: int = 8,
     ) -> list[Judgement[V]]:
+        distributions = await self._distributions(model, questions, batch_size)
+        return [self._read(question, answered) for question, answered in zip(questions, distributions, strict=True)]
+
+    async def ask_samples(
+        self,
+        model: LanguageModel,
+        questions: Sequence[Question[V]],
+        max_tokens: int,
+        sampling: Sampling,
+        samples: int,
+        concurrency: int = 8,
+        batch_size: int = 8,
+    ) -> list[list[Judgement[V]]]:
+        distributions = await self._distributions(model, questions, batch_size)
+        return [
+            [
+                self._read(
+                    question,
+                    [
+                        drawn_label(distribution, sampling, sample, choice.chat, model.fingerprint)
+                        for distribution, choice in zip(answered, question.choices, strict=True)
+                    ],
+                )
+                for sample in range(samples)
+            ]
+            for question, answered in zip(questions, distributions, strict=True)
+        ]
+
+    async def _distributions(
+        self, model: LanguageModel, questions: Sequence[Question[V]], batch_size: int
+    ) -> list[list[Distribution]]:
+        """Each question's choices' distributions over their labels, every choice in one batched call."""
         choices = [choice for question in questions for choice in question.choices]
         distributions = await asyncio.to_thread(
             model.label_probabilities, [c.chat for c in choices], [c.labels for c in choices], batch_size
         )
-        judgements: list[Judgement[V]] = []
-        start = 0
+        answered, start = [], 0
         for question in questions:
-            answered = distributions[start : start + len(question.choices)]
+            answered.append(distributions[start : start + len(question.choices)])
             start += len(question.choices)
-            try:
-                if question.read_choices is None:
-                    raise JudgeError(f"the {self.name} judge cannot ask this question: it is asked only in writing")
-                judgements.append(Judgement(question.read_choices(answered)))
-            except Exception as error:  # an unreadable distribution fails this judgement only
-                judgements.append(Judgement(None, error=error))
-        return judgements
+        return answered
+
+    def _read(self, question: Question[V], answered: list[Distribution]) -> Judgement[V]:
+        try:
+            if question.read_choices is None:
+                raise JudgeError(f"the {self.name} judge cannot ask this question: it is asked only in writing")
+            return Judgement(question.read_choices(answered))
+        except Exception as error:  # an unreadable distribution fails this judgement only
+            return Judgement(None, error=error)
+
+
+def drawn_label(
+    distribution: Distribution, sampling: Sampling, sample: int, chat: Chat, fingerprint: str
+) -> Distribution:
+    """One label drawn from a choice's distribution over its labels: transformers' own warpers
+    (temperature, top-k, top-p, min-p, as the engine applies them to a token's) on the labels'
+    log-probabilities, inverted at the uniform number of the sample's stream (the seed, the sample's
+    index, the judge model's fingerprint and the chat: two judges draw apart), so the same seed gives
+    the same verdicts. All its mass on the drawn label."""
+    import torch
+
+    if distribution is None:
+        return None
+    labels = list(distribution)
+    logits = torch.log(torch.tensor([[distribution[label] for label in labels]], dtype=torch.float32))
+    key = stream(sampling.seed, sample, list(f"{fingerprint}\x1f{chat.system}\x1f{chat.user}".encode()))
+    (index,) = draw(probabilities(logits, sampling), [uniform(key, 0)])
+    return {label: float(position == index) for position, label in enumerate(labels)}
+
+
+def sampled(judge: Judge) -> SampledJudge:
+    """The judge, where it can be sampled; else an error saying so (before any call is made)."""
+    if not callable(getattr(judge, "ask_samples", None)):
+        raise JudgeError(
+            f"the {judge.name} judge cannot be sampled: it has no ask_samples (docs: add a judge); "
+            "set judge_temperature to 0 or use a judge that samples"
+        )
+    return cast(SampledJudge, judge)
 
 
 _REGISTERED: dict[str, Judge] = {}

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from eval_platform.common.judges import judge_named
 from eval_platform.common.models import DEFAULT_LOCAL_MODEL
+from eval_platform.common.models.sampling import DEFAULT_SEED, Sampling
 
 WEIGHTINGS = ("average", "agreement")
 AGREEMENT_METRICS = ("kappa", "accuracy")
@@ -39,7 +40,44 @@ class AgreementMetric:
     method: str
 
 
-class JudgePanel(BaseModel):
+class JudgeSampling(BaseModel):
+    """How judges answer, declared once: greedy (the default), or k verdicts drawn with the sampling
+    settings a benchmark's generations take (an era's panel, the pairwise panels)."""
+
+    judge_temperature: float = Field(
+        default=0, ge=0, description="Judges answer at this temperature (0: greedy, one verdict a question)."
+    )
+    judge_top_p: float | None = Field(default=None, gt=0, le=1, description="Judges' nucleus (top-p) mass; unset: off.")
+    judge_top_k: int | None = Field(default=None, ge=0, description="Judges' k likeliest tokens only; unset: off.")
+    judge_min_p: float | None = Field(default=None, ge=0, le=1, description="Judges' min-p threshold; unset: off.")
+    judge_samples: int = Field(
+        default=1,
+        ge=1,
+        description="Verdicts per judge and question (k, at a temperature above 0): a rubric score is their mean, "
+        "a pairwise verdict their majority; their spread is the judge's self-consistency.",
+    )
+    judge_seed: int = Field(
+        default=DEFAULT_SEED, description="The judges' samples' seed (the same seed, the same verdicts)."
+    )
+
+    @model_validator(mode="after")
+    def _samples_need_a_temperature(self) -> JudgeSampling:
+        if self.judge_samples > 1 and self.judge_temperature == 0:
+            raise ValueError(
+                f"judge_samples {self.judge_samples} at judge_temperature 0 would ask each judge the same greedy "
+                "question again: set a judge_temperature above 0"
+            )
+        return self
+
+    @property
+    def judge_sampling(self) -> Sampling | None:
+        """How the judges draw their verdicts; None where they answer greedily."""
+        if self.judge_temperature == 0:
+            return None
+        return Sampling(self.judge_temperature, self.judge_top_k, self.judge_top_p, self.judge_min_p, self.judge_seed)
+
+
+class JudgePanel(JudgeSampling):
     """A panel's judges and how far they are trusted, declared once: the judge fields of an era's
     settings (an era file's, the era's launchpad config)."""
 

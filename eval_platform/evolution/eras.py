@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from eval_platform.common.ingestion import KEPT_CHARS, LoadedRows
+from eval_platform.evolution.fitness import fitness_score
 from eval_platform.evolution.genetic import TAGS, Checkpoint, EraSettings, GenerationRecord, Individual, hashed_settings
 
 EVALUATION_FIELDS = (
@@ -46,6 +47,7 @@ JUDGE_FIELDS = (
     "comments",
     "error",
     "judge_duration_ms",
+    "sampled_scores",
 )
 
 
@@ -244,10 +246,68 @@ def population_from_rows(rows: Sequence[Mapping[str, Any]]) -> list[Individual]:
     return population
 
 
+def sample_spread(samples: pd.Series) -> float | None:
+    """A sampled judge's self-consistency: the mean, over the compressions it judged, of the
+    (population) standard deviation of its k scores of one compression (0: the same score every
+    time); None for a judge asked once a compression."""
+    answered = [
+        [float(score) for score in scores if score is not None and score is not np.ma.masked and score == score]
+        for scores in samples
+        if isinstance(scores, list | np.ndarray)  # NULL for a judge asked once; a failed sample's NULL left out
+    ]
+    spreads = [float(np.std(scores)) for scores in answered if len(scores) > 1]
+    return float(np.mean(spreads)) if spreads else None
+
+
+def judge_subset_rankings(era: str, verdicts: pd.DataFrame, prompts: pd.DataFrame) -> pd.DataFrame:
+    """The seed's single- against multi-judge ablation, from the stored verdicts (no call): for each
+    judge alone, each pair of judges and the whole panel, every evaluated prompt's fitness recomputed from their plain
+    average (`fitness_score`, on the prompt's stored compression ratio and survival factor; 0 where none
+    of them scored it), the prompt it ranks first and whether that is the panel's, and Kendall's tau
+    between its ranking and the panel's (the stored fitness)."""
+    from scipy.stats import kendalltau
+
+    judges = sorted(verdicts["judge_name"].unique())
+    ids = list(prompts["prompt_id"])
+    scores = verdicts.pivot_table(index="prompt_id", columns="judge_name", values="score").reindex(
+        index=ids, columns=judges
+    )
+    panel = pd.Series(prompts["fitness"].to_numpy(dtype=float), index=ids)
+    rows = []
+    for size in sorted({1, 2, len(judges)} & set(range(1, len(judges) + 1))):  # alone, in pairs, the whole panel
+        for subset in combinations(judges, size):
+            quality = scores[list(subset)].mean(axis=1, skipna=True)
+            recomputed = pd.Series(
+                [
+                    0.0 if pd.isna(q) else fitness_score(float(q), float(ratio), int(survival))[1]
+                    for q, ratio, survival in zip(
+                        quality, prompts["compression_ratio"], prompts["survival_factor"], strict=True
+                    )
+                ],
+                index=ids,
+                dtype=float,
+            )
+            best = str(recomputed.idxmax()) if ids else None
+            varied = recomputed.nunique() > 1 and panel.nunique() > 1
+            rows.append(
+                {
+                    "era": era,
+                    "judges": "+".join(subset),
+                    "size": size,
+                    "prompts": len(ids),
+                    "best_prompt": best,
+                    "same_best": best == str(panel.idxmax()) if ids else None,
+                    "kendall_tau": float(kendalltau(recomputed, panel).statistic) if varied else None,  # type: ignore[attr-defined]
+                }
+            )
+    return pd.DataFrame(rows, columns=["era", "judges", "size", "prompts", "best_prompt", "same_best", "kendall_tau"])
+
+
 def judge_analysis(era: str, verdicts: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(summary, agreement, per generation) of an era's judges: each judge's verdicts, failures,
     mean and std score, share of verdicts whose reported `score` is not the sum of its parts (failures),
-    and rank from harshest; Pearson and Spearman correlations between every two judges on the
+    the spread of a sampled judge's k scores of one compression (`sample_spread`), and rank from
+    harshest; Pearson and Spearman correlations between every two judges on the
     prompts both scored; each judge's mean and std score per generation."""
     scored = verdicts[verdicts["score"].notna()]
     summary = []
@@ -263,6 +323,7 @@ def judge_analysis(era: str, verdicts: pd.DataFrame) -> tuple[pd.DataFrame, pd.D
                 "mean_score": ok["score"].mean() if len(ok) else None,
                 "std_score": ok["score"].std(ddof=0) if len(ok) else None,
                 "mismatch_share": float(group["score_mismatch"].fillna(False).astype(bool).mean()),
+                "sample_spread": sample_spread(group["sampled_scores"]),
             }
         )
     summary = pd.DataFrame(
@@ -276,6 +337,7 @@ def judge_analysis(era: str, verdicts: pd.DataFrame) -> tuple[pd.DataFrame, pd.D
             "mean_score",
             "std_score",
             "mismatch_share",
+            "sample_spread",
         ],
     )
     ranked = summary[summary["mean_score"].notna()].sort_values(["mean_score", "judge_name"])
@@ -325,7 +387,8 @@ def pareto_front(points: pd.DataFrame) -> pd.DataFrame:
         for i in range(len(candidates))
         if not ((quality >= quality[i]) & (ratio >= ratio[i]) & ((quality > quality[i]) | (ratio > ratio[i]))).any()
     ]
-    return candidates.iloc[front].sort_values(["quality_score_avg", "compression_ratio"], ascending=False)
+    chosen = candidates.iloc[front].drop(columns=["survival_factor"])
+    return chosen.sort_values(["quality_score_avg", "compression_ratio"], ascending=False)
 
 
 def era_files(folder: Path) -> dict[str, Path]:

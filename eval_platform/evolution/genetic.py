@@ -21,6 +21,7 @@ import pandas as pd
 from pydantic import ConfigDict, Field
 
 from eval_platform.common.gateway import call_record, describe_error
+from eval_platform.common.judges import sampled
 from eval_platform.common.models import DEFAULT_LOCAL_MODEL, Chat, LanguageModel
 from eval_platform.common.panels import JudgePanel
 from eval_platform.evolution.fitness import calculate_fitness
@@ -82,13 +83,17 @@ HASHED_SETTINGS = ("population_size", "compression_model", "judge_panel", "seed"
                    "mutation_model", "compression_max_tokens")  # fmt: skip
 # Hashed too where the panel is weighted (so the digest of an era on the plain average is unchanged).
 WEIGHTING_SETTINGS = ("judge_weighting", "agreement_set", "agreement_metric")
+# Hashed too where the judges sample (so the digest of an era of greedy judges is unchanged).
+JUDGE_SAMPLING_SETTINGS = ("judge_temperature", "judge_top_p", "judge_top_k", "judge_min_p", "judge_samples",
+                           "judge_seed")  # fmt: skip
 
 
 def hashed_settings(settings: EraSettings) -> tuple[str, ...]:
     """The settings an era's results depend on (`judge_modes` where any judge is named, so the digest
     of an era whose judges ask their models' own way is unchanged)."""
     weighting = WEIGHTING_SETTINGS if settings.judge_weighting != "average" else ()
-    return HASHED_SETTINGS + weighting + (("judge_modes",) if settings.judge_modes else ())
+    sampling = JUDGE_SAMPLING_SETTINGS if settings.judge_sampling is not None else ()
+    return HASHED_SETTINGS + weighting + sampling + (("judge_modes",) if settings.judge_modes else ())
 
 
 def _prompt_id(generation: int, index: int, genome: Mapping[str, str]) -> str:
@@ -186,7 +191,12 @@ async def evaluate_prompt_fitness(
     calls = [call_record("compression", config.compression_model, completion, compression_error)]
     if compressed_text:
         verdicts = await asyncio.gather(
-            *(judge_compression(name, judge, paragraph_text, compressed_text) for name, judge in judges.items())
+            *(
+                judge_compression(
+                    name, judge, paragraph_text, compressed_text, config.judge_sampling, config.judge_samples
+                )
+                for name, judge in judges.items()
+            )
         )
     else:
         verdicts = [
@@ -200,7 +210,7 @@ async def evaluate_prompt_fitness(
             for name, judge in judges.items()
         ]
     judge_details = {v["judge_model"]: v for v in verdicts}
-    calls += [v.pop("call") for v in verdicts if "call" in v]
+    calls += [call for v in verdicts for call in v.pop("calls", [])]
     quality_scores = {name: v["score"] for name, v in judge_details.items()}
     metrics = calculate_fitness(
         paragraph_text, compressed_text, quality_scores, config.use_token_metric, count_tokens, judge_weights
@@ -318,6 +328,9 @@ async def run_era(
     judges = {
         name: panel_judge(models[model], config.judge_modes.get(name)) for name, model in config.judge_panel.items()
     }
+    if config.judge_sampling is not None:  # every judge can be sampled, or the era stops before any call
+        for judge in judges.values():
+            sampled(judge.asking)
     mutate_tag = _llm_mutation(models[config.mutation_model]) if config.mutation_model else None
     if resume is None:
         population = [

@@ -18,8 +18,9 @@ from functools import partial
 from typing import Any
 
 from eval_platform.common.gateway import call_record, describe_error
-from eval_platform.common.judges import Choice, Distribution, Judge, Judgement, Question, judge_for
+from eval_platform.common.judges import Choice, Distribution, Judge, Judgement, Question, judge_for, sampled
 from eval_platform.common.models import Chat, LanguageModel
+from eval_platform.common.models.sampling import Sampling
 
 # (name, maximum, rubric section exactly as in the fitness document)
 RUBRIC = [
@@ -199,37 +200,70 @@ def panel_judge(model: LanguageModel, mode: str | None = None) -> PanelJudge:
 
 
 async def judge_compression(
-    judge_name: str, judge: PanelJudge, original_text: str, compressed_text: str
+    judge_name: str,
+    judge: PanelJudge,
+    original_text: str,
+    compressed_text: str,
+    sampling: Sampling | None = None,
+    samples: int = 1,
 ) -> dict[str, Any]:
-    """One judge's verdict in the fitness document's `judge_details` form; a failure is returned,
-    not raised, with `score` None and the error, so the judge is left out of the average."""
+    """One judge's verdict in the fitness document's `judge_details` form, its API calls under
+    `calls`: greedy, or the mean of `samples` verdicts drawn with `sampling` (each dimension's and
+    the score's mean over the samples that answered; every sample's score in `sampled_scores`, None
+    where it failed). A failure is returned, not raised, with `score` None and the error, so the
+    judge is left out of the average."""
     start = time.perf_counter()
     model = judge.model.name
-    details: dict[str, Any] = {"judge_model": judge_name, "model": model, "error": None}
     question = rubric_question(original_text, compressed_text, model)
+    asked = {"batch_size": len(question.choices)}
     try:
-        (judgement,) = await judge.asking.ask(
-            judge.model, [question], RUBRIC_MAX_TOKENS, batch_size=len(question.choices)
-        )
+        if sampling is None:
+            judgements = await judge.asking.ask(judge.model, [question], RUBRIC_MAX_TOKENS, **asked)
+        else:
+            (judgements,) = await sampled(judge.asking).ask_samples(
+                judge.model, [question], RUBRIC_MAX_TOKENS, sampling, samples, **asked
+            )
     except Exception as error:  # a model failing outright: any failure excludes this judge from the average
-        judgement = Judgement(None, getattr(error, "completion", None), error)
-    error = judgement.error
-    if error is None:
-        details.update(judgement.value or {})
-    else:
-        details.update(
-            {
-                "faithfulness": None,
-                "clarity": None,
-                "readability": None,
-                "score": None,
-                "reported_score": None,
-                "score_mismatch": False,
-                "comments": "",
-                **getattr(error, "scores", {}),
-                "error": describe_error(error),
-            }
-        )
+        judgements = [Judgement(None, getattr(error, "completion", None), error)]
+    details: dict[str, Any] = {"judge_model": judge_name, "model": model, **verdict(judgements)}
+    if sampling is not None:
+        details["sampled_scores"] = [j.value["score"] if j.error is None and j.value else None for j in judgements]
     details["judge_duration_ms"] = round((time.perf_counter() - start) * 1000)
-    details["call"] = call_record("judge", model, judgement.completion, details["error"], judge_name)
+    details["calls"] = [
+        call_record("judge", model, j.completion, describe_error(j.error) if j.error else None, judge_name)
+        for j in judgements
+    ]
     return details
+
+
+def verdict(judgements: list[Judgement[dict[str, Any]]]) -> dict[str, Any]:
+    """The verdict of a judge's answers to one compression: the one answer as read, or several
+    answers' scores averaged over those that answered; a failure (every answer failing) with its
+    error and what could be read of it."""
+    answered = [j.value for j in judgements if j.error is None and j.value]
+    if not answered:
+        error = judgements[-1].error
+        return {
+            "faithfulness": None,
+            "clarity": None,
+            "readability": None,
+            "score": None,
+            "reported_score": None,
+            "score_mismatch": False,
+            "comments": "",
+            **getattr(error, "scores", {}),
+            "error": describe_error(error) if error else "no answer",
+        }
+    if len(judgements) == 1:
+        return {**answered[0], "error": None}
+    means = {
+        name: sum(a[name] for a in answered) / len(answered)
+        for name in ("faithfulness", "clarity", "readability", "score")
+    }
+    return {
+        **means,
+        "reported_score": None,
+        "score_mismatch": any(a.get("score_mismatch") for a in answered),
+        "comments": f"The mean of {len(answered)} of {len(judgements)} sampled verdicts.",
+        "error": None,
+    }

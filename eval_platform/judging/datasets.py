@@ -620,6 +620,13 @@ def read_verdicts_jsonl(path: Path) -> list[JudgeVerdict]:
             raise JudgingInputError(
                 f"{path}: {where}: verdict must be a, b, tie or unparsed, got {row.get('verdict')!r}"
             )
+        samples = row.get("sample_verdicts")
+        if samples is not None:
+            if not isinstance(samples, list) or any(v not in ("a", "b", "tie", "unparsed") for v in samples):
+                raise JudgingInputError(
+                    f"{path}: {where}: sample_verdicts must be a list of a, b, tie or unparsed, got {samples!r}"
+                )
+            row = {**row, "sample_verdicts": tuple(samples)}
         try:
             verdicts.append(JudgeVerdict(**row))
         except TypeError as error:

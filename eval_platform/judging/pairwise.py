@@ -22,14 +22,24 @@ import ast
 import asyncio
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from itertools import combinations
 from typing import Literal
 
 from eval_platform.common.gateway import describe_error
-from eval_platform.common.judges import Choice, Distribution, Judge, Judgement, Question, judge_for, judge_named
+from eval_platform.common.judges import (
+    Choice,
+    Distribution,
+    Judge,
+    Judgement,
+    Question,
+    judge_for,
+    judge_named,
+    sampled,
+)
 from eval_platform.common.keeping import Keeping, content_key
 from eval_platform.common.models import Chat, LanguageModel
+from eval_platform.common.models.sampling import Sampling
 from eval_platform.judging.datasets import NEED_REFERENCE_CATEGORIES
 from eval_platform.judging.ratings import Battle
 from eval_platform.judging.records import (
@@ -360,20 +370,29 @@ def pair_calls(tasks: Sequence[PairTask]) -> list[tuple[PairTask, Order]]:
 
 
 def verdict_request_key(
-    judge: str, fingerprint: str, task: PairTask, order: Order, asking: Judge, max_tokens: int
+    judge: str,
+    fingerprint: str,
+    task: PairTask,
+    order: Order,
+    asking: Judge,
+    max_tokens: int,
+    sampling: Sampling | None = None,
+    samples: int = 1,
 ) -> str:
     """What identifies a verdict for reuse: its row's own key and models (judge, set, item, turn,
     order, model a and b), and all that decides the judge's answer: the model's fingerprint (a local
     model's weights) and what the judge asking it sends (`Judge.request`: its name, the token budget
     where it writes, and the chat: the judge prompt's system prompt and its template filled in with
     the question and both answers in the order shown, with the one-letter question when reading
-    probabilities). A changed judge, prompt, template, item or budget gives another key, so its
-    stored verdict is not reused."""
+    probabilities), and a sampled judge's sampling and number of samples. A changed judge, prompt,
+    template, item, budget or sampling gives another key, so its stored verdict is not reused."""
+    sampled = {"sampling": asdict(sampling), "samples": samples} if sampling is not None else {}
     return content_key(
         {
             "verdict": [judge, task.set_name, task.item_id, task.turn, order, task.model_a, task.model_b],
             "judge": fingerprint,
             **asking.request(pair_question(task, order), max_tokens),
+            **sampled,
         }
     )
 
@@ -393,20 +412,21 @@ def judge_kept(
     max_tokens: int = JUDGE_MAX_TOKENS,
     concurrency: int = 8,
     batch_size: int = 8,
+    sampling: Sampling | None = None,
+    samples: int = 1,
 ) -> list[JudgeVerdict]:
     """`judge_pairs` with its verdicts kept as they come: each verdict whose request key
     (`verdict_request_key`) `keeping` has stored is reused, the others are asked in slices and kept
     in chunks (common/keeping.py), so a run killed mid-way loses at most the chunk under way."""
-    asking = judge_for(model, mode)
+    asking = judge_for(model, mode) if sampling is None else sampled(judge_for(model, mode))
     fingerprint = str(getattr(model, "fingerprint", judge))
-    keyed = [(verdict_request_key(judge, fingerprint, *call, asking, max_tokens), call) for call in pair_calls(tasks)]
+    keyed = [
+        (verdict_request_key(judge, fingerprint, *call, asking, max_tokens, sampling, samples), call)
+        for call in pair_calls(tasks)
+    ]
+    ask = JudgeCalls(judge, model, asking, max_tokens, concurrency, batch_size, sampling, samples)
     with asyncio.Runner() as runner:  # one event loop for the judge's calls, slice after slice
-        return keeping.resolve(
-            keyed,
-            lambda batch: runner.run(_judge_calls(judge, model, batch, asking, max_tokens, concurrency, batch_size)),
-            lambda _, verdict: verdict,
-            lambda _, stored: stored,
-        )
+        return keeping.resolve(keyed, lambda batch: runner.run(ask(batch)), lambda _, v: v, lambda _, stored: stored)
 
 
 async def judge_pairs(
@@ -417,31 +437,68 @@ async def judge_pairs(
     max_tokens: int = JUDGE_MAX_TOKENS,
     concurrency: int = 8,
     batch_size: int = 8,
+    sampling: Sampling | None = None,
+    samples: int = 1,
 ) -> list[JudgeVerdict]:
     """Every pair judged in both orders (answer a shown first, then answer b shown first): two
     verdicts per task, in the tasks' order, each with its raw text, order, tokens and cost.
 
     `mode` names the judge asking (`judge_for`): "written" asks for MT-Bench's verdict,
     "probabilities" reads it from the next-token distribution over A, B and C; by default the
-    model's own, as for the evolution domain's rubric."""
-    return await _judge_calls(
-        judge, model, pair_calls(tasks), judge_for(model, mode), max_tokens, concurrency, batch_size
+    model's own, as for the evolution domain's rubric. A sampled judge (`sampling`) is asked
+    `samples` times, its verdict their majority (`majority_verdict`)."""
+    ask = JudgeCalls(judge, model, judge_for(model, mode), max_tokens, concurrency, batch_size, sampling, samples)
+    return await ask(pair_calls(tasks))
+
+
+@dataclass(frozen=True)
+class JudgeCalls:
+    """A judge's calls on pairs in given orders: greedy, or `samples` verdicts of each drawn with
+    `sampling` (each sample's stream its own)."""
+
+    judge: str
+    model: LanguageModel
+    asking: Judge
+    max_tokens: int
+    concurrency: int
+    batch_size: int
+    sampling: Sampling | None = None
+    samples: int = 1
+
+    async def __call__(self, calls: Sequence[tuple[PairTask, Order]]) -> list[JudgeVerdict]:
+        """Each call's verdict, in order."""
+        questions = [pair_question(task, order) for task, order in calls]
+        sizes = (self.concurrency, self.batch_size)
+        if self.sampling is None:
+            judgements = await self.asking.ask(self.model, questions, self.max_tokens, *sizes)
+            return [_verdict(self.judge, task, order, j) for (task, order), j in zip(calls, judgements, strict=True)]
+        drawn = await sampled(self.asking).ask_samples(
+            self.model, questions, self.max_tokens, self.sampling, self.samples, *sizes
+        )
+        return [
+            majority_verdict([_verdict(self.judge, task, order, j) for j in each])
+            for (task, order), each in zip(calls, drawn, strict=True)
+        ]
+
+
+def majority_verdict(samples: Sequence[JudgeVerdict]) -> JudgeVerdict:
+    """A sampled judge's verdict on one call: the verdict most of its samples gave (the first seen of
+    a tie, as maj@k breaks it; an unparsed sample counts for none unless none parsed), with that
+    sample's text, every sample's verdict, and the tokens and cost of them all."""
+    parsed = [s.verdict for s in samples if s.verdict != "unparsed"]
+    label = max(parsed, key=lambda v: (parsed.count(v), -parsed.index(v))) if parsed else "unparsed"
+    chosen = next(s for s in samples if s.verdict == label)
+
+    def total(values: list[float | None]) -> float | None:
+        return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+
+    return replace(
+        chosen,
+        sample_verdicts=tuple(s.verdict for s in samples),
+        prompt_tokens=total([s.prompt_tokens for s in samples]),
+        completion_tokens=total([s.completion_tokens for s in samples]),
+        cost_usd=total([s.cost_usd for s in samples]),
     )
-
-
-async def _judge_calls(
-    judge: str,
-    model: LanguageModel,
-    calls: Sequence[tuple[PairTask, Order]],
-    asking: Judge,
-    max_tokens: int,
-    concurrency: int,
-    batch_size: int,
-) -> list[JudgeVerdict]:
-    """Each call's verdict, in order (`judge_pairs`)."""
-    questions = [pair_question(task, order) for task, order in calls]
-    judgements = await asking.ask(model, questions, max_tokens, concurrency, batch_size)
-    return [_verdict(judge, task, order, j) for (task, order), j in zip(calls, judgements, strict=True)]
 
 
 # --- single-answer grading ----------------------------------------------------------------------

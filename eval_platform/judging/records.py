@@ -94,10 +94,19 @@ class JudgeVerdict:
     cost_usd: float | None = None
     error: str | None = None  # a failed call: verdict "unparsed", the error here
     source: VerdictSource = "model"
+    # a sampled judge's: each sample's verdict in the item's order, `verdict` their majority
+    sample_verdicts: tuple[VerdictLabel, ...] | None = None
 
     @property
     def decisive(self) -> bool:
         return self.verdict in ("a", "b")
+
+    @property
+    def self_consistency(self) -> float | None:
+        """A sampled judge's share of samples that gave its (majority) verdict; None for one verdict."""
+        if not self.sample_verdicts:
+            return None
+        return sum(v == self.verdict for v in self.sample_verdicts) / len(self.sample_verdicts)
 
     @property
     def first_won(self) -> bool | None:

@@ -5,7 +5,8 @@ defaults are the offline slice `make run` judges: the local model as the only ju
   answers); `JudgingSetsSettings`: which pairwise sets are stored (the shipped ones, every
   blind-evaluation sheet's, and two roster models' generations on a benchmark);
 - `PanelSettings`: a panel judging stored sets in both orders (MT-Bench's pair-v2 prompt), reusing
-  the verdicts stored for the same judge and prompt unless `recompute`;
+  the verdicts stored for the same judge and prompt unless `recompute`; greedy, or sampled as an
+  era's panel is (`JudgeSampling`: k verdicts a call, their majority);
 - `MTBenchSettings`: a panel judging MT-Bench's model pairs with FastChat's prompts per category and
   turn; `GradingSettings`: MT-Bench's single-answer grading (1-10);
 - `AgreementSettings`, `LeaderboardSettings`: the intervals and the length-controlled baseline.
@@ -20,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from eval_platform.common.intervals import BOOTSTRAP_ROUNDS
 from eval_platform.common.judges import judge_named
 from eval_platform.common.models import DEFAULT_LOCAL_MODEL
+from eval_platform.common.panels import JudgeSampling
 from eval_platform.judging.datasets import DATA_JUDGING, parse_generation_pair
 from eval_platform.judging.pairwise import JUDGE_MAX_TOKENS, PairsMode
 
@@ -87,7 +89,7 @@ class JudgingSetsSettings(ShippedData):
         return value
 
 
-class PanelSettings(JudgingSettings):
+class PanelSettings(JudgingSettings, JudgeSampling):
     judges: tuple[str, ...] = Field(default=(DEFAULT_LOCAL_MODEL,), min_length=1, description=JUDGES_DESCRIPTION)
     sets: tuple[str, ...] = Field(
         default=("pandalm_test", "blind|*"),
@@ -101,7 +103,7 @@ class PanelSettings(JudgingSettings):
     recompute: bool = Field(default=False, description=RECOMPUTE_DESCRIPTION)
 
 
-class MTBenchSettings(JudgingSettings):
+class MTBenchSettings(JudgingSettings, JudgeSampling):
     judges: tuple[str, ...] = Field(default=(DEFAULT_LOCAL_MODEL,), min_length=1, description=JUDGES_DESCRIPTION)
     models: tuple[str, ...] = Field(
         default=(), description="The shipped models whose answers are paired; empty: all 8."

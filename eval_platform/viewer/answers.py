@@ -11,7 +11,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from eval_platform.benchmarks.records import CHAT_MESSAGES
@@ -38,6 +38,7 @@ class Choice:
 class Generated:
     text: str  # as scored (after the reasoning block, where one was stripped)
     reasoning: str | None  # the block the settings' reasoning_end stripped, as the model wrote it
+    ended: str | None = None  # why the generation ended (answers.ended), where recorded
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ class StoredAnswer:
 
     request_type: str
     response: Any
+    ended: str | None = None  # a generation's: why it ended
 
 
 @dataclass(frozen=True)
@@ -151,12 +153,15 @@ def answer_view(
     # a request's k sampled answers (a task's repeats), one after another, as `request_keys` keys them
     texts = [t for r in responses for t in (r if _several_texts(r) else [_first(r)])]
     if texts and all(isinstance(t, str) for t in texts):
-        raws = [stored[key].response if key in stored else None for key in request_keys or []]
+        found = [stored.get(key) for key in request_keys or []]
+        found += [None] * (len(texts) - len(found))
         return AnswerView(
             "generated",
             generated=[
-                split_reasoning(raw, text) if isinstance(raw, str) else Generated(text, None)
-                for text, raw in zip(texts, raws + [None] * (len(texts) - len(raws)), strict=False)
+                replace(split_reasoning(answer.response, text), ended=answer.ended)
+                if answer is not None and isinstance(answer.response, str)
+                else Generated(text, None)
+                for text, answer in zip(texts, found, strict=False)
             ],
         )
     return AnswerView("other", other=json.dumps(responses, ensure_ascii=False, indent=1))

@@ -217,6 +217,8 @@ def era_summary(context: AssetExecutionContext, warehouse: WarehouseResource) ->
             "calls": int(summary.get("calls") or 0),
             "prompt_tokens": int(summary.get("prompt_tokens") or 0),
             "completion_tokens": int(summary.get("completion_tokens") or 0),
+            "judge_temperature": MetadataValue.float(float(summary.get("judge_temperature") or 0)),
+            "fitness_gradient": gradient_value(summary.get("fitness_gradient")),
             "statistics": MetadataValue.md(shown.to_markdown(index=False)),
             "fitness_plot": MetadataValue.md(fitness_plot(stats, era)),
         }
@@ -226,21 +228,53 @@ def era_summary(context: AssetExecutionContext, warehouse: WarehouseResource) ->
 @asset(
     partitions_def=era_partitions,
     group_name="prompt_evolution",
-    deps=[evolution_era],
+    deps=[evolution_era, era_summary],
     kinds={"scipy", "duckdb"},
     pool=WAREHOUSE_POOL,
 )
 def judge_analysis(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
     """The fitness document's research questions about the judges: how well each pair agrees
     (Pearson and Spearman, with n), which judge is harshest and which most lenient, how each
-    judge's scores move over the generations, and how often a reported score is not the sum of its
-    parts."""
+    judge's scores move over the generations, how often a reported score is not the sum of its
+    parts, how far a sampled judge's scores of one compression spread (its self-consistency), the
+    era's fitness gradient at its judges' temperature, and the ranking each judge alone and each
+    set of judges would have given (from the stored verdicts, no call)."""
     era = context.partition_key
     with warehouse.store(EraAnalysisStore) as store:
-        verdicts = store.load_verdicts(era)
+        verdicts, prompts = store.load_verdicts(era), store.load_evaluated_prompts(era)
+        era_row = store.load_era_summary(era)
     summary, agreement, per_generation = era_logic.judge_analysis(era, verdicts)
+    subsets = era_logic.judge_subset_rankings(era, verdicts, prompts)
     with warehouse.store(EraAnalysisStore) as store:
-        store.replace_judge_analysis(era, summary, agreement, per_generation)
+        store.replace_judge_analysis(era, summary, agreement, per_generation, subsets)
+    return MaterializeResult(
+        metadata={
+            "era": era,
+            "dagster/row_count": len(summary),
+            "judges": MetadataValue.md(era_table(summary)),
+            "agreement": MetadataValue.md(
+                era_table(agreement) if len(agreement) else "_one judge: nothing to correlate_"
+            ),
+            "mean_score_per_generation": MetadataValue.md(judge_score_plot(per_generation, era)),
+            "single_and_multi_judge_rankings": MetadataValue.md(era_table(subsets)),
+            "judge_temperature": MetadataValue.float(float(era_row.get("judge_temperature") or 0)),
+            "fitness_gradient": gradient_value(era_row.get("fitness_gradient")),
+        }
+    )
+
+
+def gradient_value(gradient: float | None) -> MetadataValue:
+    """An era's fitness gradient per generation; none for an era of one generation (no slope)."""
+    return MetadataValue.text("none: one generation") if gradient is None else MetadataValue.float(gradient)
+
+
+def era_table(frame: pd.DataFrame) -> str:
+    """One era's rows as a Markdown table (without the era column)."""
+    return frame.drop(columns=["era"]).round(4).to_markdown(index=False)
+
+
+def judge_score_plot(per_generation: pd.DataFrame, era: str) -> str:
+    """Markdown embedding a PNG: each judge's mean score per generation."""
     figure, axes = new_axes(f"Era {era}: each judge's mean score")
     for name, group in per_generation.groupby("judge_name"):
         axes.plot(group["generation"], group["mean_score"], marker="o", label=name)
@@ -249,21 +283,7 @@ def judge_analysis(context: AssetExecutionContext, warehouse: WarehouseResource)
         axes.text(0.5, 0.5, "no judge returned a score", ha="center", va="center", transform=axes.transAxes)
     else:
         axes.legend()
-    return MaterializeResult(
-        metadata={
-            "era": era,
-            "dagster/row_count": len(summary),
-            "judges": MetadataValue.md(summary.drop(columns=["era"]).round(4).to_markdown(index=False)),
-            "agreement": MetadataValue.md(
-                agreement.drop(columns=["era"]).round(4).to_markdown(index=False)
-                if len(agreement)
-                else "_one judge: nothing to correlate_"
-            ),
-            "mean_score_per_generation": MetadataValue.md(
-                png_markdown(figure, "each judge's mean score per generation")
-            ),
-        }
-    )
+    return png_markdown(figure, "each judge's mean score per generation")
 
 
 @asset(

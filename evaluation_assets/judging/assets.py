@@ -95,8 +95,8 @@ class LeaderboardConfig(config_class(LeaderboardSettings)):
 
 def verdict_summary(verdicts: Sequence[JudgeVerdict]) -> MetadataValue:
     """Per judge and set: pairs, verdicts of each kind, pairs with the same verdict in both orders,
-    cost."""
-    frame = pd.DataFrame([v.__dict__ for v in verdicts])
+    cost, and a sampled judge's self-consistency (the mean share of its samples giving its verdict)."""
+    frame = pd.DataFrame([{**v.__dict__, "self_consistency": v.self_consistency} for v in verdicts])
     if not len(frame):
         return MetadataValue.md("_no verdicts_")
     pairs = frame.groupby(["judge", "set_name", "item_id", "turn"])["verdict"].agg(
@@ -107,6 +107,8 @@ def verdict_summary(verdicts: Sequence[JudgeVerdict]) -> MetadataValue:
         same_both_orders=pairs.groupby(level=["judge", "set_name"]).sum(),
         cost_usd=frame.groupby(["judge", "set_name"])["cost_usd"].sum(min_count=1),
     )
+    if frame["self_consistency"].notna().any():  # a sampled judge's
+        rows = rows.assign(self_consistency=frame.groupby(["judge", "set_name"])["self_consistency"].mean())
     return markdown_table(rows.reset_index())
 
 
@@ -191,6 +193,8 @@ def judged(
             settings.mode,
             settings.max_tokens,
             batch_size=evaluation_model.batch_size,
+            sampling=settings.judge_sampling,
+            samples=settings.judge_samples,
         )
     context.log.info(f"{keeping.reused:,} verdicts reused, {keeping.computed:,} asked")
     return verdicts

@@ -119,6 +119,16 @@ def test_sampling_from_the_launchpad_keeps_every_sample_and_reduces_them_per_ite
     assert results[("exact_match", "maj@64")][0] == results[("exact_match maj@8", "score-first")][0]
     assert results[("exact_match", "maj@8")][0] == results[("exact_match maj@8", "score-first")][0]
     assert results[("exact_match pass@1", "score-first")][2] == 2  # items, not answers
+    # every answer says why it ended, and each result the share of them cut at its 24 tokens
+    with warehouse.get_connection() as conn:
+        endings = dict(conn.execute("SELECT request_key, ended FROM answers").fetchall())
+        shares = {
+            row[0] for row in conn.execute("SELECT cut_at_budget FROM results WHERE settings_key = ?", [key]).fetchall()
+        }
+    assert set(endings.values()) <= {"budget", "stop_sequence", "end_token"} and len(endings) == 16
+    with warehouse.get_connection() as conn:  # every sample's answer found by its key, the budget in it
+        assert {k for (k,) in conn.execute("SELECT DISTINCT request_key FROM sample_scores").fetchall()} == set(endings)
+    assert shares == {sum(ended == "budget" for ended in endings.values()) / 16}
 
     # the main command's summary of it: each reduction with its interval, a line per task, metric and filter
     print_sampled(warehouse)
@@ -130,6 +140,9 @@ def test_sampling_from_the_launchpad_keeps_every_sample_and_reduces_them_per_ite
     again = materialise()["solvers"].value[f"harness ({key})"]
     assert (again["answers"], again["computed"]) == (16, 0)  # every sample reused, none drawn again
     with warehouse.get_connection() as conn:
+        assert dict(conn.execute("SELECT request_key, ended FROM answers").fetchall()) == endings  # kept with them
+        query = "SELECT cut_at_budget FROM results WHERE settings_key = ?"
+        assert {row[0] for row in conn.execute(query, [key]).fetchall()} == shares
         assert (
             conn.execute(
                 "SELECT filter, doc_id, sample, answer, value FROM sample_scores "

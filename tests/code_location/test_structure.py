@@ -580,7 +580,7 @@ def test_a_view_whose_definition_changed_is_rebuilt_with_every_row_kept(warehous
     with warehouse.get_connection() as conn:
         conn.execute(
             "INSERT INTO leaderboard VALUES ('m', 'fp', 'arc_easy', 'harness', '0-shot', 'arc_easy', 'acc_norm', "
-            "'none', 0, 3, 0.5, 0.1, 0.9, now())"
+            "'none', 0, 3, 0.5, 0.1, 0.9, now(), NULL)"
         )
     build = BenchmarkSchema.dynamic_views["leaderboard_wide"]
 

@@ -277,3 +277,59 @@ def test_one_era_model_serves_the_era_file_the_launchpad_and_the_algorithm():
         name: list(info.default) if isinstance(info.default, tuple) else info.default
         for name, info in EraSettings.model_fields.items()
     }
+
+
+@pytest.mark.slow
+def test_sampled_judges_report_self_consistency_fitness_gradient_and_rankings_from_their_verdicts(server, tmp_path):
+    """A panel judging at temperature 0.8, 3 verdicts a compression: each judge's score is the mean of
+    its samples; the judge whose answer varies with its sample has a spread, the one that does not
+    has none; the era's fitness gradient is the slope of its mean fitness per generation at that
+    temperature; and each judge alone and both together rank the prompts from the stored verdicts
+    by the fitness document's formula (both together: the panel's own fitness, so its own ranking)."""
+    from statistics import mean, pstdev
+
+    warehouse = warehouse_at(tmp_path / "w.duckdb")
+    panel = {"harsh": "openai/judge-harsh", "noisy": "openai/judge-noisy"}
+    sampled = {"judge_temperature": 0.8, "judge_samples": 3, "judge_seed": 11}
+    config = {**HTTP_ERA, "generations": 2, "judge_panel": panel, **sampled}
+    result = run_era(warehouse, server, "phylo-s", config, assets=(evolution_era, era_summary, judge_analysis))
+    assert result.success
+    with warehouse.get_connection() as conn:
+        verdicts = conn.execute(
+            "SELECT judge_name, prompt_id, score, sampled_scores FROM judge_scores WHERE era = 'phylo-s'"
+        ).fetchall()
+        spreads = dict(conn.execute("SELECT judge_name, sample_spread FROM judge_summary").fetchall())
+        temperature, gradient = conn.execute(
+            "SELECT judge_temperature, fitness_gradient FROM era_summaries WHERE era = 'phylo-s'"
+        ).fetchone()
+        stats = conn.execute("SELECT generation, mean_fitness FROM generation_stats ORDER BY generation").fetchall()
+        prompts = conn.execute(
+            "SELECT prompt_id, compression_ratio, survival_factor, fitness FROM generations WHERE NOT carried_over"
+        ).fetchall()
+        rankings = {
+            judges: (best, same, tau)
+            for judges, best, same, tau in conn.execute(
+                "SELECT judges, best_prompt, same_best, kendall_tau FROM judge_subset_rankings"
+            ).fetchall()
+        }
+    assert all(len(samples) == 3 and score == pytest.approx(mean(samples)) for _, _, score, samples in verdicts)
+    by_judge = {name: [samples for judge, _, _, samples in verdicts if judge == name] for name in panel}
+    assert all(len(set(samples)) == 1 for samples in by_judge["harsh"])  # the stub ignores its sample
+    assert spreads["harsh"] == 0 and spreads["noisy"] == pytest.approx(mean(pstdev(s) for s in by_judge["noisy"]))
+    assert spreads["noisy"] > 0
+    assert temperature == 0.8
+    generations, means = zip(*stats, strict=True)
+    slope = sum((g - mean(generations)) * (m - mean(means)) for g, m in stats) / sum(
+        (g - mean(generations)) ** 2 for g in generations
+    )
+    assert gradient == pytest.approx(slope, abs=1e-12)
+
+    # by hand, the fitness document's formula: 75% quality (the judges' mean, of 10), 25% compression
+    # (its ratio, of 20, capped), times the survival factor
+    harsh = {prompt: score for judge, prompt, score, _ in verdicts if judge == "harsh"}
+    alone = {p: (0.75 * harsh[p] / 10 + 0.25 * min(r / 20, 1)) * s for p, r, s, _ in prompts}
+    panel_fitness = {p: f for p, _, _, f in prompts}
+    best = max(sorted(alone), key=lambda p: alone[p])
+    assert rankings["harsh"][:2] == (best, best == max(sorted(panel_fitness), key=lambda p: panel_fitness[p]))
+    assert rankings["harsh+noisy"][1] is True and rankings["harsh+noisy"][2] == pytest.approx(1.0)
+    assert set(rankings) == {"harsh", "noisy", "harsh+noisy"}

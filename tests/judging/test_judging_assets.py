@@ -204,6 +204,39 @@ def test_the_local_model_judges_both_orders(warehouse):
 
 
 @pytest.mark.slow
+def test_a_sampled_judge_gives_the_majority_of_its_samples_and_its_self_consistency(warehouse, server):
+    """The local judge at temperature 1, 5 verdicts a call: each drawn from its distribution over A,
+    B and C (seeded: a rerun asks nothing and finds the same verdicts), its verdict their majority
+    (the first seen of a tie), its self-consistency the share agreeing; a greedy run's verdicts are not
+    reused for it. An API judge is sent its temperature and a seed per sample."""
+    from collections import Counter
+
+    stored_sets(warehouse)
+    greedy = {"sets": ["llmbar_neighbor"], "items": 2}
+    assert judging(warehouse, [pairwise_verdicts], {"pairwise_verdicts": greedy}).success
+    sampled = {**greedy, "judge_temperature": 1.0, "judge_samples": 5, "judge_seed": 3}
+    result = judging(warehouse, [pairwise_verdicts], {"pairwise_verdicts": sampled})
+    assert result.success
+    rows = query(warehouse, "SELECT verdict, sample_verdicts, request_key FROM judge_verdicts ORDER BY ALL")
+    assert len(rows) == 4 and all(len(samples) == 5 for _, samples, _ in rows)
+    for verdict, samples, _ in rows:
+        counts = Counter(samples)
+        assert verdict == max(samples, key=lambda v: (counts[v], -samples.index(v)))
+    assert any(len(set(samples)) > 1 for _, samples, _ in rows)  # drawn, not the likeliest each time
+    consistency = [sum(v == verdict for v in samples) / 5 for verdict, samples, _ in rows]
+    summary = str(result.get_asset_materialization_events()[0].materialization.metadata["verdicts"].value)
+    assert "self_consistency" in summary and f"{sum(consistency) / 4:.4g}"[:4] in summary
+    assert judging(warehouse, [pairwise_verdicts], {"pairwise_verdicts": sampled}).success
+    assert query(warehouse, "SELECT verdict, sample_verdicts, request_key FROM judge_verdicts ORDER BY ALL") == rows
+
+    panel = {"judges": [STUB_JUDGE], "sets": ["llmbar_natural"], "items": 1, "judge_temperature": 0.7}
+    before = len(server.sent.get("judge-pairwise", []))
+    assert judging(warehouse, [pairwise_verdicts], {"pairwise_verdicts": {**panel, "judge_samples": 3}}, server).success
+    sent = server.sent["judge-pairwise"][before:]
+    assert len(sent) == 6 and {s["temperature"] for s in sent} == {0.7} and len({s["seed"] for s in sent}) == 3
+
+
+@pytest.mark.slow
 def test_the_mt_bench_leaderboard_of_the_eight_models_is_queryable(warehouse, server):
     stored_sets(warehouse)
     result = judging(

@@ -38,7 +38,7 @@ def test_local_judge_scores_each_dimension_in_range():
     verdict = asyncio.run(
         judge_compression("local", judge, ORIGINAL, "River floods each spring as mountain snow melts.")
     )
-    assert verdict["error"] is None and verdict["call"]["attempts"] is None  # a local judge makes no API call
+    assert verdict["error"] is None and verdict["calls"][0]["attempts"] is None  # a local judge makes no API call
     for name, maximum, _ in RUBRIC:
         assert 0 <= verdict[name] <= maximum
     assert verdict["score"] == pytest.approx(sum(verdict[name] for name, _, _ in RUBRIC))

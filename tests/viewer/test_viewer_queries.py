@@ -208,11 +208,12 @@ def test_answers_read_by_their_kind():
         [["ctx", {"do_sample": True}]],
         [["4", "5", "4"]],
         ["s0", "s1", "s2"],
-        {"s1": StoredAnswer("generate_until", "<think>hm</think>5")},
+        {"s1": StoredAnswer("generate_until", "<think>hm</think>5", "end_token")},
         "4",
     )
     assert sampled.kind == "generated" and [g.text for g in sampled.generated] == ["4", "5", "4"]
     assert [g.reasoning for g in sampled.generated] == [None, "<think>hm</think>", None]
+    assert [g.ended for g in sampled.generated] == [None, "end_token", None]  # why each ended, where stored
     rolling = answer_view([["a text"]], [[-42.5]], ["k"], {"k": StoredAnswer("loglikelihood_rolling", -42.5)}, None)
     assert (rolling.kind, rolling.values) == ("rolling", [-42.5])
 

@@ -22,7 +22,7 @@ from eval_platform.benchmarks.declarations import Benchmark, EvaluationSettings
 from eval_platform.benchmarks.documents import Document
 from eval_platform.benchmarks.parsers import answer_filter, parser
 from eval_platform.benchmarks.records import Evaluation, Sample, request_key
-from eval_platform.benchmarks.scoring import argmax_label, length_normalized, results_by_task
+from eval_platform.benchmarks.scoring import argmax_label, length_normalized, results_by_task, with_budget_shares
 from eval_platform.benchmarks.solvers.base import EvaluationJob, register_solver
 from eval_platform.common.models import Chat, GenerationRequest, LoglikelihoodRequest
 
@@ -71,7 +71,11 @@ class ChatSolver:
     def evaluate(self, job: EvaluationJob) -> Evaluation:
         answering = job.answering()
         samples = self.samples(job, answering)
-        results = results_by_task(samples, job.benchmark.name, 0)
+        tasks = sorted({sample.task for sample in samples})
+        groups = {job.benchmark.name: tasks} if len(tasks) > 1 else {}  # as results_by_task groups them
+        results = with_budget_shares(
+            results_by_task(samples, job.benchmark.name, 0), samples, answering.answers, groups
+        )
         key = self.settings_key(job.settings)
         notes = (
             [

@@ -35,7 +35,7 @@ from eval_platform.benchmarks.harness import (
     write_whole,
 )
 from eval_platform.benchmarks.records import Evaluation, Sample
-from eval_platform.benchmarks.scoring import mean_results, sampled_results, with_intervals
+from eval_platform.benchmarks.scoring import mean_results, sampled_results, with_budget_shares, with_intervals
 from eval_platform.benchmarks.solvers.base import EvaluationJob, register_solver
 from eval_platform.common.models.sampling import DEFAULT_SEED
 
@@ -148,7 +148,7 @@ class HarnessSolver:
         seed = DEFAULT_SEED if settings.seed is None else settings.seed
         lm = EngineLM(job.model, job.batch_size, job.answering(), settings.reasoning_end, settings.max_gen_toks, seed)
         outcome = evaluate(run, tasks, lm)
-        samples = outcome_samples(outcome, seed, tasks)
+        samples = outcome_samples(outcome, seed, tasks, settings.max_gen_toks)
         groups = dict(outcome.results.get("group_subtasks", {}))
         results = with_intervals(outcome_results(outcome), samples, groups)
         notes = []
@@ -164,7 +164,7 @@ class HarnessSolver:
                 results += mean_results(samples, job.benchmark.name, shots, group=True)
                 groups[job.benchmark.name] = list(dataset.documents)
         shots = {result.task: result.num_fewshot for result in results}
-        results += sampled_results(samples, groups, shots)
+        results = with_budget_shares(results + sampled_results(samples, groups, shots), samples, lm.answers, groups)
         return Evaluation(self.name, self.settings_key(settings), samples, results, lm.answers, lm.model_seconds, notes)
 
 

@@ -12,6 +12,7 @@ import pandas as pd
 
 from eval_platform.benchmarks.records import Answer, Evaluation, Sample, as_json
 from eval_platform.benchmarks.store.schema import KEPT_RUNS, BenchmarkSchema
+from eval_platform.common.models.endings import Generation
 from eval_platform.common.warehouse import reads, utc_now, writes
 
 # one evaluation of a solver: (benchmark, model, settings key, solver)
@@ -98,11 +99,11 @@ def _run_row(run: EvaluationRun, now: datetime) -> pd.DataFrame:
 class EvaluationStore(BenchmarkSchema):
     @reads("answers")
     def load_answers(self, model_fingerprint: str) -> dict[str, Any]:
-        """Every stored answer of the model fingerprint, by request key."""
+        """Every stored answer of the model fingerprint, by request key (a generation with why it ended)."""
         return {
-            key: json.loads(response)
-            for key, response in self.sql(
-                "SELECT request_key, response FROM answers WHERE model_fingerprint = ?", [model_fingerprint]
+            key: json.loads(response) if ended is None else Generation(json.loads(response), ended)
+            for key, response, ended in self.sql(
+                "SELECT request_key, response, ended FROM answers WHERE model_fingerprint = ?", [model_fingerprint]
             ).fetchall()
         }
 
@@ -119,6 +120,7 @@ class EvaluationStore(BenchmarkSchema):
                 "request_type": [answer.request_type for _, answer in chunk],
                 "arguments": [as_json(answer.arguments) for _, answer in chunk],
                 "response": [as_json(answer.response) for _, answer in chunk],
+                "ended": [answer.ended for _, answer in chunk],
                 "run_id": run.run_id,
                 "answered_at": now,
             }

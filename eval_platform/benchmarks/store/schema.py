@@ -1,4 +1,4 @@
-"""The benchmark domain's tables (schema version 10), one set for every benchmark and solver.
+"""The benchmark domain's tables (schema version 11), one set for every benchmark and solver.
 
 Inputs (a dataset's): its raw rows and few-shot rows, its documents, and every rejection with its
 reason. Evaluation: every answer a model gave (by request, reused by any later request of the same
@@ -14,10 +14,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+import duckdb
+
+from eval_platform.benchmarks.leaderboard import FLAGGED_CUT_AT_BUDGET
 from eval_platform.common.warehouse import Store
 from eval_platform.environment import DeclarationFolders
 
-VERSION = 10
+VERSION = 11
 KEPT_RUNS = 5  # runs per benchmark, model, settings key and solver kept in `history`
 
 REJECTIONS = """
@@ -57,7 +60,7 @@ TABLES = {
     "answers": """
         model_fingerprint VARCHAR NOT NULL, request_key VARCHAR NOT NULL, request_type VARCHAR NOT NULL,
         arguments JSON NOT NULL, response JSON NOT NULL, run_id VARCHAR, answered_at TIMESTAMP NOT NULL,
-        PRIMARY KEY (model_fingerprint, request_key)""",
+        ended VARCHAR, PRIMARY KEY (model_fingerprint, request_key)""",
     # each document under each filter: the exact prompt, requests, answers, what the filter took, metrics
     "samples": """
         benchmark VARCHAR NOT NULL, model VARCHAR NOT NULL, model_fingerprint VARCHAR NOT NULL,
@@ -80,7 +83,7 @@ TABLES = {
         is_group BOOLEAN NOT NULL, metric VARCHAR NOT NULL, filter VARCHAR NOT NULL, value DOUBLE, stderr DOUBLE,
         ci_low DOUBLE, ci_high DOUBLE, n INTEGER, num_fewshot INTEGER, higher_is_better BOOLEAN,
         random_baseline DOUBLE, settings JSON NOT NULL, run_id VARCHAR, computed_at TIMESTAMP NOT NULL,
-        PRIMARY KEY (benchmark, model, settings_key, solver, task, metric, filter)""",
+        cut_at_budget DOUBLE, PRIMARY KEY (benchmark, model, settings_key, solver, task, metric, filter)""",
     # which roster entry was evaluated with which fingerprint, settings and solver, and when
     "evaluations": """
         benchmark VARCHAR NOT NULL, model VARCHAR NOT NULL, model_source VARCHAR NOT NULL,
@@ -116,7 +119,7 @@ TABLES = {
         model VARCHAR NOT NULL, model_fingerprint VARCHAR NOT NULL, benchmark VARCHAR NOT NULL,
         solver VARCHAR NOT NULL, settings_key VARCHAR NOT NULL, task VARCHAR NOT NULL, metric VARCHAR NOT NULL,
         filter VARCHAR NOT NULL, num_fewshot INTEGER, n INTEGER, value DOUBLE NOT NULL, ci_low DOUBLE,
-        ci_high DOUBLE, computed_at TIMESTAMP NOT NULL, PRIMARY KEY (model, benchmark)""",
+        ci_high DOUBLE, computed_at TIMESTAMP NOT NULL, cut_at_budget DOUBLE, PRIMARY KEY (model, benchmark)""",
 }
 
 VIEW_FOLDER = Path(__file__).with_name("views")
@@ -141,14 +144,17 @@ MEASURED = """concat_ws(', ',
 
 def leaderboard_wide(benchmarks: Iterable[str], protocols: Iterable[tuple[str, Iterable[str]]]) -> str:
     """One row per model: each declared benchmark's headline and what it holds (`<benchmark> measured`:
-    its shots, metric, solver and settings), and each protocol's task scores, its average and the
-    average's status (complete, partial, or not measured)."""
+    its shots, metric, solver and settings; `<benchmark> cut at the budget`: the share of its answers cut
+    at the budget, where more than 5%), and each protocol's task scores, its average and the average's
+    status (complete, partial, or not measured)."""
     columns = [
         column
         for name in benchmarks
         for column in (
             f"max(l.value) FILTER (WHERE l.benchmark = {_literal(name)}) AS {_quoted(name)}",
             f"any_value({MEASURED}) FILTER (WHERE l.benchmark = {_literal(name)}) AS {_quoted(name + ' measured')}",
+            f"max(l.cut_at_budget) FILTER (WHERE l.benchmark = {_literal(name)} AND l.cut_at_budget > "
+            f"{FLAGGED_CUT_AT_BUDGET}) AS {_quoted(name + ' cut at the budget')}",
         )
     ]
     for protocol, tasks in protocols:
@@ -175,6 +181,14 @@ def _leaderboard_wide(declarations: DeclarationFolders) -> str:
     )
 
 
+def _with_endings(conn: duckdb.DuckDBPyConnection) -> None:
+    """Version 10 to 11: why each generation ended (`answers.ended`, unknown for those stored
+    before) and each result's share of answers cut at the budget."""
+    for table, column in (("answers", "ended VARCHAR"), ("results", "cut_at_budget DOUBLE"),
+                          ("leaderboard", "cut_at_budget DOUBLE")):  # fmt: skip
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
+
+
 class BenchmarkSchema(Store):
     """The benchmark tables and their views (the store classes read and write them)."""
 
@@ -184,3 +198,4 @@ class BenchmarkSchema(Store):
     views = VIEWS
     # one row per model, a column per declared benchmark and protocol task
     dynamic_views = {"leaderboard_wide": _leaderboard_wide}
+    migrations = {10: _with_endings}

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from eval_platform.common.models.endings import Generation
 from eval_platform.common.models.sampling import Sampling
 from eval_platform.environment import MODEL_CACHE
 
@@ -62,6 +63,7 @@ class Completion:
     completion_tokens: int | None = None
     cost_usd: float | None = None  # what the call cost: None where no price is known, 0 from the cache
     cached: bool = False  # answered from the response cache, not the model
+    ended: str | None = None  # why it ended (endings.py), where the backend says
 
 
 class LanguageModel(Protocol):
@@ -82,8 +84,9 @@ class LanguageModel(Protocol):
         None where the model's reply names no label."""
         ...
 
-    def generate(self, requests: Sequence[GenerationRequest], batch_size: int) -> list[str]:
-        """Completions, cut at the first stop sequence (greedy or sampled, as each request asks)."""
+    def generate(self, requests: Sequence[GenerationRequest], batch_size: int) -> list[Generation]:
+        """Completions, cut at the first stop sequence (greedy or sampled, as each request asks),
+        each with why it ended."""
         ...
 
     async def acomplete(

@@ -24,6 +24,7 @@ from eval_platform.common.models import (
     ModelSettings,
     UnsupportedRequest,
 )
+from eval_platform.common.models.endings import Generation
 from eval_platform.common.models.sampling import Sampling
 
 
@@ -68,14 +69,14 @@ class ApiChatModel:
 
         return asyncio.run(every())
 
-    def generate(self, requests: Sequence[GenerationRequest], batch_size: int = 8) -> list[str]:
-        async def one(request: GenerationRequest) -> str:
+    def generate(self, requests: Sequence[GenerationRequest], batch_size: int = 8) -> list[Generation]:
+        async def one(request: GenerationRequest) -> Generation:
             if not isinstance(request.prompt, Chat):
                 raise UnsupportedRequest(f"{self.name} is a chat API: it answers chats, not raw text prompts")
             reply = await self.acomplete(
                 request.prompt, request.max_new_tokens, request.stop, sampling=request.sampling, sample=request.sample
             )
-            return reply.text
+            return Generation(reply.text, reply.ended)
 
         async def every():
             return await asyncio.gather(*(one(request) for request in requests))

@@ -41,6 +41,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from eval_platform.common.models.endings import BUDGET, END_TOKEN, STOP_SEQUENCE, Generation
 from eval_platform.common.models.prefix_cache import common_length
 from eval_platform.common.models.sampling import Draw, Sampling, choose, stream
 
@@ -199,9 +200,9 @@ class ContinuousBatcher:
         stops: Sequence[tuple[str, ...]],
         batch_size: int,
         samplings: Sequence[tuple[Sampling | None, int]] | None = None,
-    ) -> list[str]:
-        """Texts for the prompts' tokens, each cut at its first stop sequence: greedy, or where
-        `samplings` gives a prompt's settings and sample index, that sample's draw."""
+    ) -> list[Generation]:
+        """Texts for the prompts' tokens, each cut at its first stop sequence (with why it ended):
+        greedy, or where `samplings` gives a prompt's settings and sample index, that sample's draw."""
         samplings = samplings or [(None, 0)] * len(prompts)
         sequences = [
             GeneratedSequence(
@@ -315,19 +316,22 @@ class ContinuousBatcher:
         self._retire(active, [s for s, token in zip(newcomers, tokens, strict=True) if self._finish_if_done(s, token)])
 
     def _finish_if_done(self, sequence: GeneratedSequence, token: int) -> bool:
-        """Record a generated token; where the sequence is done, set its text (decoded whole)."""
+        """Record a generated token; where the sequence is done, set its text (decoded whole) and
+        why it ended: a stop sequence, the end token or the budget, in that order."""
         sequence.generated.append(token)
         added = sequence.text.add(sequence.generated)
         longest = max(map(len, sequence.stop), default=0)
         recent = sequence.text.text[-(len(added) + longest) :] if added else ""
-        if (
-            token in self.eos
-            or len(sequence.generated) >= sequence.budget
-            or any(stop in recent for stop in sequence.stop)
-        ):
-            sequence.result.set_result(cut_at_stop(self.decode(sequence.generated), sequence.stop))
-            return True
-        return False
+        if any(stop in recent for stop in sequence.stop):
+            ended = STOP_SEQUENCE
+        elif token in self.eos:
+            ended = END_TOKEN
+        elif len(sequence.generated) >= sequence.budget:
+            ended = BUDGET
+        else:
+            return False
+        sequence.result.set_result(Generation(cut_at_stop(self.decode(sequence.generated), sequence.stop), ended))
+        return True
 
     def _retire(self, active: list[GeneratedSequence], done: list[GeneratedSequence]) -> None:
         """Done sequences leave the batch at once: the batch's last row moves into each freed one

@@ -31,6 +31,7 @@ from eval_platform.common.models import (
 )
 from eval_platform.common.models.attention import AttentionLayout
 from eval_platform.common.models.continuous import ContinuousBatcher
+from eval_platform.common.models.endings import Generation
 from eval_platform.common.models.sampling import Sampling
 from eval_platform.common.reproducibility import cpu_name
 from eval_platform.environment import MODEL_CACHE
@@ -467,8 +468,9 @@ class LocalCausalLM:
         for its new tokens."""
         return self.encode(self.render(request.prompt))[-max(1, self.max_length - request.max_new_tokens) :]
 
-    def generate(self, requests: Sequence[GenerationRequest], batch_size: int = 8) -> list[str]:
-        """Completions, greedy or sampled as each request asks, cut at the first stop sequence:
+    def generate(self, requests: Sequence[GenerationRequest], batch_size: int = 8) -> list[Generation]:
+        """Completions, greedy or sampled as each request asks, cut at the first stop sequence (each
+        with why it ended):
         continuously batched, `batch_size` sequences at a time, shared prompt prefixes encoded once.
         Calls from several threads share one batch."""
         return self.batcher.generate(
@@ -517,11 +519,12 @@ class LocalCausalLM:
         request = GenerationRequest(prompt, max_tokens, tuple(stop), sampling, sample)
         (text,) = await asyncio.to_thread(self.generate, [request])
         return Completion(
-            text,
+            str(text),
             duration_ms=round((time.perf_counter() - start) * 1000),
             attempts=1,
             prompt_tokens=len(self.encode(self.render(prompt))),
             completion_tokens=len(self.encode(text)),
+            ended=text.ended,
         )
 
 

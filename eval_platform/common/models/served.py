@@ -33,6 +33,7 @@ from eval_platform.common.models import (
     UnsupportedRequest,
 )
 from eval_platform.common.models.api_chat import ApiChatModel
+from eval_platform.common.models.endings import Generation
 from eval_platform.common.models.sampling import Sampling
 
 # A prompt whose last tokens any language model predicts: their log-probabilities must be near 0.
@@ -186,7 +187,7 @@ class ServedCompletionsModel:
     ) -> list[dict[str, float] | None]:
         return self.chat.label_probabilities(chats, labels, batch_size)
 
-    def generate(self, requests: Sequence[GenerationRequest], batch_size: int = 8) -> list[str]:
+    def generate(self, requests: Sequence[GenerationRequest], batch_size: int = 8) -> list[Generation]:
         return self.chat.generate(requests, batch_size)
 
     async def acomplete(

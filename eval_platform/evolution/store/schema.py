@@ -1,4 +1,4 @@
-"""The prompt-evolution domain's tables (schema version 2): inputs; each era's configuration,
+"""The prompt-evolution domain's tables (schema version 3): inputs; each era's configuration,
 status and checkpoints; every generation, judge verdict and API call (tokens, cost, cache hits) as
 soon as its generation is done; the response cache; and the per-era summaries, judge analysis and
 Pareto fronts. Views are SQL files beside this one (`views/`)."""
@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+
+import duckdb
 
 from eval_platform.common.warehouse import Store
 
@@ -39,7 +41,8 @@ ERAS = """
 ERA_SUMMARIES = """
     era VARCHAR PRIMARY KEY, status VARCHAR, total_generations INTEGER NOT NULL, final_mean_fitness DOUBLE,
     final_max_fitness DOUBLE, calls INTEGER, prompt_tokens BIGINT, completion_tokens BIGINT, cost_usd DOUBLE,
-    cache_hits INTEGER, cache_hit_rate DOUBLE, summarized_at TIMESTAMP NOT NULL"""
+    cache_hits INTEGER, cache_hit_rate DOUBLE, summarized_at TIMESTAMP NOT NULL, judge_temperature DOUBLE,
+    fitness_gradient DOUBLE"""
 USAGE = "calls INTEGER, prompt_tokens BIGINT, completion_tokens BIGINT, cost_usd DOUBLE, cache_hits INTEGER"
 
 
@@ -64,7 +67,7 @@ TABLES = {
         era VARCHAR NOT NULL, prompt_id VARCHAR NOT NULL, evaluated_generation INTEGER NOT NULL,
         judge_name VARCHAR NOT NULL, judge_model VARCHAR NOT NULL, faithfulness DOUBLE, clarity DOUBLE,
         readability DOUBLE, score DOUBLE, reported_score DOUBLE, score_mismatch BOOLEAN, comments VARCHAR,
-        error VARCHAR, judge_duration_ms INTEGER, PRIMARY KEY (era, prompt_id, judge_name)""",
+        error VARCHAR, judge_duration_ms INTEGER, sampled_scores DOUBLE[], PRIMARY KEY (era, prompt_id, judge_name)""",
     "generation_stats": f"""
         era VARCHAR NOT NULL, generation INTEGER NOT NULL, population INTEGER NOT NULL,
         mean_fitness DOUBLE, std_fitness DOUBLE, median_fitness DOUBLE, min_fitness DOUBLE, max_fitness DOUBLE,
@@ -84,13 +87,18 @@ TABLES = {
     "judge_summary": """
         era VARCHAR NOT NULL, judge_name VARCHAR NOT NULL, judge_model VARCHAR NOT NULL, verdicts INTEGER NOT NULL,
         failures INTEGER NOT NULL, mean_score DOUBLE, std_score DOUBLE, mismatch_share DOUBLE,
-        leniency_rank INTEGER, leniency VARCHAR, PRIMARY KEY (era, judge_name)""",
+        leniency_rank INTEGER, leniency VARCHAR, sample_spread DOUBLE, PRIMARY KEY (era, judge_name)""",
     "judge_agreement": """
         era VARCHAR NOT NULL, judge_a VARCHAR NOT NULL, judge_b VARCHAR NOT NULL, n INTEGER NOT NULL,
         pearson DOUBLE, spearman DOUBLE, PRIMARY KEY (era, judge_a, judge_b)""",
     "judge_generation_stats": """
         era VARCHAR NOT NULL, judge_name VARCHAR NOT NULL, generation INTEGER NOT NULL, n INTEGER NOT NULL,
         mean_score DOUBLE, std_score DOUBLE, PRIMARY KEY (era, judge_name, generation)""",
+    # the seed's single- against multi-judge ablation: the prompts ranked by the fitness each judge alone and
+    # each set of judges would have given, from the stored verdicts, against the panel's ranking
+    "judge_subset_rankings": """
+        era VARCHAR NOT NULL, judges VARCHAR NOT NULL, size INTEGER NOT NULL, prompts INTEGER NOT NULL,
+        best_prompt VARCHAR, same_best BOOLEAN, kendall_tau DOUBLE, PRIMARY KEY (era, judges)""",
     "pareto_front": """
         era VARCHAR NOT NULL, prompt_id VARCHAR NOT NULL, generation INTEGER NOT NULL,
         quality_score_avg DOUBLE NOT NULL, compression_ratio DOUBLE NOT NULL, fitness DOUBLE,
@@ -101,10 +109,23 @@ VIEW_FOLDER = Path(__file__).with_name("views")
 VIEWS = {path.stem: path.read_text(encoding="utf-8") for path in sorted(VIEW_FOLDER.glob("*.sql"))}
 
 
+def _with_sampled_judges(conn: duckdb.DuckDBPyConnection) -> None:
+    """Version 2 to 3: sampled judges' verdicts (each sample's score, a judge's spread over them)
+    and each era's judge temperature and fitness gradient."""
+    for table, column in (
+        ("judge_scores", "sampled_scores DOUBLE[]"),
+        ("judge_summary", "sample_spread DOUBLE"),
+        ("era_summaries", "judge_temperature DOUBLE"),
+        ("era_summaries", "fitness_gradient DOUBLE"),
+    ):
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
+
+
 class EvolutionSchema(Store):
     """The evolution tables and their views (the store classes read and write them)."""
 
     name = "evolution"
-    version = 2
+    version = 3
     tables = TABLES
     views = VIEWS
+    migrations = {2: _with_sampled_judges}

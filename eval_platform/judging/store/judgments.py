@@ -34,9 +34,11 @@ VERDICT_KEY = ["judge", "set_name", "item_id", "turn", "shown_order"]  # the ver
 
 
 def _verdict(row: Mapping) -> JudgeVerdict:
+    samples = row["sample_verdicts"]
     return JudgeVerdict(
-        **{name: row[name] for name in JudgeVerdict.__dataclass_fields__ if name not in ("order",)},
+        **{name: row[name] for name in JudgeVerdict.__dataclass_fields__ if name not in ("order", "sample_verdicts")},
         order=row["shown_order"],
+        sample_verdicts=None if samples is None else tuple(samples),
     )
 
 
@@ -157,7 +159,13 @@ class JudgingStore(JudgingSchema):
     def _replace_verdicts(self, table: str, verdicts: Sequence[tuple[str | None, JudgeVerdict]], now: datetime) -> None:
         """These verdicts, each with its request key (None: a recorded one), replacing the stored
         verdicts of the same key (judge, set, item, turn, order)."""
-        frame = pd.DataFrame([{**asdict(v), "judged_at": now, "request_key": key} for key, v in verdicts])
+        frame = pd.DataFrame(
+            [
+                {**asdict(v), "sample_verdicts": v.sample_verdicts and list(v.sample_verdicts), "judged_at": now,
+                 "request_key": key}
+                for key, v in verdicts
+            ]
+        )  # fmt: skip
         self._replace_keyed(table, frame.rename(columns={"order": "shown_order"}), VERDICT_KEY)
 
     @writes("recorded_verdicts")

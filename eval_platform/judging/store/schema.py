@@ -1,4 +1,4 @@
-"""The judging domain's tables (schema version 2) and views (`views/*.sql`).
+"""The judging domain's tables (schema version 3) and views (`views/*.sql`).
 
 Pairwise sets and their items (labels where humans gave them); every verdict in the item's own
 order with the order it was shown in, the judge's raw text and its cost, in one table per writer
@@ -11,21 +11,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import duckdb
+
 from eval_platform.common.warehouse import Store
 
-VERSION = 2
+VERSION = 3
 
 # A verdict: `verdict` in the item's order ("a": answer_a won), `shown_order` how the judge saw the
 # pair ("as_is": answer_a first, "swapped": answer_b first); `source` "recorded" or "model";
 # `request_key` what the judge was asked (pairwise.verdict_request_key: the verdict's pair and order,
 # the judge's fingerprint, mode and budget, the chat it was sent), by which a rerun reuses it (NULL:
-# recorded elsewhere; never reused).
+# recorded elsewhere; never reused); `sample_verdicts` a sampled judge's k verdicts (`verdict`: their majority).
 VERDICTS = """
     judge VARCHAR NOT NULL, set_name VARCHAR NOT NULL, item_id VARCHAR NOT NULL, turn INTEGER NOT NULL,
     shown_order VARCHAR NOT NULL, verdict VARCHAR NOT NULL, raw VARCHAR NOT NULL, prompt VARCHAR,
     model_a VARCHAR, model_b VARCHAR, prompt_tokens INTEGER, completion_tokens INTEGER, cost_usd DOUBLE,
     error VARCHAR, source VARCHAR NOT NULL, judged_at TIMESTAMP NOT NULL, request_key VARCHAR,
-    PRIMARY KEY (judge, set_name, item_id, turn, shown_order)"""
+    sample_verdicts VARCHAR[], PRIMARY KEY (judge, set_name, item_id, turn, shown_order)"""
 
 TABLES = {
     # kind: shipped, blind (a blind-evaluation sheet's raters) or generations (two roster models')
@@ -73,6 +75,12 @@ VIEW_FOLDER = Path(__file__).with_name("views")
 VIEWS = {path.stem: path.read_text(encoding="utf-8") for path in sorted(VIEW_FOLDER.glob("*.sql"))}
 
 
+def _with_sampled_verdicts(conn: duckdb.DuckDBPyConnection) -> None:
+    """Version 2 to 3: a sampled judge's k verdicts beside their majority."""
+    for table in ("recorded_verdicts", "judge_verdicts", "mt_bench_verdicts"):
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN sample_verdicts VARCHAR[]")
+
+
 class JudgingSchema(Store):
     """The judging tables and their views (the store class reads and writes them)."""
 
@@ -80,3 +88,4 @@ class JudgingSchema(Store):
     version = VERSION
     tables = TABLES
     views = VIEWS
+    migrations = {2: _with_sampled_verdicts}

@@ -257,7 +257,7 @@ def item_side(conn: Connection, benchmark: str, side: Side, metric: str, task: s
         raise ViewerInputError(f"{side.model} ({side.solver}/{side.settings_key}) has no {task} document {doc_id}")
     first = rows[0]
     stored = {
-        row.request_key: StoredAnswer(row.request_type, parsed(row.response))
+        row.request_key: StoredAnswer(row.request_type, parsed(row.response), row.ended)
         for row in queries.stored_answers(conn, first.model_fingerprint, first.request_keys or [])
     }
     arguments = parsed(first.arguments) or []

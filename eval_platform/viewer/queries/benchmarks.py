@@ -181,6 +181,7 @@ class StoredRow:
     request_key: str
     request_type: str
     response: Any
+    ended: str | None
 
 
 def benchmarks(conn: Connection) -> list[BenchmarkSummary]:
@@ -455,7 +456,7 @@ def stored_answers(conn: Connection, model_fingerprint: str, request_keys: list[
         return []
     return fetch(
         conn,
-        """SELECT request_key, request_type, response FROM answers
+        """SELECT request_key, request_type, response, ended FROM answers
            WHERE model_fingerprint = $fingerprint AND request_key IN (SELECT unnest($keys))""",
         {"fingerprint": model_fingerprint, "keys": request_keys},
         StoredRow,

@@ -1,15 +1,10 @@
 -- a score (a task's result, under its settings key and solver) -> each document's value of that metric ->
--- the exact prompt -> the answer (each request's, with why its generation ended) and what the filter took
--- out of it -> the reference -> the document and, for a dataset, its source row, file and line
+-- the exact prompt -> the answer and what the filter took out of it -> the reference -> the document
+-- and, for a dataset, its source row, file and line
 SELECT r.benchmark, r.model, r.model_fingerprint, r.settings_key, r.solver, r.task, r.metric, r.filter,
        r.num_fewshot, r.value AS score, s.doc_id, s.document_id,
        s.metrics -> ('$."' || r.metric || '"') AS item_value, s.prompt, s.arguments,
-       s.responses AS answer,
-       (SELECT list(a.ended ORDER BY k.i)
-        FROM (SELECT unnest(s.request_keys) AS request_key, generate_subscripts(s.request_keys, 1) AS i) k
-        LEFT JOIN answers a ON a.model_fingerprint = s.model_fingerprint AND a.request_key = k.request_key)
-           AS endings,
-       s.filtered_responses AS extracted, s.target AS reference, s.fewshot_ids,
+       s.responses AS answer, s.filtered_responses AS extracted, s.target AS reference, s.fewshot_ids,
        s.doc, d.source_row_id, raw.row_number, raw.line, raw.source, raw.row_json AS source_row,
        r.settings -> '$.data_files' AS data_files, r.run_id
 FROM results r

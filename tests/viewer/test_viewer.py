@@ -437,11 +437,15 @@ def test_a_search_or_a_name_holding_sql_finds_nothing_and_drops_nothing(platform
 
 
 def page_text(browser, expected: list[str], timeout: float = 90) -> str:
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
 
     deadline = time.monotonic() + timeout
     while True:
-        text = browser.find_element(By.TAG_NAME, "body").text
+        try:
+            text = browser.find_element(By.TAG_NAME, "body").text
+        except StaleElementReferenceException:  # the page was replaced between finding its body and reading it
+            text = ""
         if all(item in text for item in expected):
             return text
         if time.monotonic() > deadline:

@@ -24,6 +24,7 @@ CACHE_DIR = Path.home() / ".cache"
 MODEL_CACHE = CACHE_DIR / "lm-eval-platform"
 HARNESS_INDEX = CACHE_DIR / "eval_platform" / "harness_index"
 HARNESS_DATA = CACHE_DIR / "eval_platform" / "harness_format"
+CODE_EXECUTION_VARIABLE = "HF_ALLOW_CODE_EVAL"
 SECRET_NAME = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
 
 
@@ -181,6 +182,12 @@ def environment() -> Environment:
 def hub_offline() -> bool:
     """Whether Hugging Face's hub is off here (HF_HUB_OFFLINE or HF_DATASETS_OFFLINE is 1)."""
     return "1" in (os.environ.get("HF_HUB_OFFLINE"), os.environ.get("HF_DATASETS_OFFLINE"))
+
+
+def code_execution_allowed() -> bool:
+    """Whether HF_ALLOW_CODE_EVAL is 1: the harness's (and `code_eval`'s) opt-in to executing
+    model-written code, one of the two a task marked `unsafe_code` needs."""
+    return os.environ.get(CODE_EXECUTION_VARIABLE) == "1"
 
 
 def secrets() -> dict[str, str]:

@@ -88,6 +88,11 @@ class EvaluationSettings(BaseModel):
     seed: int | None = Field(
         default=None, description=f"The samples' seed (the same seed, the same samples); None: {DEFAULT_SEED}."
     )
+    confirm_run_unsafe_code: bool = Field(
+        default=False,
+        description="Run tasks whose metric executes the model's code (humaneval, mbpp), in the sandbox; they also "
+        "need HF_ALLOW_CODE_EVAL=1, as the harness does.",
+    )
 
     @property
     def sets_sampling(self) -> bool:
@@ -123,6 +128,7 @@ class EvaluationSettings(BaseModel):
         """The settings that make a result what it is, for the warehouse and the run's metadata
         (sampling settings where set: a greedy run's are as they were before there were any)."""
         unset = {name for name in (*SAMPLING_FIELDS, "repeats", "seed") if getattr(self, name) is None}
+        unset |= set() if self.confirm_run_unsafe_code else {"confirm_run_unsafe_code"}
         return {
             **self.model_dump(mode="json", exclude={"solvers", "bootstrap_iters", *unset}),
             "harness_version": HARNESS_VERSION,

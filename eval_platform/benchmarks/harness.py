@@ -25,16 +25,23 @@ import pickle
 import random
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from eval_platform.benchmarks.code_sandbox import CodeEvalInSandbox
 from eval_platform.benchmarks.declarations import FEWSHOT_SEED, HARNESS_VERSION, DeclarationError, EvaluationSettings
 from eval_platform.benchmarks.records import Result, Sample, request_key, sampled_arguments, with_budget
 from eval_platform.common.ingestion import Rejection, jsonl_records, not_an_object
 from eval_platform.common.models.sampling import DEFAULT_SEED
-from eval_platform.environment import DATA_DIR, HARNESS_INDEX, add_nltk_data
+from eval_platform.environment import (
+    CODE_EXECUTION_VARIABLE,
+    DATA_DIR,
+    HARNESS_INDEX,
+    add_nltk_data,
+    code_execution_allowed,
+)
 
 NLTK_DATA = DATA_DIR / "nltk_data"  # punkt_tab for IFEval, which NLTK would otherwise download at import
 SPLIT_KEYS = ("training_split", "validation_split", "test_split", "fewshot_split")
@@ -50,9 +57,11 @@ PRIVATE_API = (
     ("lm_eval.loggers.utils", "get_commit_from_path"),
     ("lm_eval.utils", "env"),  # the Jinja environment the harness renders its templates in
     ("lm_eval.utils", "apply_template"),  # replaced by one that compiles each template once
+    ("lm_eval.tasks._yaml_loader", "load_yaml"),  # a task's YAML read without importing its code
 )
 PRIVATE_METHODS = (("_factory", "_load_full_config"), ("_factory", "_build_group"), ("_factory", "build"))
-PRIVATE_TASK_ATTRIBUTES = ("_filters",)  # a built task's filter pipelines (each_answer_scored)
+# a built task's filter pipelines and its metrics' options (each_answer_scored)
+PRIVATE_TASK_ATTRIBUTES = ("_filters", "_metric_fn_kwargs")
 
 
 class HarnessTaskError(ValueError):
@@ -286,7 +295,17 @@ def registered_config(
     entry = manager.task_index.get(name)
     if entry is None:
         raise HarnessTaskError(f"{name!r} is not a task, group or tag of lm-evaluation-harness {HARNESS_VERSION}")
-    return manager._factory._load_full_config(entry, None)
+    return unresolved_config(manager, entry)
+
+
+def unresolved_config(manager: Any, entry: Any) -> dict[str, Any]:
+    """An index entry's config, includes resolved, its `!function`s left as their names: read
+    without importing a task's code (humaneval's imports `code_eval` from the hub)."""
+    if entry.yaml_path is None:
+        return manager._factory._load_full_config(entry, None)
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    return load_yaml(entry.yaml_path, resolve_func=False)
 
 
 def generates(
@@ -337,16 +356,20 @@ def build_tasks(run: HarnessRun) -> list[Any]:
             return [build(member, inherited) for member in sorted(entry.tags)]
         used.add(name)
         overrides = {**inherited, **settings.overrides.get(name, {})}
-        if name in settings.data_files or settings.sets_sampling:
-            base = {**factory._load_full_config(entry, None), **overrides}
-            overrides.update(settings.sampling_overrides(base))
-            if name in settings.data_files:
-                overrides.update(local_data(settings.data_files[name], base))
-        task = factory.build(entry, overrides={"task": name, **overrides}, registry=index)
-        if getattr(task.config, "unsafe_code", False):  # humaneval, mbpp, cruxeval: its metric runs the answers
+        runs_code = bool({**unresolved_config(manager, entry), **overrides}.get("unsafe_code"))
+        if runs_code and (refusal := unsafe_code_refusal(name, settings.confirm_run_unsafe_code)):
+            raise HarnessTaskError(refusal)
+        with code_eval_in_sandbox() if runs_code else nullcontext():
+            if name in settings.data_files or settings.sets_sampling:
+                base = {**factory._load_full_config(entry, None), **overrides}
+                overrides.update(settings.sampling_overrides(base))
+                if name in settings.data_files:
+                    overrides.update(local_data(settings.data_files[name], base))
+            task = factory.build(entry, overrides={"task": name, **overrides}, registry=index)
+        if runs_code and not executes_in_sandbox(task):
             raise HarnessTaskError(
-                f"{name} scores an answer by executing the model's code (the task sets unsafe_code): the platform "
-                "never executes model output, and has no sandboxed opt-in for it yet"
+                f"{name} executes the model's code with an executor of its own (not code_eval), which the platform "
+                "cannot confine to its sandbox: refused"
             )
         return task
 
@@ -369,6 +392,56 @@ def build_tasks(run: HarnessRun) -> list[Any]:
             f"{', '.join(run.tasks)}: data_files or overrides name {unknown}, which are not among its tasks"
         )
     return built
+
+
+def unsafe_code_refusal(task: str, confirmed: bool) -> str | None:
+    """Why a task whose metric executes the model's code (`unsafe_code`) may not run, None where the
+    user opted in as the harness requires: `confirm_run_unsafe_code` and HF_ALLOW_CODE_EVAL=1."""
+    missing = [
+        wanted
+        for wanted, given in (
+            ("confirm_run_unsafe_code: true (in the declaration or the launchpad)", confirmed),
+            (f"{CODE_EXECUTION_VARIABLE}=1 in the environment", code_execution_allowed()),
+        )
+        if not given
+    ]
+    if not missing:
+        return None
+    return (
+        f"{task} scores an answer by executing the model's code (the task sets unsafe_code): it runs only where you "
+        f"opt in as lm-evaluation-harness requires, with {' and '.join(missing)}; the code then runs in the "
+        "platform's sandbox (a process of its own, time and memory limits, no network)"
+    )
+
+
+@contextmanager
+def code_eval_in_sandbox() -> Iterator[None]:
+    """While a task is built: `evaluate.load("code_eval")`, which humaneval's and mbpp's code calls
+    when imported, gives the sandbox's `CodeEvalInSandbox`; any other module loads as evaluate loads it."""
+    import evaluate
+
+    load = evaluate.load
+
+    def sandboxed(path: str, *args: Any, **kwargs: Any) -> Any:
+        return CodeEvalInSandbox() if path == "code_eval" else load(path, *args, **kwargs)
+
+    evaluate.load = sandboxed
+    try:
+        yield
+    finally:
+        evaluate.load = load
+
+
+def executes_in_sandbox(task: Any) -> bool:
+    """Whether a built task's metric code holds the sandbox's `code_eval` (a metric function's
+    module does), so the code its metric executes runs there."""
+    functions = [metric.get("metric") for metric in task.config.metric_list or []] + [task.config.process_results]
+    return any(
+        isinstance(value, CodeEvalInSandbox)
+        for function in functions
+        if callable(function)
+        for value in getattr(function, "__globals__", {}).values()
+    )
 
 
 def record_fewshot_draws(task: Any) -> Callable[[], list[list[int]]]:
@@ -424,6 +497,7 @@ def evaluate(run: HarnessRun, tasks: Sequence[Any], lm: Any) -> HarnessOutcome:
             apply_chat_template=settings.apply_chat_template,
             fewshot_as_multiturn=settings.fewshot_as_multiturn,
             fewshot_random_seed=FEWSHOT_SEED,
+            confirm_run_unsafe_code=settings.confirm_run_unsafe_code,
         )
     assert results is not None  # None only on a process of rank > 0
     outcome: dict[str, Any] = dict(results)
@@ -556,10 +630,25 @@ def each_answer_scored(
         for step in steps:
             responses = step.apply(responses, [doc])
         filtered = list(responses)[0]
-        metrics = task.process_results(doc, [filtered])
-        taken.append(str(filtered))
+        metrics = _scored_alone(task, doc, filtered)
+        one = isinstance(filtered, list) and len(filtered) == 1  # a code task's filter: the answer's program
+        taken.append(str(filtered[0] if one else filtered))
         scored.append({name: float(value) for name, value in metrics.items() if _number(value) is not None})
     return taken, scored
+
+
+def _scored_alone(task: Any, doc: Any, filtered: Any) -> dict[str, Any]:
+    """One answer's metrics by the task's `process_results`; a code task's pass@k (its metric's
+    sizes k) asked at k = 1, the only size one answer has: whether it passed."""
+    if not executes_in_sandbox(task):
+        return task.process_results(doc, [filtered])
+    options = task._metric_fn_kwargs
+    sized = {metric: kwargs for metric, kwargs in options.items() if "k" in kwargs}
+    options.update({metric: {**kwargs, "k": [1]} for metric, kwargs in sized.items()})
+    try:
+        return task.process_results(doc, [filtered])
+    finally:
+        options.update(sized)
 
 
 def outcome_samples(

@@ -169,23 +169,3 @@ def test_sampling_settings_layer_declaration_roster_entry_and_launchpad(tmp_path
     assert settings_key(greedy) == "default shots" and "temperature" not in greedy
     with pytest.raises(DeclarationError, match="filter maj@8 takes the first 8 answers of each document; repeats 4"):
         build_tasks(HarnessRun((TASK,), EvaluationSettings(task=TASK, repeats=4, data_files=GSM8K)))
-
-
-def test_a_task_that_executes_the_models_code_is_refused_with_that_reason(tmp_path):
-    """A task marked `unsafe_code` (as humaneval_64, mbpp and cruxeval are) is refused before any
-    answer is asked: its metric would run the model's output."""
-    from eval_platform.benchmarks.harness import HarnessTaskError
-
-    (tmp_path / "runs_code.yaml").write_text(
-        "task: runs_code\ndataset_path: json\noutput_type: generate_until\ntest_split: test\nunsafe_code: true\n"
-        'doc_to_text: "{{prompt}}"\ndoc_to_target: "{{answer}}"\ngeneration_kwargs: {until: ["\\n"], do_sample: true}\n'
-        "repeats: 4\nmetric_list: [{metric: exact_match}]\n"
-    )
-    (tmp_path / "rows.jsonl").write_text('{"prompt": "def f():", "answer": "  return 1"}\n')
-    settings = EvaluationSettings(
-        task="runs_code",
-        include_path=(str(tmp_path),),
-        data_files={"runs_code": {"test": str(tmp_path / "rows.jsonl")}},
-    )
-    with pytest.raises(HarnessTaskError, match="runs_code scores an answer by executing the model's code"):
-        build_tasks(HarnessRun(("runs_code",), settings, include_defaults=False))

@@ -64,7 +64,18 @@ ROSTER = {  # name: entry fields (the local model by default)
     "echo": {"model": "openai/echo", "solvers": ["generate"], "baseline": "answerer"},
 }
 # in this order: the latest materialisation of model_comparison, which its asset page shows, is ARC-Easy's
-EVALUATIONS = {"gsm8k": ["answerer", "echo"], "arc_easy": ["smollm2", "letter-api"]}
+EVALUATIONS = {"gsm8k": ["answerer", "echo"], "gsm8k_cot": ["answerer", "echo"], "arc_easy": ["smollm2", "letter-api"]}
+# launched with sampling: the harness's task, three answers a document
+SAMPLED = {
+    "gsm8k_cot": {
+        "solvers": ["harness"],
+        "apply_chat_template": True,
+        "repeats": 3,
+        "temperature": 0.7,
+        "limit": 2,
+        "max_gen_toks": 24,
+    }
+}
 ERA = {
     "population_size": 6,
     "generations": 2,
@@ -213,6 +224,7 @@ def platform(site, viewer, tmp_path_factory):
         # a list of items shows a prompt's end: HOSTILE there, SCRIPTED at the start
         "gsm8k": hostile_rows(benchmarks / "gsm8k.jsonl", folder / "gsm8k.jsonl", "question", 4, SCRIPTED),
     }
+    sources["gsm8k_cot"] = sources["gsm8k"]
     # at its start: the stub's compressor keeps a paragraph's first words
     paragraphs = hostile_rows(
         data / "evolution" / "paragraphs.jsonl", folder / "paragraphs.jsonl", "text", 3, PLANTED, ""
@@ -228,8 +240,10 @@ def platform(site, viewer, tmp_path_factory):
         for benchmark, models in EVALUATIONS.items():
             run_job(platform, "benchmark_inputs", benchmark,
                     {"ops": {"benchmark_raw_rows": {"config": {"file": str(sources[benchmark])}}}})  # fmt: skip
+            sampled = {"benchmark_evaluation": {"config": SAMPLED[benchmark]}} if benchmark in SAMPLED else {}
             for model in models:
-                run_job(platform, "model_evaluation", evaluation_key(benchmark, model), {"resources": gateway})
+                run_job(platform, "model_evaluation", evaluation_key(benchmark, model),
+                        {"resources": gateway, "ops": sampled})  # fmt: skip
         run_job(
             platform, "evolution_inputs", None, {"ops": {"source_paragraphs": {"config": {"source": str(paragraphs)}}}}
         )
@@ -607,6 +621,34 @@ def test_two_generated_answers_read_as_a_diff(platform, viewer, browser):
     assert '<script>document.title="pwned"</script>' in diff.text  # the echoed question, as text
     no_script_ran(browser)
     browser.save_screenshot(str(IMAGES / "viewer_generated_diff.png"))
+
+
+def test_two_models_k_samples_read_side_by_side(platform, viewer, browser):
+    """A sampled document of two models: a line per sample index, a cell per model, each sample's
+    text as the warehouse keeps it, why it ended and its score under the side's filter."""
+    from selenium.webdriver.common.by import By
+
+    kept = warehouse_rows(
+        platform,
+        "SELECT model, sample, value FROM sample_scores WHERE benchmark = 'gsm8k_cot' AND doc_id = 0 "
+        "AND filter = 'strict-match' AND metric = 'exact_match' ORDER BY model, sample",
+    )
+    assert [(model, sample) for model, sample, _ in kept] == [(m, k) for m in ("answerer", "echo") for k in range(3)]
+    browser.get(
+        f"{platform.viewer}/benchmarks/gsm8k_cot/item?task=gsm8k_cot&doc_id=0&model=echo&against=answerer"
+        "&score=exact_match,strict-match"
+    )
+    page_text(browser, ["The samples side by side", "A: echo (3 samples", "B: answerer (3 samples"])
+    lines = browser.find_elements(By.CSS_SELECTOR, "table.samples tbody tr")
+    assert [line.find_element(By.TAG_NAME, "th").text for line in lines] == ["0", "1", "2"]
+    for line, (_, _, echo), (_, _, answerer) in zip(lines, kept[3:], kept[:3], strict=True):
+        cells = line.find_elements(By.TAG_NAME, "td")
+        assert len(cells) == 2 and all("ended: " in cell.text for cell in cells)
+        assert f"exact_match {echo:g}" in cells[0].text and f"exact_match {answerer:g}" in cells[1].text
+        assert cells[1].find_element(By.CSS_SELECTOR, "pre.sample").text.startswith("Answer to:")
+    assert "3 samples, side by side above" in browser.find_element(By.ID, "side-1").text
+    no_script_ran(browser)
+    browser.save_screenshot(str(IMAGES / "viewer_samples_side_by_side.png"))
 
 
 def test_from_dagster_to_an_era_candidate_with_every_judge(platform, viewer, dagster_ui, browser):

@@ -18,6 +18,7 @@ import eval_platform.viewer.params as params
 from eval_platform.viewer.answers import (
     AnswerView,
     DiffPiece,
+    Generated,
     StoredAnswer,
     Turn,
     answer_view,
@@ -40,6 +41,7 @@ from eval_platform.viewer.queries.benchmarks import (
     PairedRow,
     ResultRow,
     Run,
+    SampleScoreRow,
     Side,
 )
 from eval_platform.viewer.registry import Section, register
@@ -225,10 +227,29 @@ class FilterScore:
 
 
 @dataclass(frozen=True)
+class SampleCell:
+    """One of a side's k samples: its text as scored (and any reasoning block before it), why it
+    ended, and what the side's filter took out of it with its scores there."""
+
+    generated: Generated
+    taken: str | None
+    scores: list[tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class SampleLine:
+    """The same sample index of every side shown, side by side (None: a side with fewer samples)."""
+
+    index: int
+    cells: list[SampleCell | None]
+
+
+@dataclass(frozen=True)
 class ItemSide:
     side: Side
     turns: list[Turn]
     answer: AnswerView
+    samples: list[SampleCell]  # a sampled document's k answers (none for one answer)
     reference: str | None
     scores: list[FilterScore]
     value: str  # of the page's metric under the side's filter
@@ -249,6 +270,7 @@ class ItemView:
     state: dict[str, Any]
     shown: list[ItemSide]
     diff: list[DiffPiece] = field(default_factory=list)
+    samples: list[SampleLine] = field(default_factory=list)
 
 
 def item_side(conn: Connection, benchmark: str, side: Side, metric: str, task: str, doc_id: int) -> ItemSide:
@@ -262,10 +284,14 @@ def item_side(conn: Connection, benchmark: str, side: Side, metric: str, task: s
     }
     arguments = parsed(first.arguments) or []
     own = next((row for row in rows if row.filter == side.filter), first)
+    answer = answer_view(
+        arguments, parsed(first.responses), first.request_keys, stored, first.target, first.labels or ()
+    )
     return ItemSide(
         side,
         prompt_turns(side.solver, first.prompt, arguments),
-        answer_view(arguments, parsed(first.responses), first.request_keys, stored, first.target, first.labels or ()),
+        answer,
+        sample_cells(answer, queries.sample_scores(conn, benchmark, side, task, doc_id)),
         first.target,
         [
             FilterScore(
@@ -285,6 +311,30 @@ def item_side(conn: Connection, benchmark: str, side: Side, metric: str, task: s
     )
 
 
+def sample_cells(answer: AnswerView, scores: list[SampleScoreRow]) -> list[SampleCell]:
+    """A sampled document's answers, each with what its side's filter took and its scores there."""
+    if answer.kind != "generated" or len(answer.generated) < 2:
+        return []
+    taken = {row.sample: row.answer for row in scores}
+    return [
+        SampleCell(
+            generated,
+            taken.get(index),
+            [(row.metric, shown_value(row.value)) for row in scores if row.sample == index],
+        )
+        for index, generated in enumerate(answer.generated)
+    ]
+
+
+def sample_lines(shown: list[ItemSide]) -> list[SampleLine]:
+    """Each sample index across the sides shown, where any side has k samples."""
+    count = max(len(side.samples) for side in shown)
+    return [
+        SampleLine(index, [side.samples[index] if index < len(side.samples) else None for side in shown])
+        for index in range(count)
+    ]
+
+
 def item_page(request: Request) -> Response:
     benchmark, asked = request.path_params["benchmark"], Asked.of(request)
     task, doc_id = params.required(request, "task"), params.integer(request, "doc_id")
@@ -296,7 +346,7 @@ def item_page(request: Request) -> Response:
             shown.append(item_side(conn, benchmark, sides.b, sides.metric, task, doc_id))
     texts = [s.answer.generated[0].text for s in shown if s.answer.kind == "generated" and s.answer.generated]
     diff = text_diff(texts[0], texts[1]) if len(texts) == 2 else []
-    view = ItemView(benchmark, task, doc_id, sides, sides.state(asked), shown, diff)
+    view = ItemView(benchmark, task, doc_id, sides, sides.state(asked), shown, diff, sample_lines(shown))
     return viewer.render(request, "benchmarks/item.html", view=view)
 
 

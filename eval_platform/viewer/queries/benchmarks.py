@@ -450,6 +450,26 @@ def samples(conn: Connection, benchmark: str, side: Side, task: str, doc_id: int
     )
 
 
+@dataclass(frozen=True)
+class SampleScoreRow:
+    sample: int
+    answer: str | None  # what the filter took out of it
+    metric: str
+    value: float
+
+
+def sample_scores(conn: Connection, benchmark: str, side: Side, task: str, doc_id: int) -> list[SampleScoreRow]:
+    """Each of a sampled document's k answers scored alone under the side's filter."""
+    return fetch(
+        conn,
+        f"""SELECT sample, answer, metric, value FROM sample_scores ss
+            WHERE {_in_run("ss")} AND ss.task = $task AND ss.doc_id = $doc_id AND ss.filter = $filter
+            ORDER BY sample, metric""",
+        {"benchmark": benchmark, **_side(side, ""), "task": task, "doc_id": doc_id, "filter": side.filter},
+        SampleScoreRow,
+    )
+
+
 def stored_answers(conn: Connection, model_fingerprint: str, request_keys: list[str]) -> list[StoredRow]:
     """The answers `answers` keeps for the requests (before any reasoning block was stripped)."""
     if not request_keys:

@@ -59,10 +59,14 @@ $(DAGSTER_HOME)/dagster.yaml:
 	mkdir -p $(DAGSTER_HOME)
 	printf 'telemetry:\n  enabled: false\n' > $@
 
-# Debian's Redis, the team tests' Celery broker (needs root, as on CI); PostgreSQL 15 is installed.
+# The team tests' servers, from Debian where missing (needs root, as on CI): Redis, the Celery
+# broker, and PostgreSQL, Dagster's storage and the lake's catalog (tests/team/postgres_server.py
+# finds its initdb on PATH or under /usr/lib/postgresql).
 servers:
 	@test -x /usr/bin/redis-server || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server)
+	@command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql)
 
 # The suite in two processes, a test file at a time each (pytest-xdist), and beside them the team
 # tests (tests/team/, in the team's install, with test ports of their own: tests/processes.py),

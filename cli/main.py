@@ -4,6 +4,8 @@
     eval-platform run --limit 5 --max-gen-toks 96       (what `make run` does: the first 5 rows, 96 new tokens)
     eval-platform run --benchmarks arc_easy leaderboard_ifeval
     eval-platform run --protocol open_llm_leaderboard_v1
+    eval-platform run --tables                          (every table at the end, not the one-screen summary)
+    eval-platform results                               (every table of the warehouse, at any time)
     eval-platform ui                                    (Dagster's UI and the sample viewer)
     eval-platform viewer                                (the sample viewer alone, on 127.0.0.1:3010)
     eval-platform move-warehouse --from data/warehouse.duckdb
@@ -19,7 +21,9 @@ shows them.
 from __future__ import annotations
 
 import argparse
+import atexit
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -29,7 +33,7 @@ from dagster import DagsterInstance
 
 from cli.moving import export_warehouse, move_warehouse
 from cli.runner import Overrides, Runner
-from cli.summary import print_domains, print_protocol, print_results, print_sampled
+from cli.summary import print_protocol, print_results, print_summary, print_tables
 from cli.supervisor import supervise
 from definitions import defs
 from eval_platform.benchmarks.declarations import Benchmark
@@ -48,6 +52,13 @@ class RunOptions:
     protocol: str | None = None
     limit: int | None = None
     max_gen_toks: int | None = None
+    tables: bool = False
+
+    def described(self) -> str:
+        """The run's limits in words (`first 5 documents, 96 new tokens`), or `whole benchmarks`."""
+        parts = [f"first {self.limit} documents"] if self.limit else []
+        parts += [f"{self.max_gen_toks} new tokens"] if self.max_gen_toks else []
+        return ", ".join(parts) or "whole benchmarks"
 
     def overrides(self, protocol: Protocol | None) -> Overrides:
         """The first `limit` rows of each benchmark; generation within `max_gen_toks` (each result's
@@ -117,12 +128,29 @@ def run(options: RunOptions) -> int:
     succeeded = runner.walk(steps)
     if protocol:
         print_protocol(warehouse, protocol)
-    else:
+    elif options.benchmarks:
         print_results(warehouse, declared, options.benchmarks)
-        if not options.benchmarks:
-            print_sampled(warehouse)
-            print_domains(warehouse)
+    elif options.tables:
+        print_tables(warehouse, declared)
+    else:
+        print_summary(warehouse, declared, options.described())
     return 0 if succeeded else 1
+
+
+def quiet_teardown() -> None:
+    """No DuckDB noise after the last line: its bindings (nanobind) report their own module's type
+    constants as leaked when the interpreter's teardown frees modules in some orders, as after an
+    evaluation run in this process ("nanobind: leaked 27 instances! ... DuckDBPyType", 30 lines; the
+    report is documented as benign at shutdown, and DuckDB's wheels do not switch it off). Registered
+    first, this exit handler runs after every other one: both streams flushed, stderr then goes to
+    /dev/null for the teardown alone."""
+
+    def silenced() -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
+
+    atexit.register(silenced)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -139,6 +167,8 @@ def parser() -> argparse.ArgumentParser:
     runs.add_argument(
         "--max-gen-toks", type=int, help="Generation tasks within N new tokens each (a quick run; its results say so)."
     )
+    runs.add_argument("--tables", action="store_true", help="Every table at the end, not the one-screen summary.")
+    commands.add_parser("results", help="Every table of the warehouse: results, comparisons, leaderboard, domains.")
     commands.add_parser("ui", help="Dagster's UI on this code location.").add_argument(
         "--port", type=int, help="The UI's port (Dagster's default 3000)."
     )
@@ -187,7 +217,12 @@ def main(argv: list[str] | None = None) -> int:
     settings = environment()
     match args.command:
         case "run":
-            return run(RunOptions(args.benchmarks, args.protocol, args.limit, args.max_gen_toks))
+            quiet_teardown()
+            return run(RunOptions(args.benchmarks, args.protocol, args.limit, args.max_gen_toks, args.tables))
+        case "results":
+            roster: RosterResource = resource("roster")
+            print_tables(resource("warehouse"), roster.benchmarks())
+            return 0
         case "ui":
             return supervise(args.port, settings.viewer_host, settings.viewer_port)
         case "viewer":

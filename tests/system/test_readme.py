@@ -1,6 +1,7 @@
 """The documented SQL runs: every statement of the ```sql blocks of the README and of the docs, against
 a warehouse the main command wrote (`eval-platform run`, as `make run` runs it, on each benchmark's
-first rows), on version 10's tables."""
+first rows), on version 10's tables. And what that command prints at its end: one screen, its
+figures those of the warehouse, no library noise."""
 
 import os
 import re
@@ -58,7 +59,28 @@ def main_warehouse(tmp_path_factory):
     command = [str(Path(sys.executable).with_name("eval-platform")), "run", "--limit", "3"]
     returncode, output = run_to_end(command, timeout_s=3600, cwd=PROJECT_ROOT, env=environment)
     assert returncode == 0, output[-3000:]
+    (folder / "output.txt").write_text(output)
     return folder / "warehouse.duckdb"
+
+
+def test_the_main_command_ends_with_one_screen_of_the_warehouses_figures(main_warehouse):
+    output = (main_warehouse.parent / "output.txt").read_text()
+    summary = output[output.index("\nSummary of ") + 1 :].splitlines()
+    assert summary[0] == f"Summary of {main_warehouse} (first 3 documents)"
+    assert len(summary) <= 40 and max(map(len, summary)) <= 120, "one screen: 40 lines of 120 columns"
+    assert "nanobind" not in output and "leaked" not in output  # nothing after the last line
+    with duckdb.connect(str(main_warehouse), read_only=True) as conn:
+        headlines = conn.execute("SELECT benchmark, model, value, ci_low, ci_high FROM leaderboard").fetchall()
+        best = conn.execute("SELECT era, max(max_fitness) FROM generation_stats GROUP BY era").fetchall()
+        kappas = conn.execute("SELECT judge, kappa FROM judge_vs_human WHERE kappa IS NOT NULL").fetchall()
+    for benchmark, model, value, low, high in headlines:  # each on its benchmark's line, as the table holds it
+        line = next(line for line in summary if line.startswith(f"  {benchmark} "))
+        assert (f"{value:.3f} [{low:.3f}, {high:.3f}]" if low is not None else f"{value:.3f}") in line, (model, line)
+    for era, fitness in best:
+        assert any(f"era {era}: best fitness {fitness:.4f}" in line for line in summary)
+    judged = " ".join(summary[[line.startswith("Judges against") for line in summary].index(True) :])
+    assert all(f"{round(kappa, 3):.2f}" in judged for _, kappa in kappas)  # the table's three digits, shown two
+    assert "Blind evaluation: " in output and "eval-platform results" in summary[-2]
 
 
 def test_the_readme_has_its_sql_examples_on_version_10s_tables():

@@ -39,13 +39,19 @@ def print_results(
     if benchmarks is None:
         print(f"\nModel against its baseline (a minus b, on the same documents):\n{wrapped(comparisons)}")
     board = leaderboard_table(headlines, averages, shown)
-    print(f"\nLeaderboard (headline score [95% interval]):\n{wrapped(board, disable_numparse=True)}")
+    columns = board.set_index("model").T.rename_axis("benchmark (measured as) or average").reset_index()
+    print(
+        f"\nLeaderboard (headline score [95% interval]), a model a column:\n{wrapped(columns, disable_numparse=True)}"
+    )
 
 
 def wrapped(table: Any, **options: Any) -> str:
-    """A full table as Markdown, each cell and header wrapped at `TABLE_CELL` characters."""
-    widths = [TABLE_CELL] * len(table.columns)
-    return table.to_markdown(index=False, maxcolwidths=widths, maxheadercolwidths=widths, **options)
+    """A full table as Markdown, each cell and header but the first column's (a row's name, kept
+    whole) wrapped at `TABLE_CELL` characters, a missing value (no interval, no human agreement
+    to compare with) blank rather than `nan` or `<NA>`."""
+    widths = [None] + [TABLE_CELL] * (len(table.columns) - 1)
+    shown = table.astype(object).where(table.notna(), "")
+    return shown.to_markdown(index=False, maxcolwidths=widths, maxheadercolwidths=widths, **options)
 
 
 def print_sampled(warehouse: WarehouseResource) -> None:

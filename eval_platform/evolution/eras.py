@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from pydantic import ValidationError
 
-from eval_platform.common.ingestion import KEPT_CHARS, LoadedRows
+from eval_platform.common.ingestion import KEPT_CHARS, DataFileError, LoadedRows
 from eval_platform.evolution.fitness import fitness_score
 from eval_platform.evolution.genetic import TAGS, Checkpoint, EraSettings, GenerationRecord, Individual, hashed_settings
 
@@ -397,5 +398,50 @@ def era_files(folder: Path) -> dict[str, Path]:
 
 
 def era_run_config(path: Path) -> dict[str, Any]:
-    """The run config of an era from its configuration file."""
-    return {"ops": {"evolution_era": {"config": json.loads(path.read_text())}}}
+    """The run config of an era from its configuration file: an era's settings (`EraSettings`'s
+    fields, and `restart`) as a JSON object; any other file is refused naming it and the line or
+    the field at fault."""
+    config = json_file(path)
+    if not isinstance(config, dict):
+        raise DataFileError(f"{path}: an era's settings are a JSON object, not a {type(config).__name__}")
+    if not isinstance(config.get("restart", False), bool):
+        raise DataFileError(f"{path}: restart: true or false, not {config['restart']!r}")
+    try:
+        EraSettings.model_validate({key: value for key, value in config.items() if key != "restart"})
+    except ValidationError as error:
+        first = error.errors()[0]
+        raise DataFileError(f"{path}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from error
+    return {"ops": {"evolution_era": {"config": config}}}
+
+
+def json_file(path: Path) -> Any:
+    """A JSON file's value; one that is not JSON is refused naming the file, line and column."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise DataFileError(f"{path}: not JSON: {error.msg} at line {error.lineno}, column {error.colno}") from error
+    except (OSError, UnicodeDecodeError) as error:
+        raise DataFileError(f"{path}: cannot be read: {error}") from error
+
+
+def gene_pool_file(path: Path) -> dict[str, list[str]]:
+    """The gene pools of a file (`data/evolution/gene_pools.json`): for each of the five prompt
+    tags, its alternatives, each a non-empty text. A file with a tag missing or empty, a tag
+    the prompt does not have, or a gene that is not text is refused naming the file and the tag."""
+    pools = json_file(path)
+    if not isinstance(pools, dict):
+        raise DataFileError(f"{path}: gene pools are a JSON object of tag: [texts], not a {type(pools).__name__}")
+    unknown = sorted(set(pools) - set(TAGS))
+    if unknown:
+        raise DataFileError(f"{path}: no prompt tag named {', '.join(unknown)} (the tags: {', '.join(TAGS)})")
+    missing = [tag for tag in TAGS if not pools.get(tag)]
+    if missing:
+        raise DataFileError(f"{path}: no genes for tag(s) {', '.join(missing)}")
+    for tag in TAGS:
+        genes = pools[tag]
+        if not isinstance(genes, list):
+            raise DataFileError(f"{path}: {tag}: a list of texts, not a {type(genes).__name__}")
+        for index, gene in enumerate(genes):
+            if not isinstance(gene, str) or not gene.strip():
+                raise DataFileError(f"{path}: {tag}: gene {index} is not a non-empty text: {str(gene)[:60]!r}")
+    return {tag: list(pools[tag]) for tag in TAGS}

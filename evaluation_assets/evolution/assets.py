@@ -1,7 +1,6 @@
 """Prompt evolution: paragraphs and gene pools -> an era (one partition per era), checkpointed
 generation by generation -> its summary, its judges' analysis and its Pareto front."""
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -72,11 +71,7 @@ def source_paragraphs(
 @asset(group_name="evolution_inputs", kinds={"duckdb"}, pool=WAREHOUSE_POOL)
 def gene_pools(warehouse: WarehouseResource) -> MaterializeResult:
     """Initial alternatives for each of the five prompt tags (data/evolution/gene_pools.json)."""
-    path = EVOLUTION_DIR / "gene_pools.json"
-    pools = json.loads(path.read_text(encoding="utf-8"))
-    missing = [tag for tag in TAGS if not pools.get(tag)]
-    if missing:
-        raise ValueError(f"{path}: no genes for tag(s) {', '.join(missing)}")
+    pools = era_logic.gene_pool_file(EVOLUTION_DIR / "gene_pools.json")
     frame = pd.DataFrame(
         [{"tag": tag, "gene_index": i, "text": text} for tag in TAGS for i, text in enumerate(pools[tag])]
     )

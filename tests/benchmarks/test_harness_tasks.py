@@ -744,7 +744,8 @@ def main_command(tmp_path, *arguments, timeout_s=3600, **variables):
 
 
 def printed_table(output: str, first_header: str) -> tuple[list[str], dict[str, dict[str, str]]]:
-    """The Markdown table the output prints under a header row beginning with `first_header`."""
+    """The Markdown table the output prints under a header row beginning with `first_header`, by
+    its first column (a wrapped row's next lines, their first cell empty, are not rows of their own)."""
     lines = [line for line in output.splitlines() if line.startswith("| ")]
     start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first_header} "))
     table = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in lines[start:]]
@@ -753,7 +754,8 @@ def printed_table(output: str, first_header: str) -> tuple[list[str], dict[str, 
     for row in table[1:]:
         if len(row) != len(header):
             break
-        rows[row[0]] = dict(zip(header, row, strict=True))
+        if row[0]:
+            rows[row[0]] = dict(zip(header, row, strict=True))
     return header, rows
 
 
@@ -866,9 +868,9 @@ def test_the_main_command_runs_named_benchmarks_and_shows_their_leaderboard(tmp_
         ("smollm2-135m-instruct-float32", "arc_easy", "harness"),
         ("smollm2-135m-instruct-float32", "leaderboard_mmlu_pro", "harness"),
     ]
-    header, rows = printed_table(output, "model")
-    assert header == [
-        "model",
+    header, rows = printed_table(output, "benchmark (measured as) or average")  # a model a column
+    assert header[1:] == ["smollm2-135m-instruct-bfloat16", "smollm2-135m-instruct-float32"]
+    assert list(rows) == [
         "fingerprint",
         "arc_easy (0-shot acc_norm, first 1 documents)",  # what its cells hold: the run's settings
         "leaderboard_mmlu_pro (5-shot acc, first 1 documents)",
@@ -876,12 +878,12 @@ def test_the_main_command_runs_named_benchmarks_and_shows_their_leaderboard(tmp_
         "open_llm_leaderboard_v2 (average)",
     ]
     for model, benchmark, _, value in headlines:  # each cell is the warehouse's headline, as text
-        column = next(label for label in header if label.startswith(benchmark + " "))
-        assert rows[model][column].startswith(f"{value:.3f}")
+        label = next(label for label in rows if label.startswith(benchmark + " "))
+        assert rows[label][model].startswith(f"{value:.3f}")
         # on one document, its 95% interval inside [0, 1] (a Wald interval would be [value, value])
-        low, high = map(float, rows[model][column].split("[")[1].rstrip("]").split(","))
+        low, high = map(float, rows[label][model].split("[")[1].rstrip("]").split(","))
         assert 0.0 <= low < high <= 1.0 and (high - low) > 0.5
-    assert rows["smollm2-135m-instruct-bfloat16"]["leaderboard_mmlu_pro (5-shot acc, first 1 documents)"] == ""
+    assert rows["leaderboard_mmlu_pro (5-shot acc, first 1 documents)"]["smollm2-135m-instruct-bfloat16"] == ""
 
 
 def test_an_evaluation_leaves_the_process_global_generators_as_they_were():

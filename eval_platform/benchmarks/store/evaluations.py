@@ -192,8 +192,8 @@ class EvaluationStore(BenchmarkSchema):
             SELECT benchmark, solver || ' / ' || settings_key || ' / ' || task || ' / ' || metric
                        || CASE WHEN filter <> 'none' THEN ',' || filter ELSE '' END AS result,
                    model, n, round(value, 3) AS value,
-                   CASE WHEN ci_low IS NOT NULL THEN '[' || round(ci_low, 3) || ', ' || round(ci_high, 3) || ']' END
-                       AS ci95
+                   CASE WHEN ci_low IS NOT NULL AND NOT isnan(ci_low)
+                        THEN '[' || round(ci_low, 3) || ', ' || round(ci_high, 3) || ']' ELSE '' END AS ci95
             FROM results WHERE ? IS NULL OR list_contains(?, benchmark) ORDER BY benchmark, result, model""",
             [None if benchmarks is None else list(benchmarks)] * 2,
         )

@@ -21,7 +21,10 @@ With --instant, no model is loaded: every prompt is answered at once, each token
 a function of its text and the token before it (a stand-in for an engine that costs nothing, to
 measure the platform's own cost per document; prompts as text only, split at spaces).
 GET /health answers 200; GET /calls returns the number of completions requests served and of
-prompts answered.
+prompts answered. POST /hold holds every completions request from then on, unanswered, until one is
+sent again byte for byte (the server check's excepted: every client sends the same one): two clients
+asking for the same things in the same order then both send their first request before either gets
+an answer (for a test of two runs at once that must not race each other).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from itertools import accumulate
 
+from eval_platform.common.models.served import CHECK_PROMPT
 from tests.http_json import send_json
 
 SLOW_S = 30.0
@@ -128,6 +132,8 @@ def serve(port: int, latency_s: float, memo: bool, instant: bool = False) -> Non
     seen: set[str] = set()
     calls, prompts_answered = [0], [0]
     lock = threading.Lock()
+    held: set[str] | None = None  # the bodies asked since POST /hold, while a hold is on
+    repeated = threading.Event()
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # connections kept open between requests, as engines' servers keep them
@@ -143,13 +149,24 @@ def serve(port: int, latency_s: float, memo: bool, instant: bool = False) -> Non
             self._send(200, counts if self.path.startswith("/calls") else {"status": "ok"})
 
         def do_POST(self):
+            nonlocal held
             raw = self.rfile.read(int(self.headers["Content-Length"]))
+            if self.path.startswith("/hold"):
+                held = set()
+                repeated.clear()
+                return self._send(200, {"status": "holding"})
             body = json.loads(raw)
             digest = hashlib.sha256(raw).hexdigest()
             with lock:
                 calls[0] += 1
                 first = digest not in seen
                 seen.add(digest)
+                if held is not None and body["prompt"] not in (CHECK_PROMPT, [CHECK_PROMPT]):
+                    if digest in held:
+                        repeated.set()
+                    held.add(digest)
+            if held is not None and body["prompt"] not in (CHECK_PROMPT, [CHECK_PROMPT]):
+                repeated.wait()
             time.sleep(latency_s)
             if body["model"].endswith("-echo-key"):
                 sent = self.headers.get("Authorization", "")

@@ -1,11 +1,14 @@
 """Two models (or two runs of one) on the same items: the accuracy difference, an exact McNemar test
-on the items where they disagree, and a paired bootstrap 95% interval of the difference."""
+on the items where they disagree, and the 95% interval of the difference
+(`intervals.paired_difference`: Newcombe's paired score interval for 0/1 items)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from eval_platform.common.intervals import paired_difference
 
 
 def exact_mcnemar(only_first: int, only_second: int) -> float:
@@ -14,20 +17,6 @@ def exact_mcnemar(only_first: int, only_second: int) -> float:
 
     discordant = only_first + only_second
     return 1.0 if discordant == 0 else float(binomtest(only_first, discordant, 0.5).pvalue)
-
-
-def paired_bootstrap_interval(
-    first: list[float], second: list[float], resamples: int = 2000, seed: int = 0
-) -> tuple[float, float]:
-    """95% percentile interval of mean(first) - mean(second), resampling items (pairs kept)."""
-    import numpy as np
-
-    a, b = np.asarray(first, dtype=float), np.asarray(second, dtype=float)
-    if len(a) == 0:
-        return 0.0, 0.0
-    picks = np.random.default_rng(seed).integers(0, len(a), size=(resamples, len(a)))
-    differences = (a[picks] - b[picks]).mean(axis=1)
-    return float(np.percentile(differences, 2.5)), float(np.percentile(differences, 97.5))
 
 
 @dataclass(frozen=True)
@@ -41,9 +30,10 @@ class PairedComparison:
     mcnemar_p: float | None  # None for a metric that is not 0/1 (mc2)
     ci_low: float
     ci_high: float
+    interval: str  # how the interval was made
 
 
-def compare(first: Mapping[str, float], second: Mapping[str, float], seed: int = 0) -> PairedComparison:
+def compare(first: Mapping[str, float], second: Mapping[str, float]) -> PairedComparison:
     """Compare two item -> value mappings on the items they share."""
     shared = sorted(set(first) & set(second))
     a, b = [first[item] for item in shared], [second[item] for item in shared]
@@ -51,7 +41,7 @@ def compare(first: Mapping[str, float], second: Mapping[str, float], seed: int =
     binary = all(v in (0.0, 1.0) for v in a + b)
     only_first = sum(x == 1.0 and y == 0.0 for x, y in zip(a, b, strict=False))
     only_second = sum(x == 0.0 and y == 1.0 for x, y in zip(a, b, strict=False))
-    low, high = paired_bootstrap_interval(a, b, seed=seed)
+    low, high, interval = paired_difference(a, b) if n else (0.0, 0.0, "none: no items in common")
     first_accuracy, second_accuracy = (sum(a) / n, sum(b) / n) if n else (0.0, 0.0)
     return PairedComparison(
         n,
@@ -63,6 +53,7 @@ def compare(first: Mapping[str, float], second: Mapping[str, float], seed: int =
         exact_mcnemar(only_first, only_second) if binary else None,
         low,
         high,
+        interval,
     )
 
 

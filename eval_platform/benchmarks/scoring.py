@@ -13,7 +13,7 @@ from typing import Any
 from eval_platform.benchmarks.records import Answer, Result, Sample
 from eval_platform.common.intervals import item_interval
 from eval_platform.common.models.endings import CUT_AT_BUDGET
-from eval_platform.common.repeats import clustered_interval, clustered_stderr, item_means, majority_at_k, pass_at_k
+from eval_platform.common.repeats import clustered_stderr, item_means, majority_at_k, pass_at_k
 
 
 def argmax(values: Sequence[float]) -> int:
@@ -177,8 +177,8 @@ def with_intervals(
     results: Sequence[Result], samples: Sequence[Sample], groups: Mapping[str, Sequence[str]]
 ) -> list[Result]:
     """The harness's results, each with the 95% interval of its items' values (`item_interval`: the
-    same method as every other solver's; a group's over its tasks' items), its standard error as the
-    harness computed it."""
+    same method as every other solver's; a group's over its tasks' items, which are also its count),
+    its standard error as the harness computed it."""
 
     intervals = []
     for result in results:
@@ -191,7 +191,8 @@ def with_intervals(
             and _proportion_like(sample.metrics.get(result.metric))
         ]
         interval = item_interval(values)
-        intervals.append(replace(result, ci_low=interval.low, ci_high=interval.high))
+        n = result.n if result.n is not None else interval.n or None  # a group's: its tasks' items
+        intervals.append(replace(result, ci_low=interval.low, ci_high=interval.high, n=n))
     return intervals
 
 
@@ -207,13 +208,19 @@ def sample_counts(n: int) -> list[int]:
     return sorted({*(2**power for power in range(n.bit_length()) if 2**power <= n), n})
 
 
+def answer_scores(members: Sequence[Sample], metric: str) -> list[list[float]]:
+    """Each item's first n answers' scores, n the fewest any item has."""
+    n = min(len(sample.sample_metrics or ()) for sample in members)
+    return [[metrics[metric] for metrics in (sample.sample_metrics or [])[:n]] for sample in members]
+
+
 def reduced_items(members: Sequence[Sample], metric: str) -> dict[str, list[float]]:
     """Each item's k answers reduced, by reducer name: for a 0/1 metric, `pass@k` (the unbiased
     estimator; pass@1 is the mean of the k) and `maj@k` (the score of the majority of the first k
     filtered answers, ties to the first seen) for each k of `sample_counts`; for any other metric,
     `mean@n`. Every item counts its first n answers, n the fewest any item has."""
-    n = min(len(sample.sample_metrics or ()) for sample in members)
-    scores = [[metrics[metric] for metrics in (sample.sample_metrics or [])[:n]] for sample in members]
+    scores = answer_scores(members, metric)
+    n = len(scores[0])
     if not all(value in (0.0, 1.0) for item in scores for value in item):
         return {f"mean@{n}": item_means(scores)}
     reduced = {f"pass@{k}": [pass_at_k(n, int(sum(item)), k) for item in scores] for k in sample_counts(n)}
@@ -232,7 +239,8 @@ def sampled_results(
     (`groups`: each one's tasks or groups) of such tasks, each metric and filter reduced per item
     (`reduced_items`, named `<metric> <reducer>`), its mean over items, the standard error clustered
     by item (each item reduced first, as inspect_ai's epochs are) and, for a group, by task, and the
-    normal 95% interval on it, clipped to [0, 1], for a value in [0, 1]."""
+    95% interval every proportion gets (`item_interval`): pass@1's over each item's answers as trials,
+    any other reducer's over the items' reduced values."""
     sampled = [sample for sample in samples if sample.sample_metrics]
 
     tasks = {sample.task for sample in sampled}
@@ -244,11 +252,11 @@ def sampled_results(
         for metric, filter_name in keys:
             items = [s for s in members if s.filter == filter_name and all(metric in m for m in s.sample_metrics or ())]
             clusters = [s.task for s in items] if owner in groups else None
+            answers = answer_scores(items, metric)
             for reducer, values in reduced_items(items, metric).items():
                 mean = math.fsum(values) / len(values)
                 stderr = clustered_stderr(values, clusters)
-                proportion = all(0.0 <= value <= 1.0 for value in values)
-                low, high = clustered_interval(mean, stderr) if proportion else (None, None)
+                interval = item_interval(answers if reducer == "pass@1" else values)
                 results.append(
                     Result(
                         task=owner,
@@ -261,8 +269,8 @@ def sampled_results(
                         is_group=owner in groups,
                         alias=owner,
                         higher_is_better=True,
-                        ci_low=low,
-                        ci_high=high,
+                        ci_low=interval.low,
+                        ci_high=interval.high,
                     )
                 )
     return results

@@ -51,7 +51,8 @@ def tally(unblinded: pd.DataFrame) -> pd.DataFrame:
 
 def paired_statistics(unblinded: pd.DataFrame, systems: Sequence[str], seed: int = 0) -> dict[str, Any]:
     """Sign test and Wilcoxon signed-rank on per-question score differences (first minus second
-    system, averaged over raters), and a bootstrap 95% CI of the mean difference."""
+    system, averaged over raters), and a bootstrap 95% CI of the mean difference (none where the
+    differences are fewer than two or all alike: not an interval of width zero)."""
     from scipy import stats
 
     first, second = systems
@@ -77,8 +78,8 @@ def paired_statistics(unblinded: pd.DataFrame, systems: Sequence[str], seed: int
             method="percentile",
         ).confidence_interval
         result["bootstrap_ci"] = [float(interval.low), float(interval.high)]
-    else:
-        result["bootstrap_ci"] = [float(differences[0]), float(differences[0])] if len(differences) else [0.0, 0.0]
+    else:  # one difference, or all alike: a bootstrap has nothing to resample, and no interval is shown
+        result["bootstrap_ci"] = [None, None]
     return result
 
 

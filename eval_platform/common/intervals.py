@@ -1,9 +1,21 @@
-"""95% intervals of proportions, one method for every domain: Wilson's score interval where each item
-is one trial with a 0/1 outcome; else the percentile interval of the statistic over items resampled
-with replacement (`BOOTSTRAP_ROUNDS`, seeded, so every run gives the same interval): an item of
-several trials (IFEval's instructions of one prompt, a pair judged in both orders) or a value in
-[0, 1] (TruthfulQA's mc2 probability mass). Each bound lies in [0, 1], whatever the number of
-items, all right or all wrong. `Estimate.method` says how an interval was made."""
+"""95% intervals of proportions and of differences of proportions, one method per kind of figure for
+every domain (the tables, the printed summary and the viewer), none of width zero unless the data
+are certain by construction:
+- each item one 0/1 trial: Wilson's score interval;
+- items of several 0/1 trials (IFEval's instructions of one prompt, an item's k sampled answers, a
+  pair judged in both orders): the percentile interval of the pooled proportion over items
+  resampled with replacement (`BOOTSTRAP_ROUNDS`, seeded, so every run gives the same interval),
+  never narrower than Wilson's interval on all the trials as if they were independent (trials of
+  one item are alike more often than not, which only widens the truth);
+- items valued in [0, 1] (TruthfulQA's mc2 probability mass, pass@k, a win with ties as halves): the
+  same bootstrap; where items are few (`FEW_ITEMS`) or all alike, where a bootstrap cannot see the
+  spread, never narrower than Wilson's interval on as many items as trials (values of 0 and 1, the
+  most spread a mean can have, would give it);
+- a difference of two proportions on the same 0/1 items: Newcombe's paired score interval (1998,
+  method 10), from the two Wilson intervals and the items' agreement (`paired_difference`);
+  of values in [0, 1]: the bootstrap over items, floored as above by Newcombe's formula on the
+  values' correlation.
+Each bound lies in [0, 1] (a difference's in [-1, 1]). `Estimate.method` says how one was made."""
 
 from __future__ import annotations
 
@@ -17,6 +29,7 @@ import numpy as np
 Z95 = 1.959963984540054
 BOOTSTRAP_ROUNDS = 2000
 SEED = 0
+FEW_ITEMS = 30  # fewer items than this: a bootstrap over items is floored by Wilson's interval
 IntervalMethod = Literal["wilson", "bootstrap", "none"]
 
 
@@ -61,6 +74,15 @@ def percentiles(values: np.ndarray) -> tuple[float, float]:
     return float(low), float(high)
 
 
+def bootstrapped(value: float, resampled: np.ndarray, n: int) -> Estimate:
+    """A statistic that is no proportion (a kappa) with the percentile interval of its values over
+    bootstrap rounds; none where every round gives one value, which no floor can widen honestly."""
+    low, high = percentiles(resampled)
+    if not low < high:
+        return Estimate(value, None, None, n, "none")
+    return Estimate(value, low, high, n, "bootstrap")
+
+
 def proportion(
     successes: Sequence[float],
     trials: Sequence[int],
@@ -69,7 +91,8 @@ def proportion(
     method: IntervalMethod | None = None,
 ) -> Estimate:
     """Successes over trials pooled over items (each item: its successes and trials). Wilson's
-    interval when every item is one trial, else a bootstrap over items (`method` forces one)."""
+    interval when every item is one 0/1 trial, else a bootstrap over items floored by Wilson's as
+    the module says (`method` forces one)."""
     pairs = [(s, t) for s, t in zip(successes, trials, strict=True) if t > 0]
     if not pairs:
         return Estimate.empty()
@@ -83,7 +106,61 @@ def proportion(
         counts = resample_counts(len(pairs), rounds, seed)
         with np.errstate(invalid="ignore", divide="ignore"):
             low, high = percentiles((counts @ s) / (counts @ t))
+        if np.any(t > 1) or len(pairs) < FEW_ITEMS or np.ptp(s / t) == 0:
+            floor = wilson(float(s.sum()), int(t.sum()))
+            low, high = min(low, floor[0]), max(high, floor[1])
     return Estimate(value, low, high, len(pairs), method)
+
+
+def paired_difference(
+    first: Sequence[float], second: Sequence[float], rounds: int = BOOTSTRAP_ROUNDS, seed: int = SEED
+) -> tuple[float, float, str]:
+    """The 95% interval of mean(first) - mean(second) over paired items, and how it was made:
+    Newcombe's paired score interval for 0/1 items, else the bootstrap over items (pairs kept),
+    floored where items are few or their differences all alike by Newcombe's formula on the
+    values' correlation."""
+    a, b = np.asarray(first, dtype=float), np.asarray(second, dtype=float)
+    if a.size == 0 or a.size != b.size:
+        raise ValueError(f"{a.size} and {b.size} paired values")
+    if np.all(np.isin(a, (0.0, 1.0))) and np.all(np.isin(b, (0.0, 1.0))):
+        return (*newcombe_paired(a.astype(bool), b.astype(bool)), PAIRED_SCORE)
+    picks = resample_counts(a.size, rounds, seed)
+    low, high = percentiles(picks @ (a - b) / a.size)
+    if a.size < FEW_ITEMS or np.ptp(a - b) == 0:
+        spread = a.std() * b.std()
+        correlation = float(((a - a.mean()) * (b - b.mean())).mean() / spread) if spread > 0 else 0.0
+        floor = _square_and_add(a.mean(), b.mean(), a.size, correlation)
+        low, high = min(low, floor[0]), max(high, floor[1])
+    return low, high, PAIRED_BOOTSTRAP
+
+
+PAIRED_SCORE = "Newcombe's paired score interval"
+PAIRED_BOOTSTRAP = "paired bootstrap over items"
+
+
+def newcombe_paired(first: np.ndarray, second: np.ndarray) -> tuple[float, float]:
+    """Newcombe's (1998) method 10 for paired 0/1 outcomes: Wilson's interval of each proportion,
+    squared and added, less twice their product by the continuity-corrected phi of the 2x2 table."""
+    both, only_first = int(np.sum(first & second)), int(np.sum(first & ~second))
+    only_second, neither = int(np.sum(~first & second)), int(np.sum(~first & ~second))
+    n = first.size
+    margins = (both + only_first) * (only_second + neither) * (both + only_second) * (only_first + neither)
+    cross = both * neither - only_first * only_second
+    if margins == 0 or 0 <= cross <= n / 2:
+        phi = 0.0
+    else:
+        phi = (cross - n / 2 if cross > n / 2 else cross) / math.sqrt(margins)
+    return _square_and_add((both + only_first) / n, (both + only_second) / n, n, phi)
+
+
+def _square_and_add(p1: float, p2: float, n: int, phi: float) -> tuple[float, float]:
+    """Newcombe's square-and-add interval of p1 - p2 from their Wilson intervals on n trials each
+    and the correlation phi between the two estimates."""
+    low1, high1 = wilson(p1 * n, n)
+    low2, high2 = wilson(p2 * n, n)
+    below = math.sqrt(max(0.0, (p1 - low1) ** 2 + (high2 - p2) ** 2 - 2 * phi * (p1 - low1) * (high2 - p2)))
+    above = math.sqrt(max(0.0, (p2 - low2) ** 2 + (high1 - p1) ** 2 - 2 * phi * (p2 - low2) * (high1 - p1)))
+    return max(-1.0, p1 - p2 - below), min(1.0, p1 - p2 + above)
 
 
 def item_interval(values: Sequence[float | Sequence[float]]) -> Estimate:

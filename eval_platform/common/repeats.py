@@ -17,8 +17,6 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
-from eval_platform.common.intervals import Z95
-
 
 def pass_at_k(n: int, correct: int, k: int) -> float:
     """The chance that at least one of k answers drawn without replacement from an item's n is
@@ -68,9 +66,3 @@ def clustered_stderr(values: Sequence[float], clusters: Sequence[Hashable] | Non
         return 0.0
     variance = sum(d * d for d in deviations.values())
     return math.sqrt(variance * count / (count - 1)) / n
-
-
-def clustered_interval(mean: float, stderr: float) -> tuple[float, float]:
-    """The normal 95% interval, mean ± 1.96 standard errors, clipped to [0, 1]. (inspect_ai's
-    `ci(cluster=...)` takes Student's t with C-1 degrees of freedom instead, and clips nothing.)"""
-    return max(0.0, float(mean - Z95 * stderr)), min(1.0, float(mean + Z95 * stderr))

@@ -7,8 +7,11 @@ Intervals are 95% and say how they were made (`Estimate.method`, common/interval
 - "wilson": a proportion with one trial per item (Wilson's score interval);
 - "bootstrap": anything else (a proportion over both orders, whose two verdicts on an item are not
   independent; a kappa): the percentile interval of the statistic over items resampled with
-  replacement (`BOOTSTRAP_ROUNDS`, seeded, so every run gives the same interval);
-- "none": nothing to estimate (no data; a single-order judge has no position consistency).
+  replacement (`BOOTSTRAP_ROUNDS`, seeded, so every run gives the same interval), a proportion's
+  never narrower than Wilson's on its trials;
+- "none": nothing to estimate (no data; a single-order judge has no position consistency), or a
+  kappa every bootstrap round gives alike (every item agreed on): no interval rather than one of
+  width zero.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from itertools import combinations
 
 import numpy as np
 
-from eval_platform.common.intervals import BOOTSTRAP_ROUNDS, SEED, Estimate, percentiles, proportion, resample_counts
+from eval_platform.common.intervals import BOOTSTRAP_ROUNDS, SEED, Estimate, bootstrapped, proportion, resample_counts
 from eval_platform.common.panels import AgreementMetric
 from eval_platform.judging.records import HumanSet, JudgeVerdict, Label, PairwiseItem
 
@@ -71,8 +74,7 @@ def cohen_kappa_estimate(
     per_item = np.stack([confusion(pairs, categories).reshape(-1) for pairs in kept])
     value = float(_kappa_from_confusion(per_item.sum(axis=0).reshape(k, k)))
     resampled = (resample_counts(len(kept), rounds, seed) @ per_item).reshape(-1, k, k)
-    low, high = percentiles(_kappa_from_confusion(resampled))
-    return Estimate(value, low, high, len(kept), "bootstrap")
+    return bootstrapped(value, _kappa_from_confusion(resampled), len(kept))
 
 
 def _fleiss(counts: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -120,8 +122,7 @@ def fleiss_kappa_estimate(
         return Estimate.empty()
     counts = _category_counts(ratings, categories)
     value = float(_fleiss(counts, np.ones((1, len(counts))))[0])
-    low, high = percentiles(_fleiss(counts, resample_counts(len(counts), rounds, seed).astype(float)))
-    return Estimate(value, low, high, len(counts), "bootstrap")
+    return bootstrapped(value, _fleiss(counts, resample_counts(len(counts), rounds, seed).astype(float)), len(counts))
 
 
 def pairwise_cohen_kappas(ratings: Sequence[Sequence[str]]) -> dict[tuple[int, int], float]:

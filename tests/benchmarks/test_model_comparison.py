@@ -1,4 +1,4 @@
-"""Model against model on the same items (exact McNemar, paired bootstrap) in DuckDB and metadata,
+"""Model against model on the same items (exact McNemar, Newcombe's paired interval) in DuckDB and metadata,
 the regression watch of the nightly refresh, and scores as numbers Dagster can plot."""
 
 import pytest
@@ -10,7 +10,6 @@ from eval_platform.benchmarks.comparison import (
     comparison_rows,
     exact_mcnemar,
     flipped_to_wrong,
-    paired_bootstrap_interval,
 )
 from eval_platform.benchmarks.samples import side_by_side
 from eval_platform.common.reproducibility import cpu_name
@@ -22,13 +21,13 @@ from tests.evaluation import materialize_evaluation, materialize_inputs, roster_
 BFLOAT16 = LanguageModelResource(device="cpu", dtype="bfloat16")
 
 
-def test_exact_mcnemar_and_the_paired_bootstrap():
+def test_exact_mcnemar_and_the_paired_interval():
     assert exact_mcnemar(5, 0) == pytest.approx(2 * 0.5**5)
     assert exact_mcnemar(3, 3) == pytest.approx(1.0) and exact_mcnemar(0, 0) == 1.0
     first, second = [1.0] * 30 + [0.0] * 10, [1.0] * 20 + [0.0] * 20
-    low, high = paired_bootstrap_interval(first, second)
-    assert low < 0.25 < high and low > 0
     result = compare({str(i): v for i, v in enumerate(first)}, {str(i): v for i, v in enumerate(second)})
+    assert result.ci_low < 0.25 < result.ci_high and result.ci_low > 0
+    assert result.interval == "Newcombe's paired score interval"
     assert (result.items, result.only_first, result.only_second) == (40, 10, 0)
     assert result.difference == pytest.approx(0.25) and result.mcnemar_p == pytest.approx(exact_mcnemar(10, 0))
     assert compare({"a": 0.3, "b": 0.8}, {"a": 0.5, "b": 0.1}).mcnemar_p is None  # mc2: no McNemar

@@ -1,14 +1,17 @@
 """One honest interval per proportion (common/intervals.py), whatever the solver: Wilson's score
-interval for 0/1 items, a bootstrap over items otherwise, every bound in [0, 1], the degenerate
-cases included; the harness's own standard error kept beside it."""
+interval for 0/1 items, a bootstrap over items otherwise, floored by Wilson's where items are few or
+alike, Newcombe's paired interval for a difference, every bound in [0, 1], the degenerate cases
+included (none of width zero); the harness's own standard error kept beside it."""
 
 import math
+from dataclasses import replace
 
 import pytest
 
 from eval_platform.benchmarks.records import Result, Sample
-from eval_platform.benchmarks.scoring import aggregate, exact, with_intervals
-from eval_platform.common.intervals import item_interval
+from eval_platform.benchmarks.scoring import aggregate, exact, sampled_results, with_intervals
+from eval_platform.common.intervals import item_interval, paired_difference
+from eval_platform.judging.agreement import cohen_kappa_estimate
 
 Z = 1.959963984540054  # the 97.5th percentile of the standard normal
 
@@ -45,7 +48,8 @@ def test_values_in_0_1_and_items_of_several_trials_get_a_bootstrap_inside_0_1():
     instructions = item_interval([[True, True], [True], [False, True, True]])  # IFEval's per prompt
 
     assert mass.method == instructions.method == "bootstrap"
-    assert 0.9 <= mass.low <= mass.value <= mass.high <= 1.0
+    assert 0.0 <= mass.low <= mass.value <= mass.high <= 1.0
+    assert mass.low < 0.9  # four items are few: Wilson's floor, not the values' own range
     assert instructions.value == pytest.approx(5 / 6) and 0.0 <= instructions.low <= instructions.high <= 1.0
     # seeded: the same interval every run
     assert item_interval([0.9, 0.95, 1.0, 0.99]) == mass
@@ -84,3 +88,106 @@ def test_the_harness_solvers_results_get_the_interval_the_chat_solvers_get():
     chat = aggregate([exact(answer, "A") for answer in ["A", "B", "A", "A", "B"]])
     assert (chat.ci_low, chat.ci_high) == (group.ci_low, group.ci_high)
     assert perplexity.ci_low is None and perplexity.ci_high is None
+
+
+# --- the degenerate cases: no interval of width zero unless the data are certain by construction ---
+
+
+def newcombe_by_hand(p1: float, p2: float, n: int, phi: float) -> tuple[float, float]:
+    """Newcombe's square-and-add interval of p1 - p2, written out from Wilson's bounds."""
+    (l1, u1), (l2, u2) = wilson_by_hand(round(p1 * n), n), wilson_by_hand(round(p2 * n), n)
+    below = math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2))
+    above = math.sqrt((p2 - l2) ** 2 + (u1 - p1) ** 2 - 2 * phi * (p2 - l2) * (u1 - p1))
+    return p1 - p2 - below, p1 - p2 + above
+
+
+@pytest.mark.parametrize(
+    "values, floor",
+    [
+        ([0.9], (0.9, 1)),  # one item valued 0.9: as wide as a trial in [0, 1] allows
+        ([0.5] * 40, (20, 40)),  # 40 items all alike: the bootstrap sees no spread
+        ([[0.0, 0.0, 0.0]] * 5, (0, 15)),  # pass@1 of 3 answers each, all wrong
+        ([[1.0, 1.0], [1.0, 1.0, 1.0]], (5, 5)),  # every instruction of every prompt kept
+        ([[1.0, 0.0]] * 6, (6, 12)),  # both orders of every pair disagreeing alike
+    ],
+    ids=["one-item-0.9", "forty-alike", "sampled-all-wrong", "trials-all-right", "trials-all-alike"],
+)
+def test_a_bootstrap_over_few_or_alike_items_is_never_narrower_than_wilsons(values, floor):
+    estimate = item_interval(values)
+    low, high = wilson_by_hand(*floor) if isinstance(floor[0], int) else _wilson_of_value(*floor)
+
+    assert estimate.method == "bootstrap"
+    assert estimate.high - estimate.low > 0
+    assert estimate.low <= low + 1e-12 and estimate.high >= high - 1e-12
+    assert 0.0 <= estimate.low <= estimate.value <= estimate.high <= 1.0
+
+
+def _wilson_of_value(value: float, n: int) -> tuple[float, float]:
+    """Wilson's interval of a proportion `value` over n trials (not a whole count of successes)."""
+    centre = value + Z * Z / (2 * n)
+    half = Z * math.sqrt(value * (1 - value) / n + Z * Z / (4 * n * n))
+    return (centre - half) / (1 + Z * Z), (centre + half) / (1 + Z * Z)
+
+
+def test_many_spread_items_keep_their_bootstrap():
+    """Past `FEW_ITEMS`, values in [0, 1] that differ keep the bootstrap, narrower than Wilson's."""
+    values = [0.4, 0.5, 0.6] * 40
+    estimate = item_interval(values)
+    low, high = wilson_by_hand(60, 120)
+    assert low < estimate.low < 0.5 < estimate.high < high
+
+
+def test_a_difference_of_0_1_items_gets_newcombes_paired_interval_against_a_published_table():
+    """Fagerland, Lydersen and Laake, Statistical Analysis of Contingency Tables (2017), Table 8.3:
+    complete response before and after consolidation therapy (Cavo et al. 2012), 59 both, 6 before
+    only, 16 after only, 80 neither: -0.0621 (95% CI -0.1186 to -0.0046)."""
+    before = [1.0] * 59 + [1.0] * 6 + [0.0] * 16 + [0.0] * 80
+    after = [1.0] * 59 + [0.0] * 6 + [1.0] * 16 + [0.0] * 80
+
+    low, high, method = paired_difference(before, after)
+
+    assert method == "Newcombe's paired score interval"
+    assert (round(low, 4), round(high, 4)) == (-0.1186, -0.0046)
+
+
+@pytest.mark.parametrize(
+    "first, second, expected",
+    [
+        ([1.0] * 5, [1.0] * 5, newcombe_by_hand(1.0, 1.0, 5, 0.0)),  # both all right
+        ([0.0] * 5, [0.0] * 5, newcombe_by_hand(0.0, 0.0, 5, 0.0)),  # both all wrong
+        ([1.0, 0.0, 1.0, 0.0, 1.0], [0.0, 1.0, 1.0, 0.0, 1.0], newcombe_by_hand(0.6, 0.6, 5, 0.0)),  # one flip each way
+        ([1.0], [0.0], newcombe_by_hand(1.0, 0.0, 1, 0.0)),  # one item
+    ],
+    ids=["five-both-right", "five-both-wrong", "five-difference-0", "one-item"],
+)
+def test_a_difference_of_0_on_few_items_is_not_certain(first, second, expected):
+    low, high, _ = paired_difference(first, second)
+    difference = sum(first) / len(first) - sum(second) / len(second)
+
+    assert (low, high) == pytest.approx(expected, abs=1e-12)
+    assert high - low > 0.3 and -1.0 <= low <= difference <= high <= 1.0
+
+
+def test_a_difference_of_values_in_0_1_alike_on_few_items_is_floored():
+    low, high, method = paired_difference([0.5] * 5, [0.5] * 5)  # mc2 alike: every difference 0
+    assert method == "paired bootstrap over items"
+    assert (low, high) == pytest.approx(newcombe_by_hand(0.5, 0.5, 5, 0.0)[:2], abs=0.1)
+    assert low < 0 < high
+
+
+def test_a_kappa_every_round_gives_alike_has_no_interval():
+    estimate = cohen_kappa_estimate([[("a", "a")], [("b", "b")], [("a", "a")]])  # every item agreed on
+    assert estimate.value == 1.0 and (estimate.low, estimate.high, estimate.method) == (None, None, "none")
+
+
+def test_sampled_pass_at_1_of_all_wrong_answers_is_not_certain():
+    """Five items answered three times each, every answer wrong: pass@1 0 with an interval above 0,
+    the one the module's floor gives (Wilson's on 15 trials); maj@2 of 5 items, Wilson's on 5."""
+    samples = [
+        replace(sample("task_a", i, 0.0), sample_answers=["x"] * 3, sample_metrics=[{"acc": 0.0}] * 3) for i in range(5)
+    ]
+    by_reducer = {r.metric: r for r in sampled_results(samples, {}, {})}
+
+    assert by_reducer["acc pass@1"].value == 0.0
+    assert by_reducer["acc pass@1"].ci_high == pytest.approx(wilson_by_hand(0, 15)[1])
+    assert by_reducer["acc maj@2"].ci_high == pytest.approx(wilson_by_hand(0, 5)[1])

@@ -4,7 +4,6 @@ and the clustered standard error, worked by hand, and checked against inspect_ai
 same scores: inspect_ai never shares a process with eval_platform."""
 
 import json
-import math
 import os
 import subprocess
 from pathlib import Path
@@ -13,7 +12,6 @@ import numpy as np
 import pytest
 
 from eval_platform.common.repeats import (
-    clustered_interval,
     clustered_stderr,
     item_means,
     majority_at_k,
@@ -87,13 +85,6 @@ def test_answers_clustered_by_item_give_the_plain_stderr_of_item_means():
     # variance 5/27; √(5/27 / 4) = √5 / 6√3
     assert clustered_stderr(flat, labels) == pytest.approx(0.21516574145596762, abs=1e-15)
     assert clustered_stderr(item_means(scores)) == pytest.approx(0.21516574145596762, abs=1e-15)
-
-
-def test_the_interval_is_normal_and_clipped_to_0_1():
-    # 0.7 ± 1.959963984540054 · 0.05 = 0.7 ± 0.0979981992270027
-    assert clustered_interval(0.7, 0.05) == pytest.approx((0.6020018007729973, 0.7979981992270027), abs=1e-15)
-    assert clustered_interval(0.95, 0.05) == pytest.approx((0.8520018007729973, 1.0), abs=1e-15)
-    assert clustered_interval(0.5, math.sqrt(3) / 6) == (0.0, 1.0)
 
 
 # --- against inspect_ai -------------------------------------------------------------------------

@@ -150,16 +150,35 @@ def test_ratings_parse_as_fastchat_parses_them():
     )
 
 
-@pytest.mark.skipif(not os.environ.get("EVAL_FASTCHAT_JUDGMENTS"), reason="no FastChat judgment file given")
-def test_recorded_fastchat_judgments_parse_to_their_recorded_winners():
-    """On a FastChat `model_judgment/gpt-4_pair.jsonl` (EVAL_FASTCHAT_JUDGMENTS; not shipped), every
-    real GPT-4 judgment parses to the winner FastChat recorded for it."""
-    rows = [json.loads(line) for line in Path(os.environ["EVAL_FASTCHAT_JUDGMENTS"]).read_text().splitlines() if line]
+# FastChat's own recorded GPT-4 judgments (tests/data/fastchat/SOURCES.md); EVAL_FASTCHAT_JUDGMENTS
+# adds a file of one's own, e.g. the whole `model_judgment/gpt-4_pair.jsonl` of FastChat's release.
+RECORDED = Path(__file__).parents[1] / "data" / "fastchat"
+FASTCHAT_JUDGMENTS = [
+    RECORDED / "gpt-4_pair.jsonl",
+    *([Path(os.environ["EVAL_FASTCHAT_JUDGMENTS"])] if os.environ.get("EVAL_FASTCHAT_JUDGMENTS") else []),
+]
+
+
+@pytest.mark.parametrize("judgments", FASTCHAT_JUDGMENTS, ids=lambda path: path.name)
+def test_recorded_fastchat_judgments_parse_to_their_recorded_winners(judgments):
+    """Every real GPT-4 judgment FastChat recorded parses to the winner it recorded for it: A, B, a
+    tie and an unparsed one (`error`) among them."""
+    rows = [json.loads(line) for line in judgments.read_text().splitlines() if line]
     maps = {"g1": {"A": "model_1", "B": "model_2"}, "g2": {"A": "model_2", "B": "model_1"}}
+    winners = set()
     for row in rows:
         for game, mapping in maps.items():
             parsed = parse_pairwise(row[f"{game}_judgment"])
             assert mapping.get(parsed, parsed) == row[f"{game}_winner"], row[f"{game}_judgment"][-200:]
+            winners.add(row[f"{game}_winner"])
+    assert winners == {"model_1", "model_2", "tie", "error"}
+
+
+def test_recorded_fastchat_grades_parse_to_their_recorded_scores():
+    rows = [json.loads(line) for line in (RECORDED / "gpt-4_single.jsonl").read_text().splitlines() if line]
+    assert len(rows) == 160
+    for row in rows:
+        assert (parse_rating(row["judgment"]) or -1) == row["score"], row["judgment"][-200:]
 
 
 # --- judging ------------------------------------------------------------------------------------

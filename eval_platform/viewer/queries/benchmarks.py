@@ -11,13 +11,12 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import math
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from eval_platform.benchmarks.comparison import exact_mcnemar
-from eval_platform.common.intervals import Z95
+from eval_platform.benchmarks.comparison import NO_PAIRED_TEST, compare
+from eval_platform.common.intervals import PAIRED_BOOTSTRAP, PAIRED_SCORE
 from eval_platform.viewer.warehouse import Connection, ViewerInputError, fetch
 
 PAGE_SIZE = 50
@@ -308,14 +307,11 @@ def _parameters(benchmark: str, a: Side, b: Side | None, metric: str) -> dict[st
     return params
 
 
-# A against B on every document both were scored on (of the chosen task): the exact McNemar test of
-# a 0/1 metric and a normal 95% interval of the mean difference.
+# A's and B's values on every document both were scored on (of the chosen task), in one order, for
+# the comparison the `comparisons` table stores (benchmarks.comparison.compare).
 POOLED = """
-        pooled AS (SELECT count(*) AS n, avg(value) AS mean_a, avg(value_b) AS mean_b,
-                          count(*) FILTER (WHERE value = 1 AND value_b = 0) AS only_a,
-                          count(*) FILTER (WHERE value = 0 AND value_b = 1) AS only_b,
-                          stddev_samp(value - value_b) AS spread,
-                          bool_and(value IN (0, 1) AND value_b IN (0, 1)) AS binary
+        pooled AS (SELECT list(value ORDER BY task, doc_id) AS values_a,
+                          list(value_b ORDER BY task, doc_id) AS values_b
                    FROM scoped WHERE value IS NOT NULL AND value_b IS NOT NULL{task})"""
 
 
@@ -349,7 +345,7 @@ def items(
                                      WHERE {" AND ".join(conditions) or "TRUE"}),
             page AS (SELECT * FROM matched WHERE {bound} ORDER BY same{order}, task{order}, doc_id{order} LIMIT $limit)
             {pooled}
-            SELECT {"pooled.*" if two_sides else "NULL, NULL, NULL, NULL, NULL, NULL, NULL"}, t.total,
+            SELECT {"pooled.*" if two_sides else "NULL, NULL"}, t.total,
                    p.task, p.doc_id, s.document_id, right(s.prompt, {QUESTION_CHARS}) AS question,
                    s.target AS reference, s.filtered_responses::VARCHAR AS extracted, p.value,
                    {"sb.filtered_responses::VARCHAR" if two_sides else "NULL"} AS extracted_b, p.value_b, p.same
@@ -361,10 +357,10 @@ def items(
             ORDER BY p.same{order}, p.task{order}, p.doc_id{order}""",
         params,
     ).fetchall()
-    statistics, total = found[0][:7], found[0][7]
-    rows = [ItemRow(*row[8:]) for row in found if row[8] is not None]
+    (values_a, values_b), total = found[0][:2], found[0][2]
+    rows = [ItemRow(*row[3:]) for row in found if row[3] is not None]
     more, rows = len(rows) > size, rows[:size]
-    comparison = _paired(query.task or "all documents", *statistics) if two_sides else None
+    comparison = _paired(query.task or "all documents", values_a or [], values_b or []) if two_sides else None
     if backwards:
         rows.reverse()
         next_, previous = (rows[-1].cursor if rows else None), (rows[0].cursor if more and rows else None)
@@ -374,27 +370,24 @@ def items(
     return ItemPage(rows, total, next_, previous, comparison)
 
 
-def _paired(
-    task: str, n: int, mean_a: float, mean_b: float, only_a: int, only_b: int, spread: float | None, binary: bool
-) -> PairedRow | None:
-    if not n:
+def _paired(task: str, values_a: list[float], values_b: list[float]) -> PairedRow | None:
+    """A against B on their paired values, computed now as the `comparisons` table's rows are."""
+    if not values_a:
         return None
-    difference = mean_a - mean_b
-    half = Z95 * spread / math.sqrt(n) if spread is not None else None
-    p = exact_mcnemar(only_a, only_b) if binary else None
+    result = compare({str(i): v for i, v in enumerate(values_a)}, {str(i): v for i, v in enumerate(values_b)})
     return PairedRow(
         task,
-        n,
-        mean_a,
-        mean_b,
-        difference,
-        only_a,
-        only_b,
-        p,
-        "exact McNemar" if p is not None else "none: the metric is not 0/1",
-        None if half is None else difference - half,
-        None if half is None else difference + half,
-        "normal, computed now",
+        result.items,
+        result.first_accuracy,
+        result.second_accuracy,
+        result.difference,
+        result.only_first,
+        result.only_second,
+        result.mcnemar_p,
+        "exact McNemar" if result.mcnemar_p is not None else NO_PAIRED_TEST,
+        result.ci_low,
+        result.ci_high,
+        f"{result.interval}, computed now",
     )
 
 
@@ -424,8 +417,8 @@ def stored_comparisons(conn: Connection, benchmark: str, a: Side, b: Side, metri
         if task in seen:  # both ways round are stored: A's own row (first) is shown
             continue
         seen.add(task)
-        row = PairedRow(task, n, acc_a, acc_b, difference, only_a, only_b, p, test, low, high, "paired bootstrap",
-                        f"B is A's {relation}")  # fmt: skip
+        row = PairedRow(task, n, acc_a, acc_b, difference, only_a, only_b, p, test, low, high,
+                        PAIRED_SCORE if p is not None else PAIRED_BOOTSTRAP, f"B is A's {relation}")  # fmt: skip
         if not forward:  # stored as B against A: turned round
             row = replace(row, accuracy_a=acc_b, accuracy_b=acc_a, difference=-difference, only_a=only_b,
                           only_b=only_a, ci_low=-high, ci_high=-low, relation=f"A is B's {relation}")  # fmt: skip

@@ -8,7 +8,8 @@ With `max_tokens` 1 or more, the greedy next token follows the prompt's, with it
 as a real server generates it. A server that needs no key: no Authorization header is required.
 
 Model names that misbehave once per distinct request body (for retry tests): `smollm2-500-once`
-answers HTTP 500 first, `smollm2-slow-once` first sleeps longer than any client waits.
+answers HTTP 500 first, `smollm2-slow-once` first holds the request unanswered until it comes
+again (a client's retry after its timeout), whatever the client's timeout.
 `smollm2-echo-key` answers HTTP 401 quoting the Authorization header it was sent (secrets test).
 Model names that answer wrongly, as engines seen in the wild do (for the server check):
 `smollm2-generated-only` echoes nothing of the prompt, only the generated token (llama.cpp's server);
@@ -40,8 +41,6 @@ from itertools import accumulate
 
 from eval_platform.common.models.served import CHECK_PROMPT
 from tests.http_json import send_json
-
-SLOW_S = 30.0
 
 
 def token_logprobs(model, ids: list[int], off_by_one: bool = False):
@@ -133,6 +132,7 @@ def serve(port: int, latency_s: float, memo: bool, instant: bool = False) -> Non
     calls, prompts_answered = [0], [0]
     lock = threading.Lock()
     held: set[str] | None = None  # the bodies asked since POST /hold, while a hold is on
+    retried: dict[str, threading.Event] = {}  # a slow-once body's: set when it comes again
     repeated = threading.Event()
 
     class Handler(BaseHTTPRequestHandler):
@@ -176,7 +176,9 @@ def serve(port: int, latency_s: float, memo: bool, instant: bool = False) -> Non
             if body["model"].endswith("-500-once") and first:
                 return self._send(500, {"error": {"message": "internal error", "type": "server_error"}})
             if body["model"].endswith("-slow-once") and first:
-                time.sleep(SLOW_S)
+                retried.setdefault(digest, threading.Event()).wait()
+            elif body["model"].endswith("-slow-once"):
+                retried.setdefault(digest, threading.Event()).set()
             behaviour = next((b for b in BEHAVIOURS if body["model"].endswith(f"-{b}")), "")
             max_tokens = int(body.get("max_tokens") or 0)
             if behaviour == "min-tokens-1" and max_tokens < 1:

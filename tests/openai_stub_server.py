@@ -44,11 +44,12 @@ from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from tests.http_json import send_json
+from tests.processes import WAIT_S
 
 # What tests give a client against this server: ample for any answer on a loaded machine, so retry and
 # call counts are exact. The judges that never answer get a short timeout of their own: they hang until
 # the server stops, so their timeouts are certain however slow the machine is.
-CLIENT_TIMEOUT_S = 120.0
+CLIENT_TIMEOUT_S = WAIT_S  # a client of the stub waits for an answer as long as a test waits for anything
 HANGING_MODEL_TIMEOUTS_S = {"openai/judge-gemini": 1.0, "openai/judge-endless": 1.0}
 
 
@@ -129,6 +130,8 @@ class StubServer:
         self.attempt_times: dict[tuple[str, str], list[float]] = {}
         self._stopping = threading.Event()
         self._lock = threading.Lock()
+        self._allowance: int | None = None  # calls still answered before the rest are held (hold_after)
+        self._released = threading.Event()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -155,7 +158,21 @@ class StubServer:
         self._thread.start()
         return self
 
+    def hold_after(self, answers: int) -> None:
+        """Answer `answers` more calls, then hold every further call unanswered until `release()`:
+        a run stops at a known point however fast or loaded the machine (counted in `calls` still)."""
+        with self._lock:
+            self._allowance = answers
+            self._released.clear()
+
+    def release(self) -> None:
+        """Answer the held calls (to clients that may have gone), and every call from now on."""
+        with self._lock:
+            self._allowance = None
+        self._released.set()
+
     def __exit__(self, *exc):
+        self._released.set()
         self._stopping.set()  # ends the endless responses
         self._server.shutdown()
         self._server.server_close()
@@ -167,6 +184,11 @@ class StubServer:
             self._seen[(model, prompt)] += 1
             attempt = self._seen[(model, prompt)]
             self.attempt_times.setdefault((model, prompt), []).append(time.monotonic())
+            held = self._allowance == 0
+            if self._allowance:
+                self._allowance -= 1
+        if held:
+            self._released.wait()
         time.sleep(self.latency_s)
         if model == "compressor":
             return 200, compress(prompt)

@@ -21,6 +21,12 @@ from typing import IO, Any
 
 STARTED: list[int] = []  # process-group ids this test session started
 
+# How long a test waits for anything that should come (a server to answer, a page or a dialog to
+# show, a process to end, a client's answer): the one setting, EVAL_TEST_WAIT_S, raised on a slow
+# machine. A wait ends as soon as its condition holds, so a generous value costs nothing when all
+# is well. Where a test must sit out a client's timeout, that timeout is a stated fraction of it.
+WAIT_S = float(os.environ.get("EVAL_TEST_WAIT_S") or 240)
+
 
 # Test processes run side by side (`make test`: two pytest-xdist workers, slots 0 and 1, and the
 # team tests, slot 5 by TEST_PORT_SLOT), each picking ports for the servers it starts. Each takes

@@ -427,7 +427,7 @@ def model_comparison(
     """The roster model against the entries it is compared with (its baseline, and its predecessor
     for a checkpoint) on the documents both were scored on, per settings key, solver, task, filter
     and metric: the difference (this model minus the other), an exact McNemar test on the documents
-    they disagree on (or why none applies), a paired bootstrap 95% interval, the documents that
+    they disagree on (or why none applies), the 95% interval of the difference, the documents that
     flipped from right to wrong, and what differed where the two sides' answers were computed."""
     benchmark, name = partition_names(context.partition_key)
     references = config.references(roster, name)

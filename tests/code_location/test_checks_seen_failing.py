@@ -2,12 +2,14 @@
 assets write it, or rows as they write them), sees the check pass, corrupts the rows the check
 guards, and sees it fail, naming the offending rows in its metadata (`offending_rows`, `examples`).
 The checks already seen failing elsewhere are listed in COVERED with the test that does it, and
-one test requires every check in the code location to be listed: a new check without a failure
-test fails the suite."""
+one test requires every check in the code location to be listed and runs the listed tests, seeing
+each produce a failed result of its check: a new check without a failure test, or a test skipped
+or no longer failing its check, fails the suite."""
 
 import ast
 import json
-import re
+import os
+import sys
 
 import pytest
 from dagster import AssetCheckResult, AssetChecksDefinition, AssetCheckSeverity
@@ -34,6 +36,7 @@ from tests.conftest import DATA_BENCHMARKS, PROJECT_ROOT
 from tests.evaluation import materialize_inputs
 from tests.judging.test_judging_assets import LLMBAR_GPT4, ROUNDS, STUB_JUDGE, judging, query, stored_sets
 from tests.openai_stub_server import StubServer
+from tests.processes import WAIT_S, run_to_end
 
 # Each check of the code location, and the test (file in tests/, name) that sees it fail naming its offending rows.
 HERE = "code_location/test_checks_seen_failing.py"
@@ -345,15 +348,20 @@ def test_llmbar_figures_reproduced_names_the_figures_a_changed_verdict_moves(war
 # --- every check ------------------------------------------------------------------------------
 
 
-def test_every_check_in_the_code_location_has_a_test_that_sees_it_fail():
-    """COVERED names a test for each check the code location holds, and for no other; each named
-    test exists and calls its check, expecting it to fail (`fails_naming`, or `not ... .passed`)."""
+def test_every_check_in_the_code_location_has_a_test_that_sees_it_fail(tmp_path):
+    """COVERED names a test for each check the code location holds, and for no other; run alone,
+    each named test produces a failed `AssetCheckResult` of its check (tests/seen_checks.py)."""
     checks = {key.name for key in defs.resolve_asset_graph().asset_check_keys}
     assert len(checks) == 12 and checks == set(COVERED)
+    record = tmp_path / "seen.jsonl"
+    tests = sorted({f"tests/{path}::{name}" for path, name in COVERED.values()})
+    code, output = run_to_end(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.seen_checks", *tests],
+        timeout_s=WAIT_S * 10,
+        cwd=PROJECT_ROOT,
+        env={**os.environ, "EVAL_SEEN_CHECKS": str(record)},
+    )
+    assert code == 0 and f"{len(tests)} passed" in output, output[-3000:]
+    seen = {(row["check"], row["test"]) for row in map(json.loads, record.read_text().splitlines())}
     for check, (path, name) in COVERED.items():
-        test = f"tests/{path}::{name}"
-        tree = ast.parse((PROJECT_ROOT / "tests" / path).read_text())
-        (function,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name]
-        body = ast.unparse(function)
-        assert check in body, f"{test} does not run {check}"
-        assert "fails_naming(" in body or re.search(r"\bnot \w+\.passed", body), f"{test} never sees {check} fail"
+        assert (check, f"tests/{path}::{name}") in seen, f"tests/{path}::{name} never saw {check} fail"

@@ -1,12 +1,13 @@
 """A judging run killed mid-way and run again loses no verdict and duplicates none: a panel of two
 HTTP judges (tests/openai_stub_server.py) judging stored pairs (`pairwise_verdicts`) or MT-Bench's
 model pairs (`mt_bench_verdicts`) in a process of its own, its verdicts kept in the warehouse in
-chunks as they come (EVAL_ANSWER_CHUNK). The test watches the verdict table (read-only) and
-SIGKILLs the run once the warehouse holds the first judge's verdicts and a chunk of the second's:
-the kill follows what the run wrote, not a clock or a log line. Its rerun asks the judges only for
-the verdicts not kept (the server counts the calls), and its verdicts equal, row for row and keyed
-by judge, set, pair, turn and order, those of an uninterrupted run on a second warehouse, and so
-does every other table."""
+chunks as they come (EVAL_ANSWER_CHUNK). The server answers as many calls as the first judge's
+verdicts and a chunk of the second's, and holds the rest unanswered (`StubServer.hold_after`), so
+the run cannot get past that point; the test watches the verdict table (read-only) and SIGKILLs the
+run once the warehouse holds them: the kill follows what the run wrote, not a clock or a log line.
+Its rerun asks the judges only for the verdicts not kept (the server counts the calls), and its
+verdicts equal, row for row and keyed by judge, set, pair, turn and order, those of an
+uninterrupted run on a second warehouse, and so does every other table."""
 
 import os
 import signal
@@ -24,7 +25,7 @@ from tests.processes import Zygote
 from tests.tables import assert_same_rows, file_snapshot
 
 STUB_JUDGE = "judge-pairwise"  # the stub model both judges are answered as (so one counter counts both)
-LATENCY_S = 0.4  # per call: a panel's run lasts seconds, and a kill lands in it
+LATENCY_S = 0.02  # per call: the gateway's calls overlap, as a provider's do
 CHUNK = 8  # verdicts per chunk kept (one slice of eight calls at once, the gateway's concurrency)
 KEY = ["judge", "set_name", "item_id", "turn", "shown_order"]
 TABLES = {"pairwise_verdicts": "judge_verdicts", "mt_bench_verdicts": "mt_bench_verdicts"}  # where each keeps them
@@ -135,10 +136,14 @@ def test_a_judging_run_killed_mid_panel_and_rerun_equals_an_uninterrupted_run(ve
     # killed once the first judge's verdicts and a chunk of the second's are in the warehouse
     resumed = tmp_path / "resumed.duckdb"
     before = server.calls[STUB_JUDGE]
-    seen = killed_once_stored(zygote, resumed, server, verdicts, KILLED_AT)
+    server.hold_after(KILLED_AT)
+    try:
+        seen = killed_once_stored(zygote, resumed, server, verdicts, KILLED_AT)
+    finally:
+        server.release()
     asked_killed = server.calls[STUB_JUDGE] - before
     kept = len(verdict_rows(resumed, verdicts))
-    assert KILLED_AT <= seen <= kept < NEEDED  # killed mid-panel, every verdict it was seen to hold kept
+    assert seen == kept == KILLED_AT  # killed where the server held it, every verdict it was seen to hold kept
     assert kept % CHUNK == 0  # whole chunks: the one under way when killed is lost, never half of it
     assert 0 <= asked_killed - kept <= CHUNK  # asked but not kept: at most the chunk under way
     assert duplicate_keys(resumed, verdicts) == []

@@ -18,7 +18,7 @@ from resources import LanguageModelResource, ModelGatewayResource
 from tests.conftest import PROJECT_ROOT
 from tests.evaluation import dataset_requests, materialize_evaluation, materialize_inputs, roster_with
 from tests.models.test_continuous_generation import assert_same_texts, fresh_batcher
-from tests.processes import free_port, running
+from tests.processes import WAIT_S, free_port, running
 from tests.reference_scoring import naive_loglikelihoods
 from tests.tables import differences
 
@@ -66,8 +66,9 @@ def test_served_loglikelihoods_equal_the_in_process_model(server, local_model):
 @pytest.mark.parametrize("model", ["served/smollm2-500-once", "served/smollm2-slow-once"])
 def test_served_path_retries_after_a_500_or_a_timeout(server, local_model, model):
     requests = requests_of("arc_easy", 1)
-    # A forward pass answers well within 15 s on a loaded machine; the slow model's first answer takes 30 s.
-    gateway = ModelGateway(api_base=f"{server}/v1", timeout_s=15, max_retries=2, backoff_s=0.05)
+    # The slow model's first answer never comes before its retry; the test sits out the client's
+    # timeout once, a fraction of the one wait setting, which a forward pass answers well within.
+    gateway = ModelGateway(api_base=f"{server}/v1", timeout_s=WAIT_S / 8, max_retries=2, backoff_s=0.05)
     before = calls(server)
     served = ServedCompletionsModel(model, gateway, tokenizer=local_model, skip_check=True)  # the scoring call alone
     values = served.loglikelihoods(requests, batch_size=8)

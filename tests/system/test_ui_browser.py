@@ -16,7 +16,7 @@ import pytest
 from eval_platform.benchmarks.declarations import declared_benchmarks
 from eval_platform.environment import environment
 from tests.conftest import PROJECT_ROOT
-from tests.processes import free_port, running
+from tests.processes import WAIT_S, free_port, running
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 SCREENSHOTS = PROJECT_ROOT / ".test-artifacts"
@@ -112,7 +112,7 @@ def dagster_ui(tmp_path_factory):
     with running(
         [str(dagster), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
         f"{base}/server_info",
-        timeout_s=120,
+        timeout_s=WAIT_S,
         cwd=PROJECT_ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -145,7 +145,7 @@ def browser():
     driver.quit()
 
 
-def page_text(browser, url: str, expected: list[str], timeout: float = 60) -> str:
+def page_text(browser, url: str, expected: list[str], timeout: float = WAIT_S) -> str:
     from selenium.webdriver.common.by import By
 
     browser.get(url)
@@ -160,7 +160,7 @@ def page_text(browser, url: str, expected: list[str], timeout: float = 60) -> st
     raise AssertionError(f"{url} never showed {[i for i in expected if i not in text]}")
 
 
-def launched_run_status(home: Path, asset: str, timeout_s: float = 240) -> str:
+def launched_run_status(home: Path, asset: str, timeout_s: float = WAIT_S) -> str:
     """The final status of the run launched for `asset`, read from the instance the UI writes to."""
     from dagster import DagsterInstance
 
@@ -229,16 +229,23 @@ def test_the_partition_view_shows_which_model_was_evaluated_on_which_benchmark(d
         browser,
         f"{base}/assets/benchmark_evaluation?view=partitions",
         ["Materialized (5)", f"Missing ({2 * len(BENCHMARK_NAMES) - 5})", "arc_easy", "winogrande"],
-        timeout=90,
     )
     assert f"{2 * len(BENCHMARK_NAMES)} Partitions" in text
     SCREENSHOTS.mkdir(exist_ok=True)
     browser.save_screenshot(str(SCREENSHOTS / "partition_matrix.png"))
     browser.find_element(By.XPATH, "//*[normalize-space(text())='arc_easy']").click()
     # both models, each with its state (the second name is shortened in the middle on screen)
-    page_text(browser, browser.current_url, [ROSTER[0], "truct-bfloat16"], timeout=30)
+    page_text(
+        browser,
+        browser.current_url,
+        [ROSTER[0], "truct-bfloat16"],
+    )
     browser.find_element(By.XPATH, f"//*[normalize-space(text())='{ROSTER[0]}']").click()
-    text = page_text(browser, browser.current_url, ["roster_model", "results", "Latest materialization"], timeout=30)
+    text = page_text(
+        browser,
+        browser.current_url,
+        ["roster_model", "results", "Latest materialization"],
+    )
     assert text.count(ROSTER[0]) >= 2  # the chosen model, and its materialisation's metadata
     browser.save_screenshot(str(SCREENSHOTS / "partition_matrix_arc_easy.png"))
 
@@ -256,18 +263,22 @@ def markdown_metadata(browser, url: str, key: str, name: str) -> str:
     from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
 
-    page_text(browser, url, ["Metadata", key], timeout=90)
+    page_text(
+        browser,
+        url,
+        ["Metadata", key],
+    )
     SCREENSHOTS.mkdir(exist_ok=True)
     browser.save_screenshot(str(SCREENSHOTS / f"{name}.png"))
     row = browser.find_element(By.XPATH, f"//tr[td[normalize-space()='{key}']]")
     if row.find_elements(By.TAG_NAME, "table"):
         return row.text
-    WebDriverWait(browser, 30).until(
+    WebDriverWait(browser, WAIT_S).until(
         expected_conditions.element_to_be_clickable(
             row.find_element(By.XPATH, ".//*[contains(text(), 'Show Markdown')]")
         )
     ).click()
-    WebDriverWait(browser, 30).until(lambda driver: driver.find_elements(By.CSS_SELECTOR, "[role=dialog] table"))
+    WebDriverWait(browser, WAIT_S).until(lambda driver: driver.find_elements(By.CSS_SELECTOR, "[role=dialog] table"))
     SCREENSHOTS.mkdir(exist_ok=True)
     browser.save_screenshot(str(SCREENSHOTS / f"{name}.png"))
     return browser.find_element(By.CSS_SELECTOR, "[role=dialog]").text
@@ -319,12 +330,12 @@ def test_materialise_from_the_ui(dagster_ui, browser):
     launched = False
     for _ in range(3):  # the UI may still be loading
         page_text(browser, f"{base}/assets/source_paragraphs", ["source_paragraphs", "Materialize"])
-        button = WebDriverWait(browser, 60).until(
+        button = WebDriverWait(browser, WAIT_S).until(
             expected_conditions.element_to_be_clickable((By.XPATH, "//button[normalize-space()='Materialize']"))
         )
         button.click()
         try:  # stay on the page until the UI confirms the launch (leaving earlier can cancel it)
-            WebDriverWait(browser, 60).until(
+            WebDriverWait(browser, WAIT_S).until(
                 lambda driver: "Launched run" in driver.find_element(By.TAG_NAME, "body").text
             )
             launched = True

@@ -35,7 +35,7 @@ import pytest
 
 from tests.conftest import PROJECT_ROOT
 from tests.openai_stub_server import StubServer, pairwise_judgment
-from tests.processes import free_port, running
+from tests.processes import WAIT_S, free_port, running
 
 # every test here shares a module fixture that takes seconds to a minute: the fast tier leaves them out
 pytestmark = pytest.mark.slow
@@ -199,7 +199,7 @@ def viewer(site):
     """The viewer as users start it (`eval-platform viewer`), on its default host; started first,
     so that its port (which the links in the metadata name) is its own while they are written."""
     command = [sys.executable, "-m", "cli", "viewer", "--port", str(site.viewer_port)]
-    with running(command, site.viewer + "/", timeout_s=180, cwd=PROJECT_ROOT, env=site.environment(),
+    with running(command, site.viewer + "/", timeout_s=WAIT_S, cwd=PROJECT_ROOT, env=site.environment(),
                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as process:  # fmt: skip
         yield process
 
@@ -293,7 +293,7 @@ def dagster_ui(platform):
     webserver = Path(sys.executable).with_name("dagster-webserver")
     base = f"http://127.0.0.1:{port}"
     with running([str(webserver), "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)], f"{base}/server_info",
-                 timeout_s=240, cwd=PROJECT_ROOT, env=platform.environment(), stdout=subprocess.DEVNULL,
+                 timeout_s=WAIT_S, cwd=PROJECT_ROOT, env=platform.environment(), stdout=subprocess.DEVNULL,
                  stderr=subprocess.DEVNULL):  # fmt: skip
         yield base
 
@@ -320,7 +320,7 @@ def chromium() -> Iterator:
     port = free_port()
     env = {**os.environ, "XDG_CONFIG_HOME": str(scratch / "config"), "XDG_CACHE_HOME": str(scratch / "cache")}
     try:
-        with running([CHROMEDRIVER, f"--port={port}"], f"http://127.0.0.1:{port}/status", timeout_s=60, grace_s=5,
+        with running([CHROMEDRIVER, f"--port={port}"], f"http://127.0.0.1:{port}/status", timeout_s=WAIT_S, grace_s=5,
                      env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL):  # fmt: skip
             driver = webdriver.Remote(f"http://127.0.0.1:{port}", options=options)
             try:
@@ -367,7 +367,7 @@ def browser():
 
 def get(url: str) -> tuple[int, str, dict]:
     try:
-        with urllib.request.urlopen(url, timeout=60) as response:
+        with urllib.request.urlopen(url, timeout=WAIT_S) as response:
             return response.status, response.read().decode(), dict(response.headers)
     except urllib.error.HTTPError as error:
         return error.code, error.read().decode(), dict(error.headers)
@@ -450,7 +450,7 @@ def test_a_search_or_a_name_holding_sql_finds_nothing_and_drops_nothing(platform
 # --- in the browser, from Dagster's links ----------------------------------------------------------
 
 
-def page_text(browser, expected: list[str], timeout: float = 90) -> str:
+def page_text(browser, expected: list[str], timeout: float = WAIT_S) -> str:
     from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
 
@@ -477,11 +477,11 @@ def follow_metadata_link(browser, dagster_ui: str, asset: str, viewer: str, cont
 
     browser.get(f"{dagster_ui}/assets/{asset}")
     selector = f'a[href^="{viewer}"]' + (f'[href*="{contains}"]' if contains else "")
-    link = WebDriverWait(browser, 180).until(lambda driver: driver.find_elements(By.CSS_SELECTOR, selector))[0]
+    link = WebDriverWait(browser, WAIT_S).until(lambda driver: driver.find_elements(By.CSS_SELECTOR, selector))[0]
     IMAGES.mkdir(parents=True, exist_ok=True)
     href = link.get_attribute("href")
     link.click()  # Dagster opens it in a new tab
-    WebDriverWait(browser, 30).until(lambda driver: len(driver.window_handles) > 1)
+    WebDriverWait(browser, WAIT_S).until(lambda driver: len(driver.window_handles) > 1)
     browser.switch_to.window(browser.window_handles[-1])
     assert browser.current_url == href
     for handle in browser.window_handles[:-1]:
@@ -894,16 +894,18 @@ def show_every_markdown_entry(browser, path: str) -> str:
     shown = []
     for index in range(len(browser.find_elements(By.XPATH, buttons))):
         button = browser.find_elements(By.XPATH, buttons)[index]
-        WebDriverWait(browser, 30).until(expected_conditions.element_to_be_clickable(button)).click()
-        dialog = WebDriverWait(browser, 30).until(lambda d: d.find_elements(By.CSS_SELECTOR, "[role=dialog]"))[0]
-        shown.append(WebDriverWait(browser, 30).until(lambda d: d.find_element(By.CSS_SELECTOR, "[role=dialog]").text))
+        WebDriverWait(browser, WAIT_S).until(expected_conditions.element_to_be_clickable(button)).click()
+        dialog = WebDriverWait(browser, WAIT_S).until(lambda d: d.find_elements(By.CSS_SELECTOR, "[role=dialog]"))[0]
+        shown.append(
+            WebDriverWait(browser, WAIT_S).until(lambda d: d.find_element(By.CSS_SELECTOR, "[role=dialog]").text)
+        )
         signs = planted_script_ran(browser)
         for link in dialog.find_elements(By.LINK_TEXT, "planted link"):  # a Markdown link to javascript:
             link.click()
             signs += planted_script_ran(browser)
         assert not signs, f"{path}: the planted markup ran in a metadata entry: {signs}"
         dialog.find_element(By.XPATH, ".//button[normalize-space()='Close']").click()
-        WebDriverWait(browser, 30).until(lambda d: not d.find_elements(By.CSS_SELECTOR, "[role=dialog]"))
+        WebDriverWait(browser, WAIT_S).until(lambda d: not d.find_elements(By.CSS_SELECTOR, "[role=dialog]"))
     return "\n".join(shown)
 
 
@@ -922,7 +924,7 @@ def test_planted_markup_runs_no_script_on_dagsters_asset_pages(platform, dagster
     for path, names in pages.items():
         signs = open_page(browser, dagster_ui + path)
         assert not signs, f"{path}: the planted markup ran: {signs}"
-        page_text(browser, ["Metadata", *names], timeout=180)
+        page_text(browser, ["Metadata", *names])
         shown = show_every_markdown_entry(browser, path) + browser.find_element(By.TAG_NAME, "body").text
         signs = planted_script_ran(browser)
         assert not signs, f"{path}: the planted markup ran: {signs}"

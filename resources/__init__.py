@@ -156,9 +156,10 @@ class RosterResource(ConfigurableResource):
     """The roster folder, one file per model (eval_platform/benchmarks/roster.py), and the folders of
     the declared benchmarks and protocols it names."""
 
-    directory: str = Field(
-        default=str(environment().roster_dir),
-        description="The roster folder: one YAML or JSON file per model. Default: EVAL_ROSTER_DIR, else data/roster/.",
+    directory: str | None = Field(
+        default=None,
+        description="The roster folder: one YAML or JSON file per model. Default (unset): EVAL_ROSTER_DIR as the run "
+        "reads it, else data/roster/.",
     )
     benchmarks_dir: str | None = Field(
         default=None,
@@ -170,6 +171,10 @@ class RosterResource(ConfigurableResource):
         description="The folder of protocol declarations. Default (unset): EVAL_PROTOCOLS_DIR as the run reads it, "
         "else data/protocols/.",
     )
+
+    def folder(self) -> Path:
+        """Its roster folder: the one it is configured with, else the environment's at run time."""
+        return Path(self.directory) if self.directory else environment().roster_dir
 
     def declaration_folders(self) -> DeclarationFolders:
         """Its folders of declarations: those it is configured with, else the environment's."""
@@ -186,13 +191,13 @@ class RosterResource(ConfigurableResource):
         return declared_protocols(self.declaration_folders().protocols)
 
     def entries(self) -> dict[str, RosterEntry]:
-        return load_roster(self.directory, self.benchmarks(), self.protocols())
+        return load_roster(self.folder(), self.benchmarks(), self.protocols())
 
     def entry(self, name: str) -> RosterEntry:
         roster = self.entries()
         if name not in roster:
             raise RosterError(
-                f"No roster entry named {name!r} in {self.directory} (entries: {sorted(roster)}); add {name}.yaml there"
+                f"No roster entry named {name!r} in {self.folder()} (entries: {sorted(roster)}); add {name}.yaml there"
             )
         return roster[name]
 

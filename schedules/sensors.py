@@ -89,7 +89,7 @@ def checkpoint_sensor(folder: Path | None = None, name: str = "checkpoint_sensor
         if not new:
             return SkipReason(f"No new checkpoint directory in {folder}")
         for entry in new:
-            path = write_entry(roster.directory, entry)
+            path = write_entry(roster.folder(), entry)
             context.log.info(f"Checkpoint {entry.name}: roster entry {path}")
         requests = Planner.of(context.instance, roster).roster_changed({e.name: e for e in new}, "checkpoint")
         return SensorResult(run_requests=requests)

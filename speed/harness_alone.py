@@ -4,7 +4,11 @@ of every parity comparison.
     python speed/harness_alone.py SPEC.json OUT_FOLDER
 
 SPEC.json holds {"runs": [run, ...]}; each run names its model (`pretrained`: a folder, with
-`gguf_file` for a GGUF in it; `tokenizer`, a folder, where not the model's; `dtype`, `device`), its
+`gguf_file` for a GGUF in it; `tokenizer`, a folder, where not the model's; `dtype`, `device`; or
+`replay`: a JSONL file of answers given, {"request_type", "arguments", "response"} a line, which a
+model of the harness's `LM` protocol returns for the request of those arguments, a generation's by
+its context alone (its budget may have been another's): the harness's own scoring of answers made
+elsewhere), its
 tasks or groups (from the harness's own tasks, or from the folders of its `include_path` alone), and
 the harness's own arguments (`num_fewshot`, `limit`, `batch_size`, `apply_chat_template`,
 `fewshot_as_multiturn`, `fewshot_random_seed`). A task's data is pointed at local files as a harness user points it: a
@@ -58,6 +62,12 @@ class TokenCounter:
             self.tokens += ids.numel()
         elif kwargs.get("inputs_embeds") is not None:
             self.tokens += kwargs["inputs_embeds"].shape[:-1].numel()
+
+
+class NoNetwork:
+    """A replayed model's forward passes: none."""
+
+    tokens = 0
 
 
 class ModelPhase:
@@ -170,9 +180,45 @@ def task_yamls(run: dict[str, Any], registry: Any, folder: Path) -> None:
         raise ValueError(f"data_files or overrides name {sorted(unknown)}, which the run does not evaluate")
 
 
+def replay_model(path: str) -> Any:
+    """A model of the harness's `LM` protocol that answers each request with the answer the file
+    gives for its arguments, and fails naming a request it has none for."""
+    from lm_eval.api.model import LM
+
+    def key_of(request_type: str, arguments: list[Any]) -> str:
+        return json.dumps([request_type, arguments[0] if request_type == "generate_until" else arguments])
+
+    answers = {}
+    for line in Path(path).read_text().splitlines():
+        given = json.loads(line)
+        answers[key_of(given["request_type"], given["arguments"])] = given["response"]
+
+    class Replay(LM):
+        def _given(self, request_type: str, requests: list[Any]) -> list[Any]:
+            found = []
+            for request in requests:
+                if (key := key_of(request_type, list(request.args))) not in answers:
+                    raise KeyError(f"{path} has no answer for the {request_type} request {key[:300]}")
+                found.append(answers[key])
+            return found
+
+        def loglikelihood(self, requests: list[Any]) -> list[Any]:
+            return [tuple(answer) for answer in self._given("loglikelihood", requests)]
+
+        def loglikelihood_rolling(self, requests: list[Any]) -> list[Any]:
+            return self._given("loglikelihood_rolling", requests)
+
+        def generate_until(self, requests: list[Any]) -> list[Any]:
+            return self._given("generate_until", requests)
+
+    return Replay()
+
+
 def load_model(model: dict[str, Any], batch_size: int) -> Any:
     from lm_eval.models.huggingface import HFLM
 
+    if "replay" in model:
+        return replay_model(model["replay"])
     return HFLM(
         pretrained=model["pretrained"],
         tokenizer=model.get("tokenizer"),
@@ -193,7 +239,7 @@ def registry_of(include_path: tuple[str, ...]) -> Any:
     return TaskManager()
 
 
-def evaluate_run(run: dict[str, Any], lm: Any, counter: TokenCounter, out: Path) -> None:
+def evaluate_run(run: dict[str, Any], lm: Any, counter: TokenCounter | NoNetwork, out: Path) -> None:
     """The run's tasks evaluated by `simple_evaluate` from a registry of the run's own YAML files,
     each including its YAML in the harness's tasks (or the run's `include_path`)."""
     from lm_eval import simple_evaluate
@@ -248,12 +294,12 @@ def main(spec_file: str, out_folder: str) -> None:
     except ImportError:
         pass
     runs = json.loads(Path(spec_file).read_text())["runs"]
-    models: dict[str, tuple[Any, TokenCounter]] = {}
+    models: dict[str, tuple[Any, TokenCounter | NoNetwork]] = {}
     for run in runs:
         key = json.dumps([run["model"], run.get("batch_size", 8)], sort_keys=True)
         if key not in models:
             lm = load_model(run["model"], run.get("batch_size", 8))
-            models[key] = (lm, TokenCounter(lm.model))
+            models[key] = (lm, TokenCounter(lm.model) if hasattr(lm, "model") else NoNetwork())
         evaluate_run(run, *models[key], Path(out_folder))
 
 

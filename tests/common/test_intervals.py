@@ -138,9 +138,11 @@ def test_many_spread_items_keep_their_bootstrap():
 
 
 def test_a_difference_of_0_1_items_gets_newcombes_paired_interval_against_a_published_table():
-    """Fagerland, Lydersen and Laake, Statistical Analysis of Contingency Tables (2017), Table 8.3:
-    complete response before and after consolidation therapy (Cavo et al. 2012), 59 both, 6 before
-    only, 16 after only, 80 neither: -0.0621 (95% CI -0.1186 to -0.0046)."""
+    """Fagerland, Lydersen and Laake, Statistical Analysis of Contingency Tables (2017), chapter 8
+    (the paired 2x2 table), its example of complete response before and after consolidation therapy
+    (Cavo et al. 2012): 59 both, 6 before only, 16 after only, 80 neither gives -0.0621 (95% CI
+    -0.1186 to -0.0046) by Newcombe's square-and-add interval, as the book's R package
+    (contingencytables, tests/testthat/test-ch8.R) checks it."""
     before = [1.0] * 59 + [1.0] * 6 + [0.0] * 16 + [0.0] * 80
     after = [1.0] * 59 + [0.0] * 6 + [1.0] * 16 + [0.0] * 80
 

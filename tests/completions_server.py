@@ -23,7 +23,7 @@ a function of its text and the token before it (a stand-in for an engine that co
 measure the platform's own cost per document; prompts as text only, split at spaces).
 GET /health answers 200; GET /calls returns the number of completions requests served and of
 prompts answered. POST /hold holds every completions request from then on, unanswered, until one is
-sent again byte for byte (the server check's excepted: every client sends the same one): two clients
+sent again byte for byte (the server check's, sent as text, excepted: every client sends the same one): two clients
 asking for the same things in the same order then both send their first request before either gets
 an answer (for a test of two runs at once that must not race each other).
 """

@@ -13,8 +13,8 @@ are certain by construction:
   most spread a mean can have, would give it);
 - a difference of two proportions on the same 0/1 items: Newcombe's paired score interval (1998,
   method 10), from the two Wilson intervals and the items' agreement (`paired_difference`);
-  of values in [0, 1]: the bootstrap over items, floored as above by Newcombe's formula on the
-  values' correlation.
+  of values in [0, 1]: the bootstrap over items, floored as above by Newcombe's square-and-add of
+  the two Wilson intervals; of other values: the bootstrap alone.
 Each bound lies in [0, 1] (a difference's in [-1, 1]). `Estimate.method` says how one was made."""
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def proportion(
     s = np.array([p[0] for p in pairs], dtype=float)
     t = np.array([p[1] for p in pairs], dtype=float)
     value = float(s.sum() / t.sum())
-    method = method or ("wilson" if np.all(t == 1) else "bootstrap")
+    method = method or ("wilson" if np.all(t == 1) and np.all(np.isin(s, (0.0, 1.0))) else "bootstrap")
     if method == "wilson":
         low, high = wilson(float(s.sum()), int(t.sum()))
     else:
@@ -117,8 +117,9 @@ def paired_difference(
 ) -> tuple[float, float, str]:
     """The 95% interval of mean(first) - mean(second) over paired items, and how it was made:
     Newcombe's paired score interval for 0/1 items, else the bootstrap over items (pairs kept),
-    floored where items are few or their differences all alike by Newcombe's formula on the
-    values' correlation."""
+    floored for values in [0, 1] where items are few or their differences all alike by Newcombe's
+    square-and-add of the two Wilson intervals (as if unpaired: the floor never shrinks with a
+    correlation that few items cannot show)."""
     a, b = np.asarray(first, dtype=float), np.asarray(second, dtype=float)
     if a.size == 0 or a.size != b.size:
         raise ValueError(f"{a.size} and {b.size} paired values")
@@ -126,10 +127,9 @@ def paired_difference(
         return (*newcombe_paired(a.astype(bool), b.astype(bool)), PAIRED_SCORE)
     picks = resample_counts(a.size, rounds, seed)
     low, high = percentiles(picks @ (a - b) / a.size)
-    if a.size < FEW_ITEMS or np.ptp(a - b) == 0:
-        spread = a.std() * b.std()
-        correlation = float(((a - a.mean()) * (b - b.mean())).mean() / spread) if spread > 0 else 0.0
-        floor = _square_and_add(a.mean(), b.mean(), a.size, correlation)
+    proportions = bool(np.all((a >= 0) & (a <= 1) & (b >= 0) & (b <= 1)))
+    if proportions and (a.size < FEW_ITEMS or np.ptp(a - b) == 0):
+        floor = _square_and_add(float(a.mean()), float(b.mean()), a.size, 0.0)
         low, high = min(low, floor[0]), max(high, floor[1])
     return low, high, PAIRED_BOOTSTRAP
 

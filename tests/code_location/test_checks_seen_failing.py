@@ -348,6 +348,7 @@ def test_llmbar_figures_reproduced_names_the_figures_a_changed_verdict_moves(war
 # --- every check ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # it runs the covering tests, some of them slow
 def test_every_check_in_the_code_location_has_a_test_that_sees_it_fail(tmp_path):
     """COVERED names a test for each check the code location holds, and for no other; run alone,
     each named test produces a failed `AssetCheckResult` of its check (tests/seen_checks.py)."""

@@ -10,7 +10,7 @@ import pytest
 
 from eval_platform.benchmarks.records import Result, Sample
 from eval_platform.benchmarks.scoring import aggregate, exact, sampled_results, with_intervals
-from eval_platform.common.intervals import item_interval, paired_difference
+from eval_platform.common.intervals import item_interval, paired_difference, proportion
 from eval_platform.judging.agreement import cohen_kappa_estimate
 
 Z = 1.959963984540054  # the 97.5th percentile of the standard normal
@@ -126,7 +126,7 @@ def _wilson_of_value(value: float, n: int) -> tuple[float, float]:
     """Wilson's interval of a proportion `value` over n trials (not a whole count of successes)."""
     centre = value + Z * Z / (2 * n)
     half = Z * math.sqrt(value * (1 - value) / n + Z * Z / (4 * n * n))
-    return (centre - half) / (1 + Z * Z), (centre + half) / (1 + Z * Z)
+    return (centre - half) / (1 + Z * Z / n), (centre + half) / (1 + Z * Z / n)
 
 
 def test_many_spread_items_keep_their_bootstrap():
@@ -175,6 +175,26 @@ def test_a_difference_of_values_in_0_1_alike_on_few_items_is_floored():
     assert method == "paired bootstrap over items"
     assert (low, high) == pytest.approx(newcombe_by_hand(0.5, 0.5, 5, 0.0)[:2], abs=0.1)
     assert low < 0 < high
+    # the same varying values on both sides: a correlation of 1 that few items cannot show
+    same = [0.5, 0.9, 0.1]
+    low, high, _ = paired_difference(same, same)
+    assert (low, high) == pytest.approx(_unpaired_by_hand(0.5, 0.5, 3))
+
+
+def _unpaired_by_hand(p1: float, p2: float, n: int) -> tuple[float, float]:
+    """Newcombe's square-and-add of two Wilson intervals of n trials, phi 0."""
+    (l1, u1), (l2, u2) = _wilson_of_value(p1, n), _wilson_of_value(p2, n)
+    return p1 - p2 - math.hypot(p1 - l1, u2 - p2), p1 - p2 + math.hypot(p2 - l2, u1 - p1)
+
+
+def test_a_difference_of_values_that_are_no_proportions_keeps_its_bootstrap():
+    """A 0-100 score on two items: no Wilson floor (it is for proportions), the bootstrap alone."""
+    low, high, method = paired_difference([30.0, 40.0], [10.0, 20.0])
+    assert method == "paired bootstrap over items" and (low, high) == (20.0, 20.0)
+
+
+def test_fractional_values_of_one_trial_each_are_no_wilson_proportion():
+    assert proportion([0.2, 0.4] * 20, [1] * 40).method == "bootstrap"
 
 
 def test_a_kappa_every_round_gives_alike_has_no_interval():

@@ -451,14 +451,14 @@ def test_a_search_or_a_name_holding_sql_finds_nothing_and_drops_nothing(platform
 
 
 def page_text(browser, expected: list[str], timeout: float = WAIT_S) -> str:
-    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
     from selenium.webdriver.common.by import By
 
     deadline = time.monotonic() + timeout
     while True:
         try:
             text = browser.find_element(By.TAG_NAME, "body").text
-        except StaleElementReferenceException:  # the page was replaced between finding its body and reading it
+        except (NoSuchElementException, StaleElementReferenceException):  # the page is being replaced
             text = ""
         if all(item in text for item in expected):
             return text

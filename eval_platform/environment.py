@@ -85,6 +85,11 @@ class Environment(BaseModel):
     roster_dir: Path = Field(
         default=DATA_DIR / "roster", alias="EVAL_ROSTER_DIR", description="The roster: one YAML file per model."
     )
+    imports_dir: Path = Field(
+        default=DATA_DIR / "imports",
+        alias="EVAL_IMPORTS_DIR",
+        description="Evaluations made elsewhere joining the roster: one YAML file per import, naming its file.",
+    )
     checkpoint_dir: Path = Field(
         default=DATA_DIR / "checkpoints",
         alias="EVAL_CHECKPOINT_DIR",

@@ -153,13 +153,19 @@ class LanguageModelResource(_ModelSettingsConfig):  # type: ignore[misc, valid-t
 
 
 class RosterResource(ConfigurableResource):
-    """The roster folder, one file per model (eval_platform/benchmarks/roster.py), and the folders of
-    the declared benchmarks and protocols it names."""
+    """The roster folder, one file per model, and the imports folder, one file per evaluation made
+    elsewhere (eval_platform/benchmarks/roster.py), and the folders of the declared benchmarks and
+    protocols they name."""
 
     directory: str | None = Field(
         default=None,
         description="The roster folder: one YAML or JSON file per model. Default (unset): EVAL_ROSTER_DIR as the run "
         "reads it, else data/roster/.",
+    )
+    imports_dir: str | None = Field(
+        default=None,
+        description="The imports folder: one YAML or JSON file per evaluation made elsewhere (an lm-evaluation-harness "
+        "output folder). Default (unset): EVAL_IMPORTS_DIR as the run reads it, else data/imports/.",
     )
     benchmarks_dir: str | None = Field(
         default=None,
@@ -176,6 +182,10 @@ class RosterResource(ConfigurableResource):
         """Its roster folder: the one it is configured with, else the environment's at run time."""
         return Path(self.directory) if self.directory else environment().roster_dir
 
+    def imports_folder(self) -> Path:
+        """Its imports folder: the one it is configured with, else the environment's at run time."""
+        return Path(self.imports_dir) if self.imports_dir else environment().imports_dir
+
     def declaration_folders(self) -> DeclarationFolders:
         """Its folders of declarations: those it is configured with, else the environment's."""
         default = environment().declaration_folders
@@ -191,7 +201,7 @@ class RosterResource(ConfigurableResource):
         return declared_protocols(self.declaration_folders().protocols)
 
     def entries(self) -> dict[str, RosterEntry]:
-        return load_roster(self.folder(), self.benchmarks(), self.protocols())
+        return load_roster(self.folder(), self.benchmarks(), self.protocols(), self.imports_folder())
 
     def entry(self, name: str) -> RosterEntry:
         roster = self.entries()

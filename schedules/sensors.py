@@ -18,6 +18,7 @@ from dagster import (
     sensor,
 )
 
+from eval_platform.benchmarks.imports import source_stamp
 from eval_platform.benchmarks.roster import RosterEntry, missing_partitions, new_checkpoint_entries, write_entry
 from eval_platform.environment import environment
 from evaluation_assets.partitions import ERAS, ROSTER_MODELS, era_partitions, roster_partitions
@@ -43,7 +44,11 @@ def roster_evaluation_sensor(context: RunStatusSensorContext, roster: RosterReso
 
 
 def entry_digests(roster: dict[str, RosterEntry]) -> dict[str, str]:
-    return {name: digest(entry.model_dump_json().encode()) for name, entry in roster.items()}
+    """Each entry's digest: its fields, and an import's files as they are now (rewritten, it changes)."""
+    return {
+        name: digest((entry.model_dump_json() + (source_stamp(Path(entry.source)) if entry.source else "")).encode())
+        for name, entry in roster.items()
+    }
 
 
 @sensor(
@@ -51,9 +56,10 @@ def entry_digests(roster: dict[str, RosterEntry]) -> dict[str, str]:
     jobs=[model_evaluation_job],
     minimum_interval_seconds=30,
     default_status=DefaultSensorStatus.RUNNING,
-    description="Makes each roster entry a key of the model dimension and each declared benchmark a key of the "
-    "benchmark dimension (so they can be launched from the UI), and evaluates an entry added or changed since the "
-    "sensor's last tick on its benchmarks. Its first tick only takes note of the roster.",
+    description="Makes each roster entry (and each import of the imports folder) a key of the model dimension and "
+    "each declared benchmark a key of the benchmark dimension (so they can be launched from the UI), and evaluates "
+    "an entry added or changed (an import: its files rewritten) since the sensor's last tick on its benchmarks. Its "
+    "first tick only takes note of the roster.",
 )
 def roster_sensor(context: SensorEvaluationContext, roster: RosterResource) -> SensorResult:
     entries = roster.entries()

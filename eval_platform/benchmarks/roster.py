@@ -17,6 +17,16 @@ the roster folder (default `data/roster/`, or EVAL_ROSTER_DIR, or the `roster` r
 
 A checkpoint directory (one with a config.json) dropped into the checkpoints folder becomes an entry
 named after it (`new_checkpoint_entries`), its other fields those of `checkpoints.yaml` there.
+
+An evaluation made elsewhere joins the roster from the imports folder (default `data/imports/`, or
+EVAL_IMPORTS_DIR, or the `roster` resource's `imports_dir`), one YAML (or JSON) file per import:
+
+    source: runs/smollm2                         # an lm-evaluation-harness --output_path folder
+                                                 # (relative to this file)
+    benchmarks: [arc_easy]                       # default: every declared benchmark it holds
+    baseline: smollm2-135m-instruct-float32      # optional: the entry it is compared with
+
+Its entry's evaluations are read from the source (eval_platform/benchmarks/imports.py), never computed.
 """
 
 from __future__ import annotations
@@ -27,7 +37,7 @@ from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from eval_platform.benchmarks.declarations import Benchmark, EvaluationSettings
 from eval_platform.benchmarks.protocols import Protocol
@@ -73,6 +83,8 @@ class RosterEntry(ENTRY_SETTINGS):  # type: ignore[misc, valid-type]
     protocol: str | None = None
     baseline: str | None = None
     previous: str | None = None
+    # An imported evaluation's file (the imports folder's entries): read, never computed
+    source: str | None = None
     # Tags on each run of this entry: a team's run queue limits by them (`eval/gpu: a100`), and on
     # Kubernetes `dagster-k8s/config` requests the run's GPUs (deploy/kubernetes/values.yaml)
     run_tags: dict[str, str] | None = None
@@ -111,6 +123,29 @@ def parse_entry(
 ) -> RosterEntry:
     """A roster file's entry, or a RosterError naming the file and what is wrong (a benchmark or
     protocol it names that is not among those given)."""
+    try:
+        entry = RosterEntry(**{"name": path.stem, **_read_declaration(path)})
+    except ValidationError as error:
+        raise RosterError(f"{path}: {_problems(error)}") from error
+    if entry.source is not None:
+        raise RosterError(f"{path}: source: an import is declared in the imports folder (EVAL_IMPORTS_DIR)")
+    return _checked(path, entry, benchmarks, protocols)
+
+
+class ImportDeclaration(BaseModel):
+    """One import of the imports folder: its file, and how the roster treats its model."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    source: str
+    benchmarks: tuple[str, ...] | None = None
+    baseline: str | None = None
+    previous: str | None = None
+    run_tags: dict[str, str] | None = None
+
+
+def _read_declaration(path: Path) -> dict[str, Any]:
     import yaml
 
     try:
@@ -119,11 +154,39 @@ def parse_entry(
         raise RosterError(f"{path}: not readable as {path.suffix[1:].upper()}: {error}") from error
     if not isinstance(data, dict):
         raise RosterError(f"{path}: a roster entry is a mapping of fields (name, model, dtype, ...)")
+    return data
+
+
+def _problems(error: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+
+
+def parse_import(path: Path, benchmarks: Mapping[str, Benchmark] | None = None) -> RosterEntry:
+    """An import file's roster entry: its source resolved against the file's folder, evaluated on
+    the declared benchmarks the source holds tasks of (those it names, where it names them; where
+    the source cannot be read, those it names or every one, so that its evaluation says why)."""
+    from eval_platform.benchmarks.imports import ImportRefused, imported_benchmarks, read_harness_output
+
     try:
-        entry = RosterEntry(**{"name": path.stem, **data})
+        declared = ImportDeclaration(**{"name": path.stem, **_read_declaration(path)})
     except ValidationError as error:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
-        raise RosterError(f"{path}: {problems}") from error
+        raise RosterError(f"{path}: {_problems(error)}") from error
+    source = (path.parent / declared.source).resolve()
+    held: tuple[str, ...] | None = declared.benchmarks
+    if benchmarks is not None:
+        try:
+            held = tuple(imported_benchmarks(read_harness_output(source), benchmarks))
+        except ImportRefused:
+            pass
+        else:
+            held = tuple(b for b in held if declared.benchmarks is None or b in declared.benchmarks)
+    fields = declared.model_dump(exclude_none=True, exclude={"benchmarks", "source"})
+    return _checked(path, RosterEntry(**fields, source=str(source), benchmarks=held), benchmarks, None)
+
+
+def _checked(
+    path: Path, entry: RosterEntry, benchmarks: Mapping[str, Benchmark] | None, protocols: Mapping[str, Protocol] | None
+) -> RosterEntry:
     if not NAME.match(entry.name):
         raise RosterError(f"{path}: name {entry.name!r} must be letters, digits, '.', '_' or '-'")
     unknown = [b for b in entry.benchmarks or () if benchmarks is not None and b not in benchmarks]
@@ -138,18 +201,22 @@ def load_roster(
     folder: Path | str,
     benchmarks: Mapping[str, Benchmark] | None = None,
     protocols: Mapping[str, Protocol] | None = None,
+    imports: Path | str | None = None,
 ) -> dict[str, RosterEntry]:
-    """Every entry of the roster folder by name; a RosterError names a bad file, a name used twice,
-    an unknown benchmark or protocol, or a baseline (or predecessor) that is not in the roster."""
+    """Every entry of the roster folder, and of the imports folder where it exists, by name; a
+    RosterError names a bad file, a name used twice, an unknown benchmark or protocol, or a baseline
+    (or predecessor) that is not in the roster."""
     folder = Path(folder)
     if not folder.is_dir():
         raise RosterError(
             f"The roster folder {folder} does not exist (set EVAL_ROSTER_DIR or the roster resource's directory)"
         )
+    declared = [(path, parse_entry(path, benchmarks, protocols)) for path in _declarations(folder)]
+    if imports is not None and Path(imports).is_dir():
+        declared += [(path, parse_import(path, benchmarks)) for path in _declarations(Path(imports))]
     roster: dict[str, RosterEntry] = {}
     files: dict[str, Path] = {}
-    for path in sorted(p for p in folder.iterdir() if p.suffix in ROSTER_SUFFIXES):
-        entry = parse_entry(path, benchmarks, protocols)
+    for path, entry in declared:
         if entry.name in roster:
             raise RosterError(f"{path}: the name {entry.name!r} is already used by {files[entry.name]}")
         roster[entry.name], files[entry.name] = entry, path
@@ -158,6 +225,10 @@ def load_roster(
             if reference not in roster:
                 raise RosterError(f"{files[name]}: {relation}: {reference!r} is not in the roster {folder}")
     return roster
+
+
+def _declarations(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.suffix in ROSTER_SUFFIXES)
 
 
 def evaluation_order(roster: dict[str, RosterEntry]) -> list[str]:

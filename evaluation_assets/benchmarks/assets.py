@@ -4,6 +4,7 @@ per benchmark and roster model, its evaluation by each solver -> the model again
 predecessor; and the protocols' scores and the leaderboard over every evaluation."""
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -30,6 +31,7 @@ from eval_platform.benchmarks.evaluation import (
     evaluate_solvers,
     evaluation_plan,
 )
+from eval_platform.benchmarks.imports import benchmark_tasks, imported_evaluation, read_harness_output
 from eval_platform.benchmarks.leaderboard import headline_rows, leaderboard_plot, leaderboard_table
 from eval_platform.benchmarks.protocols import protocol_rows, protocol_table
 from eval_platform.benchmarks.records import Answer, Evaluation
@@ -39,6 +41,7 @@ from eval_platform.benchmarks.solvers import EvaluationJob
 from eval_platform.benchmarks.store import ComparisonStore, EvaluationStore, InputStore, LeaderboardStore
 from eval_platform.benchmarks.store.evaluations import EvaluationRun
 from eval_platform.common.ingestion import load_rows
+from eval_platform.common.models.sampling import DEFAULT_SEED
 from eval_platform.common.reproducibility import describe_environment
 from eval_platform.environment import environment
 from eval_platform.viewer.links import comparison_link, evaluation_link
@@ -352,19 +355,20 @@ def benchmark_evaluation(
     evaluation_model: LanguageModelResource,
     gateway: ModelGatewayResource,
 ) -> MaterializeResult:
-    """A roster model on a benchmark, by each of its solvers: the harness's own requests, filters and
-    metrics, or the chat prompt's letter, choices or generated answer. Every answer (reused where
-    the same model fingerprint answered the same request before), each document's sample and each
-    task's result land in the warehouse under the settings key and the solver, with where the run
-    computed its answers (`evaluation_runs`) and each document's value in the run's history."""
+    """A roster model on a benchmark (an import's: read from its file, `imported`), by each of its
+    solvers: the harness's requests, filters and metrics, or the chat prompt's letter, choices or
+    generated answer. Every answer (reused where the same model fingerprint answered the same request
+    before), each document's sample and each task's result land in the warehouse under the settings
+    key and the solver, with where the run computed its answers and each document's value in history."""
     name, model_name = partition_names(context.partition_key)
     entry = roster.entry(model_name)
+    if entry.source is not None:
+        return imported(context, warehouse, benchmark_named(name, roster.benchmarks(), None), entry)
     benchmark, plan = _plan(context, config, roster, entry)
     resource = evaluation_model.for_entry(entry)
     model = resource.load(entry_gateway(entry, gateway).gateway())
-    context.instance.add_run_tags(
-        context.run_id, {"eval/model": model.name, "eval/model_fingerprint": model.fingerprint}
-    )
+    tags = {"eval/model": model.name, "eval/model_fingerprint": model.fingerprint}
+    context.instance.add_run_tags(context.run_id, tags)
     documents, pool = _documents(warehouse, benchmark)
     with warehouse.store(EvaluationStore) as store:
         stored = {} if config.recompute else store.load_answers(model.fingerprint)
@@ -383,6 +387,47 @@ def benchmark_evaluation(
     with warehouse.store(EvaluationStore) as store:
         shown = store.load_samples(name, model_name, limit=40).to_dict("records")
     return MaterializeResult(metadata=evaluation_metadata(benchmark, run, placement, evaluations, shown))
+
+
+def imported(
+    context: AssetExecutionContext, warehouse: WarehouseResource, benchmark: Benchmark, entry: RosterEntry
+) -> MaterializeResult:
+    """An imported entry's evaluation of the benchmark, read from its file (no model is opened):
+    its samples matched to the warehouse's documents by content, each with its file and line in
+    `import_lineage`, those matching none in `import_rejections`, and the tool's results. A file that
+    is not what it claims fails the run naming the file and line, and nothing of it lands."""
+    output = read_harness_output(Path(str(entry.source)))
+    tasks = benchmark_tasks(output, benchmark)
+    with warehouse.store(EvaluationStore) as store:
+        known = store.known_documents(benchmark.name)
+    result = imported_evaluation(output, benchmark, known, DEFAULT_SEED)
+    settings = output.settings(tasks)
+    run = EvaluationRun(
+        benchmark.name, entry.name, output.source(), output.fingerprint(tasks), context.run_id, settings, {}
+    )
+    with warehouse.store(EvaluationStore) as store:
+        store.save_import(run, result)
+    for rejection in result.rejections[:20]:
+        context.log.warning(f"{rejection.file} line {rejection.line}: {rejection.reason}")
+    evaluation = result.evaluation
+    rows = pd.DataFrame([r.__dict__ for r in evaluation.results])
+    shown = ["task", "metric", "filter", "value", "ci_low", "ci_high", "n", "num_fewshot"]
+    rejected = pd.DataFrame([r.__dict__ for r in result.rejections], columns=["file", "line", "task", "reason"])
+    return MaterializeResult(
+        metadata={
+            "dagster/row_count": len(evaluation.results),
+            "roster_model": entry.name,
+            "viewer": MetadataValue.url(evaluation_link(environment().viewer_base_url, benchmark.name, entry.name)),
+            "model": run.model_source,
+            "model_fingerprint": run.model_fingerprint,
+            "imported_from": MetadataValue.path(str(output.results_file)),
+            "settings": MetadataValue.json(settings),
+            "samples_matched": len(evaluation.samples),
+            "samples_rejected": len(result.rejections),
+            "results": markdown_table(rows[shown].round(4) if len(rows) else rows),
+            "rejections": markdown_table(rejected[["file", "line", "task", "reason"]], 20),
+        }
+    )
 
 
 # A comparison's columns its metadata shows.

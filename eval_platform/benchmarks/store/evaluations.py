@@ -10,13 +10,15 @@ from typing import Any
 
 import pandas as pd
 
+from eval_platform.benchmarks.imports import IMPORTED, ImportedEvaluation, KnownDocument, content_key
 from eval_platform.benchmarks.records import Answer, Evaluation, Sample, as_json
 from eval_platform.benchmarks.store.schema import KEPT_RUNS, BenchmarkSchema
 from eval_platform.common.models.endings import Generation
 from eval_platform.common.warehouse import reads, utc_now, writes
 
 # one evaluation of a solver: (benchmark, model, settings key, solver)
-SCOPE = "benchmark = ? AND model = ? AND settings_key = ? AND solver = ?"
+SCOPE_COLUMNS = ("benchmark", "model", "settings_key", "solver")
+SCOPE = " AND ".join(f"{column} = ?" for column in SCOPE_COLUMNS)
 SAMPLES_AT_ONCE = 500  # samples made into one frame to insert (a five-shot document's JSON: tens of KB)
 
 
@@ -173,6 +175,61 @@ class EvaluationStore(BenchmarkSchema):
                 SELECT run_id FROM answers WHERE run_id IS NOT NULL
                 UNION SELECT prediction_run_id FROM history WHERE prediction_run_id IS NOT NULL
                 UNION SELECT run_id FROM samples WHERE run_id IS NOT NULL)""")
+
+    @writes(
+        "import_lineage", "import_rejections", "samples", "sample_scores", "results", "evaluations",
+        "evaluation_runs", "history",
+    )  # fmt: skip
+    def save_import(self, run: EvaluationRun, imported: ImportedEvaluation) -> None:
+        """An imported evaluation (`save_evaluation`) with the file and line of each of its samples,
+        and the samples that matched no document, replacing the import's earlier ones on the
+        benchmark, in one transaction."""
+        self.save_evaluation(run, imported.evaluation)
+        now, evaluation = utc_now(), imported.evaluation
+        scope = [run.benchmark, run.model, evaluation.settings_key, evaluation.solver]
+        lineage = [
+            {"task": task, "doc_id": doc_id, "filter": filter_name, "source": source.file, "line": source.line,
+             "source_doc_id": source.doc_id}
+            for (task, doc_id, filter_name), source in imported.lineage.items()
+        ]  # fmt: skip
+        self.replace(
+            "import_lineage",
+            self.rows_frame("import_lineage", lineage, **dict(zip(SCOPE_COLUMNS, scope, strict=True)), imported_at=now),
+            SCOPE,
+            scope,
+        )
+        rejections = [
+            {"source": r.file, "line": r.line, "task": r.task, "source_doc_id": r.doc_id, "filter": r.filter,
+             "reason": r.reason, "sample_json": r.sample_json}
+            for r in imported.rejections
+        ]  # fmt: skip
+        self.replace(
+            "import_rejections",
+            self.rows_frame("import_rejections", rejections, benchmark=run.benchmark, model=run.model, rejected_at=now),
+            "benchmark = ? AND model = ?",
+            [run.benchmark, run.model],
+        )
+
+    @reads("samples", "documents")
+    def known_documents(self, benchmark: str) -> dict[tuple[str, str], KnownDocument]:
+        """The benchmark's documents the warehouse knows, by (task, content key): those a harness
+        evaluation here scored (numbered as it numbered them, with its reference), and a dataset's
+        documents (numbered in source order within their task, as the harness solver numbers them)."""
+        known: dict[tuple[str, str], KnownDocument] = {}
+        rows = self.sql(
+            """
+            SELECT task, doc_id, document_id, doc::VARCHAR, target FROM samples
+            WHERE benchmark = ? AND solver = 'harness' AND doc IS NOT NULL
+              AND NOT starts_with(model_fingerprint, ?)
+            QUALIFY row_number() OVER (PARTITION BY task, doc_id ORDER BY model, settings_key) = 1
+            UNION ALL
+            SELECT task, (row_number() OVER (PARTITION BY task ORDER BY row_number, source_row_id) - 1)::INTEGER,
+                   document_id, doc::VARCHAR, NULL FROM documents WHERE benchmark = ? AND task IS NOT NULL""",
+            [benchmark, IMPORTED, benchmark],
+        ).fetchall()
+        for task, doc_id, document_id, doc, target in rows:
+            known.setdefault((task, content_key(json.loads(doc))), KnownDocument(task, doc_id, document_id, target))
+        return known
 
     @reads("results")
     def load_results(self, benchmark: str | None = None) -> list[dict[str, Any]]:

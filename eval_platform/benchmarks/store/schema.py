@@ -3,7 +3,8 @@
 Inputs (a dataset's): its raw rows and few-shot rows, its documents, and every rejection with its
 reason. Evaluation: every answer a model gave (by request, reused by any later request of the same
 model fingerprint), each document's sample and each task's result per roster model, settings key
-and solver, where each run computed its answers, each run's per-document values (the regression
+and solver, where each run computed its answers (an imported evaluation: the file and line each
+sample came from, and the samples that matched no document), each run's per-document values (the regression
 watch's history), comparisons between roster models, the protocols' scores and the leaderboard.
 Views are SQL files beside this one (`views/`), and the wide leaderboard is built from the declared
 benchmarks and protocols.
@@ -91,6 +92,17 @@ TABLES = {
         settings JSON NOT NULL, run_id VARCHAR, evaluated_at TIMESTAMP NOT NULL,
         PRIMARY KEY (benchmark, model, settings_key, solver)""",
     "evaluation_runs": RUN_ENVIRONMENTS,
+    # an imported evaluation's samples: the file and line each came from, and its doc_id there
+    "import_lineage": """
+        benchmark VARCHAR NOT NULL, model VARCHAR NOT NULL, settings_key VARCHAR NOT NULL, solver VARCHAR NOT NULL,
+        task VARCHAR NOT NULL, doc_id INTEGER NOT NULL, filter VARCHAR NOT NULL, source VARCHAR NOT NULL,
+        line INTEGER NOT NULL, source_doc_id INTEGER NOT NULL, imported_at TIMESTAMP NOT NULL,
+        PRIMARY KEY (benchmark, model, settings_key, solver, task, doc_id, filter)""",
+    # an imported sample that matches no document of the warehouse, with its reason
+    "import_rejections": """
+        benchmark VARCHAR NOT NULL, model VARCHAR NOT NULL, source VARCHAR NOT NULL, line INTEGER NOT NULL,
+        task VARCHAR NOT NULL, source_doc_id INTEGER NOT NULL, filter VARCHAR NOT NULL, reason VARCHAR NOT NULL,
+        sample_json VARCHAR NOT NULL, rejected_at TIMESTAMP NOT NULL""",
     # each run's per-document values, for the regression watch (the latest KEPT_RUNS runs)
     "history": """
         run_id VARCHAR NOT NULL, scored_at TIMESTAMP NOT NULL, benchmark VARCHAR NOT NULL, model VARCHAR NOT NULL,

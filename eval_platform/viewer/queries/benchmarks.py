@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from eval_platform.benchmarks.comparison import NO_PAIRED_TEST, compare
+from eval_platform.benchmarks.imports import IMPORTED
 from eval_platform.common.intervals import PAIRED_BOOTSTRAP, PAIRED_SCORE
 from eval_platform.viewer.warehouse import Connection, ViewerInputError, fetch
 
@@ -45,6 +46,11 @@ class Run:
     model_fingerprint: str
     run_id: str | None
     evaluated_at: datetime
+    model_source: str  # the model's name, or an import's tool, version, model and file
+
+    @property
+    def imported(self) -> bool:
+        return self.model_fingerprint.startswith(IMPORTED)
 
 
 @dataclass(frozen=True)
@@ -197,7 +203,7 @@ def runs(conn: Connection, benchmark: str) -> list[Run]:
     """Every evaluation of the benchmark, by model, settings key and solver."""
     return fetch(
         conn,
-        """SELECT model, settings_key, solver, model_fingerprint, run_id, evaluated_at FROM evaluations
+        """SELECT model, settings_key, solver, model_fingerprint, run_id, evaluated_at, model_source FROM evaluations
            WHERE benchmark = $benchmark ORDER BY model, settings_key, solver""",
         {"benchmark": benchmark},
         Run,

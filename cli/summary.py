@@ -29,6 +29,7 @@ def print_results(
     """The results, comparisons and leaderboard (of `benchmarks` only, where given)."""
     with warehouse.store(EvaluationStore) as store:
         results = store.result_table(list(benchmarks) if benchmarks else None)
+        imported = store.imported_sources()
     with warehouse.store(ComparisonStore) as store:
         comparisons = store.comparison_table()
     with warehouse.store(LeaderboardStore) as store:
@@ -38,7 +39,7 @@ def print_results(
     print(f"\nResults ({warehouse.database}):\n{wrapped(results)}")
     if benchmarks is None:
         print(f"\nModel against its baseline (a minus b, on the same documents):\n{wrapped(comparisons)}")
-    board = leaderboard_table(headlines, averages, shown)
+    board = leaderboard_table(headlines, averages, shown, imported)
     columns = board.set_index("model").T.rename_axis("benchmark (measured as) or average").reset_index()
     print(
         f"\nLeaderboard (headline score [95% interval]), a model a column:\n{wrapped(columns, disable_numparse=True)}"

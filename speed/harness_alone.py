@@ -111,25 +111,32 @@ class HarnessSide:
     apply_template_module: str
 
 
-def run_alone(runs: list[dict[str, Any]], folder: Path, timeout: float = 3600) -> dict[str, HarnessSide]:
-    """The runs in one fresh process of this file (one model load per distinct model), each read
-    back by its name; NLTK told where the project's punkt_tab is, as a harness user tells it."""
+def run_script(script: str, spec: dict[str, Any], folder: Path, timeout: float, **env: str) -> None:
+    """`python SCRIPT SPEC.json FOLDER` in a fresh process, its spec written to FOLDER/spec.json,
+    NLTK told where the project's punkt_tab is (as a harness user tells it); a failure raised with
+    the end of its error output."""
     folder.mkdir(parents=True, exist_ok=True)
-    spec = folder / "spec.json"
-    spec.write_text(json.dumps({"runs": runs}, indent=1))
+    path = folder / "spec.json"
+    path.write_text(json.dumps(spec, indent=1))
     nltk = os.pathsep.join(p for p in (str(NLTK_DATA), os.environ.get("NLTK_DATA", "")) if p)
     completed = subprocess.run(
-        [sys.executable, __file__, str(spec), str(folder)],
+        [sys.executable, script, str(path), str(folder)],
         capture_output=True,
         text=True,
         timeout=timeout,
         check=False,
-        env={**os.environ, "NLTK_DATA": nltk, "TQDM_DISABLE": "1"},
+        env={**os.environ, "NLTK_DATA": nltk, "TQDM_DISABLE": "1", **env},
     )
     if completed.returncode:
         raise RuntimeError(
-            f"the harness alone failed (exit {completed.returncode}) on {spec}:\n{completed.stderr[-6000:]}"
+            f"{Path(script).name} failed (exit {completed.returncode}) on {path}:\n{completed.stderr[-6000:]}"
         )
+
+
+def run_alone(runs: list[dict[str, Any]], folder: Path, timeout: float = 3600) -> dict[str, HarnessSide]:
+    """The runs in one fresh process of this file (one model load per distinct model), each read
+    back by its name."""
+    run_script(__file__, {"runs": runs}, folder, timeout)
     sides = {}
     for run in runs:
         report = json.loads((folder / f"{run['name']}.json").read_text())

@@ -5,7 +5,8 @@ imports this platform.
     python speed/harness_cli.py SPEC.json OUT_FOLDER
 
 SPEC.json holds one run as speed/harness_alone.py takes it (`model`: `pretrained`, `gguf_file`,
-`dtype`; `tasks`; `data_files`, `overrides`; `num_fewshot`, `limit`, `batch_size`). Its task YAMLs
+`dtype`; `tasks`; `data_files`, `overrides`; `num_fewshot`, `limit`, `batch_size`; and `gen_kwargs`,
+the command line's generation settings for every generation task, e.g. {"max_gen_toks": 96}). Its task YAMLs
 (each including the harness's own and pointing at the local files) are written to
 OUT_FOLDER/tasks, and `lm-eval run` writes its results and samples under OUT_FOLDER/output.
 """
@@ -13,13 +14,10 @@ OUT_FOLDER/tasks, and `lm-eval run` writes its results and samples under OUT_FOL
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
-
-HERE = Path(__file__).resolve().parent
 
 
 def command_line(run: dict[str, Any], tasks_folder: Path, output: Path) -> list[str]:
@@ -35,25 +33,16 @@ def command_line(run: dict[str, Any], tasks_folder: Path, output: Path) -> list[
     for option in ("num_fewshot", "limit"):
         if run.get(option) is not None:
             line += [f"--{option}", str(run[option])]
+    if run.get("gen_kwargs"):
+        line += ["--gen_kwargs", *(f"{key}={value!r}" for key, value in run["gen_kwargs"].items())]
     return line
 
 
 def run_cli(run: dict[str, Any], folder: Path, timeout: float = 1800) -> Path:
     """The run by the harness's command line in a fresh process of this file; its output folder."""
-    folder.mkdir(parents=True, exist_ok=True)
-    spec = folder / "spec.json"
-    spec.write_text(json.dumps(run, indent=1))
-    nltk = os.pathsep.join(p for p in (str(HERE.parent / "data" / "nltk_data"), os.environ.get("NLTK_DATA", "")) if p)
-    completed = subprocess.run(
-        [sys.executable, __file__, str(spec), str(folder)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        env={**os.environ, "NLTK_DATA": nltk, "TQDM_DISABLE": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"},
-    )
-    if completed.returncode:
-        raise RuntimeError(f"lm-eval's command line failed (exit {completed.returncode}):\n{completed.stderr[-6000:]}")
+    from speed.harness_alone import run_script
+
+    run_script(__file__, run, folder, timeout, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
     return folder / "output"
 
 

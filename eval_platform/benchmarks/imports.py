@@ -15,19 +15,23 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from eval_platform.benchmarks.declarations import Benchmark, settings_key
+from eval_platform.benchmarks.declarations import SAMPLING_FIELDS, Benchmark, settings_key
 from eval_platform.benchmarks.records import Evaluation, Sample
+from eval_platform.benchmarks.scoring import group_leaves
 
 HARNESS = "lm-evaluation-harness"
 IMPORTED = "imported:"  # the start of an imported model's fingerprint
-RESULTS_FILE = re.compile(r"^results_(?P<time>.+)\.json$")
-SAMPLE_KEYS = ("doc_id", "doc", "target", "arguments", "resps", "filtered_resps", "filter", "metrics")
-SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p")
+# a results file as the harness names it: results_2026-11-29T19-30-08.675009.json
+RESULTS_FILE = re.compile(r"^results_(?P<time>\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(\.\d+)?)\.json$")
+SAMPLE_KEYS = (
+    "doc_id", "doc", "target", "arguments", "resps", "filtered_resps", "filter", "metrics", "doc_hash", "prompt_hash",
+)  # fmt: skip
+CHUNK = 500  # samples made at a time from a file
 
 
 class ImportRefused(ValueError):
@@ -53,13 +57,13 @@ class ImportRejection:
     doc_id: int
     filter: str
     reason: str
-    sample_json: str
+    sample_excerpt: str  # its first 2,000 characters of JSON
 
 
 @dataclass(frozen=True)
 class HarnessOutput:
-    """An lm-evaluation-harness output folder, read: its results file's report (the newest one
-    holding each task) and each task's samples file."""
+    """An lm-evaluation-harness output folder, read: its newest results file's report and each of
+    its tasks' samples file."""
 
     results_file: Path
     report: dict[str, Any]
@@ -102,19 +106,22 @@ class HarnessOutput:
         digest = hashlib.sha256(json.dumps(said, sort_keys=True, default=str).encode()).hexdigest()
         return f"{IMPORTED}{digest[:16]}"
 
-    def settings(self, tasks: Sequence[str]) -> dict[str, Any]:
+    def settings(self, tasks: Sequence[str], declared_shots: int | None) -> dict[str, Any]:
         """What the run measured on `tasks`, in the platform's terms (its settings key's fields),
-        with where it came from."""
+        with where it came from. Its shots are the tasks' own (`default shots`, as the platform
+        names them) where the benchmark declares none (`declared_shots`); each result keeps the
+        shots it was measured with."""
         config = self.config
-        generation = config.get("gen_kwargs") or {}
+        generates = any(self.report["configs"][task].get("output_type") == "generate_until" for task in tasks)
+        generation = config.get("gen_kwargs") if generates else None  # as the platform: a generation's only
         generation = generation if isinstance(generation, Mapping) else {}
         shots = {self.report.get("n-shot", {}).get(task) for task in tasks} - {None}
         limit = config.get("limit")
         return {
-            "num_fewshot": shots.pop() if len(shots) == 1 else None,
+            "num_fewshot": shots.pop() if declared_shots is not None and len(shots) == 1 else None,
             "limit": int(limit) if isinstance(limit, int | float) and limit >= 1 and limit == int(limit) else limit,
             "max_gen_toks": generation.get("max_gen_toks"),
-            **{key: generation[key] for key in SAMPLING_KEYS if key in generation},
+            **{key: generation[key] for key in SAMPLING_FIELDS if key in generation},
             "system_instruction": self.report.get("system_instruction"),
             "apply_chat_template": bool(self.report.get("chat_template")),
             "fewshot_as_multiturn": bool(self.report.get("fewshot_as_multiturn")),
@@ -134,25 +141,29 @@ def _read_json(path: Path) -> Any:
 
 
 def read_harness_output(folder: Path) -> HarnessOutput:
-    """The output folder (`--output_path`, or the model's folder in it) of lm-evaluation-harness
-    runs with `--log_samples`: each task from the newest results file that holds it, with its
-    samples file. Refused, naming the file, where a results file is no harness report or a task
-    has no samples file."""
+    """The output folder of one model's lm-evaluation-harness runs with `--log_samples` (the
+    `--output_path` folder, or the model's folder in it): its newest results file (by the time in
+    its name) and each of its tasks' samples file. Refused, naming the folder or file, where it
+    holds no results file, runs of several models, a results file that is no harness report, or a
+    task without its samples file."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ImportRefused(f"{folder}: no such folder (an lm-evaluation-harness --output_path folder)")
-    files = sorted(folder.rglob("results_*.json"), key=lambda p: p.name)
+    files = {path: match["time"] for path in folder.rglob("results_*.json") if (match := RESULTS_FILE.match(path.name))}
     if not files:
-        raise ImportRefused(f"{folder}: holds no results_*.json (lm-evaluation-harness --output_path output)")
-    newest = files[-1]
+        raise ImportRefused(f"{folder}: holds no results_<time>.json (lm-evaluation-harness --output_path output)")
+    if len({path.parent for path in files}) > 1:
+        models = sorted(str(path.parent.relative_to(folder)) for path in files)
+        raise ImportRefused(f"{folder}: holds runs of several models ({', '.join(dict.fromkeys(models))}): "
+                            "point the import at one model's folder")  # fmt: skip
+    newest, stamp = max(files.items(), key=lambda item: item[1])
     report = _read_json(newest)
     if not isinstance(report, dict) or not isinstance(report.get("results"), dict) or "configs" not in report:
         raise ImportRefused(f"{newest}: not an lm-evaluation-harness results file (no 'results' and 'configs')")
-    match = RESULTS_FILE.match(newest.name)
-    assert match is not None
-    stamp = match["time"]
     sample_files = {}
-    for task in report["configs"]:
+    for task, config in report["configs"].items():
+        if not isinstance(config, dict) or "output_type" not in config:
+            raise ImportRefused(f"{newest}: configs.{task} names no output_type")
         path = newest.parent / f"samples_{task}_{stamp}.jsonl"
         if not path.is_file():
             raise ImportRefused(f"{newest}: task {task} has no samples file {path.name} (run with --log_samples)")
@@ -164,25 +175,36 @@ def source_stamp(folder: Path) -> str:
     """The files of an output folder as they are now (names, sizes, modification times)."""
     if not folder.is_dir():
         return "missing"
-    files = sorted(p for p in folder.rglob("*") if p.is_file())
-    return ";".join(f"{p.relative_to(folder)}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in files)
+    stamps = []
+    for path in sorted(folder.rglob("*")):
+        try:
+            stat = path.stat()
+        except OSError:  # removed since it was listed
+            continue
+        stamps.append(f"{path.relative_to(folder)}:{stat.st_size}:{stat.st_mtime_ns}")
+    return ";".join(stamps)
 
 
-def benchmark_tasks(output: HarnessOutput, benchmark: Benchmark) -> list[str]:
+def benchmark_tasks(output: HarnessOutput, benchmark: Benchmark, known: Collection[str] | None = None) -> list[str]:
     """The output's tasks (those with samples) that are the benchmark's: its task, the tasks of its
-    group (as the report's `group_subtasks` lists them), or those its task's template names
-    (`mmlu_{subject}`)."""
+    group (as the report's `group_subtasks` lists them, at any depth), or those its task's template
+    names (`mmlu_{subject}`), of those the warehouse knows where `known` is given (a template's
+    pattern also fits another family's tasks, such as `mmlu_pro_law`)."""
     own = benchmark.task or benchmark.name
     pattern = re.compile(re.sub(r"\\{\w+\\}", ".+", re.escape(own)) + "$")
+    members = set(group_leaves(own, _groups(output)))
+    return [
+        task
+        for task in output.sample_files
+        if (task == own or task in members or pattern.match(task)) and (known is None or task in known)
+    ]
+
+
+def _groups(output: HarnessOutput) -> dict[str, list[str]]:
     groups = output.report.get("group_subtasks") or {}
-    members, pending = set(), [own]
-    while pending:
-        name = pending.pop()
-        for member in groups.get(name, []):
-            if member not in members:
-                members.add(member)
-                pending.append(member)
-    return [task for task in output.sample_files if task == own or task in members or pattern.match(task)]
+    if not isinstance(groups, dict) or not all(isinstance(members, list) for members in groups.values()):
+        raise ImportRefused(f"{output.results_file}: group_subtasks is not a mapping of groups to their tasks")
+    return groups
 
 
 def imported_benchmarks(output: HarnessOutput, benchmarks: Mapping[str, Benchmark]) -> list[str]:
@@ -216,8 +238,11 @@ def _arguments(logged: Any) -> list[list[Any]]:
 
 
 def _metric_fault(name: str, value: Any) -> str | None:
-    numbers = value if isinstance(value, list) else [value]
-    if all(isinstance(v, bool | int | float) for v in numbers):
+    """Why a logged metric is not one: a number, or a list of them (IFEval's per instruction), or
+    a corpus metric's items (BLEU's reference and prediction)."""
+    if isinstance(value, bool | int | float):
+        return None
+    if isinstance(value, list) and all(isinstance(v, bool | int | float | str) for v in value):
         return None
     return f"metric {name} is not a number: {json.dumps(value)[:80]}"
 
@@ -250,6 +275,8 @@ def _sample(line: str, where: str, task: str, numeric: bool) -> dict[str, Any]:
         arguments = _arguments(sample["arguments"])
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as error:
         raise ImportRefused(f"{where}: its arguments are not the harness's requests ({error})") from error
+    if not isinstance(sample["resps"], list) or len(sample["resps"]) != len(arguments):
+        raise ImportRefused(f"{where}: {len(arguments)} requests but not as many responses")
     responses = {key: _number(sample[key]) if numeric else sample[key] for key in ("resps", "filtered_resps")}
     return {**sample, "arguments": arguments, **responses}
 
@@ -270,65 +297,150 @@ class KnownDocument:
     target: str | None
 
 
+@dataclass(frozen=True)
+class Match:
+    """A logged sample's document, and its content when it was matched."""
+
+    document: KnownDocument
+    content: str
+
+
+@dataclass(frozen=True)
+class ImportedSamples(Collection[Sample]):
+    """An import's matched samples, read again from its files each time they are iterated, a chunk
+    at a time (never all in memory), each renumbered as the warehouse numbers its document."""
+
+    report: Mapping[str, Any]
+    files: Mapping[str, Path]  # each task's samples file
+    matches: Mapping[tuple[str, int], Match]  # by (task, line)
+    seed: int
+    max_gen_toks: int | None
+
+    def __len__(self) -> int:
+        return len(self.matches)
+
+    def __contains__(self, item: object) -> bool:
+        return any(sample == item for sample in self)
+
+    def __iter__(self) -> Iterator[Sample]:
+        from eval_platform.benchmarks.harness import request_type_of
+
+        for task, path in self.files.items():
+            request_type = request_type_of(str(self.report["configs"][task].get("output_type", "")))
+            chunk: list[dict[str, Any]] = []
+            for line, sample in logged_samples(path, task, request_type):
+                if (match := self.matches.get((task, line))) is None:
+                    continue
+                if content_key(sample["doc"]) != match.content:
+                    raise ImportRefused(f"{path} line {line}: changed since it was read; import it again")
+                chunk.append({**sample, "doc_id": match.document.doc_id, "document_id": match.document.document_id})
+                if len(chunk) == CHUNK:
+                    yield from self._samples(task, chunk)
+                    chunk = []
+            yield from self._samples(task, chunk)
+
+    def _samples(self, task: str, chunk: list[dict[str, Any]]) -> list[Sample]:
+        from eval_platform.benchmarks.harness import HarnessOutcome, outcome_samples
+
+        named = outcome_samples(HarnessOutcome(dict(self.report), {task: chunk}), self.seed, (), self.max_gen_toks)
+        return [replace(s, document_id=logged["document_id"]) for s, logged in zip(named, chunk, strict=True)]
+
+
 @dataclass
 class ImportedEvaluation:
-    """An import's evaluation of one benchmark, and where each of its samples came from."""
+    """An import's evaluation of one benchmark (its samples read from its files as they are
+    stored), where each of its samples came from, and the imported model: its source in words,
+    fingerprint and settings."""
 
     evaluation: Evaluation
+    source: str
+    fingerprint: str
+    settings: dict[str, Any]
     lineage: dict[tuple[str, int, str], SampleSource] = field(default_factory=dict)
     rejections: list[ImportRejection] = field(default_factory=list)
 
 
+def _scored(task: str, doc_id: int, sample: Mapping[str, Any]) -> tuple[Sample, dict[str, Any]]:
+    """What the results need of a sample, and no more: its metrics (for its interval) and its
+    requests' shape (for a multiple-choice task's chance accuracy)."""
+    metrics = {name: sample[name] for name in sample["metrics"]}
+    shape = [[None, ""] if len(a) == 2 and isinstance(a[1], str) else [None] for a in sample["arguments"]]
+    light = Sample(
+        task=task, doc_id=doc_id, filter=str(sample["filter"]), prompt="", arguments=[], request_keys=[],
+        target=None, responses=None, filtered_responses=None, metrics=metrics, doc=None,
+    )  # fmt: skip
+    return light, {"filter": sample["filter"], "arguments": shape}
+
+
+def _matched(
+    candidates: Sequence[KnownDocument], sample: Mapping[str, Any], taken: Collection[tuple[str, int, str]]
+) -> KnownDocument | str:
+    """The known document a logged sample is of (of several alike: its own doc_id's, else the first
+    not yet taken under its filter), or why none is."""
+    free = [d for d in candidates if (d.task, d.doc_id, str(sample["filter"])) not in taken]
+    document = next((d for d in free if d.doc_id == sample["doc_id"]), free[0] if free else None)
+    if document is None:
+        return "its document matches none of the warehouse's documents of its task" + (
+            " not already matched by another line" if candidates else ""
+        )
+    if document.target is not None and document.target != str(sample["target"]):
+        return f"its reference {str(sample['target'])[:80]!r} is not the warehouse's {document.target[:80]!r}"
+    return document
+
+
 def imported_evaluation(
-    output: HarnessOutput, benchmark: Benchmark, known: Mapping[tuple[str, str], KnownDocument], seed: int
+    output: HarnessOutput, benchmark: Benchmark, known: Mapping[tuple[str, str], Sequence[KnownDocument]], seed: int
 ) -> ImportedEvaluation:
     """The output's evaluation of `benchmark` by the harness's own scoring (solver `harness`): each
     logged sample matched to a known document by (task, content key), renumbered as the warehouse
     numbers it, with the file and line it came from; a sample that matches none (or whose
     reference differs) rejected with its reason. Results are the tool's own, each with the interval
-    of its matched items."""
-    from eval_platform.benchmarks.harness import HarnessOutcome, outcome_results, outcome_samples, request_type_of
+    of its matched items (a group's only where the output holds every task under it). The whole
+    file is read (and refused at a fault, or where nothing matches) before anything is kept; its
+    samples are read again as they are stored (`ImportedSamples`)."""
+    from eval_platform.benchmarks.harness import HarnessOutcome, outcome_results, request_type_of
     from eval_platform.benchmarks.scoring import with_intervals
 
-    tasks = benchmark_tasks(output, benchmark)
+    tasks = benchmark_tasks(output, benchmark, {task for task, _ in known})
     if not tasks:
-        raise ImportRefused(f"{output.results_file}: holds no task of {benchmark.name}")
-    configs = output.report["configs"]
-    matched: dict[str, list[dict[str, Any]]] = {}
+        raise ImportRefused(
+            f"{output.results_file}: holds no task of {benchmark.name} whose documents the warehouse holds "
+            f"(materialise its inputs, or evaluate a roster model on it, first)"
+        )
+    matches: dict[tuple[str, int], Match] = {}
+    scored: list[Sample] = []
+    shapes: dict[str, list[dict[str, Any]]] = {}
     lineage: dict[tuple[str, int, str], SampleSource] = {}
     rejections: list[ImportRejection] = []
     for task in tasks:
-        request_type = request_type_of(str(configs[task].get("output_type", "")))
         path = output.sample_files[task]
-        for line, sample in logged_samples(path, task, request_type):
-            document = known.get((task, content_key(sample["doc"])))
-            reason = None
-            if document is None:
-                reason = f"its document matches none of {benchmark.name}'s {task} documents in the warehouse"
-            elif document.target is not None and document.target != str(sample["target"]):
-                reason = f"its reference {str(sample['target'])[:80]!r} is not the warehouse's {document.target[:80]!r}"
-            if reason or document is None:
-                rejections.append(
-                    ImportRejection(str(path), line, task, sample["doc_id"], str(sample["filter"]), str(reason),
-                                    json.dumps(sample, ensure_ascii=False, default=str)[:2000])
-                )  # fmt: skip
+        for line, sample in logged_samples(path, task, request_type_of(output.report["configs"][task]["output_type"])):
+            content = content_key(sample["doc"])
+            found = _matched(known.get((task, content), ()), sample, lineage)
+            if isinstance(found, str):
+                excerpt = json.dumps(sample, ensure_ascii=False, default=str)[:2000]
+                rejections.append(ImportRejection(str(path), line, task, sample["doc_id"], str(sample["filter"]),
+                                                  found, excerpt))  # fmt: skip
                 continue
-            key = (task, document.doc_id, str(sample["filter"]))
-            if key in lineage:
-                raise ImportRefused(
-                    f"{path} line {line}: the same document and filter as line {lineage[key].line} (doc_id "
-                    f"{sample['doc_id']})"
-                )
-            lineage[key] = SampleSource(str(path), line, sample["doc_id"])
-            matched.setdefault(task, []).append({**sample, "doc_id": document.doc_id})
-    outcome = HarnessOutcome(output.report, matched)
-    named = {(document.task, document.doc_id): document.document_id for document in known.values()}
-    samples: list[Sample] = [
-        replace(s, document_id=named.get((s.task, s.doc_id)))
-        for s in outcome_samples(outcome, seed, (), output.settings(tasks).get("max_gen_toks"))
-    ]
-    groups = dict(output.report.get("group_subtasks") or {})
-    wanted = set(tasks) | {name for name, members in groups.items() if set(tasks) & set(members)}
-    results = with_intervals([r for r in outcome_results(outcome) if r.task in wanted], samples, groups)
-    evaluation = Evaluation("harness", settings_key(output.settings(tasks)), samples, results)
-    return ImportedEvaluation(evaluation, lineage, rejections)
+            lineage[task, found.doc_id, str(sample["filter"])] = SampleSource(str(path), line, sample["doc_id"])
+            matches[task, line] = Match(found, content)
+            light, shape = _scored(task, found.doc_id, sample)
+            scored.append(light)
+            shapes.setdefault(task, []).append(shape)
+    if not matches:
+        first = f" (the first: {rejections[0].file} line {rejections[0].line})" if rejections else ""
+        raise ImportRefused(
+            f"{output.results_file}: none of its {benchmark.name} samples matches a document of the warehouse{first}"
+        )
+    groups = _groups(output)
+    covered = {name for name in groups if group_leaves(name, groups) <= set(tasks)}
+    reported = outcome_results(HarnessOutcome(output.report, shapes))
+    results = with_intervals([r for r in reported if r.task in set(tasks) | covered], scored, groups)
+    settings = output.settings(tasks, benchmark.num_fewshot)
+    samples = ImportedSamples(
+        output.report, {task: output.sample_files[task] for task in tasks}, matches, seed, settings.get("max_gen_toks")
+    )
+    return ImportedEvaluation(
+        Evaluation("harness", settings_key(settings), samples, results),
+        output.source(), output.fingerprint(tasks), settings, lineage, rejections,
+    )  # fmt: skip

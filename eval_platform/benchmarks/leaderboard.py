@@ -99,10 +99,12 @@ def leaderboard_table(
     headlines: Sequence[Mapping[str, Any]],
     averages: Sequence[Mapping[str, Any]],
     benchmarks: Mapping[str, Benchmark],
+    imported: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
-    """Models as rows; each benchmark's headline (`value [95% interval]`, flagged where more than 5% of its
-    answers were cut at the budget) under a header that says
-    what was measured (`measured_label`; models measured otherwise in a column of their own), and each
+    """Models as rows, each with its fingerprint (an imported model's: where its numbers came from,
+    `imported`: its tool, version and file); each benchmark's headline (`value [95% interval]`,
+    flagged where more than 5% of its answers were cut at the budget) under a header that says what
+    was measured (`measured_label`; models measured otherwise in a column of their own), and each
     protocol's average with its status as columns; best complete average first."""
     shown = [name for name in benchmarks if any(h["benchmark"] == name for h in headlines)]
     shown += sorted({h["benchmark"] for h in headlines} - set(benchmarks))
@@ -118,7 +120,8 @@ def leaderboard_table(
         own = {(h["benchmark"], measured_label(h)): h for h in headlines if h["model"] == model}
         row: dict[str, Any] = {
             "model": model,
-            "fingerprint": ", ".join(sorted({short_fingerprint(h["model_fingerprint"]) for h in own.values()})),
+            "fingerprint": (imported or {}).get(model)
+            or ", ".join(sorted({short_fingerprint(h["model_fingerprint"]) for h in own.values()})),
         }
         for key, header in columns.items():
             row[header] = _interval(own[key]) if key in own else ""

@@ -9,7 +9,7 @@ They are the harness's own sample and result shapes, which the chat solvers prod
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,7 +86,7 @@ class Evaluation:
 
     solver: str
     settings_key: str
-    samples: list[Sample] = field(default_factory=list)
+    samples: Collection[Sample] = field(default_factory=list)  # an import's: read from its file as stored
     results: list[Result] = field(default_factory=list)
     answers: dict[str, Answer] = field(default_factory=dict)
     model_seconds: float = 0.0

@@ -37,7 +37,7 @@ from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from eval_platform.benchmarks.declarations import Benchmark, EvaluationSettings
 from eval_platform.benchmarks.protocols import Protocol
@@ -137,12 +137,14 @@ class ImportDeclaration(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str
-    source: str
-    benchmarks: tuple[str, ...] | None = None
-    baseline: str | None = None
-    previous: str | None = None
-    run_tags: dict[str, str] | None = None
+    name: str = Field(description="The imported model's name in the roster (default: the file's stem).")
+    source: str = Field(description="An lm-evaluation-harness --output_path folder, relative to this file.")
+    benchmarks: tuple[str, ...] | None = Field(
+        default=None, description="Only these of the declared benchmarks it holds (default: every one)."
+    )
+    baseline: str | None = Field(default=None, description="The roster entry it is compared with.")
+    previous: str | None = Field(default=None, description="Its predecessor in the roster.")
+    run_tags: dict[str, str] | None = Field(default=None, description="Tags on each run of this import.")
 
 
 def _read_declaration(path: Path) -> dict[str, Any]:
@@ -163,8 +165,8 @@ def _problems(error: ValidationError) -> str:
 
 def parse_import(path: Path, benchmarks: Mapping[str, Benchmark] | None = None) -> RosterEntry:
     """An import file's roster entry: its source resolved against the file's folder, evaluated on
-    the declared benchmarks the source holds tasks of (those it names, where it names them; where
-    the source cannot be read, those it names or every one, so that its evaluation says why)."""
+    the declared benchmarks the source holds tasks of (of those it names, where it names them);
+    where the source cannot be read yet, on those it names, or on none."""
     from eval_platform.benchmarks.imports import ImportRefused, imported_benchmarks, read_harness_output
 
     try:
@@ -172,16 +174,21 @@ def parse_import(path: Path, benchmarks: Mapping[str, Benchmark] | None = None) 
     except ValidationError as error:
         raise RosterError(f"{path}: {_problems(error)}") from error
     source = (path.parent / declared.source).resolve()
-    held: tuple[str, ...] | None = declared.benchmarks
-    if benchmarks is not None:
-        try:
-            held = tuple(imported_benchmarks(read_harness_output(source), benchmarks))
-        except ImportRefused:
-            pass
-        else:
-            held = tuple(b for b in held if declared.benchmarks is None or b in declared.benchmarks)
-    fields = declared.model_dump(exclude_none=True, exclude={"benchmarks", "source"})
-    return _checked(path, RosterEntry(**fields, source=str(source), benchmarks=held), benchmarks, None)
+    entry = RosterEntry(
+        **declared.model_dump(exclude_none=True, exclude={"benchmarks", "source"}),
+        source=str(source),
+        benchmarks=declared.benchmarks or (),
+    )
+    _checked(path, entry, benchmarks, None)  # the benchmarks it names, before any is left out
+    if benchmarks is None or declared.benchmarks == ():
+        return entry
+    try:
+        held = imported_benchmarks(read_harness_output(source), benchmarks)
+    except (ImportRefused, OSError):  # e.g. the harness still writing it: evaluated once it is whole
+        return entry
+    return entry.model_copy(
+        update={"benchmarks": tuple(b for b in held if declared.benchmarks is None or b in declared.benchmarks)}
+    )
 
 
 def _checked(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -88,7 +88,7 @@ def score_items(outputs: Sequence[str | None], references: Sequence[str]) -> Sco
     return aggregate([exact(output, reference) for output, reference in zip(outputs, references, strict=True)])
 
 
-def item_scores(samples: Sequence[Sample], metric: str, filter_name: str) -> list[ItemScore]:
+def item_scores(samples: Iterable[Sample], metric: str, filter_name: str) -> list[ItemScore]:
     """The samples' values of one metric under one filter, with what was answered and expected."""
     return [
         ItemScore(sample.numeric_metrics()[metric], _shown(sample.filtered_responses), sample.target)

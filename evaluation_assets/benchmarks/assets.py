@@ -31,7 +31,7 @@ from eval_platform.benchmarks.evaluation import (
     evaluate_solvers,
     evaluation_plan,
 )
-from eval_platform.benchmarks.imports import benchmark_tasks, imported_evaluation, read_harness_output
+from eval_platform.benchmarks.imports import imported_evaluation, read_harness_output
 from eval_platform.benchmarks.leaderboard import headline_rows, leaderboard_plot, leaderboard_table
 from eval_platform.benchmarks.protocols import protocol_rows, protocol_table
 from eval_platform.benchmarks.records import Answer, Evaluation
@@ -397,13 +397,10 @@ def imported(
     `import_lineage`, those matching none in `import_rejections`, and the tool's results. A file that
     is not what it claims fails the run naming the file and line, and nothing of it lands."""
     output = read_harness_output(Path(str(entry.source)))
-    tasks = benchmark_tasks(output, benchmark)
     with warehouse.store(EvaluationStore) as store:
-        known = store.known_documents(benchmark.name)
-    result = imported_evaluation(output, benchmark, known, DEFAULT_SEED)
-    settings = output.settings(tasks)
+        result = imported_evaluation(output, benchmark, store.known_documents(benchmark.name), DEFAULT_SEED)
     run = EvaluationRun(
-        benchmark.name, entry.name, output.source(), output.fingerprint(tasks), context.run_id, settings, {}
+        benchmark.name, entry.name, result.source, result.fingerprint, context.run_id, result.settings, {}
     )
     with warehouse.store(EvaluationStore) as store:
         store.save_import(run, result)
@@ -418,14 +415,14 @@ def imported(
             "dagster/row_count": len(evaluation.results),
             "roster_model": entry.name,
             "viewer": MetadataValue.url(evaluation_link(environment().viewer_base_url, benchmark.name, entry.name)),
-            "model": run.model_source,
-            "model_fingerprint": run.model_fingerprint,
+            "model": result.source,
+            "model_fingerprint": result.fingerprint,
             "imported_from": MetadataValue.path(str(output.results_file)),
-            "settings": MetadataValue.json(settings),
+            "settings": MetadataValue.json(result.settings),
             "samples_matched": len(evaluation.samples),
             "samples_rejected": len(result.rejections),
-            "results": markdown_table(rows[shown].round(4) if len(rows) else rows),
-            "rejections": markdown_table(rejected[["file", "line", "task", "reason"]], 20),
+            "results": markdown_table(rows[shown].round(4)),
+            "rejections": markdown_table(rejected, 20),
         }
     )
 
@@ -546,11 +543,11 @@ def leaderboard(warehouse: WarehouseResource, roster: RosterResource) -> Materia
     model, sortable in SQL), and a plot of each model's scores."""
     benchmarks = roster.benchmarks()
     with warehouse.store(EvaluationStore) as store:
-        headlines = headline_rows(store.load_results(), benchmarks)
+        headlines, sources = headline_rows(store.load_results(), benchmarks), store.imported_sources()
     with warehouse.store(LeaderboardStore) as store:
         store.replace_leaderboard(headlines)
         averages = [r for r in store.load_protocol_scores() if r["task"] == "average"]
-    table = leaderboard_table(headlines, averages, benchmarks)
+    table = leaderboard_table(headlines, averages, benchmarks, sources)
     return MaterializeResult(
         metadata={
             "dagster/row_count": len(table),

@@ -17,14 +17,17 @@ import yaml
 from eval_platform.benchmarks.roster import RosterError, load_roster
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL
 from eval_platform.viewer.links import comparison_link
-from evaluation_assets.benchmarks.assets import benchmark_evaluation, model_comparison
+from evaluation_assets.benchmarks.assets import benchmark_evaluation, leaderboard, model_comparison
 from resources import RosterResource
 from speed.harness_cli import run_cli
 from speed.lm_eval_parity import harness_model_spec
 from tests.conftest import DATA_BENCHMARKS
-from tests.evaluation import materialize_evaluation, materialize_inputs, roster_with
+from tests.evaluation import materialize_configured, materialize_evaluation, materialize_inputs, roster_with
+from tests.system.test_readme import sql_statements
 
 DOCUMENTS = 5
+BASELINE = "smollm2-135m-instruct-float32"  # the guide's names: its SQL runs here
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "bring-your-results.md"
 # lm-eval 0.4.13's own output of `speed/harness_cli.py` on the shipped slice (tests/data/harness_output/SOURCES.md)
 SHIPPED = Path(__file__).resolve().parents[1] / "data" / "harness_output"
 HARNESS_RUN = {
@@ -54,15 +57,15 @@ def test_the_harness_command_lines_output_imported_matches_and_agrees_with_the_p
 ):
     output = run_cli(HARNESS_RUN, tmp_path / "harness")
     imports = tmp_path / "imports"
-    declare_import(imports, "harness-smollm2", output, baseline="smollm2")
-    roster_with(tmp_path / "roster", "smollm2", model=DEFAULT_LOCAL_MODEL, solvers=["harness"])
+    declare_import(imports, "harness-smollm2", output, baseline=BASELINE)
+    roster_with(tmp_path / "roster", BASELINE, model=DEFAULT_LOCAL_MODEL, solvers=["harness"])
     roster = RosterResource(directory=str(tmp_path / "roster"), imports_dir=str(imports))  # the launchpad's
     assert roster.entry("harness-smollm2").benchmarks == ("arc_easy",)  # what its file holds
     assert materialize_inputs(warehouse, "arc_easy", DOCUMENTS).success
     # imported before the platform evaluates: matched to the dataset's documents
     imported = materialize_evaluation(warehouse, "arc_easy", "harness-smollm2", roster)
     assert imported.success
-    assert materialize_evaluation(warehouse, "arc_easy", "smollm2", roster, {"limit": DOCUMENTS}).success
+    assert materialize_evaluation(warehouse, "arc_easy", BASELINE, roster, {"limit": DOCUMENTS}).success
     compared = materialize_evaluation(warehouse, "arc_easy", "harness-smollm2", roster, assets=[model_comparison])
     assert compared.success
 
@@ -73,7 +76,7 @@ def test_the_harness_command_lines_output_imported_matches_and_agrees_with_the_p
         "SELECT l.line, l.source_doc_id, l.source, s.document_id, p.document_id, s.metrics::VARCHAR, "
         "p.metrics::VARCHAR FROM import_lineage l JOIN samples s USING (benchmark, model, settings_key, solver, "
         "task, doc_id, filter) JOIN samples p ON p.benchmark = s.benchmark AND p.task = s.task AND "
-        "p.doc_id = s.doc_id AND p.model = 'smollm2' AND p.solver = 'harness' ORDER BY l.line",
+        f"p.doc_id = s.doc_id AND p.model = '{BASELINE}' AND p.solver = 'harness' ORDER BY l.line",
     )
     assert [(line, theirs, source) for line, theirs, source, *_ in lineage] == [
         (number, sample["doc_id"], str(samples_file)) for number, sample in enumerate(lines, start=1)
@@ -85,7 +88,7 @@ def test_the_harness_command_lines_output_imported_matches_and_agrees_with_the_p
     comparisons = rows(
         warehouse,
         "SELECT metric, items, only_a, only_b, difference FROM comparisons WHERE model_a = 'harness-smollm2' "
-        "AND model_b = 'smollm2' ORDER BY metric",
+        f"AND model_b = '{BASELINE}' ORDER BY metric",
     )
     assert comparisons == [("acc", DOCUMENTS, 0, 0, 0.0), ("acc_norm", DOCUMENTS, 0, 0, 0.0)]  # 0 flipped
     ((source, fingerprint),) = rows(
@@ -97,9 +100,17 @@ def test_the_harness_command_lines_output_imported_matches_and_agrees_with_the_p
     reported = json.loads(results_file.read_text())["results"]["arc_easy"]
     stored = dict(rows(warehouse, "SELECT metric, value FROM results WHERE model = 'harness-smollm2'"))
     assert stored == {"acc": reported["acc,none"], "acc_norm": reported["acc_norm,none"]}
-    page = viewer_page(warehouse, comparison_link("", "arc_easy", "harness-smollm2", "smollm2"))
+    board = materialize_configured([leaderboard], {"warehouse": warehouse, "roster": roster})
+    table = board.asset_materializations_for_node("leaderboard")[0].metadata["leaderboard"].value
+    (line,) = [line for line in table.splitlines() if line.startswith("| harness-smollm2 ")]
+    assert f"| imported: lm-evaluation-harness 0.4.13, {results_file.name} |" in line
+    page = viewer_page(warehouse, comparison_link("", "arc_easy", "harness-smollm2", BASELINE))
     assert f"imported from <code>{html.escape(source)}</code>" in page  # where its numbers came from
     assert "model <code>local/smollm2-135m-instruct</code>" in page
+    (guide_sql,) = sql_statements(GUIDE)  # the guide's query, on this warehouse: each item, file and line
+    assert [(task, doc_id, line) for task, doc_id, _, line, *_ in rows(warehouse, guide_sql)] == [
+        ("arc_easy", doc_id, line) for line, doc_id, *_ in sorted(lineage, key=lambda r: r[1])
+    ]
 
 
 def viewer_page(warehouse, path: str) -> str:
@@ -166,15 +177,68 @@ def test_a_spoiled_samples_file_is_refused_naming_file_and_line_and_nothing_land
     roster = imported_roster(tmp_path, shipped_copy)
     assert materialize_inputs(warehouse, "arc_easy", DOCUMENTS).success
     assert materialize_evaluation(warehouse, "arc_easy", "imported", roster).success
-    before = rows(warehouse, "SELECT * FROM samples ORDER BY ALL")
-    assert len(before) == DOCUMENTS
+    before = import_tables(warehouse)
+    assert len(before["samples"]) == DOCUMENTS
     path = samples_file(shipped_copy)
     spoil_line(path, 3, spoil)
     result = materialize_evaluation(warehouse, "arc_easy", "imported", roster, raise_on_error=False)
+    assert f"{path} {said}" in failure_message(result)
+    assert import_tables(warehouse) == before  # the first import, whole
+
+
+IMPORT_TABLES = ("samples", "sample_scores", "results", "evaluations", "import_lineage", "import_rejections")
+
+
+def import_tables(warehouse) -> dict[str, list[tuple]]:
+    """Every table an import writes, its rows without the times and runs that wrote them."""
+    columns = "COLUMNS(lambda c: NOT suffix(c, '_at') AND c <> 'run_id')"
+    return {table: rows(warehouse, f"SELECT {columns} FROM {table} ORDER BY ALL") for table in IMPORT_TABLES}
+
+
+def failure_message(result) -> str:
+    """The run's one step failure: the error its asset raised."""
     assert not result.success
     (failure,) = [e for e in result.all_events if e.is_step_failure]
-    assert f"{path} {said}" in failure.step_failure_data.error.cause.message
-    assert rows(warehouse, "SELECT * FROM samples ORDER BY ALL") == before  # the first import, whole
+    return failure.step_failure_data.error.cause.message
+
+
+def test_a_file_rewritten_while_it_is_stored_is_refused_and_nothing_lands(
+    tmp_path, warehouse, shipped_copy, monkeypatch
+):
+    """The file is read whole before anything is kept, and read again as it is stored: a line
+    rewritten in between fails the store's one transaction, and the tables stay as they were."""
+    import evaluation_assets.benchmarks.assets as assets
+
+    roster = imported_roster(tmp_path, shipped_copy)
+    assert materialize_inputs(warehouse, "arc_easy", DOCUMENTS).success
+    assert materialize_evaluation(warehouse, "arc_easy", "imported", roster).success
+    before = import_tables(warehouse)
+    path = samples_file(shipped_copy)
+    read = assets.imported_evaluation
+
+    def read_then_rewritten(*args, **kwargs):
+        result = read(*args, **kwargs)
+        lines = path.read_text().splitlines()
+        lines[3], lines[4] = lines[4], lines[3]  # two documents swap lines
+        path.write_text("\n".join(lines) + "\n")
+        return result
+
+    monkeypatch.setattr(assets, "imported_evaluation", read_then_rewritten)
+    result = materialize_evaluation(warehouse, "arc_easy", "imported", roster, raise_on_error=False)
+    assert f"{path} line 4: changed since it was read" in failure_message(result)
+    assert import_tables(warehouse) == before
+
+
+def test_a_folder_of_several_models_runs_is_refused_naming_them(tmp_path, warehouse, shipped_copy):
+    (model,) = [folder for folder in shipped_copy.iterdir() if folder.is_dir()]
+    shutil.copytree(model, shipped_copy / "another-model")
+    roster = imported_roster(tmp_path, shipped_copy, benchmarks=["arc_easy"])
+    assert materialize_inputs(warehouse, "arc_easy", DOCUMENTS).success
+    result = materialize_evaluation(warehouse, "arc_easy", "imported", roster, raise_on_error=False)
+    models = ", ".join(sorted(["another-model", model.name]))
+    assert f"{shipped_copy}: holds runs of several models ({models})" in failure_message(result)
+    imported = RosterResource(directory=str(tmp_path / "roster"), imports_dir=str(tmp_path / "imports"))
+    assert imported.entry("imported").benchmarks == ("arc_easy",)  # those it names, until it can be read
 
 
 def test_an_item_matching_no_document_is_kept_with_its_reason(tmp_path, warehouse, shipped_copy):
@@ -190,8 +254,9 @@ def test_an_item_matching_no_document_is_kept_with_its_reason(tmp_path, warehous
     assert materialize_inputs(warehouse, "arc_easy", DOCUMENTS).success
     assert materialize_evaluation(warehouse, "arc_easy", "imported", roster).success
     assert rows(warehouse, "SELECT line, source_doc_id, reason FROM import_rejections") == [
-        (2, 1, "its document matches none of arc_easy's arc_easy documents in the warehouse")
+        (2, 1, "its document matches none of the warehouse's documents of its task")
     ]
+    assert rows(warehouse, "SELECT stage, line FROM rejected_rows WHERE benchmark = 'arc_easy'") == [("import", 2)]
     kept = rows(warehouse, "SELECT doc_id FROM samples WHERE model = 'imported' ORDER BY doc_id")
     assert kept == [(0,), (2,), (3,), (4,)]  # the others, numbered as the warehouse numbers them
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -147,9 +148,10 @@ class EvaluationStore(BenchmarkSchema):
         now, columns = utc_now(), _scope(run, evaluation)
         scope = [run.benchmark, run.model, evaluation.settings_key, evaluation.solver]
         self.sql(f"DELETE FROM samples WHERE {SCOPE}", scope)
-        for start in range(0, len(evaluation.samples), SAMPLES_AT_ONCE):  # their JSON texts a batch at a time
-            self.insert("samples", _samples_frame(columns, evaluation.samples[start : start + SAMPLES_AT_ONCE]))
-        self.replace("sample_scores", _sample_scores_frame(columns, evaluation.samples), SCOPE, scope)
+        self.sql(f"DELETE FROM sample_scores WHERE {SCOPE}", scope)
+        for batch in batches(evaluation.samples, SAMPLES_AT_ONCE):  # their JSON texts a batch at a time
+            self.insert("samples", _samples_frame(columns, batch))
+            self.insert("sample_scores", _sample_scores_frame(columns, batch))
         settings = as_json(run.settings)
         results = [{**columns, **r.__dict__, "settings": settings, "computed_at": now} for r in evaluation.results]
         self.replace("results", pd.DataFrame(results), SCOPE, scope)
@@ -200,7 +202,7 @@ class EvaluationStore(BenchmarkSchema):
         )
         rejections = [
             {"source": r.file, "line": r.line, "task": r.task, "source_doc_id": r.doc_id, "filter": r.filter,
-             "reason": r.reason, "sample_json": r.sample_json}
+             "reason": r.reason, "sample_excerpt": r.sample_excerpt}
             for r in imported.rejections
         ]  # fmt: skip
         self.replace(
@@ -211,25 +213,44 @@ class EvaluationStore(BenchmarkSchema):
         )
 
     @reads("samples", "documents")
-    def known_documents(self, benchmark: str) -> dict[tuple[str, str], KnownDocument]:
-        """The benchmark's documents the warehouse knows, by (task, content key): those a harness
-        evaluation here scored (numbered as it numbered them, with its reference), and a dataset's
-        documents (numbered in source order within their task, as the harness solver numbers them)."""
-        known: dict[tuple[str, str], KnownDocument] = {}
+    def known_documents(self, benchmark: str) -> dict[tuple[str, str], list[KnownDocument]]:
+        """The benchmark's documents the warehouse knows, by (task, content key), several where
+        documents are alike: those a harness evaluation here scored (numbered as it numbered them,
+        with its reference), else a dataset's documents (numbered in source order within their task,
+        as the harness solver numbers them)."""
         rows = self.sql(
             """
-            SELECT task, doc_id, document_id, doc::VARCHAR, target FROM samples
-            WHERE benchmark = ? AND solver = 'harness' AND doc IS NOT NULL
-              AND NOT starts_with(model_fingerprint, ?)
+            SELECT 0 AS source, task, doc_id, document_id, doc::VARCHAR, target FROM samples
+            WHERE benchmark = ? AND solver = 'harness' AND doc IS NOT NULL AND NOT starts_with(model_fingerprint, ?)
             QUALIFY row_number() OVER (PARTITION BY task, doc_id ORDER BY model, settings_key) = 1
             UNION ALL
-            SELECT task, (row_number() OVER (PARTITION BY task ORDER BY row_number, source_row_id) - 1)::INTEGER,
-                   document_id, doc::VARCHAR, NULL FROM documents WHERE benchmark = ? AND task IS NOT NULL""",
+            SELECT 1, task, (row_number() OVER (PARTITION BY task ORDER BY row_number, source_row_id) - 1)::INTEGER,
+                   document_id, doc::VARCHAR, NULL FROM documents WHERE benchmark = ? AND task IS NOT NULL
+            ORDER BY source, task, doc_id""",
             [benchmark, IMPORTED, benchmark],
         ).fetchall()
-        for task, doc_id, document_id, doc, target in rows:
-            known.setdefault((task, content_key(json.loads(doc))), KnownDocument(task, doc_id, document_id, target))
+        known: dict[tuple[str, str], list[KnownDocument]] = {}
+        numbered: set[tuple[str, int]] = set()
+        for _, task, doc_id, document_id, doc, target in rows:
+            if (task, doc_id) not in numbered:  # a scored document's own numbering first
+                numbered.add((task, doc_id))
+                known.setdefault((task, content_key(json.loads(doc))), []).append(
+                    KnownDocument(task, doc_id, document_id, target)
+                )
         return known
+
+    @reads("evaluations")
+    def imported_sources(self) -> dict[str, str]:
+        """Each imported model's source in short: `imported: <tool> <version>, <results file's name>`."""
+        return dict(
+            self.sql(
+                """
+                SELECT model, 'imported: ' || string_agg(DISTINCT concat(settings->>'tool', ' ',
+                       settings->>'tool_version', ', ', regexp_extract(settings->>'results_file', '[^/]*$')), '; ')
+                FROM evaluations WHERE starts_with(model_fingerprint, ?) GROUP BY model""",
+                [IMPORTED],
+            ).fetchall()
+        )
 
     @reads("results")
     def load_results(self, benchmark: str | None = None) -> list[dict[str, Any]]:
@@ -332,6 +353,13 @@ class EvaluationStore(BenchmarkSchema):
         return self.sql("""
             SELECT benchmark, model, settings_key, solver, task, doc_id, filter, count(*) FROM samples
             GROUP BY ALL HAVING count(*) > 1""").fetchall()
+
+
+def batches(items: Iterable[Sample], size: int) -> Iterator[list[Sample]]:
+    """The items, `size` at a time."""
+    iterator = iter(items)
+    while batch := list(itertools.islice(iterator, size)):
+        yield batch
 
 
 def _shots(evaluation: Evaluation) -> int | None:

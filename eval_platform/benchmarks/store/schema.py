@@ -102,7 +102,7 @@ TABLES = {
     "import_rejections": """
         benchmark VARCHAR NOT NULL, model VARCHAR NOT NULL, source VARCHAR NOT NULL, line INTEGER NOT NULL,
         task VARCHAR NOT NULL, source_doc_id INTEGER NOT NULL, filter VARCHAR NOT NULL, reason VARCHAR NOT NULL,
-        sample_json VARCHAR NOT NULL, rejected_at TIMESTAMP NOT NULL""",
+        sample_excerpt VARCHAR NOT NULL, rejected_at TIMESTAMP NOT NULL""",
     # each run's per-document values, for the regression watch (the latest KEPT_RUNS runs)
     "history": """
         run_id VARCHAR NOT NULL, scored_at TIMESTAMP NOT NULL, benchmark VARCHAR NOT NULL, model VARCHAR NOT NULL,

@@ -179,6 +179,10 @@ def parser() -> argparse.ArgumentParser:
         "migrate",
         help="Create or migrate Dagster's storage and the warehouse (a lake's catalog), once, before any host starts.",
     )
+    exported = commands.add_parser("export", help="An evaluation partition as inspect_ai logs (the inspect_log asset).")
+    exported.add_argument("benchmark", help="The benchmark.")
+    exported.add_argument("model", help="The roster model (or import).")
+    exported.add_argument("--to", help="The folder to write to (default EVAL_EXPORTS_DIR/<benchmark>).")
     moves = commands.add_parser("move-warehouse", help="Move a warehouse into the configured one, every row kept.")
     action = moves.add_mutually_exclusive_group(required=True)
     action.add_argument("--from", dest="source", help="A warehouse file, or a folder --export wrote.")
@@ -212,6 +216,18 @@ def migrate() -> int:
     return 0
 
 
+def export(benchmark: str, model: str, folder: str | None) -> int:
+    """An evaluation partition written as inspect_ai logs, each file named with its sample count."""
+    from evaluation_assets.benchmarks.assets import ExportConfig, export_partition
+
+    written = export_partition(
+        resource("warehouse"), benchmark, model, ExportConfig(folder=folder).benchmark_folder(benchmark)
+    )
+    for path, count in written.items():
+        print(f"{path}: {count} samples (inspect view --log-dir {path.parent})")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     settings = environment()
@@ -229,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
             return viewer(args.host, args.port)
         case "migrate":
             return migrate()
+        case "export":
+            return export(args.benchmark, args.model, args.to)
         case _:
             warehouse: WarehouseResource = resource("warehouse")
             return export_warehouse(warehouse, args.export) if args.export else move_warehouse(warehouse, args.source)

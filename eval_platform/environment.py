@@ -90,6 +90,12 @@ class Environment(BaseModel):
         alias="EVAL_IMPORTS_DIR",
         description="Evaluations made elsewhere joining the roster: one YAML file per import, naming its file.",
     )
+    exports_dir: Path = Field(
+        default=DATA_DIR / "exports",
+        alias="EVAL_EXPORTS_DIR",
+        description="Where evaluations are written as inspect_ai logs (the `inspect_log` asset, `eval-platform "
+        "export`), a folder per benchmark.",
+    )
     checkpoint_dir: Path = Field(
         default=DATA_DIR / "checkpoints",
         alias="EVAL_CHECKPOINT_DIR",

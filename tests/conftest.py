@@ -71,6 +71,14 @@ def pytest_runtest_protocol(item, nextitem):
     return True
 
 
+@pytest.fixture(autouse=True)
+def exports_folder(tmp_path, monkeypatch) -> Path:
+    """Where the evaluations a test runs are exported (the model_evaluation job's inspect_log): its
+    own folder, never the project's."""
+    monkeypatch.setenv("EVAL_EXPORTS_DIR", str(tmp_path / "exports"))
+    return tmp_path / "exports"
+
+
 @pytest.fixture
 def warehouse(tmp_path):
     from resources import WarehouseResource

@@ -134,3 +134,10 @@ def dataset_requests(name: str, rows: int) -> list[LoglikelihoodRequest]:
     assert benchmark.dataset is not None and benchmark.dataset.file is not None
     built = rows_requests(benchmark, load_rows(benchmark.dataset.file, None, None, rows).rows)
     return [LoglikelihoodRequest(c, k) for requests, _ in built.values() for c, k in requests]
+
+
+def failure_message(result) -> str:
+    """The run's one step failure: the error its asset raised."""
+    assert not result.success
+    (failure,) = [e for e in result.all_events if e.is_step_failure]
+    return failure.step_failure_data.error.cause.message

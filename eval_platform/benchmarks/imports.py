@@ -171,17 +171,18 @@ def read_harness_output(folder: Path) -> HarnessOutput:
     return HarnessOutput(newest, report, sample_files)
 
 
-def source_stamp(folder: Path) -> str:
-    """The files of an output folder as they are now (names, sizes, modification times)."""
-    if not folder.is_dir():
+def source_stamp(source: Path) -> str:
+    """An import's source as it is now: an output folder's files (names, sizes, modification
+    times), or a log file's size and modification time."""
+    if not source.exists():
         return "missing"
     stamps = []
-    for path in sorted(folder.rglob("*")):
+    for path in sorted(source.rglob("*")) if source.is_dir() else [source]:
         try:
             stat = path.stat()
         except OSError:  # removed since it was listed
             continue
-        stamps.append(f"{path.relative_to(folder)}:{stat.st_size}:{stat.st_mtime_ns}")
+        stamps.append(f"{path.relative_to(source) if path != source else path.name}:{stat.st_size}:{stat.st_mtime_ns}")
     return ";".join(stamps)
 
 

@@ -138,7 +138,9 @@ class ImportDeclaration(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(description="The imported model's name in the roster (default: the file's stem).")
-    source: str = Field(description="An lm-evaluation-harness --output_path folder, relative to this file.")
+    source: str = Field(
+        description="An lm-evaluation-harness --output_path folder or an inspect_ai log (.eval), relative to this file."
+    )
     benchmarks: tuple[str, ...] | None = Field(
         default=None, description="Only these of the declared benchmarks it holds (default: every one)."
     )
@@ -167,7 +169,8 @@ def parse_import(path: Path, benchmarks: Mapping[str, Benchmark] | None = None) 
     """An import file's roster entry: its source resolved against the file's folder, evaluated on
     the declared benchmarks the source holds tasks of (of those it names, where it names them);
     where the source cannot be read yet, on those it names, or on none."""
-    from eval_platform.benchmarks.imports import ImportRefused, imported_benchmarks, read_harness_output
+    from eval_platform.benchmarks.imports import ImportRefused
+    from eval_platform.benchmarks.inspect_imports import held_benchmarks
 
     try:
         declared = ImportDeclaration(**{"name": path.stem, **_read_declaration(path)})
@@ -183,8 +186,8 @@ def parse_import(path: Path, benchmarks: Mapping[str, Benchmark] | None = None) 
     if benchmarks is None or declared.benchmarks == ():
         return entry
     try:
-        held = imported_benchmarks(read_harness_output(source), benchmarks)
-    except (ImportRefused, OSError):  # e.g. the harness still writing it: evaluated once it is whole
+        held = held_benchmarks(source, benchmarks)
+    except (ImportRefused, OSError):  # e.g. the tool still writing it: evaluated once it is whole
         return entry
     return entry.model_copy(
         update={"benchmarks": tuple(b for b in held if declared.benchmarks is None or b in declared.benchmarks)}

@@ -4,6 +4,7 @@ per benchmark and roster model, its evaluation by each solver -> the model again
 predecessor; and the protocols' scores and the leaderboard over every evaluation."""
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,8 @@ from eval_platform.benchmarks.evaluation import (
     evaluation_plan,
 )
 from eval_platform.benchmarks.imports import imported_evaluation, read_harness_output
+from eval_platform.benchmarks.inspect_imports import inspect_evaluation, is_inspect_log, read_inspect_log
+from eval_platform.benchmarks.inspect_logs import export_inspect_logs
 from eval_platform.benchmarks.leaderboard import headline_rows, leaderboard_plot, leaderboard_table
 from eval_platform.benchmarks.protocols import protocol_rows, protocol_table
 from eval_platform.benchmarks.records import Answer, Evaluation
@@ -396,9 +399,14 @@ def imported(
     its samples matched to the warehouse's documents by content, each with its file and line in
     `import_lineage`, those matching none in `import_rejections`, and the tool's results. A file that
     is not what it claims fails the run naming the file and line, and nothing of it lands."""
-    output = read_harness_output(Path(str(entry.source)))
+    source = Path(str(entry.source))
     with warehouse.store(EvaluationStore) as store:
-        result = imported_evaluation(output, benchmark, store.known_documents(benchmark.name), DEFAULT_SEED)
+        known = store.known_documents(benchmark.name)
+        result = (
+            inspect_evaluation(read_inspect_log(source), benchmark, known, store.known_prompts(benchmark.name))
+            if is_inspect_log(source)
+            else imported_evaluation(read_harness_output(source), benchmark, known, DEFAULT_SEED)
+        )
     run = EvaluationRun(
         benchmark.name, entry.name, result.source, result.fingerprint, context.run_id, result.settings, {}
     )
@@ -417,7 +425,7 @@ def imported(
             "viewer": MetadataValue.url(evaluation_link(environment().viewer_base_url, benchmark.name, entry.name)),
             "model": result.source,
             "model_fingerprint": result.fingerprint,
-            "imported_from": MetadataValue.path(str(output.results_file)),
+            "imported_from": MetadataValue.path(result.settings["results_file"]),
             "settings": MetadataValue.json(result.settings),
             "samples_matched": len(evaluation.samples),
             "samples_rejected": len(result.rejections),
@@ -554,5 +562,55 @@ def leaderboard(warehouse: WarehouseResource, roster: RosterResource) -> Materia
             "leaderboard": markdown_table(table, disable_numparse=True),
             "plot": MetadataValue.md(leaderboard_plot(headlines)) if headlines else "no scores yet",
             **{f"{h['model']}/{h['benchmark']}": MetadataValue.float(float(h["value"])) for h in headlines},
+        }
+    )
+
+
+# --- evaluations written out for the tools users already open (inspect_ai logs) ---
+
+DISTRIBUTION = "lm-eval-platform"
+
+
+class ExportConfig(Config):
+    folder: str | None = Field(
+        default=None,
+        description="The folder the logs are written to. Default: the benchmark's folder in EVAL_EXPORTS_DIR.",
+    )
+
+    def benchmark_folder(self, benchmark: str) -> Path:
+        """The folder given (as it is), else the benchmark's under EVAL_EXPORTS_DIR."""
+        return Path(self.folder) if self.folder else environment().exports_dir / benchmark
+
+
+def export_partition(warehouse: WarehouseResource, benchmark: str, model: str, folder: Path) -> dict[Path, int]:
+    """The roster model's evaluations of the benchmark as inspect_ai logs in `folder`, each replaced
+    whole; each file and its number of samples."""
+    with warehouse.store(EvaluationStore) as store:
+        evaluations = store.exported_evaluations(benchmark, model)
+        if not evaluations:
+            raise ValueError(f"{benchmark}|{model}: the warehouse holds no evaluation of it to export")
+        return export_inspect_logs(evaluations, store.exported_samples, folder, version(DISTRIBUTION))
+
+
+@asset(
+    partitions_def=evaluation_partitions,
+    deps=[benchmark_evaluation],
+    group_name="benchmark_evaluation",
+    kinds={"duckdb"},
+    pool=WAREHOUSE_POOL,
+)
+def inspect_log(
+    context: AssetExecutionContext, config: ExportConfig, warehouse: WarehouseResource
+) -> MaterializeResult:
+    """A roster model's evaluation of a benchmark as inspect_ai logs (one per settings key and
+    solver), which `inspect view` opens and `inspect_ai.log.read_eval_log` reads: every document and
+    answer a sample with its scores, the results, the model's fingerprint and settings."""
+    benchmark, model = partition_names(context.partition_key)
+    written = export_partition(warehouse, benchmark, model, config.benchmark_folder(benchmark))
+    return MaterializeResult(
+        metadata={
+            "files": MetadataValue.md("\n".join(f"- `{path}`: {count} samples" for path, count in written.items())),
+            "samples": sum(written.values()),
+            "open_with": f"inspect view --log-dir {config.benchmark_folder(benchmark)}",
         }
     )

@@ -316,6 +316,7 @@ def test_any_harness_task_runs_by_name_from_the_launchpad_on_local_files(project
     assert result.success
     assert {e.asset_key.path[-1] for e in result.get_asset_materialization_events()} == {
         "benchmark_evaluation",
+        "inspect_log",
         "model_comparison",
     }
     with WarehouseResource(database=str(root / "warehouse.duckdb")).store(EvaluationStore) as store:

@@ -22,7 +22,13 @@ from resources import RosterResource
 from speed.harness_cli import run_cli
 from speed.lm_eval_parity import harness_model_spec
 from tests.conftest import DATA_BENCHMARKS
-from tests.evaluation import materialize_configured, materialize_evaluation, materialize_inputs, roster_with
+from tests.evaluation import (
+    failure_message,
+    materialize_configured,
+    materialize_evaluation,
+    materialize_inputs,
+    roster_with,
+)
 from tests.system.test_readme import sql_statements
 
 DOCUMENTS = 5
@@ -193,13 +199,6 @@ def import_tables(warehouse) -> dict[str, list[tuple]]:
     """Every table an import writes, its rows without the times and runs that wrote them."""
     columns = "COLUMNS(lambda c: NOT suffix(c, '_at') AND c <> 'run_id')"
     return {table: rows(warehouse, f"SELECT {columns} FROM {table} ORDER BY ALL") for table in IMPORT_TABLES}
-
-
-def failure_message(result) -> str:
-    """The run's one step failure: the error its asset raised."""
-    assert not result.success
-    (failure,) = [e for e in result.all_events if e.is_step_failure]
-    return failure.step_failure_data.error.cause.message
 
 
 def test_a_file_rewritten_while_it_is_stored_is_refused_and_nothing_lands(

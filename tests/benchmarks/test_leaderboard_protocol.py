@@ -221,6 +221,7 @@ def test_open_llm_leaderboard_v1_materialises_with_its_shots(warehouse, tmp_path
     assert zero_shot.success
     assert {e.asset_key.path[-1] for e in zero_shot.get_asset_materialization_events()} == {
         "benchmark_evaluation",
+        "inspect_log",
         "model_comparison",
     }
     outcomes, failures = {}, []

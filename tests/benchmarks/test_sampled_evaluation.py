@@ -18,6 +18,7 @@ from resources import WarehouseResource
 from speed.tiny_models import FAMILIES, smollm2_tokenizer, tiny_model
 from tests.benchmarks.test_harness_tasks import launchpad
 from tests.conftest import DATA_BENCHMARKS
+from tests.peers import INSPECT_LOG_READER, peer_json
 
 TASK = "gsm8k_cot_self_consistency"
 GSM8K = {TASK: {"test": str(DATA_BENCHMARKS / "gsm8k.jsonl")}}
@@ -55,7 +56,7 @@ SAMPLING = {"data_files": GSM8K, "limit": 2, "max_gen_toks": 24, "repeats": 8, "
 
 
 @pytest.mark.slow
-def test_sampling_from_the_launchpad_keeps_every_sample_and_reduces_them_per_item(project, capsys):
+def test_sampling_from_the_launchpad_keeps_every_sample_and_reduces_them_per_item(project, capsys, exports_folder):
     from cli.summary import print_sampled
     from definitions import defs
 
@@ -150,6 +151,25 @@ def test_sampling_from_the_launchpad_keeps_every_sample_and_reduces_them_per_ite
             ).fetchall()
             == scores
         )
+
+    # exported with it (the job's inspect_log), read by inspect_ai's own reader: each answer an
+    # epoch, scored as sample_scores holds it, and each document's reduction as its sample's metric
+    (log_file,) = (exports_folder / TASK).glob("*.eval")
+    log = peer_json(INSPECT_LOG_READER, str(log_file), cwd=root)
+    with warehouse.get_connection() as conn:
+        answers = conn.execute("SELECT task, doc_id, filter, sample, metric, value FROM sample_scores").fetchall()
+    expected: dict[tuple[str, int], dict[str, float]] = {}
+    for task, doc_id, filter_name, sample, metric, value in answers:
+        expected.setdefault((f"{task}:{doc_id}", sample + 1), {})[f"{metric},{filter_name}"] = value
+    assert log["epochs"] == 8 and {(s["id"], s["epoch"]): s["scores"] for s in log["samples"]} == expected
+    with warehouse.get_connection() as conn:
+        means = conn.execute(
+            "SELECT metric || ',' || filter, task || ':' || doc_id, value FROM document_values "
+            "WHERE metric LIKE '% pass@1'"
+        ).fetchall()
+    assert len(means) == 3 * 2 and means == [
+        (name, item, pytest.approx(log["reductions"][name][item], abs=1e-12)) for name, item, _ in means
+    ]
 
 
 def test_sampling_settings_layer_declaration_roster_entry_and_launchpad(tmp_path):

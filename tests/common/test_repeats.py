@@ -4,8 +4,6 @@ and the clustered standard error, worked by hand, and checked against inspect_ai
 same scores: inspect_ai never shares a process with eval_platform."""
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -17,9 +15,8 @@ from eval_platform.common.repeats import (
     majority_at_k,
     pass_at_k,
 )
+from tests.peers import peer_json
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-PEER_PYTHON = PROJECT_ROOT / ".venv-peers" / "bin" / "python"
 REFERENCE = Path(__file__).with_name("inspect_ai_reference.py")
 
 
@@ -109,25 +106,10 @@ def scored_items() -> list[dict]:
 
 @pytest.fixture(scope="module")
 def inspect_ai_figures(tmp_path_factory) -> tuple[list[dict], dict]:
-    if not PEER_PYTHON.exists():
-        reason = f"no inspect_ai interpreter at {PEER_PYTHON}: `make .venv-peers/.inspect-ai-0.3.285` makes it"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
     items = scored_items()
     path = tmp_path_factory.mktemp("inspect_ai") / "items.json"
     path.write_text(json.dumps(items))
-    # -I: no PYTHONPATH, no script folder on the path, so nothing of eval_platform can be imported
-    done = subprocess.run(
-        [str(PEER_PYTHON), "-I", str(REFERENCE), str(path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=path.parent,
-        env={**os.environ, "INSPECT_LOG_DIR": str(path.parent)},
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    return items, json.loads(done.stdout)
+    return items, peer_json(REFERENCE, str(path), cwd=path.parent, timeout_s=120)
 
 
 def test_inspect_ai_reduces_each_item_as_we_do(inspect_ai_figures):

@@ -12,6 +12,8 @@ from typing import Any
 import pandas as pd
 
 from eval_platform.benchmarks.imports import IMPORTED, ImportedEvaluation, KnownDocument, content_key
+from eval_platform.benchmarks.inspect_imports import prompt_key
+from eval_platform.benchmarks.inspect_logs import ExportedEvaluation
 from eval_platform.benchmarks.records import Answer, Evaluation, Sample, as_json
 from eval_platform.benchmarks.store.schema import KEPT_RUNS, BenchmarkSchema
 from eval_platform.common.models.endings import Generation
@@ -239,6 +241,23 @@ class EvaluationStore(BenchmarkSchema):
                 )
         return known
 
+    @reads("samples")
+    def known_prompts(self, benchmark: str) -> dict[str, list[KnownDocument]]:
+        """The benchmark's documents by the prompts the warehouse's own evaluations gave them and
+        their references (`prompt_key`), several where documents are alike."""
+        rows = self.sql(
+            """
+            SELECT DISTINCT task, doc_id, document_id, prompt, target FROM samples
+            WHERE benchmark = ? AND NOT starts_with(model_fingerprint, ?) ORDER BY task, doc_id""",
+            [benchmark, IMPORTED],
+        ).fetchall()
+        known: dict[str, list[KnownDocument]] = {}
+        for task, doc_id, document_id, prompt, target in rows:
+            alike = known.setdefault(prompt_key(prompt, target), [])
+            if all((d.task, d.doc_id) != (task, doc_id) for d in alike):
+                alike.append(KnownDocument(task, doc_id, document_id, None))
+        return known
+
     @reads("evaluations")
     def imported_sources(self) -> dict[str, str]:
         """Each imported model's source in short: `imported: <tool> <version>, <results file's name>`."""
@@ -251,6 +270,56 @@ class EvaluationStore(BenchmarkSchema):
                 [IMPORTED],
             ).fetchall()
         )
+
+    @reads("evaluations", "results")
+    def exported_evaluations(self, benchmark: str, model: str) -> list[ExportedEvaluation]:
+        """The roster model's evaluations of the benchmark (one per settings key and solver), each
+        with its results, as an export writes them."""
+        evaluations = self.rows(
+            "SELECT * REPLACE (settings::VARCHAR AS settings) FROM evaluations WHERE benchmark = ? AND model = ? "
+            "ORDER BY settings_key, solver",
+            [benchmark, model],
+        )
+        exported = []
+        for row in evaluations:
+            scope = [row[column] for column in SCOPE_COLUMNS]
+            results = self.rows(
+                f"SELECT task, is_group, metric, filter, value, stderr, ci_low, ci_high, n, num_fewshot FROM results "
+                f"WHERE {SCOPE} ORDER BY is_group DESC, task, metric, filter",
+                scope,
+            )
+            keys = ("benchmark", "model", "model_source", "model_fingerprint", "settings_key", "solver", "run_id")
+            exported.append(ExportedEvaluation(
+                **{key: row[key] for key in keys}, settings=json.loads(row["settings"]),
+                evaluated_at=row["evaluated_at"], results=results,
+            ))  # fmt: skip
+        return exported
+
+    @reads("samples", "sample_scores")
+    def exported_samples(self, evaluation: ExportedEvaluation, at_once: int = SAMPLES_AT_ONCE) -> Iterator[dict]:
+        """The evaluation's samples in order of task, doc_id and filter, `at_once` at a time from
+        one query, each with its answers' scores (`answers`: sample, answer, metric, value) where it
+        was answered several times."""
+        scope = [getattr(evaluation, column) for column in SCOPE_COLUMNS]
+        cursor = self.sql(
+            f"""
+            WITH answers AS (
+                SELECT task, doc_id, filter,
+                       list({{'sample': sample, 'answer': answer, 'metric': metric, 'value': value}}
+                            ORDER BY sample, metric) AS answers
+                FROM sample_scores WHERE {SCOPE} GROUP BY ALL)
+            SELECT s.task, s.doc_id, s.filter, s.document_id, s.prompt, s.target, s.request_keys,
+                   s.arguments::VARCHAR AS arguments, s.responses::VARCHAR AS responses,
+                   s.filtered_responses::VARCHAR AS filtered_responses, s.metrics::VARCHAR AS metrics,
+                   s.doc::VARCHAR AS doc, a.answers
+            FROM samples s LEFT JOIN answers a USING (task, doc_id, filter)
+            WHERE {" AND ".join(f"s.{column} = ?" for column in SCOPE_COLUMNS)}
+            ORDER BY s.task, s.doc_id, s.filter""",
+            [*scope, *scope],
+        )
+        columns = [d[0] for d in cursor.description]
+        while chunk := cursor.fetchmany(at_once):
+            yield from (dict(zip(columns, row, strict=True)) for row in chunk)
 
     @reads("results")
     def load_results(self, benchmark: str | None = None) -> list[dict[str, Any]]:

@@ -1,0 +1,282 @@
+"""Evaluations written out as inspect_ai logs: the `.eval` file `inspect_ai.log.read_eval_log` reads
+and `inspect view` opens (its log schema version 2: a zip of one JSON file per sample and epoch, the
+samples' summaries and reductions, and a header of the run and its results).
+
+inspect_ai cannot share the platform's interpreter (its pins move datasets' fsspec), so the file is
+written here with the standard library, deflate-compressed as inspect_ai's own logs were before
+zstandard, and proven by inspect_ai's own reader in a process of its own
+(tests/benchmarks/test_exports.py). Written a sample at a time: memory stays flat with its size.
+
+An evaluation (a benchmark, a model, a settings key and a solver) becomes one log:
+- a sample per document (id `<task>:<doc_id>`) and answer: a document answered k times (a sampled
+  task's repeats) is k epochs, each scored by its own answer (`sample_scores`); one answered once is
+  epoch 1, scored by its sample's metrics;
+- a score per metric and filter, named as the harness names them (`acc,none`), with what the
+  filter took as its answer; the reductions hold each sample's own metric values and, for a
+  document answered k times, the mean of its answers' (`exact_match pass@1,<filter>`, or
+  `<metric> mean@k` for values other than 0 and 1), as the `document_values` view names them;
+- the benchmark's results (its task's, or its group's) as the log's results, every task's in their
+  metadata; the model's fingerprint, source, settings key, solver and settings in the eval's metadata.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import zipfile
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from itertools import groupby
+from pathlib import Path
+from typing import Any
+
+LOG_SCHEMA_VERSION = 2  # inspect_ai's log schema the files follow
+SCALARS = (str, int, float, bool)
+
+
+@dataclass(frozen=True)
+class ExportedEvaluation:
+    """An evaluation to export: its `evaluations` row and its `results` rows."""
+
+    benchmark: str
+    model: str
+    model_source: str
+    model_fingerprint: str
+    settings_key: str
+    solver: str
+    settings: dict[str, Any]
+    run_id: str | None
+    evaluated_at: datetime
+    results: list[dict[str, Any]] = field(default_factory=list)
+
+    def inspect_model(self) -> str:
+        """The model as inspect_ai names one (`<provider>/<model>`): `eval-platform/` and the model's
+        source (`eval-platform/local/smollm2-135m-instruct`, `eval-platform/openai/gpt-4o-mini`)."""
+        return f"eval-platform/{self.model_source}"
+
+    def file_name(self) -> str:
+        """`<benchmark>_<model>_<solver>_<settings key>.eval`, each part safe for any file system."""
+        parts = (self.benchmark, self.model, self.solver, self.settings_key)
+        return "_".join(re.sub(r"[^\w.-]+", "-", part) for part in parts) + ".eval"
+
+
+def sample_id(task: str, doc_id: int) -> str:
+    return f"{task}:{doc_id}"
+
+
+def score_name(metric: str, filter_name: str) -> str:
+    return f"{metric},{filter_name}"
+
+
+def score_value(value: Any) -> Any:
+    """A metric's value as inspect_ai's `Score.value` holds it: a scalar or a list of scalars as it
+    is, anything else (a corpus metric's nested items, a missing value) as its JSON text."""
+    if isinstance(value, SCALARS) or (isinstance(value, list) and all(isinstance(v, SCALARS) for v in value)):
+        return value
+    return json.dumps(value)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _answer(filtered: Any, choices: Sequence[str] | None) -> str:
+    """What a filter took out of a document's answers, as text: a generation's first answer, or a
+    multiple-choice document's continuation of the highest log-likelihood."""
+    if isinstance(filtered, list) and len(filtered) == 1 and isinstance(filtered[0], str):
+        return filtered[0]
+    if choices and isinstance(filtered, list) and len(filtered) == len(choices):
+        likelihoods = [f[0] if isinstance(f, list) else f for f in filtered]
+        if all(isinstance(value, int | float) for value in likelihoods):
+            return choices[max(range(len(choices)), key=likelihoods.__getitem__)]
+    return _text(filtered)
+
+
+def _choices(arguments: Sequence[Sequence[Any]]) -> list[str] | None:
+    """A multiple-choice document's continuations (its requests are (context, continuation) pairs)."""
+    if len(arguments) > 1 and all(len(a) == 2 and all(isinstance(p, str) for p in a) for a in arguments):
+        return [a[1] for a in arguments]
+    return None
+
+
+def _loaded(row: Mapping[str, Any], name: str) -> Any:
+    value = row[name]
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def log_samples(rows: Iterable[Mapping[str, Any]], model: str) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """Each document's inspect_ai samples (one per epoch) with its reductions (score name to its
+    value and answer), from its `samples` rows ordered by task and doc_id (one per filter), each
+    with `answers`: its `sample_scores` rows (sample, answer, metric, value), if it was answered
+    several times."""
+    for (task, doc_id), group in groupby(rows, key=lambda row: (row["task"], row["doc_id"])):
+        filters = list(group)
+        first = filters[0]
+        choices = _choices(_loaded(first, "arguments"))
+        reductions: dict[str, dict[str, Any]] = {}
+        epochs: dict[int, dict[str, dict[str, Any]]] = {}
+        for row in filters:
+            answer = _answer(_loaded(row, "filtered_responses"), choices)
+            for metric, value in _loaded(row, "metrics").items():
+                reductions[score_name(metric, row["filter"])] = {"value": score_value(value), "answer": answer}
+            answered: dict[str, list[float]] = {}
+            for each in _loaded(row, "answers") or []:
+                scores = epochs.setdefault(each["sample"] + 1, {})
+                scores[score_name(each["metric"], row["filter"])] = {"value": each["value"], "answer": each["answer"]}
+                answered.setdefault(each["metric"], []).append(each["value"])
+            for metric, values in answered.items():  # the item's mean, named as `document_values` names it
+                mean = "pass@1" if all(v in (0, 1) for v in values) else f"mean@{len(values)}"
+                reductions[score_name(f"{metric} {mean}", row["filter"])] = {"value": sum(values) / len(values)}
+        epochs = epochs or {1: reductions}
+        responses = _loaded(first, "responses")
+        metadata = {
+            "task": task, "doc_id": doc_id, "document_id": first["document_id"],
+            "filters": [r["filter"] for r in filters], "request_keys": list(first["request_keys"] or []),
+            "doc": _loaded(first, "doc"),
+        }  # fmt: skip
+        for epoch, scores in sorted(epochs.items()):
+            completion = _epoch_completion(responses, epoch, scores)
+            sample = {
+                "id": sample_id(task, doc_id),
+                "epoch": epoch,
+                "input": first["prompt"],
+                "target": first["target"] or "",
+                "choices": choices,
+                "messages": [
+                    {"role": "user", "content": first["prompt"], "source": "input"},
+                    {"role": "assistant", "content": completion, "source": "generate", "model": model},
+                ],
+                "output": {
+                    "model": model,
+                    "choices": [
+                        {"message": {"role": "assistant", "content": completion, "model": model}, "stop_reason": "stop"}
+                    ],  # fmt: skip
+                    "completion": completion,
+                },
+                "scores": scores,
+                "metadata": metadata,
+            }
+            yield sample, reductions if epoch == 1 else {}
+
+
+def _epoch_completion(responses: Any, epoch: int, scores: Mapping[str, Mapping[str, Any]]) -> str:
+    """An epoch's answer as the model gave it: a generation's k-th answer, or a log-likelihood
+    request's numbers as text."""
+    if isinstance(responses, list) and responses and all(isinstance(r, list) for r in responses):
+        answers = responses[0]
+        if len(answers) >= epoch and isinstance(answers[epoch - 1], str):
+            return answers[epoch - 1]
+    return next((str(s["answer"]) for s in scores.values() if s.get("answer") is not None), _text(responses))
+
+
+def _summary(sample: Mapping[str, Any]) -> dict[str, Any]:
+    keys = ("id", "epoch", "input", "target", "choices", "scores")
+    return {**{key: sample[key] for key in keys}, "metadata": {k: sample["metadata"][k] for k in ("task", "doc_id")},
+            "completed": True, "message_count": len(sample["messages"])}  # fmt: skip
+
+
+def _metrics(result: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    metrics = {result["metric"]: {"name": result["metric"], "value": result["value"]}}
+    if result.get("stderr") is not None:
+        metrics["stderr"] = {"name": "stderr", "value": result["stderr"]}
+    return metrics
+
+
+def _header(
+    evaluation: ExportedEvaluation, version: str, documents: int, epochs: int, score_names: Sequence[str]
+) -> dict[str, Any]:
+    """The log's header: the run, its plan and its results (the benchmark's own task's or group's
+    rows as inspect_ai's scores, every task's in their metadata)."""
+    created = evaluation.evaluated_at.isoformat()
+    model = evaluation.inspect_model()
+    identity = "|".join((evaluation.benchmark, evaluation.model, evaluation.settings_key, evaluation.solver))
+    digest = hashlib.sha256(identity.encode()).hexdigest()[:22]
+    top = {r["task"] for r in evaluation.results if r.get("is_group")} or {r["task"] for r in evaluation.results}
+    headline = [r for r in evaluation.results if r["task"] in top and (len(top) == 1 or r.get("is_group"))]
+    scores = [
+        {
+            "name": score_name(r["metric"], r["filter"]), "scorer": score_name(r["metric"], r["filter"]),
+            "reducer": None, "scored_samples": r.get("n") or documents,
+            "unscored_samples": 0, "metrics": _metrics(r), "metadata": {"task": r["task"]},
+        }
+        for r in headline
+    ]  # fmt: skip
+    return {
+        "version": LOG_SCHEMA_VERSION,
+        "status": "success",
+        "eval": {
+            "eval_id": digest, "run_id": evaluation.run_id or digest, "created": created,
+            "task": evaluation.benchmark, "task_id": digest, "task_version": 0,
+            "dataset": {"name": evaluation.benchmark, "samples": documents},
+            "model": model, "config": {"epochs": epochs}, "packages": {"lm-eval-platform": version},
+            "scorers": [{"name": name, "options": {}, "metrics": [], "metadata": {}} for name in score_names],
+            "metadata": {
+                "model": evaluation.model, "model_source": evaluation.model_source,
+                "model_fingerprint": evaluation.model_fingerprint, "settings_key": evaluation.settings_key,
+                "solver": evaluation.solver, "settings": evaluation.settings,
+            },
+        },
+        "plan": {"name": "plan", "steps": [{"solver": evaluation.solver, "params": {}}], "config": {}},
+        "results": {
+            "total_samples": documents, "completed_samples": documents, "scores": scores,
+            "metadata": {"results": evaluation.results},
+        },
+        "stats": {"started_at": created, "completed_at": created},
+    }  # fmt: skip
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def write_inspect_log(
+    path: Path, evaluation: ExportedEvaluation, rows: Iterable[Mapping[str, Any]], version: str
+) -> int:
+    """The evaluation as an inspect_ai log at `path` (replaced whole: written beside it, then moved
+    over it), its samples from `rows` (as `log_samples` takes them); the number of samples written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    summaries: list[str] = []
+    reductions: dict[str, list[str]] = {}
+    documents = epochs = 0
+    try:
+        with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as log:
+            start = {"version": LOG_SCHEMA_VERSION, **{k: v for k, v in _header(evaluation, version, 0, 1, []).items()
+                                                       if k in ("eval", "plan")}}  # fmt: skip
+            log.writestr("_journal/start.json", _dumps(start))
+            for sample, reduced in log_samples(rows, evaluation.model_source):
+                log.writestr(f"samples/{sample['id']}_epoch_{sample['epoch']}.json", _dumps(sample))
+                summaries.append(_dumps(_summary(sample)))
+                epochs = max(epochs, sample["epoch"])
+                documents += sample["epoch"] == 1
+                for name, score in reduced.items():
+                    reductions.setdefault(name, []).append(_dumps({**score, "sample_id": sample["id"]}))
+            log.writestr("summaries.json", "[" + ",".join(summaries) + "]")
+            reduced_json = ",".join(
+                f'{{"scorer": {_dumps(name)}, "reducer": null, "samples": [{",".join(samples)}]}}'
+                for name, samples in reductions.items()
+            )
+            log.writestr("reductions.json", f"[{reduced_json}]")
+            header = _header(evaluation, version, documents, max(epochs, 1), list(reductions))
+            log.writestr("header.json", _dumps(header))
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+    return len(summaries)
+
+
+def export_inspect_logs(
+    evaluations: Sequence[ExportedEvaluation],
+    samples_of: Callable[[ExportedEvaluation], Iterable[Mapping[str, Any]]],
+    folder: Path,
+    version: str,
+) -> dict[Path, int]:
+    """Each evaluation as an inspect_ai log in `folder` (`ExportedEvaluation.file_name`), its rows
+    from `samples_of`; each file written and how many samples it holds."""
+    return {
+        (path := folder / evaluation.file_name()): write_inspect_log(path, evaluation, samples_of(evaluation), version)
+        for evaluation in evaluations
+    }

@@ -37,6 +37,17 @@ $(PEERS_VENV)/.inspect-ai-$(INSPECT_AI):
 	$(PEERS_VENV)/bin/pip install -qq inspect-ai==$(INSPECT_AI)
 	touch $@
 
+# Every Eval Ever's own converter and validator, which need Python 3.12 or later (pyenv's 3.12.1 here,
+# else a python3.12 on the PATH): tests/benchmarks/test_exports.py turns the platform's inspect_ai
+# export into its records and validates them there, in a process of its own. About 1 minute, once.
+EEE_VENV := .venv-eee
+EVERY_EVAL_EVER := 0.3.0
+PY312 ?= $(or $(shell PYENV_VERSION=3.12.1 pyenv which python 2>/dev/null),python3.12)
+$(EEE_VENV)/.every-eval-ever-$(EVERY_EVAL_EVER):
+	$(PY312) -m venv $(EEE_VENV)
+	$(EEE_VENV)/bin/pip install -qq 'every-eval-ever[inspect]==$(EVERY_EVAL_EVER)'
+	touch $@
+
 .PHONY: install browser servers run test test-fast ui docs lint
 install: $(VENV)/.installed
 
@@ -73,7 +84,8 @@ servers:
 # whose servers and workers mostly wait. Their output follows the suite's; either failing fails
 # the target, and an interrupted target stops both. Beside the suite's two processes on two cores,
 # the team's processes take one torch thread each, as the suite's do (tests/conftest.py).
-test: $(VENV)/.installed-test $(TEAM_VENV)/.installed $(PEERS_VENV)/.inspect-ai-$(INSPECT_AI) browser servers lint
+test: $(VENV)/.installed-test $(TEAM_VENV)/.installed $(PEERS_VENV)/.inspect-ai-$(INSPECT_AI) \
+		$(EEE_VENV)/.every-eval-ever-$(EVERY_EVAL_EVER) browser servers lint
 	mkdir -p $(DAGSTER_HOME)
 	@team_log=$$(mktemp); \
 	EVAL_TEAM_TESTS=1 TEST_PORT_SLOT=5 OMP_NUM_THREADS=1 $(TEAM_VENV)/bin/python -m pytest -q tests/team > $$team_log 2>&1 & team=$$!; \

@@ -1,5 +1,6 @@
-"""The peer tools' own code, run in an interpreter of its own (.venv-peers, which `make test`
-installs) that never imports the platform: a script of the tests' there, its JSON read back."""
+"""The peer tools' own code, run in interpreters of their own that never import the platform
+(`make test` installs both): inspect_ai's (.venv-peers), a script of the tests' there with its JSON
+read back; Every Eval Ever's (.venv-eee, Python 3.12), its own command line."""
 
 import json
 import os
@@ -13,13 +14,14 @@ from tests.conftest import PROJECT_ROOT
 
 PEER_PYTHON = PROJECT_ROOT / ".venv-peers" / "bin" / "python"
 PEER_BIN = PEER_PYTHON.parent
+EEE_PYTHON = PROJECT_ROOT / ".venv-eee" / "bin" / "python"
 INSPECT_LOG_READER = PROJECT_ROOT / "tests" / "benchmarks" / "inspect_log_reader.py"  # read_eval_log's view
 
 
-def require_peers() -> None:
+def require_peers(python: Path = PEER_PYTHON) -> None:
     """Skip (fail on CI) where the peer interpreter is not installed."""
-    if not PEER_PYTHON.exists():
-        reason = f"no inspect_ai interpreter at {PEER_PYTHON}: `make .venv-peers/.inspect-ai-0.3.285` makes it"
+    if not python.exists():
+        reason = f"no peer interpreter at {python}: `make {python.parents[1].name}/...` (part of `make test`) makes it"
         if os.environ.get("CI"):
             pytest.fail(reason)
         pytest.skip(reason)

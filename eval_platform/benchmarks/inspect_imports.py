@@ -44,6 +44,8 @@ from eval_platform.benchmarks.inspect_logs import LOG_SCHEMA_VERSION
 from eval_platform.benchmarks.records import Evaluation, Sample
 
 INSPECT_AI = "inspect_ai"
+PLATFORM = "lm-eval-platform"  # the platform's own export names itself among the log's packages
+SECRET = re.compile(r"key|token|secret|password", re.IGNORECASE)  # a model argument never kept
 SAMPLE_MEMBER = re.compile(r"^samples/(?P<id>.+)_epoch_(?P<epoch>\d+)\.json$")
 LETTERS = {"C": 1.0, "I": 0.0, "P": 0.5, "N": 0.0}  # inspect_ai's value_to_float
 SAMPLE_KEYS = ("id", "epoch", "input", "target", "scores")
@@ -75,28 +77,30 @@ class InspectLog:
     members: dict[str, list[str]]
 
     @property
-    def eval(self) -> dict[str, Any]:
+    def spec(self) -> dict[str, Any]:
+        """The header's `eval`: the task, the model and the run's configuration."""
         return self.header["eval"]
 
     @property
     def tool(self) -> str:
-        packages = self.eval.get("packages") or {}
-        return next((name for name in packages if name != INSPECT_AI), INSPECT_AI)
+        """The platform (its own export) or inspect_ai (any other log, an inspect_evals task's too)."""
+        return PLATFORM if PLATFORM in (self.spec.get("packages") or {}) else INSPECT_AI
 
     @property
     def version(self) -> str:
-        return str((self.eval.get("packages") or {}).get(self.tool) or "unknown version")
+        return str((self.spec.get("packages") or {}).get(self.tool) or "unknown version")
 
     @property
     def exported(self) -> dict[str, Any]:
         """What the platform's own export says of the evaluation (empty for another tool's log)."""
-        metadata = self.eval.get("metadata") or {}
-        return metadata if {"solver", "settings_key"} <= set(metadata) else {}
+        metadata = self.spec.get("metadata") or {}
+        return metadata if self.tool == PLATFORM and {"solver", "settings_key"} <= set(metadata) else {}
 
     def model_description(self) -> str:
-        args = self.eval.get("model_args") or {}
-        described = ",".join(f"{key}={value}" for key, value in args.items())
-        return " ".join(part for part in (str(self.eval.get("model")), described) if part)
+        """The model and its arguments, a secret's value among them (`api_key=...`) redacted."""
+        args = self.spec.get("model_args") or {}
+        described = ",".join(f"{key}={'[redacted]' if SECRET.search(key) else value}" for key, value in args.items())
+        return " ".join(part for part in (str(self.spec.get("model")), described) if part)
 
     def source(self) -> str:
         return f"{self.tool} {self.version}: {self.model_description()} ({self.path})"
@@ -107,8 +111,9 @@ class InspectLog:
         said = {
             "tool": self.tool,
             "version": self.version,
-            **{key: self.eval.get(key) for key in ("model", "model_args", "model_generate_config", "revision",
-                                                   "task", "task_version", "task_args", "config", "dataset")},
+            "model": self.model_description(),
+            **{key: self.spec.get(key) for key in ("model_generate_config", "revision", "task", "task_version",
+                                                   "task_args", "config", "dataset")},
             "model_fingerprint": self.exported.get("model_fingerprint"),
         }  # fmt: skip
         digest = hashlib.sha256(json.dumps(said, sort_keys=True, default=str).encode()).hexdigest()
@@ -117,17 +122,17 @@ class InspectLog:
     def settings(self) -> dict[str, Any]:
         """What the run measured, in the platform's terms: the export's own settings where the log is
         one, else its generation settings and epochs; with where it came from."""
-        generation = self.eval.get("model_generate_config") or {}
+        generation = self.spec.get("model_generate_config") or {}
         measured = dict(self.exported.get("settings") or {}) or {
             "num_fewshot": None, "limit": None, "max_gen_toks": generation.get("max_tokens"),
             **{key: generation[key] for key in SAMPLING_FIELDS if key in generation},
-            "repeats": (self.eval.get("config") or {}).get("epochs"),
+            "repeats": (self.spec.get("config") or {}).get("epochs"),
         }  # fmt: skip
         return {**measured, "tool": self.tool, "tool_version": self.version, "model": self.model_description(),
                 "results_file": str(self.path)}  # fmt: skip
 
     def is_of(self, benchmark: Benchmark) -> bool:
-        task = str(self.eval.get("task", "")).rsplit("/", 1)[-1]
+        task = str(self.spec.get("task", "")).rsplit("/", 1)[-1]
         return task in {benchmark.name, benchmark.task}
 
 
@@ -158,25 +163,25 @@ def source_benchmarks(log: InspectLog, benchmarks: Mapping[str, Benchmark]) -> l
     return [name for name, benchmark in benchmarks.items() if log.is_of(benchmark)]
 
 
-def _text(value: Any) -> str:
+def _as_text(value: Any) -> str:
     """A sample's input or target as text: a chat's turns as `[role]` and content."""
     if isinstance(value, str):
         return value
     if isinstance(value, list) and all(isinstance(turn, dict) for turn in value):
-        return "\n\n".join(f"[{turn.get('role')}]\n{_text(turn.get('content', ''))}" for turn in value)
+        return "\n\n".join(f"[{turn.get('role')}]\n{_as_text(turn.get('content', ''))}" for turn in value)
     if isinstance(value, list):
-        return "\n".join(_text(part) if not isinstance(part, dict) else str(part.get("text", "")) for part in value)
+        return "\n".join(_as_text(part) if not isinstance(part, dict) else str(part.get("text", "")) for part in value)
     return json.dumps(value)
 
 
 def _value(value: Any, where: str, name: str) -> Any:
-    """A score's value as a metric's: a number, a letter inspect_ai counts, or a list of numbers."""
+    """A score's value as a metric's: a number, a letter inspect_ai counts, or a list of scalars."""
     if isinstance(value, bool | int | float):
         return value
     if isinstance(value, str) and value in LETTERS:
         return LETTERS[value]
-    if isinstance(value, list) and all(isinstance(v, bool | int | float) for v in value):
-        return value
+    if isinstance(value, list) and all(isinstance(v, bool | int | float | str) for v in value):
+        return value  # IFEval's per-instruction results, a corpus metric's items
     raise ImportRefused(f"{where}: score {name} is not a number: {json.dumps(value)[:80]}")
 
 
@@ -190,8 +195,10 @@ def _logged(log: zipfile.ZipFile, path: Path, name: str) -> dict[str, Any]:
     where = f"{path} {name}"
     sample = _member(log, path, name)
     missing = [key for key in SAMPLE_KEYS if key not in sample] if isinstance(sample, dict) else list(SAMPLE_KEYS)
-    if missing or not isinstance(sample["scores"], dict):
+    if missing or not isinstance(sample["scores"], dict | None):
         raise ImportRefused(f"{where}: not an inspect_ai sample (it lacks {missing or ['scores as a mapping']})")
+    if sample["scores"] is None:  # a sample its run could not score (its `error` says why): a rejection
+        return {**sample, "scores": {}}
     scores = {}
     for score_name, score in sample["scores"].items():
         if not isinstance(score, dict) or "value" not in score:
@@ -202,16 +209,20 @@ def _logged(log: zipfile.ZipFile, path: Path, name: str) -> dict[str, Any]:
     return {**sample, "scores": scores}
 
 
-def _reductions(log: zipfile.ZipFile, path: Path) -> dict[tuple[str, str], Any]:
-    """The log's reductions over epochs, by (score name, sample id)."""
+def _reductions(log: zipfile.ZipFile, path: Path) -> dict[str, dict[str, Any]]:
+    """The log's reductions over epochs, by sample id and score name: of several reducers of one
+    scorer, its `mean` (inspect_ai's default), else its first."""
     if "reductions.json" not in log.namelist():
         return {}
-    reduced = {}
-    for reduction in _member(log, path, "reductions.json"):
-        for sample in reduction.get("samples", []):
-            where, value = f"{path} reductions.json (sample {sample.get('sample_id')})", sample.get("value")
-            for name, each in value.items() if isinstance(value, dict) else [(reduction["scorer"], value)]:
-                reduced[name, str(sample.get("sample_id"))] = _value(each, where, name)
+    reduced: dict[str, dict[str, Any]] = {}
+    try:
+        for reduction in sorted(_member(log, path, "reductions.json"), key=lambda r: r.get("reducer") != "mean"):
+            for sample in reduction["samples"]:
+                where, value = f"{path} reductions.json (sample {sample['sample_id']})", sample["value"]
+                for name, each in value.items() if isinstance(value, dict) else [(reduction["scorer"], value)]:
+                    reduced.setdefault(str(sample["sample_id"]), {}).setdefault(name, _value(each, where, name))
+    except (AttributeError, KeyError, TypeError) as error:
+        raise ImportRefused(f"{path}: reductions.json is not inspect_ai's reductions ({error!r})") from error
     return reduced
 
 
@@ -222,7 +233,7 @@ def prompt_key(prompt: str, target: str | None) -> str:
 
 @dataclass(frozen=True)
 class Logged:
-    """A logged sample's document and how it was found: its task, content key or prompt key."""
+    """A logged sample's document, and its match keys when it was matched (`<content key>:<prompt key>`)."""
 
     document: KnownDocument
     key: str
@@ -232,36 +243,47 @@ def _keys(first: Mapping[str, Any]) -> tuple[str | None, str]:
     """A logged sample's match keys: its document's content key (where its metadata holds it), and
     its prompt's and reference's."""
     doc = (first.get("metadata") or {}).get("doc")
-    return content_key(doc) if doc is not None else None, prompt_key(_text(first["input"]), _text(first["target"]))
+    return content_key(doc) if doc is not None else None, prompt_key(
+        _as_text(first["input"]), _as_text(first["target"])
+    )
 
 
-def _samples(
-    epochs: Sequence[Mapping[str, Any]], found: KnownDocument, reductions: Mapping[tuple[str, str], Any]
-) -> list[Sample]:
-    """A logged document's samples, one per filter its scores name."""
+DERIVED = re.compile(r" (pass@1|mean@\d+)$")  # an item's mean over its answers: the platform derives it again
+
+
+def _samples(epochs: Sequence[Mapping[str, Any]], found: KnownDocument, reduced: Mapping[str, Any]) -> list[Sample]:
+    """A logged document's samples, one per filter its scores (or its reductions, `reduced`) name:
+    its value the reduction, else its one epoch's, else its epochs' mean; each epoch's values and
+    answer kept where it has several."""
     first = epochs[0]
+    names = list(dict.fromkeys([*first["scores"], *(n for n in reduced if not DERIVED.search(_split(n)[0]))]))
     filters: dict[str, list[str]] = {}
-    for name in first["scores"]:
+    for name in names:
         filters.setdefault(_split(name)[1], []).append(name)
     completions = [str((e.get("output") or {}).get("completion", "")) for e in epochs]
     samples = []
-    for filter_name, names in filters.items():
-        per_epoch = [{_split(n)[0]: e["scores"][n]["value"] for n in names if n in e["scores"]} for e in epochs]
-        answers = [next((e["scores"][n]["answer"] for n in names if n in e["scores"]), None) for e in epochs]
-        metrics = {
-            _split(n)[0]: reductions.get((n, str(first["id"])), per_epoch[0][_split(n)[0]] if len(epochs) == 1 else
-                                         sum(m[_split(n)[0]] for m in per_epoch) / len(per_epoch))
-            for n in names
-        }  # fmt: skip
+    for filter_name, named in filters.items():
+        per_epoch = [{_split(n)[0]: e["scores"][n]["value"] for n in named if n in e["scores"]} for e in epochs]
+        answers = [next((e["scores"][n]["answer"] for n in named if n in e["scores"]), None) for e in epochs]
+        metrics = {}
+        for name in named:
+            values = [m[_split(name)[0]] for m in per_epoch if _split(name)[0] in m]
+            if name in reduced:
+                metrics[_split(name)[0]] = reduced[name]
+            elif len(values) == 1 or (values and not all(isinstance(v, int | float) for v in values)):
+                metrics[_split(name)[0]] = values[0]
+            elif values:
+                metrics[_split(name)[0]] = sum(values) / len(values)
         samples.append(
             Sample(
-                task=found.task, doc_id=found.doc_id, filter=filter_name, prompt=_text(first["input"]), arguments=[],
-                request_keys=[], target=_text(first["target"]), responses=[completions],
+                task=found.task, doc_id=found.doc_id, filter=filter_name, prompt=_as_text(first["input"]),
+                arguments=[], request_keys=[], target=_as_text(first["target"]), responses=[completions],
                 filtered_responses=[answers[0] if answers[0] is not None else completions[0]], metrics=metrics,
                 doc=(first.get("metadata") or {}).get("doc"), document_id=found.document_id,
                 sample_answers=[str(a) if a is not None else c for a, c in zip(answers, completions, strict=True)]
                 if len(epochs) > 1 else None,
-                sample_metrics=per_epoch if len(epochs) > 1 else None,
+                sample_metrics=[{k: v for k, v in m.items() if isinstance(v, int | float)} for m in per_epoch]
+                if len(epochs) > 1 else None,
             )
         )  # fmt: skip
     return samples
@@ -291,7 +313,7 @@ class InspectSamples(Collection[Sample]):
                 epochs = [_logged(log, self.log.path, name) for name in names]
                 if ":".join(map(str, _keys(epochs[0]))) != match.key:
                     raise ImportRefused(f"{self.log.path} {names[0]}: changed since it was read; import it again")
-                yield from _samples(epochs, match.document, reductions)
+                yield from _samples(epochs, match.document, reductions.get(str(epochs[0]["id"]), {}))
 
 
 def _found(
@@ -306,7 +328,7 @@ def _found(
         return "its document matches none of the warehouse's documents" + (
             " not already matched by another sample" if candidates else ""
         )
-    target = _text(first["target"])
+    target = _as_text(first["target"])
     if document.target is not None and document.target != target:
         return f"its reference {target[:80]!r} is not the warehouse's {document.target[:80]!r}"
     return document
@@ -320,12 +342,13 @@ def inspect_evaluation(
 ) -> ImportedEvaluation:
     """The log's evaluation of `benchmark`: each logged sample matched to a known document by its
     document's content key (`known`, by task) or its prompt and reference (`prompts`), with the file
-    and member it came from; one that matches none rejected with its reason; results the platform's
+    and member it came from; one that matches none (or has no scores: its run failed on it) rejected
+    with its reason; results the platform's
     means and intervals of the matched samples. Refused at the first fault, or where nothing matches."""
     from eval_platform.benchmarks.scoring import results_by_task, sampled_results
 
     if not log.is_of(benchmark):
-        raise ImportRefused(f"{log.path}: its task {log.eval.get('task')!r} is not {benchmark.name}")
+        raise ImportRefused(f"{log.path}: its task {log.spec.get('task')!r} is not {benchmark.name}")
     own_task = benchmark.task or benchmark.name
     matches: dict[str, Logged] = {}
     lineage: dict[tuple[str, int, str], SampleSource] = {}
@@ -343,14 +366,18 @@ def inspect_evaluation(
             if isinstance(found, str) and prompts.get(by_prompt):  # e.g. a chat solver's own reference
                 found = _found(prompts[by_prompt], first, taken)
             source = f"{log.path}!{names[0]}"
-            number = first["id"] if isinstance(first["id"], int) else position
+            own = [(first.get("metadata") or {}).get("doc_id"), first["id"], position]
+            number = next(n for n in own if isinstance(n, int) and not isinstance(n, bool))  # its doc_id there
+            reduced = reductions.get(str(first["id"]), {})
+            if not first["scores"] and not reduced:
+                found = f"it has no scores (its run's error: {str(first.get('error'))[:200]})"
             if isinstance(found, str):
                 excerpt = json.dumps(first, ensure_ascii=False, default=str)[:2000]
                 rejections.append(ImportRejection(source, position, task, number, "none", found, excerpt))
                 continue
             matches[sample_id] = Logged(found, f"{by_document}:{by_prompt}")
             taken.add((found.task, found.doc_id))
-            for sample in _samples(epochs, found, reductions):
+            for sample in _samples(epochs, found, reduced):
                 lineage[sample.task, sample.doc_id, sample.filter] = SampleSource(source, position, number)
                 scored.append(Sample(
                     task=sample.task, doc_id=sample.doc_id, filter=sample.filter, prompt="", arguments=[],

@@ -5,7 +5,8 @@ samples' summaries and reductions, and a header of the run and its results).
 inspect_ai cannot share the platform's interpreter (its pins move datasets' fsspec), so the file is
 written here with the standard library, deflate-compressed as inspect_ai's own logs were before
 zstandard, and proven by inspect_ai's own reader in a process of its own
-(tests/benchmarks/test_exports.py). Written a sample at a time: memory stays flat with its size.
+(tests/benchmarks/test_exports.py). Written a sample at a time; what is kept until the end is each
+sample's summary (its input shortened) and reductions, for the log's last members.
 
 An evaluation (a benchmark, a model, a settings key and a solver) becomes one log:
 - a sample per document (id `<task>:<doc_id>`) and answer: a document answered k times (a sampled
@@ -25,6 +26,7 @@ import hashlib
 import json
 import os
 import re
+import tempfile
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 LOG_SCHEMA_VERSION = 2  # inspect_ai's log schema the files follow
-SCALARS = (str, int, float, bool)
+SCALARS = (str, int, float)  # bool is an int
+SUMMARY_CHARS = 1000  # a summary's input and target, at most (inspect_ai's own keep 5,120: memory, at scale)
 
 
 @dataclass(frozen=True)
@@ -53,9 +56,11 @@ class ExportedEvaluation:
     results: list[dict[str, Any]] = field(default_factory=list)
 
     def inspect_model(self) -> str:
-        """The model as inspect_ai names one (`<provider>/<model>`): `eval-platform/` and the model's
-        source (`eval-platform/local/smollm2-135m-instruct`, `eval-platform/openai/gpt-4o-mini`)."""
-        return f"eval-platform/{self.model_source}"
+        """The model as inspect_ai names one, `<provider>/<model>`: the model's source, a local
+        model's (Hugging Face weights, `local/...`) under inspect_ai's `hf` provider
+        (`hf/smollm2-135m-instruct`), an API model's litellm string as it is (`openai/gpt-4o-mini`)."""
+        provider, _, name = self.model_source.partition("/")
+        return f"hf/{name}" if provider == "local" and name else self.model_source
 
     def file_name(self) -> str:
         """`<benchmark>_<model>_<solver>_<settings key>.eval`, each part safe for any file system."""
@@ -110,7 +115,7 @@ def _loaded(row: Mapping[str, Any], name: str) -> Any:
 def log_samples(rows: Iterable[Mapping[str, Any]], model: str) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
     """Each document's inspect_ai samples (one per epoch) with its reductions (score name to its
     value and answer), from its `samples` rows ordered by task and doc_id (one per filter), each
-    with `answers`: its `sample_scores` rows (sample, answer, metric, value), if it was answered
+    with `answer_scores`: its `sample_scores` rows (sample, answer, metric, value), if it was answered
     several times."""
     for (task, doc_id), group in groupby(rows, key=lambda row: (row["task"], row["doc_id"])):
         filters = list(group)
@@ -123,7 +128,7 @@ def log_samples(rows: Iterable[Mapping[str, Any]], model: str) -> Iterator[tuple
             for metric, value in _loaded(row, "metrics").items():
                 reductions[score_name(metric, row["filter"])] = {"value": score_value(value), "answer": answer}
             answered: dict[str, list[float]] = {}
-            for each in _loaded(row, "answers") or []:
+            for each in _loaded(row, "answer_scores") or []:
                 scores = epochs.setdefault(each["sample"] + 1, {})
                 scores[score_name(each["metric"], row["filter"])] = {"value": each["value"], "answer": each["answer"]}
                 answered.setdefault(each["metric"], []).append(each["value"])
@@ -173,16 +178,30 @@ def _epoch_completion(responses: Any, epoch: int, scores: Mapping[str, Mapping[s
 
 
 def _summary(sample: Mapping[str, Any]) -> dict[str, Any]:
-    keys = ("id", "epoch", "input", "target", "choices", "scores")
-    return {**{key: sample[key] for key in keys}, "metadata": {k: sample["metadata"][k] for k in ("task", "doc_id")},
-            "completed": True, "message_count": len(sample["messages"])}  # fmt: skip
+    """A sample's summary (the list inspect view shows), its input and target shortened as
+    inspect_ai shortens them (the whole sample is its own member)."""
+    keys = ("id", "epoch", "choices", "scores")
+    short = {key: sample[key][:SUMMARY_CHARS] for key in ("input", "target")}
+    return {**{key: sample[key] for key in keys}, **short, "completed": True,
+            "metadata": {k: sample["metadata"][k] for k in ("task", "doc_id")},
+            "message_count": len(sample["messages"])}  # fmt: skip
 
 
 def _metrics(result: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    metrics = {result["metric"]: {"name": result["metric"], "value": result["value"]}}
-    if result.get("stderr") is not None:
-        metrics["stderr"] = {"name": "stderr", "value": result["stderr"]}
-    return metrics
+    """A result's value and standard error as inspect_ai's metrics (a number each: one not
+    computed is left out)."""
+    values = {result["metric"]: result["value"], "stderr": result.get("stderr")}
+    return {name: {"name": name, "value": value} for name, value in values.items() if value is not None}
+
+
+def headline(benchmark: str, results: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """The results a log reports, by score name: the benchmark's own (its task's, or its group's,
+    named after it), else those of its only task, else every task's, each named `<task>/<metric>,<filter>`."""
+    tasks = {r["task"] for r in results}
+    own = [r for r in results if r["task"] == benchmark] or (list(results) if len(tasks) == 1 else [])
+    if own:
+        return {score_name(r["metric"], r["filter"]): r for r in own}
+    return {f"{r['task']}/{score_name(r['metric'], r['filter'])}": r for r in results}
 
 
 def _header(
@@ -194,15 +213,13 @@ def _header(
     model = evaluation.inspect_model()
     identity = "|".join((evaluation.benchmark, evaluation.model, evaluation.settings_key, evaluation.solver))
     digest = hashlib.sha256(identity.encode()).hexdigest()[:22]
-    top = {r["task"] for r in evaluation.results if r.get("is_group")} or {r["task"] for r in evaluation.results}
-    headline = [r for r in evaluation.results if r["task"] in top and (len(top) == 1 or r.get("is_group"))]
     scores = [
         {
-            "name": score_name(r["metric"], r["filter"]), "scorer": score_name(r["metric"], r["filter"]),
+            "name": name, "scorer": name,
             "reducer": None, "scored_samples": r.get("n") or documents,
             "unscored_samples": 0, "metrics": _metrics(r), "metadata": {"task": r["task"]},
         }
-        for r in headline
+        for name, r in headline(evaluation.benchmark, evaluation.results).items()
     ]  # fmt: skip
     return {
         "version": LOG_SCHEMA_VERSION,
@@ -238,7 +255,9 @@ def write_inspect_log(
     """The evaluation as an inspect_ai log at `path` (replaced whole: written beside it, then moved
     over it), its samples from `rows` (as `log_samples` takes them); the number of samples written."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
+    handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    os.close(handle)
+    partial = Path(name)  # its own, beside the log: two exports of one partition never share it
     summaries: list[str] = []
     reductions: dict[str, list[str]] = {}
     documents = epochs = 0
@@ -247,7 +266,7 @@ def write_inspect_log(
             start = {"version": LOG_SCHEMA_VERSION, **{k: v for k, v in _header(evaluation, version, 0, 1, []).items()
                                                        if k in ("eval", "plan")}}  # fmt: skip
             log.writestr("_journal/start.json", _dumps(start))
-            for sample, reduced in log_samples(rows, evaluation.model_source):
+            for sample, reduced in log_samples(rows, evaluation.inspect_model().partition("/")[2]):
                 log.writestr(f"samples/{sample['id']}_epoch_{sample['epoch']}.json", _dumps(sample))
                 summaries.append(_dumps(_summary(sample)))
                 epochs = max(epochs, sample["epoch"])

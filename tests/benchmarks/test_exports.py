@@ -1,7 +1,8 @@
 """Evaluations exported as inspect_ai logs (the `inspect_log` asset): read by inspect_ai's own
 `read_eval_log`, in a process of its own that never imports the platform, with every sample's
 scores, its prompt and reference, and the results equal to the warehouse's; opened by `inspect view`
-in Chromium, which shows a document's prompt; written again, replaced and never duplicated.
+in Chromium, which shows a document's prompt; written again, replaced and never duplicated; turned
+into Every Eval Ever records by that project's own converter, which its own validator accepts.
 
 And inspect_ai logs imported (declared in an imports folder set from the launchpad): the platform's
 own export, and a log inspect_ai itself writes from the platform's answers, each matched item by
@@ -10,6 +11,7 @@ a spoiled log refused naming the file and sample, and nothing of it lands."""
 
 import json
 import subprocess
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -19,7 +21,7 @@ from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL
 from evaluation_assets.benchmarks.assets import benchmark_evaluation, inspect_log, model_comparison
 from tests.browser import chromium, page_text
 from tests.evaluation import failure_message, materialize_evaluation, materialize_inputs, roster_with
-from tests.peers import INSPECT_LOG_READER, PEER_BIN, peer_json, require_peers
+from tests.peers import EEE_PYTHON, INSPECT_LOG_READER, PEER_BIN, peer_json, require_peers
 from tests.processes import WAIT_S, free_port, running
 
 MODEL = "smollm2"
@@ -88,7 +90,7 @@ def test_inspect_ais_own_reader_reads_every_sample_with_the_warehouses_scores(ex
     for solver, settings_key, fingerprint, source in evaluations:
         log = by_evaluation[solver, settings_key]
         assert (log["inspect_ai"], log["status"], log["task"], log["epochs"]) == ("0.3.285", "success", benchmark, 1)
-        assert log["model"] == f"eval-platform/{source}"  # inspect_ai's <provider>/<model>
+        assert source.startswith("local/") and log["model"] == "hf/" + source.removeprefix("local/")  # its hf provider
         assert (log["metadata"]["model_fingerprint"], log["metadata"]["settings_key"]) == (fingerprint, settings_key)
         expected = warehouse_samples(warehouse, benchmark, solver)
         assert len(expected) == EVALUATED[benchmark][0]
@@ -113,11 +115,13 @@ def test_inspect_ais_own_reader_reads_every_sample_with_the_warehouses_scores(ex
 @pytest.mark.slow
 def test_exporting_again_replaces_the_logs(exported):
     root, warehouse, roster = exported
-    before = {path.name: path.stat().st_mtime_ns for path in (root / "arc_easy").iterdir()}
+    before = {path.name: path.read_bytes() for path in (root / "arc_easy").iterdir()}
+    for path in (root / "arc_easy").iterdir():
+        path.write_bytes(b"spoiled")
     assert export(warehouse, "arc_easy", roster, root / "arc_easy").success
-    after = {path.name: path.stat().st_mtime_ns for path in (root / "arc_easy").iterdir()}
-    assert after.keys() == before.keys()  # the same files, none beside them (no .partial left)
-    assert all(after[name] > before[name] for name in before)
+    after = {path.name: path.read_bytes() for path in (root / "arc_easy").iterdir()}
+    assert after.keys() == before.keys()  # the same files, none beside them (no partial file left)
+    assert all(len(after[name]) == len(before[name]) and zipfile.is_zipfile(root / "arc_easy" / name) for name in after)
 
 
 @pytest.mark.slow
@@ -137,6 +141,28 @@ def test_inspect_view_opens_the_log_and_shows_a_documents_prompt(exported):
         browser.get(f"http://127.0.0.1:{port}/#/logs/{harness.name}")
         text = page_text(browser, ["arc_easy:0", question, "acc,none"])
     assert "arc_easy — 5 samples" in text
+
+
+@pytest.mark.slow
+def test_every_eval_evers_own_converter_and_validator_accept_the_export_with_equal_scores(exported, tmp_path):
+    """Every Eval Ever (Python 3.12, in its own interpreter) turns the exported ARC-Easy log into its
+    records with its own inspect_ai converter; its own validator accepts them, and each sample's
+    score in its instance-level records is the warehouse's."""
+    require_peers(EEE_PYTHON)
+    root, warehouse, _ = exported
+    (log,) = (root / "arc_easy").glob("arc_easy_smollm2_harness_*.eval")
+    convert = [str(EEE_PYTHON), "-I", "-m", "every_eval_ever.converters.inspect", "--log_path", str(log),
+               "--output_dir", "data"]  # fmt: skip
+    converted = subprocess.run(convert, cwd=tmp_path, capture_output=True, text=True, timeout=WAIT_S)
+    assert converted.returncode == 0, converted.stderr[-3000:]
+    validate = [str(EEE_PYTHON), "-I", "-m", "every_eval_ever", "validate", "data/*/*/*/*.json*"]
+    validated = subprocess.run(validate, cwd=tmp_path, capture_output=True, text=True, timeout=WAIT_S)
+    assert validated.returncode == 0 and "All files passed validation" in validated.stdout, validated.stdout[-3000:]
+    (instances,) = (tmp_path / "data").glob("arc_easy/*/*/*_samples.jsonl")
+    records = [json.loads(line) for line in instances.read_text().splitlines()]
+    scores = {(r["sample_id"], r["evaluation_result_id"].split(":")[0]): r["evaluation"]["score"] for r in records}
+    expected = warehouse_samples(warehouse, "arc_easy", "harness")
+    assert scores == {(key, name): value for key, doc in expected.items() for name, value in doc["scores"].items()}
 
 
 IMPORTED = "inspect-smollm2"
@@ -177,8 +203,8 @@ def agreement(warehouse, benchmark: str, name: str) -> tuple[int, int, list[tupl
 def test_an_exported_log_imported_matches_every_item_and_flips_none(exported, benchmark, tmp_path):
     root, warehouse, roster = exported
     documents = EVALUATED[benchmark][0]
-    for log in sorted((root / benchmark).glob("*.eval")):
-        name = f"{IMPORTED}-{log.stem.rsplit('_', 2)[-2]}"  # one import per exported solver
+    for number, log in enumerate(sorted((root / benchmark).glob("*.eval"))):
+        name = f"{IMPORTED}-{benchmark}-{number}"  # one import per exported log (solver and settings key)
         result, imports = import_log(warehouse, roster, benchmark, log, tmp_path / "imports", name,
                                      assets=[benchmark_evaluation, model_comparison])  # fmt: skip
         assert result.success
@@ -223,6 +249,8 @@ def test_a_log_inspect_ai_writes_from_the_platforms_answers_is_matched_by_prompt
     (tmp_path / "given.json").write_text(json.dumps(given))
     written = peer_json(REPLAY, str(tmp_path / "given.json"), str(tmp_path / "logs"), cwd=tmp_path)
     log = Path(written["log"].removeprefix("file://"))
+    with zipfile.ZipFile(log) as logged:  # as inspect_ai writes every log: zstandard (method 93)
+        assert {i.compress_type for i in logged.infolist() if i.filename.startswith("samples/")} == {93}
     result, _ = import_log(warehouse, roster, "arc_easy", log, tmp_path / "imports", "inspect-replay",
                            assets=[benchmark_evaluation], raise_on_error=False)  # fmt: skip
     assert result.success
@@ -243,17 +271,17 @@ def test_a_log_inspect_ai_writes_from_the_platforms_answers_is_matched_by_prompt
 
 
 def spoiled_copy(log: Path, target: Path, member: str | None, spoil) -> Path:
-    """A copy of the log with `member` rewritten by `spoil` (its JSON text), or the whole file cut
-    in half (`member` None)."""
-    import zipfile
-
+    """A copy of the log with `member` rewritten by `spoil` (its JSON text; None leaves it out), or
+    the whole file cut in half (`member` None)."""
     if member is None:
         target.write_bytes(log.read_bytes()[: log.stat().st_size // 2])
         return target
     with zipfile.ZipFile(log) as source, zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as copy:
         for info in source.infolist():
             data = source.read(info.filename)
-            copy.writestr(info.filename, spoil(data.decode()) if info.filename == member else data)
+            spoiled = spoil(data.decode()) if info.filename == member else data
+            if spoiled is not None:  # None: the member left out
+                copy.writestr(info.filename, spoiled)
     return target
 
 
@@ -270,7 +298,12 @@ SPOILED = {
                                   "samples/arc_easy:2_epoch_1.json: score acc,none is not a number"),
     "another schema": ("samples/arc_easy:2_epoch_1.json", lambda text: json.dumps({"question": "?"}),
                        "samples/arc_easy:2_epoch_1.json: not an inspect_ai sample"),
-    "no header": ("header.json", lambda text: "{", "header.json is not readable JSON"),
+    "a header cut short": ("header.json", lambda text: text[:40], "header.json is not readable JSON"),
+    "no header (an unfinished run)": ("header.json", lambda text: None, "no header.json"),
+    "another schema version": ("header.json", lambda text: text.replace('"version": 2', '"version": 1', 1),
+                               "log schema version 1"),
+    "a run that failed": ("header.json", lambda text: text.replace('"status": "success"', '"status": "error"', 1),
+                          "its run ended with status 'error'"),
 }  # fmt: skip
 
 

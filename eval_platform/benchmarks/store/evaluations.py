@@ -12,7 +12,6 @@ from typing import Any
 import pandas as pd
 
 from eval_platform.benchmarks.imports import IMPORTED, ImportedEvaluation, KnownDocument, content_key
-from eval_platform.benchmarks.inspect_imports import prompt_key
 from eval_platform.benchmarks.inspect_logs import ExportedEvaluation
 from eval_platform.benchmarks.records import Answer, Evaluation, Sample, as_json
 from eval_platform.benchmarks.store.schema import KEPT_RUNS, BenchmarkSchema
@@ -245,15 +244,15 @@ class EvaluationStore(BenchmarkSchema):
     def known_prompts(self, benchmark: str) -> dict[str, list[KnownDocument]]:
         """The benchmark's documents by the prompts the warehouse's own evaluations gave them and
         their references (`prompt_key`), several where documents are alike."""
-        rows = self.sql(
+        rows = self.sql(  # the key as `prompt_key` makes it, computed here: no prompt leaves DuckDB
             """
-            SELECT DISTINCT task, doc_id, document_id, prompt, target FROM samples
+            SELECT DISTINCT task, doc_id, document_id, sha256(prompt || chr(0) || coalesce(target, '')) FROM samples
             WHERE benchmark = ? AND NOT starts_with(model_fingerprint, ?) ORDER BY task, doc_id""",
             [benchmark, IMPORTED],
         ).fetchall()
         known: dict[str, list[KnownDocument]] = {}
-        for task, doc_id, document_id, prompt, target in rows:
-            alike = known.setdefault(prompt_key(prompt, target), [])
+        for task, doc_id, document_id, key in rows:
+            alike = known.setdefault(key, [])
             if all((d.task, d.doc_id) != (task, doc_id) for d in alike):
                 alike.append(KnownDocument(task, doc_id, document_id, None))
         return known
@@ -297,29 +296,33 @@ class EvaluationStore(BenchmarkSchema):
 
     @reads("samples", "sample_scores")
     def exported_samples(self, evaluation: ExportedEvaluation, at_once: int = SAMPLES_AT_ONCE) -> Iterator[dict]:
-        """The evaluation's samples in order of task, doc_id and filter, `at_once` at a time from
-        one query, each with its answers' scores (`answers`: sample, answer, metric, value) where it
-        was answered several times."""
+        """The evaluation's samples in order of task, doc_id and filter, fetched `at_once` at a time
+        from one query (run here, read as they are iterated), each with its answers' scores
+        (`answer_scores`: sample, answer, metric, value) where it was answered several times."""
         scope = [getattr(evaluation, column) for column in SCOPE_COLUMNS]
         cursor = self.sql(
             f"""
-            WITH answers AS (
+            WITH scored AS (
                 SELECT task, doc_id, filter,
                        list({{'sample': sample, 'answer': answer, 'metric': metric, 'value': value}}
-                            ORDER BY sample, metric) AS answers
+                            ORDER BY sample, metric) AS answer_scores
                 FROM sample_scores WHERE {SCOPE} GROUP BY ALL)
             SELECT s.task, s.doc_id, s.filter, s.document_id, s.prompt, s.target, s.request_keys,
                    s.arguments::VARCHAR AS arguments, s.responses::VARCHAR AS responses,
                    s.filtered_responses::VARCHAR AS filtered_responses, s.metrics::VARCHAR AS metrics,
-                   s.doc::VARCHAR AS doc, a.answers
-            FROM samples s LEFT JOIN answers a USING (task, doc_id, filter)
+                   s.doc::VARCHAR AS doc, a.answer_scores
+            FROM samples s LEFT JOIN scored a USING (task, doc_id, filter)
             WHERE {" AND ".join(f"s.{column} = ?" for column in SCOPE_COLUMNS)}
             ORDER BY s.task, s.doc_id, s.filter""",
             [*scope, *scope],
         )
         columns = [d[0] for d in cursor.description]
-        while chunk := cursor.fetchmany(at_once):
-            yield from (dict(zip(columns, row, strict=True)) for row in chunk)
+
+        def fetched() -> Iterator[dict]:
+            while chunk := cursor.fetchmany(at_once):
+                yield from (dict(zip(columns, row, strict=True)) for row in chunk)
+
+        return fetched()
 
     @reads("results")
     def load_results(self, benchmark: str | None = None) -> list[dict[str, Any]]:

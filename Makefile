@@ -29,12 +29,14 @@ $(TEAM_VENV)/.installed: pyproject.toml
 
 # inspect_ai, apart from .venv (its pins would move .venv's fsspec and botocore) and never imported by
 # the platform: tests/common/test_repeats.py runs it in a process of its own, as the reference for
-# per-item reducers and clustered standard errors. About 30 s, once.
+# per-item reducers and clustered standard errors; with .venv's torch and transformers, its `hf`
+# provider runs the local model in tests/benchmarks/test_exports.py. About 1 minute, once.
 PEERS_VENV := .venv-peers
 INSPECT_AI := 0.3.285
-$(PEERS_VENV)/.inspect-ai-$(INSPECT_AI):
+PEERS := $(PEERS_VENV)/.inspect-ai-$(INSPECT_AI)-hf
+$(PEERS):
 	python3 -m venv $(PEERS_VENV)
-	$(PEERS_VENV)/bin/pip install -qq inspect-ai==$(INSPECT_AI)
+	$(PEERS_VENV)/bin/pip install -qq inspect-ai==$(INSPECT_AI) torch==2.13.0 transformers==5.23.0 accelerate==1.15.0
 	touch $@
 
 # Every Eval Ever's own converter and validator, which need Python 3.12 or later (pyenv's 3.12.1 here,
@@ -84,7 +86,7 @@ servers:
 # whose servers and workers mostly wait. Their output follows the suite's; either failing fails
 # the target, and an interrupted target stops both. Beside the suite's two processes on two cores,
 # the team's processes take one torch thread each, as the suite's do (tests/conftest.py).
-test: $(VENV)/.installed-test $(TEAM_VENV)/.installed $(PEERS_VENV)/.inspect-ai-$(INSPECT_AI) \
+test: $(VENV)/.installed-test $(TEAM_VENV)/.installed $(PEERS) \
 		$(EEE_VENV)/.every-eval-ever-$(EVERY_EVAL_EVER) browser servers lint
 	mkdir -p $(DAGSTER_HOME)
 	@team_log=$$(mktemp); \
@@ -98,7 +100,7 @@ test: $(VENV)/.installed-test $(TEAM_VENV)/.installed $(PEERS_VENV)/.inspect-ai-
 # The fast tier, while developing: every test not marked slow (tests/conftest.py marks the system,
 # fault and team tests, and the tests measured over a few seconds), in two processes. One domain:
 # `.venv/bin/python -m pytest -m judging`. `make test` runs everything.
-test-fast: $(VENV)/.installed-test $(PEERS_VENV)/.inspect-ai-$(INSPECT_AI)
+test-fast: $(VENV)/.installed-test $(PEERS)
 	$(PY) -m pytest -q -n 2 -m "not slow"
 
 # Formatting, lint (pycodestyle, pyflakes, import order, pyupgrade, bugbear) and types (pyright, standard),

@@ -6,6 +6,7 @@ Every field can be set from the launchpad or a run config; their defaults come f
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,6 +33,7 @@ from eval_platform.environment import DeclarationFolders, environment
 
 S = TypeVar("S", bound=Store)
 WAREHOUSE_POOL = "duckdb_warehouse"  # a concurrency pool: runs' warehouse steps in turns on one file
+MEMORY_LIMIT = r"^\d+(\.\d+)?\s*[KMGT]i?B$"  # a DuckDB memory limit: 128MB, 1.5 GiB
 
 
 class WarehouseResource(DuckDBResource):
@@ -49,6 +51,12 @@ class WarehouseResource(DuckDBResource):
         "Default: EVAL_LAKE_DATA_PATH.",
     )
     commit_retries: int = Field(default=5, description="A lake: how often a conflicting commit is re-run.")
+    import_memory_limit: str = Field(
+        default="128MB",
+        pattern=MEMORY_LIMIT,
+        description="DuckDB's memory limit while an import is stored in its one transaction: past it, the "
+        "import's uncommitted rows spill to disk, so a log of any size is stored in bounded memory.",
+    )
 
     @contextmanager
     def get_connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -65,10 +73,21 @@ class WarehouseResource(DuckDBResource):
             yield conn
 
     @contextmanager
-    def store(self, kind: type[S]) -> Iterator[S]:
-        """A domain store over one short connection."""
+    def store(self, kind: type[S], memory_limit: str | None = None) -> Iterator[S]:
+        """A domain store over one short connection, DuckDB's memory on it bounded by `memory_limit`
+        (`import_memory_limit`'s form) where one is given."""
         with self.get_connection() as conn:
-            yield kind(conn, commit_retries=self.commit_retries)
+            if memory_limit is None:
+                yield kind(conn, commit_retries=self.commit_retries)
+                return
+            if not re.match(MEMORY_LIMIT, memory_limit):
+                raise ValueError(f"memory limit {memory_limit!r} is not a size such as 128MB")
+            (previous,) = conn.execute("SELECT current_setting('memory_limit')").fetchone() or ("",)
+            conn.execute(f"SET memory_limit = '{memory_limit}'")
+            try:
+                yield kind(conn, commit_retries=self.commit_retries)
+            finally:
+                conn.execute(f"SET memory_limit = '{previous}'")
 
     @contextmanager
     def stores(self, *kinds: type[Store]) -> Iterator[tuple[Any, ...]]:

@@ -13,8 +13,9 @@ seconds to read and match the file (`imported_evaluation`), to store it in a new
 process of its own, the seconds to export the stored evaluation as an inspect_ai log
 (`export_inspect_logs`, as the `inspect_log` asset), that process's peak memory and the log's size;
 then, in a third, the seconds and peak memory to import that log back (`inspect_evaluation`, as an
-import of another model). `--memory-limit` gives the warehouse resource's DuckDB `memory_limit`
-(its `connection_config`), past which DuckDB spills an import's uncommitted rows to disk.
+import of another model). Each import is stored as the import asset stores it, under the warehouse
+resource's `import_memory_limit` (DuckDB's memory limit past which an import's uncommitted rows spill
+to disk), its default unless `--memory-limit` gives another.
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ def measure(size: int, scratch: Path) -> dict[str, float]:
     result = imported_evaluation(output, arc_easy(), documents, 1234)
     read = time.perf_counter() - start
     run = EvaluationRun("arc_easy", "imported", result.source, result.fingerprint, "run", result.settings, {})
-    with warehouse.store(EvaluationStore) as store:
+    with warehouse.store(EvaluationStore, warehouse.import_memory_limit) as store:
         store.save_import(run, result)
     whole = time.perf_counter() - start
     assert len(result.evaluation.samples) == size and not result.rejections
@@ -118,7 +119,7 @@ def measure_reimport(size: int, scratch: Path) -> dict[str, float]:
     start = time.perf_counter()
     result = inspect_evaluation(read_inspect_log(path), arc_easy(), documents, {})
     run = EvaluationRun("arc_easy", "reimported", result.source, result.fingerprint, "run", result.settings, {})
-    with warehouse.store(EvaluationStore) as store:
+    with warehouse.store(EvaluationStore, warehouse.import_memory_limit) as store:
         store.save_import(run, result)
     seconds = time.perf_counter() - start
     assert len(result.lineage) == size and not result.rejections, (len(result.lineage), result.rejections[:1])
@@ -131,7 +132,7 @@ def warehouse_at(scratch: Path):
 
     limit = os.environ.get("IMPORT_THROUGHPUT_MEMORY_LIMIT")
     return WarehouseResource(
-        database=str(scratch / "warehouse.duckdb"), connection_config={"memory_limit": limit} if limit else {}
+        database=str(scratch / "warehouse.duckdb"), **({"import_memory_limit": limit} if limit else {})
     )
 
 

@@ -410,7 +410,7 @@ def imported(
     run = EvaluationRun(
         benchmark.name, entry.name, result.source, result.fingerprint, context.run_id, result.settings, {}
     )
-    with warehouse.store(EvaluationStore) as store:
+    with warehouse.store(EvaluationStore, warehouse.import_memory_limit) as store:
         store.save_import(run, result)
     for rejection in result.rejections[:20]:
         context.log.warning(f"{rejection.file} line {rejection.line}: {rejection.reason}")

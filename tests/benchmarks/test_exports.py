@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL
+from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, materialize_weights
 from evaluation_assets.benchmarks.assets import benchmark_evaluation, inspect_log, model_comparison
 from tests.browser import chromium, page_text
 from tests.evaluation import failure_message, materialize_evaluation, materialize_inputs, roster_with
@@ -26,8 +26,9 @@ from tests.processes import WAIT_S, free_port, running
 
 MODEL = "smollm2"
 REPLAY = Path(__file__).with_name("inspect_ai_replay.py")
+HF_TASK = Path(__file__).with_name("inspect_ai_hf_task.py")
 # a multiple-choice task and a generation with two filters, each on its first documents
-EVALUATED = {"arc_easy": (5, {}), "gsm8k": (2, {"max_gen_toks": 16})}
+EVALUATED = {"arc_easy": (5, {}), "gsm8k": (3, {"max_gen_toks": 48})}
 
 
 def rows(warehouse, sql: str, params=()) -> list[tuple]:
@@ -268,6 +269,48 @@ def test_a_log_inspect_ai_writes_from_the_platforms_answers_is_matched_by_prompt
         warehouse, "SELECT model_source, settings->>'tool' FROM evaluations WHERE model = 'inspect-replay'"
     )
     assert tool == "inspect_ai" and source.startswith("inspect_ai 0.3.285: mockllm/model") and str(log) in source
+
+
+@pytest.mark.slow
+def test_inspect_ai_running_the_model_itself_answers_and_scores_as_the_platform_and_flips_none(exported, tmp_path):
+    """inspect_ai's own `eval`, its `hf` provider running the local model offline (float32, greedy,
+    within the same budget), asks the GSM8K documents the platform's generate solver asked, with the
+    same system and user turns: its log, imported, matches every item by prompt and reference, with
+    the platform's answer word for word and the same scores under both filters: 0 flipped."""
+    root, warehouse, roster = exported
+    documents, settings = EVALUATED["gsm8k"]
+    own = rows(
+        warehouse,
+        "SELECT s.task, s.doc_id, s.filter, s.target, s.responses->>0, s.metrics::VARCHAR, d.system_prompt, "
+        "d.user_prompt FROM samples s JOIN documents d USING (benchmark, document_id) "
+        "WHERE s.benchmark = 'gsm8k' AND s.model = ? AND s.solver = 'generate' ORDER BY s.doc_id, s.filter",
+        [MODEL],
+    )
+    asked = {(task, doc_id): {"id": f"{task}:{doc_id}", "system": system, "user": user, "target": target}
+             for task, doc_id, _, target, _, _, system, user in own}  # fmt: skip
+    assert len(asked) == documents and len(own) == 2 * documents  # strict-match and flexible-extract
+    (tmp_path / "documents.json").write_text(json.dumps({"task": "gsm8k", "documents": list(asked.values())}))
+    folder, _ = materialize_weights(DEFAULT_LOCAL_MODEL)
+    budget = str(settings["max_gen_toks"])
+    written = peer_json(HF_TASK, str(tmp_path / "documents.json"), folder, str(tmp_path / "logs"), budget,
+                        cwd=tmp_path, timeout_s=600)  # fmt: skip
+    log = Path(written["log"].removeprefix("file://"))
+    result, _ = import_log(warehouse, roster, "gsm8k", log, tmp_path / "imports", "inspect-hf",
+                           assets=[benchmark_evaluation], raise_on_error=False)  # fmt: skip
+    assert result.success, failure_message(result)
+    imported = rows(
+        warehouse,
+        "SELECT task, doc_id, filter, responses->0->>0, metrics::VARCHAR FROM samples "
+        "WHERE benchmark = 'gsm8k' AND model = 'inspect-hf' ORDER BY doc_id, filter",
+    )
+    assert [row[:3] for row in imported] == [row[:3] for row in own]  # every item matched, by prompt
+    answers = [(theirs.strip(), ours) for (*_, theirs, _), (*_, ours, _, _, _) in zip(imported, own, strict=True)]
+    assert all(theirs == ours for theirs, ours in answers), answers  # the same greedy answer
+    flipped = [(item, theirs, ours) for (*item, _, theirs), (*_, ours, _, _) in zip(imported, own, strict=True)
+               if json.loads(theirs) != json.loads(ours)]  # fmt: skip
+    assert flipped == []
+    ((source,),) = rows(warehouse, "SELECT model_source FROM evaluations WHERE model = 'inspect-hf'")
+    assert source.startswith(f"inspect_ai 0.3.285: hf/{Path(folder).name}") and str(log) in source
 
 
 def spoiled_copy(log: Path, target: Path, member: str | None, spoil) -> Path:

@@ -325,3 +325,29 @@ def test_the_roster_sensor_evaluates_an_import_declared_and_again_when_its_files
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
     rewritten = tick(first.cursor)
     assert [r.partition_key for r in rewritten.run_requests] == [evaluation_key("arc_easy", "imported")]
+
+
+def test_an_import_is_stored_under_the_warehouses_import_memory_limit(tmp_path, warehouse, shipped_copy, monkeypatch):
+    """The import's one transaction runs with DuckDB's memory limit at the resource's
+    `import_memory_limit` (past it, its uncommitted rows spill to disk); a limit that is no size is
+    refused before any run."""
+    from pydantic import ValidationError
+
+    from eval_platform.benchmarks.store import EvaluationStore
+    from resources import WarehouseResource
+
+    seen = []
+    save = EvaluationStore.save_import
+
+    def recording(self, run, imported):
+        seen.append(self.sql("SELECT current_setting('memory_limit')").fetchone()[0])
+        return save(self, run, imported)
+
+    monkeypatch.setattr(EvaluationStore, "save_import", recording)
+    roster = imported_roster(tmp_path, shipped_copy)
+    limited = WarehouseResource(database=warehouse.database, import_memory_limit="64MB")
+    assert materialize_inputs(limited, "arc_easy", DOCUMENTS).success
+    assert materialize_evaluation(limited, "arc_easy", "imported", roster).success
+    assert seen == ["61.0 MiB"]  # 64,000,000 bytes
+    with pytest.raises(ValidationError, match="import_memory_limit"):
+        WarehouseResource(database=warehouse.database, import_memory_limit="64MB'; DROP TABLE samples; --")

@@ -11,7 +11,7 @@
     eval-platform move-warehouse --from data/warehouse.duckdb
     eval-platform migrate                               (a team's storage, once, before any host starts)
 
-`run` walks the demo's steps (schedules/planner.py's DEMO) in this process: each asks the planner
+`run` walks the demo's steps (cli/demo.py's DEMO) in this process: each asks the planner
 for the runs its production trigger requests (the nightly schedule, the sensors, the eager
 automation conditions, a launch by hand), and each successful run is followed by the runs the
 sensors follow it with. Runs are recorded in the Dagster instance at $DAGSTER_HOME, so the UI
@@ -31,6 +31,7 @@ from typing import Any
 
 from dagster import DagsterInstance
 
+from cli.demo import DEMO, NIGHTLY, SCORES, Step
 from cli.moving import export_warehouse, move_warehouse
 from cli.runner import Overrides, Runner
 from cli.summary import print_protocol, print_results, print_summary, print_tables
@@ -41,7 +42,7 @@ from eval_platform.benchmarks.protocols import Protocol
 from eval_platform.environment import environment, hub_offline
 from jobs import benchmark_inputs_job, model_evaluation_job
 from resources import RosterResource, WarehouseResource
-from schedules.planner import DEMO, NIGHTLY, SCORES, Planner, Step
+from schedules.planner import Planner
 
 
 @dataclass(frozen=True)
@@ -212,7 +213,7 @@ def migrate() -> int:
     warehouse: WarehouseResource = resource("warehouse")
     with warehouse.get_connection():
         pass
-    print(f"Dagster's storage ({type(instance.run_storage).__name__}) and the warehouse {warehouse.database} are ready")
+    print(f"Dagster's storage ({type(instance.run_storage).__name__}) and the warehouse {warehouse.location} are ready")
     return 0
 
 

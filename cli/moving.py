@@ -15,7 +15,7 @@ NEWER_FILE = "newer version of DuckDB"
 def export_warehouse(warehouse: WarehouseResource, folder: str) -> int:
     with warehouse.get_connection() as conn:
         counts = export_tables(conn, registered_stores(), folder)
-    print(f"Exported {sum(counts.values())} rows of {len(counts)} tables from {warehouse.database} to {folder}")
+    print(f"Exported {sum(counts.values())} rows of {len(counts)} tables from {warehouse.location} to {folder}")
     return 0
 
 
@@ -36,7 +36,7 @@ def move_warehouse(warehouse: WarehouseResource, source: str) -> int:
             return 2
     with warehouse.get_connection() as conn:
         counts = import_tables(conn, registered_stores(), source)
-    print(f"Moved {sum(counts.values())} rows of {len(counts)} tables from {source} into {warehouse.database}:")
+    print(f"Moved {sum(counts.values())} rows of {len(counts)} tables from {source} into {warehouse.location}:")
     for table, rows in counts.items():
         print(f"  {table}: {rows}")
     return 0

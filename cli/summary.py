@@ -36,7 +36,7 @@ def print_results(
         headlines = [h for h in store.load_headlines() if benchmarks is None or h["benchmark"] in benchmarks]
         averages = [r for r in store.load_protocol_scores() if r["task"] == "average"]
     shown = {name: b for name, b in declared.items() if benchmarks is None or name in benchmarks}
-    print(f"\nResults ({warehouse.database}):\n{wrapped(results)}")
+    print(f"\nResults ({warehouse.location}):\n{wrapped(results)}")
     if benchmarks is None:
         print(f"\nModel against its baseline (a minus b, on the same documents):\n{wrapped(comparisons)}")
     board = leaderboard_table(headlines, averages, shown, imported)
@@ -74,7 +74,7 @@ def print_sampled(warehouse: WarehouseResource) -> None:
 def print_protocol(warehouse: WarehouseResource, protocol: Protocol) -> None:
     with warehouse.store(LeaderboardStore) as store:
         rows = store.load_protocol_scores(protocol.name)
-    print(f"\n{protocol.title} ({warehouse.database}):\n{protocol_table(rows).to_markdown(index=False)}")
+    print(f"\n{protocol.title} ({warehouse.location}):\n{protocol_table(rows).to_markdown(index=False)}")
 
 
 def print_domains(warehouse: WarehouseResource) -> None:
@@ -115,7 +115,7 @@ def print_summary(warehouse: WarehouseResource, declared: Mapping[str, Benchmark
     with warehouse.store(JudgingStore) as store:
         judges = store.judge_vs_human_table().to_dict("records")
     lines = [
-        f"Summary of {warehouse.database} ({settings})",
+        f"Summary of {warehouse.location} ({settings})",
         *headline_lines(headlines, declared),
         *comparison_lines(comparisons),
         *protocol_lines(scores),
@@ -124,7 +124,7 @@ def print_summary(warehouse: WarehouseResource, declared: Mapping[str, Benchmark
         *textwrap.wrap(f"Blind evaluation: {tally or 'no tally'}", SCREEN_COLUMNS, max_lines=2, placeholder=" …"),
         *judge_lines(judges),
         "The rest: eval-platform results (every table) · eval-platform ui (Dagster and the viewer, every answer)",
-        f'  SQL: duckdb {warehouse.database} "SELECT * FROM leaderboard_wide" · the manual: docs/ (make docs)',
+        f'  SQL: duckdb {warehouse.location} "SELECT * FROM leaderboard_wide" · the manual: docs/ (make docs)',
     ]
     print("\n" + "\n".join(shorten(line) for line in lines))
 

@@ -7,10 +7,10 @@ Every field can be set from the launchpad or a run config; their defaults come f
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import duckdb
 from dagster import ConfigurableResource, get_dagster_logger
@@ -29,7 +29,7 @@ from eval_platform.common.connections import connect
 from eval_platform.common.gateway import ModelGateway
 from eval_platform.common.models import LanguageModel, ModelSettings, open_model
 from eval_platform.common.warehouse import Store
-from eval_platform.environment import DeclarationFolders, environment
+from eval_platform.environment import DeclarationFolders, Environment, environment
 
 S = TypeVar("S", bound=Store)
 WAREHOUSE_POOL = "duckdb_warehouse"  # a concurrency pool: runs' warehouse steps in turns on one file
@@ -41,14 +41,21 @@ class WarehouseResource(DuckDBResource):
     once (`database` = `ducklake:postgres:dbname=... host=...`, its data files under `data_path`).
     See eval_platform/common/connections.py for how a file is taken in turns and a lake attached."""
 
-    lock_timeout_s: float = Field(
-        default=environment().warehouse_lock_timeout_s, description="How long to wait for the warehouse file."
+    database: str = Field(
+        default="",
+        description="The warehouse: a DuckDB file, or a DuckLake catalog (`ducklake:postgres:...`). Default "
+        "(empty): EVAL_WAREHOUSE as the run reads it, else data/warehouse.duckdb.",
+    )
+    lock_timeout_s: float | None = Field(
+        default=None,
+        description="How long to wait for the warehouse file. Default (unset): EVAL_WAREHOUSE_LOCK_TIMEOUT_S as "
+        "the run reads it.",
     )
     wait_log_interval_s: float = Field(default=10.0, description="How often a waiting run says what it waits for.")
     data_path: str | None = Field(
-        default=environment().lake_data_path,
+        default=None,
         description="A DuckLake warehouse's data files: a folder every host sees (or an object-store URL). "
-        "Default: EVAL_LAKE_DATA_PATH.",
+        "Default (unset): EVAL_LAKE_DATA_PATH as the run reads it.",
     )
     commit_retries: int = Field(default=5, description="A lake: how often a conflicting commit is re-run.")
     import_memory_limit: str = Field(
@@ -58,17 +65,23 @@ class WarehouseResource(DuckDBResource):
         "import's uncommitted rows spill to disk, so a log of any size is stored in bounded memory.",
     )
 
+    @property
+    def location(self) -> str:
+        """The warehouse it opens: its `database`, else the environment's, read now."""
+        return self.database or environment().warehouse
+
     @contextmanager
     def get_connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        settings = environment()
         with connect(
-            self.database,
-            self.data_path,
+            self.location,
+            self.data_path or settings.lake_data_path,
             dict(self.connection_config),
-            self.lock_timeout_s,
+            settings.warehouse_lock_timeout_s if self.lock_timeout_s is None else self.lock_timeout_s,
             self.wait_log_interval_s,
             self.commit_retries,
             get_dagster_logger().warning,
-            declarations=environment().declaration_folders,  # the views' declarations: as the run reads them
+            declarations=settings.declaration_folders,  # the views' declarations: as the run reads them
         ) as conn:
             yield conn
 
@@ -103,9 +116,10 @@ class ModelGatewayResource(ConfigurableResource):
     and are never part of this configuration; a local server that needs no key works with none set."""
 
     api_base: str | None = Field(
-        default=environment().api_base,
+        default=None,
         description="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1, or of several "
-        "replicas separated by commas (calls go to each in turn, a retry to the next); default: EVAL_API_BASE.",
+        "replicas separated by commas (calls go to each in turn, a retry to the next); default (unset): "
+        "EVAL_API_BASE as the run reads it.",
     )
     timeout_s: float = Field(default=60.0, description="Seconds an attempt may take before it is retried.")
     model_timeouts_s: dict[str, float] = Field(
@@ -117,7 +131,7 @@ class ModelGatewayResource(ConfigurableResource):
 
     def gateway(self) -> ModelGateway:
         return ModelGateway(
-            api_base=self.api_base,
+            api_base=self.api_base or environment().api_base,
             timeout_s=self.timeout_s,
             model_timeouts_s=dict(self.model_timeouts_s),
             max_retries=self.max_retries,
@@ -127,18 +141,20 @@ class ModelGatewayResource(ConfigurableResource):
 
 
 # The resource's config fields are ModelSettings' own, declared there once; the machine's (where
-# converted weights are kept, torch's threads) default to the environment's.
-_MACHINE: dict[str, tuple[Any, str]] = {
-    "model_cache_dir": (str(environment().model_cache), "EVAL_MODEL_CACHE"),
-    "torch_threads": (environment().torch_threads, "EVAL_TORCH_THREADS"),
+# converted weights are kept, torch's threads) unset default to the environment's, read by `settings`.
+_MACHINE: dict[str, tuple[str, Callable[[Environment], Any]]] = {
+    "model_cache_dir": ("EVAL_MODEL_CACHE", lambda settings: str(settings.model_cache)),
+    "torch_threads": ("EVAL_TORCH_THREADS", lambda settings: settings.torch_threads),
 }
 _MODEL_SETTINGS: dict[str, Any] = {
     name: (
-        info.annotation,
-        Field(default=_MACHINE[name][0], description=f"{info.description} Default: {_MACHINE[name][1]}.")
-        if name in _MACHINE
-        else info,
+        cast(Any, info.annotation) | None,
+        Field(
+            default=None, description=f"{info.description} Default (unset): {_MACHINE[name][0]} as the run reads it."
+        ),
     )
+    if name in _MACHINE
+    else (info.annotation, info)
     for name, info in ModelSettings.model_fields.items()
 }
 _ModelSettingsConfig: type[ConfigurableResource] = create_model(
@@ -155,7 +171,12 @@ class LanguageModelResource(_ModelSettingsConfig):  # type: ignore[misc, valid-t
     through the `gateway` resource (its server, retries, timeout and concurrency)."""
 
     def settings(self) -> ModelSettings:
-        return ModelSettings(**{name: getattr(self, name) for name in ModelSettings.model_fields})
+        """Its settings, the machine's that are unset read from the environment now."""
+        values = {name: getattr(self, name) for name in ModelSettings.model_fields}
+        machine = environment()
+        return ModelSettings(
+            **{**values, **{n: read(machine) for n, (_, read) in _MACHINE.items() if values[n] is None}}
+        )
 
     def open(self, name: str, gateway: ModelGateway) -> LanguageModel:
         """Any model by name with this resource's settings; API and served calls through `gateway`."""
@@ -238,7 +259,7 @@ def entry_gateway(entry: RosterEntry, defaults: ModelGatewayResource) -> ModelGa
 
 
 RESOURCES = {
-    "warehouse": WarehouseResource(database=environment().warehouse),
+    "warehouse": WarehouseResource(),
     # Every asset that opens a model takes both, so the launchpad's (or a run config's) `gateway`
     # settings reach every model it opens: the one under evaluation, an era's, blind evaluation's.
     "gateway": ModelGatewayResource(),

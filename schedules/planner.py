@@ -1,12 +1,12 @@
 """What runs after what, declared once. The nightly schedule, the sensors and the main command ask
-the planner for their run requests, so the command's demo (`DEMO`) runs what production runs:
+the planner for their run requests, so the command's demo (cli/demo.py) runs what production runs:
 the same jobs, partitions and configs, in the order production's triggers give them."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,22 +14,10 @@ from dagster import DagsterInstance, DynamicPartitionsDefinition, RunRequest
 
 from eval_platform.benchmarks.protocols import Protocol
 from eval_platform.benchmarks.roster import RosterEntry, evaluation_order, missing_partitions
-from eval_platform.blind.raters import demo_rater_fill
-from eval_platform.blind.sheets import SHEET_FILE
 from eval_platform.environment import environment
 from eval_platform.evolution.eras import era_files, era_run_config
 from evaluation_assets.partitions import benchmark_partitions, era_partitions, evaluation_key, roster_partitions
-from jobs import (
-    benchmark_inputs_job,
-    blind_evaluation_sheet_job,
-    blind_evaluation_tally_job,
-    evolution_era_job,
-    evolution_inputs_job,
-    judging_inputs_job,
-    judging_job,
-    model_evaluation_job,
-    protocol_scores_job,
-)
+from jobs import benchmark_inputs_job, blind_evaluation_tally_job, evolution_era_job, model_evaluation_job
 from resources import RosterResource
 
 
@@ -152,20 +140,6 @@ class Planner:
         add_missing(self.instance, era_partitions, [str(request.partition_key) for request in requests])
         return requests
 
-    def sampled(self) -> list[RunRequest]:
-        """DEMO: a sampled evaluation launched by hand with its launchpad config (`SAMPLED_DEMO`):
-        the first roster entry compared with no baseline, on `SAMPLED_BENCHMARK`."""
-        roster = self.roster
-        entries = {name: entry for name, entry in roster.entries().items() if entry.baseline is None}
-        requests = evaluation_run_requests(self.instance, entries, [SAMPLED_BENCHMARK], roster.protocols(), "sampled")
-        config = {"ops": {"benchmark_evaluation": {"config": SAMPLED_DEMO}}}
-        return [
-            RunRequest(
-                run_key=r.run_key, partition_key=r.partition_key, job_name=r.job_name, tags=r.tags, run_config=config
-            )  # fmt: skip
-            for r in requests[:1]
-        ]
-
     def tally(self, seen: Mapping[str, float] | None = None) -> list[RunRequest]:
         """A tally when a filled sheet is new or changed (blind_eval_filled_sheet_sensor)."""
         request = tally_run_request(self.blind_dir, seen or {})
@@ -176,60 +150,3 @@ class Planner:
         """The planner of the configured folders (EVAL_ERAS_DIR, EVAL_BLIND_DIR)."""
         settings = environment()
         return cls(instance, roster, Path(settings.eras_dir), Path(settings.blind_dir))
-
-    def fill_demo_sheet(self) -> None:
-        """DEMO: a programmatic stand-in for a human rater fills the issued sheet (it says so in Notes)."""
-        demo_rater_fill(self.blind_dir / "issued" / SHEET_FILE, self.blind_dir / "filled" / "demo-rater.xlsx")
-
-
-def job_run(job_name: str) -> Callable[[Planner], list[RunRequest]]:
-    """One run of an unpartitioned job, as launched from the UI."""
-    return lambda _: [RunRequest(job_name=job_name)]
-
-
-@dataclass(frozen=True)
-class Step:
-    """A step of the demo: the runs production's trigger for it requests, and what the demo does first."""
-
-    title: str
-    trigger: str
-    requests: Callable[[Planner], list[RunRequest]]
-    before: Callable[[Planner], None] | None = None
-
-
-# The demo's sampled evaluation: a small generation benchmark, 4 answers a document at temperature 0.7
-SAMPLED_BENCHMARK = "gsm8k_cot"
-SAMPLED_DEMO = {"repeats": 4, "temperature": 0.7}
-NIGHTLY = Step(
-    "each benchmark's inputs, then every roster model on it",
-    "nightly_benchmark_refresh, then roster_evaluation_sensor",
-    lambda planner: planner.nightly("main"),
-)
-SCORES = Step(
-    "the protocols' scores and the leaderboard",
-    "their assets' eager automation condition",
-    job_run(protocol_scores_job.name),
-)
-DEMO = (
-    NIGHTLY,
-    SCORES,
-    Step(
-        f"a sampled evaluation: {SAMPLED_BENCHMARK}, {SAMPLED_DEMO['repeats']} answers a document at temperature "
-        f"{SAMPLED_DEMO['temperature']}",
-        "launched by hand",
-        Planner.sampled,
-    ),
-    Step("the blind evaluation's sheet", "launched by hand", job_run(blind_evaluation_sheet_job.name)),
-    Step(
-        "the blind evaluation's tally (a demo rater's sheet)",
-        "blind_eval_filled_sheet_sensor",
-        Planner.tally,
-        before=Planner.fill_demo_sheet,
-    ),
-    # the judges are measured (and an era's panel flagged) before the eras run
-    Step("judging's sets and recorded verdicts", "launched by hand", job_run(judging_inputs_job.name)),
-    Step("the judging panels and their agreement with humans", "launched by hand", job_run(judging_job.name)),
-    Step("prompt evolution's inputs", "launched by hand", job_run(evolution_inputs_job.name)),
-    Step("each era of the eras folder", "era_config_sensor", Planner.eras),
-)
-"""The main command's demo: what `eval-platform run` walks, step by step."""

@@ -118,11 +118,11 @@ def child(benchmark: str) -> None:
     from dagster._serdes import serialize_value
 
     from definitions import defs
-    from eval_platform.common.models import register_backend
+    from eval_platform.common.models import BACKENDS
     from evaluation_assets.benchmarks.assets import benchmark_evaluation
     from evaluation_assets.partitions import benchmark_partitions, evaluation_key, roster_partitions
 
-    register_backend("instant/", "speed.scale:open_instant_model")
+    BACKENDS.register("instant/", "speed.scale:open_instant_model")
     instance = DagsterInstance.get()
     instance.add_dynamic_partitions(str(benchmark_partitions.name), [benchmark])
     instance.add_dynamic_partitions(str(roster_partitions.name), [MODEL])

@@ -8,6 +8,8 @@ mkdocs.yml), so that they cannot drift from it:
   default and description;
 - reference/code-location.md: the assets, checks, jobs, schedules and sensors of the code location,
   and the console script's commands;
+- reference/extension-points.md: every registry (`eval_platform.registry`) and what is registered in
+  it: model backends, solvers, parsers, answer filters, judges;
 - changelog.md: CHANGELOG.md, its links into docs/ made the site's.
 
 Nothing here names a table or a field: a store, a model or an asset added to the code appears on the
@@ -424,6 +426,35 @@ def code_location_page(root: Path) -> str:
 # --- the changelog ---------------------------------------------------------------------------------------
 
 
+def extension_points_page(root: Path) -> str:
+    """Every registry, where it is made, and each name registered in it with what it names."""
+    from eval_platform import registry
+
+    lines = [
+        "# Extension points",
+        "",
+        _first_paragraph(registry.__doc__),
+        "",
+        "A name not listed may be `module:attribute` (`my_package.solvers:ClozeSolver`): looked up, it is "
+        "imported and registered.",
+    ]
+    for kind, points in sorted(registry.extension_points().items()):
+        owner = next(
+            f"{module.__name__}.{name}"
+            for module in _modules()
+            for name, value in vars(module).items()
+            if value is points and not name.startswith("_")
+        )
+        aliases = ", ".join(f"`{old}` for `{new}`" for old, new in sorted(points.aliases.items()))
+        lines += ["", f"## {kind}", "", f"`{owner}`" + (f"; older names: {aliases}" if aliases else ""), ""]
+        lines += ["| name | registered | what it is |", "|---|---|---|"]
+        lines += [
+            f"| {f'`{e.name}`' if e.name else 'any other'} | `{e.reference}` | {_cell(e.summary)} |"
+            for e in points.entries()
+        ]
+    return "\n".join(lines) + "\n"
+
+
 def changelog_page(root: Path) -> str:
     """CHANGELOG.md as a page of the site: its links into docs/ made relative to the site."""
     return (root / "CHANGELOG.md").read_text(encoding="utf-8").replace("](docs/", "](")
@@ -435,6 +466,7 @@ GENERATORS = {
     "reference/tables.md": tables_page,
     "reference/configuration.md": configuration_page,
     "reference/code-location.md": code_location_page,
+    "reference/extension-points.md": extension_points_page,
     "changelog.md": changelog_page,
 }
 

@@ -93,18 +93,14 @@ def comparison_rows(
         for relation, reference in references.items():
             if model not in by_model or reference not in by_model:
                 continue
-            result = compare(by_model[model], by_model[reference])
+            pair = (by_model[model], by_model[reference])
+            result = compare(*pair)
             if not result.items:
                 continue
-            settings_key, solver, task, filter_name, metric = key
             comparisons.append(
                 {
                     "benchmark": benchmark,
-                    "settings_key": settings_key,
-                    "solver": solver,
-                    "task": task,
-                    "filter": filter_name,
-                    "metric": metric,
+                    **dict(zip(("settings_key", "solver", "task", "filter", "metric"), key, strict=True)),
                     "model_a": model,
                     "fingerprint_a": fingerprints[(*key, model)],
                     "model_b": reference,
@@ -120,9 +116,7 @@ def comparison_rows(
                     "paired_test": "exact McNemar" if result.mcnemar_p is not None else NO_PAIRED_TEST,
                     "ci_low": result.ci_low,
                     "ci_high": result.ci_high,
-                    "flipped_to_wrong": flipped_to_wrong(by_model[reference], by_model[model])
-                    if result.mcnemar_p is not None
-                    else None,
+                    "flipped_to_wrong": None if result.mcnemar_p is None else flipped_to_wrong(*pair[::-1]),
                     "environment_differences": environment_differences(
                         [environments.get(run) for run in runs[(*key, model)]],
                         [environments.get(run) for run in runs[(*key, reference)]],

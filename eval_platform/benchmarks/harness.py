@@ -323,6 +323,22 @@ def generates(
     return any(generates(member, include_path, include_defaults, index_dir) for member in members)
 
 
+def _built(name: str, build: Callable[[str, Mapping[str, Any]], Any]) -> list[Any]:
+    """The tasks `build` makes of a name the run asks for; the harness's own error (e.g. a dataset it
+    cannot load offline) said as the name's."""
+    try:
+        task = build(name, {})
+    except (HarnessTaskError, DeclarationError):
+        raise
+    except Exception as error:
+        offline = "Hub" in str(error) or "offline" in str(error).lower()
+        hint = " (offline: point it at local files with data_files, {task: {split: file}})" if offline else ""
+        raise HarnessTaskError(
+            f"{name}: the harness could not build it: {type(error).__name__}: {error}{hint}"
+        ) from error
+    return task if isinstance(task, list) else [task]
+
+
 def build_tasks(run: HarnessRun) -> list[Any]:
     """The run's tasks or groups as the harness's objects (a tag: its tasks), each leaf task's
     config merged with its data files and overrides (over the registered YAML, and over what its
@@ -373,19 +389,7 @@ def build_tasks(run: HarnessRun) -> list[Any]:
             )
         return task
 
-    built = []
-    for name in run.tasks:
-        try:
-            task = build(name, {})
-        except (HarnessTaskError, DeclarationError):
-            raise
-        except Exception as error:  # the harness's own error, e.g. a dataset it cannot load offline
-            offline = "Hub" in str(error) or "offline" in str(error).lower()
-            hint = " (offline: point it at local files with data_files, {task: {split: file}})" if offline else ""
-            raise HarnessTaskError(
-                f"{name}: the harness could not build it: {type(error).__name__}: {error}{hint}"
-            ) from error
-        built += task if isinstance(task, list) else [task]
+    built = [task for name in run.tasks for task in _built(name, build)]
     unknown = sorted((set(settings.data_files) | set(settings.overrides)) - used)
     if unknown:
         raise HarnessTaskError(

@@ -334,6 +334,25 @@ def _found(
     return document
 
 
+def _matched(
+    first: Mapping[str, Any],
+    task: str,
+    known: Mapping[tuple[str, str], Sequence[KnownDocument]],
+    prompts: Mapping[str, Sequence[KnownDocument]],
+    taken: set[tuple[str, int]],
+    reduced: Mapping[str, Any],
+) -> tuple[KnownDocument | str, str]:
+    """A logged sample's document (by its document's content key, else, as another solver's, by its
+    prompt and reference), or why it has none; and its match keys (`<content key>:<prompt key>`)."""
+    by_document, by_prompt = _keys(first)
+    found = _found(known.get((task, by_document), ()) if by_document else (), first, taken)
+    if isinstance(found, str) and prompts.get(by_prompt):  # e.g. a chat solver's own reference
+        found = _found(prompts[by_prompt], first, taken)
+    if not first["scores"] and not reduced:
+        found = f"it has no scores (its run's error: {str(first.get('error'))[:200]})"
+    return found, f"{by_document}:{by_prompt}"
+
+
 def inspect_evaluation(
     log: InspectLog,
     benchmark: Benchmark,
@@ -361,21 +380,16 @@ def inspect_evaluation(
             epochs = [_logged(opened, log.path, name) for name in names]
             first = epochs[0]
             task = str((first.get("metadata") or {}).get("task") or own_task)
-            by_document, by_prompt = _keys(first)  # its document's, else (another solver's) its prompt's
-            found = _found(known.get((task, by_document), ()) if by_document else (), first, taken)
-            if isinstance(found, str) and prompts.get(by_prompt):  # e.g. a chat solver's own reference
-                found = _found(prompts[by_prompt], first, taken)
+            reduced = reductions.get(str(first["id"]), {})
+            found, keys = _matched(first, task, known, prompts, taken, reduced)
             source = f"{log.path}!{names[0]}"
             own = [(first.get("metadata") or {}).get("doc_id"), first["id"], position]
             number = next(n for n in own if isinstance(n, int) and not isinstance(n, bool))  # its doc_id there
-            reduced = reductions.get(str(first["id"]), {})
-            if not first["scores"] and not reduced:
-                found = f"it has no scores (its run's error: {str(first.get('error'))[:200]})"
             if isinstance(found, str):
                 excerpt = json.dumps(first, ensure_ascii=False, default=str)[:2000]
                 rejections.append(ImportRejection(source, position, task, number, "none", found, excerpt))
                 continue
-            matches[sample_id] = Logged(found, f"{by_document}:{by_prompt}")
+            matches[sample_id] = Logged(found, keys)
             taken.add((found.task, found.doc_id))
             for sample in _samples(epochs, found, reduced):
                 lineage[sample.task, sample.doc_id, sample.filter] = SampleSource(source, position, number)

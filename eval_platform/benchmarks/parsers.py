@@ -10,13 +10,14 @@ registered by name, so a declaration names them (`parser: arc`); one of another 
 from __future__ import annotations
 
 import hashlib
-import importlib
 import random
 import re
 import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from eval_platform.registry import Registry
 
 LETTERS = string.ascii_uppercase
 
@@ -228,41 +229,40 @@ def parse_winogrande(row: Mapping[str, Any]) -> ParsedRow:
     return ParsedRow(sentence, choices, _index(row.get("answer"), 2, "answer", one_based=True))
 
 
-PARSERS: dict[str, Parser] = {
-    "arc": Parser(parse_arc),
-    "gsm8k": Parser(parse_gsm8k, multiple_choice=False),
-    "gsm8k_cot": Parser(parse_gsm8k_cot, multiple_choice=False),
-    "hellaswag": Parser(parse_hellaswag),
-    "mmlu": Parser(parse_mmlu, mmlu_harness_layout),
-    "truthfulqa": Parser(parse_truthfulqa, truthfulqa_harness_layout),
-    "truthfulqa_mc2": Parser(parse_truthfulqa_mc2),
-    "winogrande": Parser(parse_winogrande),
-}
+# A dataset's row parsers, by the name a declaration's `parser` gives, or a function named
+# `module:name` (made a `Parser`).
+PARSERS: Registry[Parser] = Registry("parser", made=lambda found: found if isinstance(found, Parser) else Parser(found))
+PARSERS.register("arc", Parser(parse_arc))
+PARSERS.register("gsm8k", Parser(parse_gsm8k, multiple_choice=False))
+PARSERS.register("gsm8k_cot", Parser(parse_gsm8k_cot, multiple_choice=False))
+PARSERS.register("hellaswag", Parser(parse_hellaswag))
+PARSERS.register("mmlu", Parser(parse_mmlu, mmlu_harness_layout))
+PARSERS.register("truthfulqa", Parser(parse_truthfulqa, truthfulqa_harness_layout))
+PARSERS.register("truthfulqa_mc2", Parser(parse_truthfulqa_mc2))
+PARSERS.register("winogrande", Parser(parse_winogrande))
 
-# A generated chat answer's filters, by the harness's filter names: each takes the answer out of the text.
-ANSWER_FILTERS: dict[str, Callable[[str], str | None]] = {
-    "strict-match": lambda text: extract_numbers(text)[0],
-    "flexible-extract": lambda text: extract_numbers(text)[1],
-}
+# A generated chat answer's filters, by the harness's filter names, or a function named `module:name`:
+# each takes the answer out of the text.
+ANSWER_FILTERS: Registry[Callable[[str], str | None]] = Registry("answer filter")
 
 
-def _imported(reference: str, kind: str) -> Any:
-    """`module:name`'s object; a ValueError names what is missing."""
-    module, _, name = reference.partition(":")
-    try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError, ValueError) as error:
-        raise ValueError(f"{kind} {reference!r} is not registered, nor an importable module:name ({error})") from error
+@ANSWER_FILTERS.register("strict-match")
+def strict_match(text: str) -> str | None:
+    """The number after `####`, without commas or a dollar sign."""
+    return extract_numbers(text)[0]
+
+
+@ANSWER_FILTERS.register("flexible-extract")
+def flexible_extract(text: str) -> str | None:
+    """The text's last number, without commas or a dollar sign."""
+    return extract_numbers(text)[1]
 
 
 def parser(name: str) -> Parser:
     """A registered parser, or a `Parser` named `module:name`."""
-    if name in PARSERS:
-        return PARSERS[name]
-    found = _imported(name, "parser")
-    return found if isinstance(found, Parser) else Parser(found)
+    return PARSERS.get(name)
 
 
 def answer_filter(name: str) -> Callable[[str], str | None]:
     """A registered answer filter, or a function named `module:name`."""
-    return ANSWER_FILTERS[name] if name in ANSWER_FILTERS else _imported(name, "answer filter")
+    return ANSWER_FILTERS.get(name)

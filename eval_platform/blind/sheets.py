@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -377,28 +377,71 @@ def _column_problems(header: Sequence[str]) -> list[Problem]:
     return problems
 
 
-def read_filled_sheet(path: Path, key: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[Problem]]:
-    """Scores from a filled sheet checked against the issued one. Returns (rows, problems); a sheet
-    with any problem must not be tallied. Every problem names its cell (or the file): a file that
-    is not a plain .xlsx, any formula or link, columns or rows moved or added, issued texts changed,
-    scores and winners that are missing, out of range or contradict each other."""
+def _opened_sheet(path: Path) -> tuple[Any, list[Problem]]:
+    """The filled workbook (formulas as formulas: none may be there), or the problems that stop its
+    reading: not a plain .xlsx, no scoring sheet, too many rows, damaged."""
     from openpyxl import load_workbook
-    from openpyxl.utils import get_column_letter
 
     problems = package_problems(path)
     if problems:
-        return [], problems
+        return None, problems
     try:
         outline = load_workbook(path, read_only=True)
         rows = outline[SHEET_NAME].max_row if SHEET_NAME in outline.sheetnames else None
         outline.close()
         if rows is None:
-            return [], [Problem("", f"{path.name} has no {SHEET_NAME!r} sheet")]
+            return None, [Problem("", f"{path.name} has no {SHEET_NAME!r} sheet")]
         if rows > MAX_SHEET_ROWS:
-            return [], [Problem("", f"{path.name}: the {SHEET_NAME} sheet has more than {MAX_SHEET_ROWS:,} rows")]
-        workbook = load_workbook(path)  # formulas as formulas: none may be there
+            return None, [Problem("", f"{path.name}: the {SHEET_NAME} sheet has more than {MAX_SHEET_ROWS:,} rows")]
+        return load_workbook(path), []
     except Exception as error:  # a damaged package: openpyxl raises many types
-        return [], [Problem("", f"{path.name} is not a readable .xlsx workbook ({type(error).__name__})")]
+        return None, [Problem("", f"{path.name} is not a readable .xlsx workbook ({type(error).__name__})")]
+
+
+def _scored_row(
+    qid: str, get: Mapping[str, Any], where: Callable[[str], str], digests: Mapping[str, str]
+) -> tuple[dict[str, Any], list[Problem]]:
+    """An issued question's row as read (its scores, winner and notes), and its problems: issued
+    texts changed, scores and a winner missing, out of range or contradicting each other."""
+    problems = []
+    for name in ISSUED_COLUMNS[1:]:
+        text = "" if get[name] is None else str(get[name])
+        if text_digest(text) != digests[name]:
+            problems.append(Problem(where(name), f"{name} of {qid} differs from the issued sheet"))
+    scores = {}
+    for name in ("Score_A", "Score_B"):
+        scores[name], error = _score(get[name])
+        if error:
+            problems.append(Problem(where(name), f"{name} {error}"))
+    winner = str(get["Winner"] or "").strip()
+    normalized = {w.lower(): w for w in WINNERS}.get(winner.lower())
+    if normalized is None:
+        problems.append(Problem(where("Winner"), f"Winner {winner!r} must be A, B or Tie"))
+    elif None not in scores.values():
+        expected = expected_winner(scores["Score_A"], scores["Score_B"])
+        if normalized != expected:
+            problems.append(
+                Problem(
+                    where("Winner"),
+                    f"Winner {normalized} contradicts Score_A "
+                    f"{scores['Score_A']} and Score_B {scores['Score_B']} (expected {expected})",
+                )
+            )
+    notes = "" if get["Notes"] is None else str(get["Notes"])
+    row = {"Question_ID": qid, "Score_A": scores["Score_A"], "Score_B": scores["Score_B"], "Winner": normalized}
+    return {**row, "Notes": notes}, problems
+
+
+def read_filled_sheet(path: Path, key: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[Problem]]:
+    """Scores from a filled sheet checked against the issued one. Returns (rows, problems); a sheet
+    with any problem must not be tallied. Every problem names its cell (or the file): a file that
+    is not a plain .xlsx, any formula or link, columns or rows moved or added, issued texts changed,
+    scores and winners that are missing, out of range or contradict each other."""
+    from openpyxl.utils import get_column_letter
+
+    workbook, problems = _opened_sheet(path)
+    if workbook is None:
+        return [], problems
     sheet = workbook[SHEET_NAME]
     problems = _cell_problems(workbook)
     header = [str(c.value).strip() if c.value is not None else "" for c in sheet[1]]
@@ -428,42 +471,10 @@ def read_filled_sheet(path: Path, key: Mapping[str, Any]) -> tuple[list[dict[str
             problems.append(
                 Problem(where("Question_ID"), f"question {qid} was issued in row {issued_row[qid]}: rows were moved")
             )
-        for name in ISSUED_COLUMNS[1:]:
-            text = "" if get[name] is None else str(get[name])
-            if text_digest(text) != key["digests"][qid][name]:
-                problems.append(Problem(where(name), f"{name} of {qid} differs from the issued sheet"))
-        scores = {}
-        for name in ("Score_A", "Score_B"):
-            scores[name], error = _score(get[name])
-            if error:
-                problems.append(Problem(where(name), f"{name} {error}"))
-        winner = str(get["Winner"] or "").strip()
-        normalized = {w.lower(): w for w in WINNERS}.get(winner.lower())
-        if normalized is None:
-            problems.append(Problem(where("Winner"), f"Winner {winner!r} must be A, B or Tie"))
-        elif None not in scores.values():
-            expected = expected_winner(scores["Score_A"], scores["Score_B"])
-            if normalized != expected:
-                problems.append(
-                    Problem(
-                        where("Winner"),
-                        f"Winner {normalized} contradicts Score_A "
-                        f"{scores['Score_A']} and Score_B {scores['Score_B']} (expected {expected})",
-                    )
-                )
-        rows.append(
-            {
-                "Question_ID": qid,
-                "Score_A": scores["Score_A"],
-                "Score_B": scores["Score_B"],
-                "Winner": normalized,
-                "Notes": "" if get["Notes"] is None else str(get["Notes"]),
-                "row": r,
-            }
-        )
-    for qid in key["order"]:
-        if qid not in seen:
-            problems.append(Problem("", f"question {qid} is missing from the sheet"))
+        row, found = _scored_row(qid, get, where, key["digests"][qid])
+        rows.append({**row, "row": r})
+        problems += found
+    problems += [Problem("", f"question {qid} is missing from the sheet") for qid in key["order"] if qid not in seen]
     if len(problems) > MAX_PROBLEMS:
         rest = problems[MAX_PROBLEMS:]
         problems = problems[:MAX_PROBLEMS] + [Problem(f"{rest[0].cell}:{rest[-1].cell}", f"{len(rest)} more problems")]

@@ -77,26 +77,7 @@ def connect(
             return None, f"a DuckDB session ({str(error).splitlines()[0]})"
 
     def wait(attempt: Callable[[], tuple[T | None, str]]) -> T:
-        """Repeat `attempt` (a result, or None and who holds the warehouse) until it gets a result,
-        saying what it waits for."""
-        (result, holder), next_log, waited = attempt(), 0.0, time.monotonic()
-        while result is None:
-            now = time.monotonic()
-            if now >= deadline:
-                raise WarehouseBusyError(
-                    f"The warehouse {database} stayed locked for {lock_timeout_s:.0f} s by {holder}; close that "
-                    "session (or wait for that run) and re-run, or raise lock_timeout_s "
-                    "(EVAL_WAREHOUSE_LOCK_TIMEOUT_S)."
-                )
-            if now >= next_log:
-                log(
-                    f"Waiting for the warehouse {database} ({now - waited:.0f} s so far, giving up after "
-                    f"{lock_timeout_s:.0f} s): it is held by {holder}"
-                )
-                next_log = now + wait_log_interval_s
-            time.sleep(0.2)
-            result, holder = attempt()
-        return result
+        return _waited(attempt, database, deadline, lock_timeout_s, wait_log_interval_s, log)
 
     with open(f"{database}.lock", "a+") as lock:
         wait(lambda: _try_flock(lock))
@@ -113,6 +94,36 @@ def connect(
                 conn.close()
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _waited(
+    attempt: Callable[[], tuple[T | None, str]],
+    database: str,
+    deadline: float,
+    lock_timeout_s: float,
+    wait_log_interval_s: float,
+    log: Callable[[str], None],
+) -> T:
+    """Repeat `attempt` (a result, or None and who holds the warehouse) until it gets a result,
+    saying what it waits for, until `deadline` (of `time.monotonic`)."""
+    (result, holder), next_log, waited = attempt(), 0.0, time.monotonic()
+    while result is None:
+        now = time.monotonic()
+        if now >= deadline:
+            raise WarehouseBusyError(
+                f"The warehouse {database} stayed locked for {lock_timeout_s:.0f} s by {holder}; close that "
+                "session (or wait for that run) and re-run, or raise lock_timeout_s "
+                "(EVAL_WAREHOUSE_LOCK_TIMEOUT_S)."
+            )
+        if now >= next_log:
+            log(
+                f"Waiting for the warehouse {database} ({now - waited:.0f} s so far, giving up after "
+                f"{lock_timeout_s:.0f} s): it is held by {holder}"
+            )
+            next_log = now + wait_log_interval_s
+        time.sleep(0.2)
+        result, holder = attempt()
+    return result
 
 
 LAKE_PREFIX = "ducklake:"

@@ -11,7 +11,7 @@ labels (`read_choices` reads the model's distributions over them). A judge asks 
   answer.
 
 The evolution domain's rubric (an era's panel) and the judging domain's pairwise verdicts and grades
-ask through a judge, so a judge registered once (`register_judge`, or named `module:Class`) serves
+ask through a judge, so a judge registered once (`JUDGES.add`, or named `module:Class`) serves
 both. `judge_for` is where a model's judge is chosen: the one named, else the model's own
 (`LanguageModel.rubric_judging`).
 """
@@ -19,13 +19,13 @@ both. `judge_for` is where a model's judge is chosen: the one named, else the mo
 from __future__ import annotations
 
 import asyncio
-import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar, cast
 
 from eval_platform.common.models import Chat, Completion, LanguageModel
 from eval_platform.common.models.sampling import Sampling, draw, probabilities, stream, uniform
+from eval_platform.registry import Registry
 
 V = TypeVar("V")
 Distribution = dict[str, float] | None  # over a choice's labels; None where the model named none
@@ -269,30 +269,21 @@ def sampled(judge: Judge) -> SampledJudge:
     return cast(SampledJudge, judge)
 
 
-_REGISTERED: dict[str, Judge] = {}
-
-
-def register_judge(judge: Judge) -> Judge:
-    """Make a judge known by its name (in judging's `mode`, an era's `judge_modes`, a model's
-    `rubric_judging`)."""
-    _REGISTERED[judge.name] = judge
-    return judge
+# Judges by name (judging's `mode`, an era's `judge_modes`, a model's `rubric_judging`), or the
+# class named `module:Class`; older names of the written judge in ALIASES.
+JUDGES: Registry[Judge] = Registry(
+    "judge",
+    made=lambda found: found() if isinstance(found, type) else found,
+    name_of=lambda judge: judge.name,
+    aliases=ALIASES,
+    error=JudgeError,
+)
 
 
 def judge_named(name: str) -> Judge:
     """A registered judge (or one of its older names, `ALIASES`), or an instance of the class named
     `module:Class`, registered."""
-    name = ALIASES.get(name, name)
-    if name in _REGISTERED:
-        return _REGISTERED[name]
-    unknown = JudgeError(f"unknown judge {name!r}: registered are {sorted(_REGISTERED)}, or name module:Class")
-    module, colon, attribute = name.partition(":")
-    if not colon:
-        raise unknown
-    try:
-        return register_judge(getattr(importlib.import_module(module), attribute)())
-    except (ImportError, AttributeError, ValueError, TypeError) as error:
-        raise unknown from error
+    return JUDGES.get(name)
 
 
 def judge_for(model: LanguageModel, name: str | None = None) -> Judge:
@@ -301,5 +292,5 @@ def judge_for(model: LanguageModel, name: str | None = None) -> Judge:
     return judge_named(name or getattr(model, "rubric_judging", "written"))
 
 
-register_judge(WrittenJudge())
-register_judge(ProbabilitiesJudge())
+JUDGES.add(WrittenJudge())
+JUDGES.add(ProbabilitiesJudge())

@@ -139,9 +139,18 @@ def era_start(
     return EraStart(resume, [dict(p) for p in chosen], pool)
 
 
-def generation_frames(era: str, record: GenerationRecord, judges: Sequence[str], at: Any) -> dict[str, pd.DataFrame]:
-    """The rows one complete generation adds: `generations` (every individual), `judge_scores`
-    (those evaluated in it), `generation_stats`, `gateway_calls` and `era_checkpoints`."""
+# A generation's gateway calls, as `gateway_calls` keeps them
+CALL_COLUMNS = [
+    "era", "generation", "prompt_id", "purpose", "judge_name", "model", "prompt_tokens", "completion_tokens",
+    "cost_usd", "cached", "attempts", "duration_ms", "error",
+]  # fmt: skip
+
+
+def _individual_rows(
+    era: str, record: GenerationRecord, judges: Sequence[str]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A complete generation's individuals (`generations`), and the judges' scores of those
+    evaluated in it (`judge_scores`)."""
     rows, judge_rows = [], []
     for ind in record.population:
         e = ind.evaluation
@@ -173,23 +182,15 @@ def generation_frames(era: str, record: GenerationRecord, judges: Sequence[str],
                 }
                 for name, d in e["judge_details"].items()
             ]
+    return rows, judge_rows
+
+
+def generation_frames(era: str, record: GenerationRecord, judges: Sequence[str], at: Any) -> dict[str, pd.DataFrame]:
+    """The rows one complete generation adds: `generations` (every individual), `judge_scores`
+    (those evaluated in it), `generation_stats`, `gateway_calls` and `era_checkpoints`."""
+    rows, judge_rows = _individual_rows(era, record, judges)
     calls = pd.DataFrame(
-        [{"era": era, "generation": record.generation, **call} for call in record.calls],
-        columns=[
-            "era",
-            "generation",
-            "prompt_id",
-            "purpose",
-            "judge_name",
-            "model",
-            "prompt_tokens",
-            "completion_tokens",
-            "cost_usd",
-            "cached",
-            "attempts",
-            "duration_ms",
-            "error",
-        ],
+        [{"era": era, "generation": record.generation, **call} for call in record.calls], columns=CALL_COLUMNS
     )
     usage = {
         "calls": len(calls),
@@ -311,6 +312,11 @@ def judge_analysis(era: str, verdicts: pd.DataFrame) -> tuple[pd.DataFrame, pd.D
     harshest; Pearson and Spearman correlations between every two judges on the
     prompts both scored; each judge's mean and std score per generation."""
     scored = verdicts[verdicts["score"].notna()]
+    return _judge_summary(era, verdicts), _judge_agreement(era, scored), _judge_generations(era, scored)
+
+
+def _judge_summary(era: str, verdicts: pd.DataFrame) -> pd.DataFrame:
+    """Each judge's verdicts, failures, mean and std score, mismatch share, sample spread and rank."""
     summary = []
     for (name, model), group in verdicts.groupby(["judge_name", "judge_model"]):
         ok = group[group["score"].notna()]
@@ -327,20 +333,8 @@ def judge_analysis(era: str, verdicts: pd.DataFrame) -> tuple[pd.DataFrame, pd.D
                 "sample_spread": sample_spread(group["sampled_scores"]),
             }
         )
-    summary = pd.DataFrame(
-        summary,
-        columns=[
-            "era",
-            "judge_name",
-            "judge_model",
-            "verdicts",
-            "failures",
-            "mean_score",
-            "std_score",
-            "mismatch_share",
-            "sample_spread",
-        ],
-    )
+    columns = ["era", "judge_name", "judge_model", "verdicts", "failures", "mean_score", "std_score"]
+    summary = pd.DataFrame(summary, columns=[*columns, "mismatch_share", "sample_spread"])
     ranked = summary[summary["mean_score"].notna()].sort_values(["mean_score", "judge_name"])
     ranks = {name: rank for rank, name in enumerate(ranked["judge_name"], start=1)}
     summary["leniency_rank"] = summary["judge_name"].map(ranks)
@@ -350,6 +344,11 @@ def judge_analysis(era: str, verdicts: pd.DataFrame) -> tuple[pd.DataFrame, pd.D
         else ""
         for n in summary["judge_name"]
     ]
+    return summary
+
+
+def _judge_agreement(era: str, scored: pd.DataFrame) -> pd.DataFrame:
+    """Pearson and Spearman correlations between every two judges on the prompts both scored."""
     table = scored.pivot_table(index="prompt_id", columns="judge_name", values="score")
     agreement = []
     for first, second in combinations(sorted(table.columns), 2):
@@ -365,16 +364,16 @@ def judge_analysis(era: str, verdicts: pd.DataFrame) -> tuple[pd.DataFrame, pd.D
                 "spearman": float(pair[first].corr(pair[second], method="spearman")) if varied else None,
             }
         )
-    per_generation = (
+    return pd.DataFrame(agreement, columns=["era", "judge_a", "judge_b", "n", "pearson", "spearman"])
+
+
+def _judge_generations(era: str, scored: pd.DataFrame) -> pd.DataFrame:
+    """Each judge's mean and std score per generation."""
+    return (
         scored.groupby(["judge_name", "generation"])["score"]
         .agg(n="count", mean_score="mean", std_score=lambda v: float(np.std(v)))
         .reset_index()
         .assign(era=era)
-    )
-    return (
-        summary,
-        pd.DataFrame(agreement, columns=["era", "judge_a", "judge_b", "n", "pearson", "spearman"]),
-        per_generation,
     )
 
 

@@ -306,6 +306,21 @@ def era_models(config: EraSettings) -> list[str]:
     return sorted({config.compression_model, *config.judge_panel.values(), *filter(None, [config.mutation_model])})
 
 
+def _first_population(
+    rng: random.Random, config: EraSettings, gene_pool: Mapping[str, Sequence[str]], resume: Checkpoint | None
+) -> tuple[list[Individual], int, float]:
+    """The population the era starts from, its first generation and what it has spent: random
+    genomes from the gene pool at generation 0, else the checkpoint's (its random state restored)."""
+    if resume is None:
+        population = [
+            Individual(_prompt_id(0, i, genome), genome, "initial")
+            for i, genome in enumerate(random_genome(rng, gene_pool) for _ in range(config.population_size))
+        ]
+        return population, 0, 0.0
+    rng.setstate(resume.rng_state)
+    return list(resume.population), resume.generation + 1, resume.spent_usd
+
+
 async def run_era(
     era: str,
     config: EraSettings,
@@ -332,15 +347,8 @@ async def run_era(
         for judge in judges.values():
             sampled(judge.asking)
     mutate_tag = _llm_mutation(models[config.mutation_model]) if config.mutation_model else None
-    if resume is None:
-        population = [
-            Individual(_prompt_id(0, i, genome), genome, "initial")
-            for i, genome in enumerate(random_genome(rng, gene_pool) for _ in range(config.population_size))
-        ]
-        first, spent = 0, 0.0
-    else:
-        rng.setstate(resume.rng_state)
-        population, first, spent = list(resume.population), resume.generation + 1, resume.spent_usd
+    population, first, spent = _first_population(rng, config, gene_pool, resume)
+    compressor = models[config.compression_model]
     for generation in range(first, config.generations + 1):
         if generation:
             population = await next_generation(rng, population, generation, gene_pool, mutate_tag)
@@ -349,13 +357,7 @@ async def run_era(
         evaluations = await asyncio.gather(
             *(
                 evaluate_prompt_fitness(
-                    models[config.compression_model],
-                    judges,
-                    ind.genome,
-                    paragraph["text"],
-                    config,
-                    count_tokens,
-                    judge_weights,
+                    compressor, judges, ind.genome, paragraph["text"], config, count_tokens, judge_weights
                 )
                 for ind in pending
             )
@@ -369,16 +371,8 @@ async def run_era(
             }
         calls = generation_calls(population, generation)
         spent += sum(call["cost_usd"] or 0.0 for call in calls)
-        on_generation(
-            GenerationRecord(
-                generation,
-                list(population),
-                generation_statistics([ind.fitness for ind in population]),
-                calls,
-                rng.getstate(),
-                spent,
-            )
-        )
+        statistics = generation_statistics([ind.fitness for ind in population])
+        on_generation(GenerationRecord(generation, list(population), statistics, calls, rng.getstate(), spent))
         if config.max_cost_usd is not None and spent >= config.max_cost_usd and generation < config.generations:
             return "stopped_for_budget"
     return "complete"

@@ -197,6 +197,18 @@ def human_ceiling(human_set: HumanSet, rounds: int = BOOTSTRAP_ROUNDS, seed: int
     return fleiss_kappa_estimate(ratings, rounds, seed)
 
 
+def _verdicts_by_item(
+    human_set: HumanSet, verdicts: Sequence[JudgeVerdict]
+) -> list[tuple[PairwiseItem, list[JudgeVerdict]]]:
+    """Each item of the set the verdicts judge, with its verdicts; a verdict on another item is an error."""
+    by_item: dict[str, list[JudgeVerdict]] = {}
+    for verdict in verdicts:
+        if verdict.set_name != human_set.name or verdict.item_id not in human_set.by_id:
+            raise ValueError(f"verdict on {verdict.set_name}/{verdict.item_id}, not an item of {human_set.name}")
+        by_item.setdefault(verdict.item_id, []).append(verdict)
+    return [(human_set.by_id[item_id], group) for item_id, group in by_item.items()]
+
+
 def judge_agreement(
     human_set: HumanSet,
     verdicts: Sequence[JudgeVerdict],
@@ -209,14 +221,7 @@ def judge_agreement(
     judges = {v.judge for v in verdicts}
     if len(judges) != 1:
         raise ValueError(f"expected one judge's verdicts, got {sorted(judges)}")
-    by_item: dict[str, list[JudgeVerdict]] = {}
-    for verdict in verdicts:
-        if verdict.set_name != human_set.name or verdict.item_id not in human_set.by_id:
-            raise ValueError(f"verdict on {verdict.set_name}/{verdict.item_id}, not an item of {human_set.name}")
-        by_item.setdefault(verdict.item_id, []).append(verdict)
-    items: list[tuple[PairwiseItem, list[JudgeVerdict]]] = [
-        (human_set.by_id[item_id], group) for item_id, group in by_item.items()
-    ]
+    items = _verdicts_by_item(human_set, verdicts)
     labelled = [(item, group) for item, group in items if item.gold is not None]
 
     def counted(group: list[JudgeVerdict]) -> list[JudgeVerdict]:

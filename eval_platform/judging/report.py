@@ -139,8 +139,14 @@ def paper_figures(
     sets: Mapping[str, HumanSet], verdicts: Sequence[JudgeVerdict], agreement: Sequence[JudgeAgreement]
 ) -> list[PublishedFigure]:
     """Our figures beside the published ones, each computed as its source computes it."""
+    figures = _llmbar_figures({(row.judge, row.set_name): row for row in agreement})
+    pandalm = sets.get(PANDALM_SET)
+    return figures if pandalm is None else figures + _pandalm_figures(pandalm, verdicts)
+
+
+def _llmbar_figures(rows: Mapping[tuple[str, str], JudgeAgreement]) -> list[PublishedFigure]:
+    """GPT-4's accuracy and positional agreement on each LLMBar set, beside the paper's (Vanilla*)."""
     figures = []
-    rows = {(row.judge, row.set_name): row for row in agreement}
     for name in LLMBAR_SETS:
         row = rows.get((GPT4_LLMBAR_JUDGE, name))
         if row is None or row.accuracy.value is None or row.position_consistency.value is None:
@@ -161,10 +167,13 @@ def paper_figures(
                 how,
             ),
         ]
-    pandalm = sets.get(PANDALM_SET)
-    if pandalm is None:
-        return figures
-    scores = {}
+    return figures
+
+
+def _pandalm_figures(pandalm: HumanSet, verdicts: Sequence[JudgeVerdict]) -> list[PublishedFigure]:
+    """The judges' scores against PandaLM's majority labels, the annotators' kappas, the label counts
+    and the paper's F1 ratio, beside PandaLM's README and paper."""
+    figures, scores = [], {}
     for judge, published in PANDALM_README.items():
         found = [v for v in verdicts if v.judge == judge and v.set_name == PANDALM_SET]
         if not found:

@@ -16,18 +16,17 @@ from typing import Any, TypeVar
 
 import duckdb
 
-from eval_platform.benchmarks.store import BenchmarkSchema
-from eval_platform.blind.store import BlindSchema
+# The stores whose tables the pages read: imported, they are those whose versions a connection checks.
+import eval_platform.benchmarks.store
+import eval_platform.blind.store
+import eval_platform.evolution.store  # noqa: F401
 from eval_platform.common.connections import LAKE_PREFIX, WarehouseBusyError, connect
 from eval_platform.common.warehouse import SchemaError
 from eval_platform.environment import Environment
-from eval_platform.evolution.store import EvolutionSchema
 
 LOG = logging.getLogger("eval_platform.viewer")
 Row = TypeVar("Row")
 Connection = duckdb.DuckDBPyConnection  # what the pages' queries run on (they import no DuckDB)
-# The stores whose tables the pages read (imported, they are those whose versions a connection checks).
-READ_STORES = (BenchmarkSchema, EvolutionSchema, BlindSchema)
 # What a page shows when the warehouse cannot be read: missing, locked too long, or another version.
 UNREADABLE = (FileNotFoundError, WarehouseBusyError, SchemaError)
 HOLD_S = 1.0  # how long a file's connection stays open after a page, for the next page of a burst

@@ -110,12 +110,3 @@ def no_drop_against_baseline(warehouse: WarehouseResource) -> AssetCheckResult:
     with warehouse.store(ComparisonStore) as store:
         drops = store.significant_drops(environment().regression_alpha)
     return check_result(drops, "significant drop against a baseline", severity=AssetCheckSeverity.WARN)
-
-
-BENCHMARK_CHECKS = [
-    accuracies_in_unit_interval,
-    no_duplicate_samples,
-    reject_rate_below_threshold,
-    accuracy_regression,
-    no_drop_against_baseline,
-]

@@ -166,7 +166,7 @@ def evolution_era(
         generation_saver(warehouse, era, judges),
         utc_now,
         context.log,
-        evaluation_model.model_cache_dir,
+        evaluation_model.settings().model_cache_dir,
     )
     with warehouse.store(EraStore) as store:
         store.finish_era(era, progress.status, utc_now())

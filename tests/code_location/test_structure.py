@@ -173,6 +173,65 @@ def test_the_environment_test_catches_each_way_of_reading_it(tmp_path):
     assert sorted(int(found.split()[1].rstrip(":")) for found in environment_reads(module)) == [2, 3, 4, 5, 6]
 
 
+def imports_by_name(path: Path) -> list[int]:
+    """The lines where a module imports a module by a name it is given (`importlib.import_module`)."""
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module"
+    ]
+
+
+def test_a_name_or_module_attribute_is_looked_up_only_by_the_registry():
+    """Every extension point (backends, solvers, parsers, answer filters, judges) is a registry of
+    eval_platform/registry.py: no other module imports a module by a name it is given (the viewer's
+    pages are found by walking their own package)."""
+    modules = {module_name(path): path for path in product_files()}
+    importers = {module for module, path in sorted(modules.items()) if imports_by_name(path)}
+    assert importers == {"eval_platform.registry", "eval_platform.viewer.registry"}
+
+
+def test_the_registry_test_finds_each_way_of_importing_by_name(tmp_path):
+    module = tmp_path / "module.py"
+    module.write_text("import importlib\nfrom importlib import import_module\n"
+                      "importlib.import_module('a')\nimport_module('b')\n")  # fmt: skip
+    assert imports_by_name(module) == [3, 4]
+
+
+MAX_FUNCTION_LINES = 60
+
+
+def long_functions(paths: list[Path]) -> dict[str, int]:
+    """Every function or method of the files longer than MAX_FUNCTION_LINES, with its length."""
+    found = {}
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    found[f"{path}:{node.lineno} {node.name}"] = lines
+    return found
+
+
+def product_files() -> list[Path]:
+    """Every module of the product: the library and the code location's folders."""
+    tops = [PROJECT_ROOT / f"{f}.py" if (PROJECT_ROOT / f"{f}.py").is_file() else PROJECT_ROOT / f for f in LAYERS]
+    return [path for top in tops for path in ([top] if top.is_file() else sorted(top.rglob("*.py")))]
+
+
+def test_no_product_function_is_longer_than_sixty_lines():
+    assert long_functions(product_files()) == {}
+
+
+def test_the_length_test_finds_a_long_function_and_a_long_method(tmp_path):
+    module = tmp_path / "module.py"
+    statements = [f"x{i} = {i}" for i in range(MAX_FUNCTION_LINES - 1)]
+    short = "def short():\n" + "".join(f"    {line}\n" for line in statements)  # 60 lines
+    long = "class A:\n    async def long(self):\n" + "".join(f"        {line}\n" for line in [*statements, "y = 1"])
+    module.write_text(f"{short}\n\n{long}")
+    assert list(long_functions([module]).values()) == [MAX_FUNCTION_LINES + 1]
+
+
 # The tree's layers, lowest first: the library, the resources, the assets, the jobs, the schedules
 # and sensors (with the planner), the code location, the command line. A module imports its own
 # layer and those below, never one above, so no two folders import each other.

@@ -152,3 +152,22 @@ def test_the_code_location_reference_names_every_asset_check_job_schedule_and_se
     expected |= {sensor.name for sensor in defs.sensors or []}
     assert {"benchmark_evaluation", "model_comparison", "model_evaluation", "roster_sensor"} <= expected
     assert not sorted(expected - named)
+
+
+def test_the_extension_points_reference_lists_every_registry_and_every_name_in_it(site):
+    from eval_platform.benchmarks.solvers import SOLVERS
+    from eval_platform.common.judges import JUDGES
+    from eval_platform.common.models import BACKENDS
+    from eval_platform.registry import extension_points
+
+    page = (site / "reference" / "extension-points" / "index.html").read_text(encoding="utf-8")
+    named = code_texts(page)
+    points = extension_points()
+    assert {"model backend", "solver", "parser", "answer filter", "judge"} <= points.keys()
+    assert {"local/", "served/", "", "harness", "letter", "generate", "arc", "strict-match", "written"} <= {
+        name for registry in points.values() for name in registry.names()
+    }
+    assert {SOLVERS.kind, JUDGES.kind, BACKENDS.kind} <= set(re.findall(r"<h2[^>]*>(.*?)<", page))
+    assert not sorted(
+        (kind, name) for kind, registry in points.items() for name in registry.names() if name and name not in named
+    )

@@ -96,8 +96,9 @@ def test_the_command_runs_what_the_schedule_sensors_and_automation_request(tmp_p
 
 def test_the_demos_sensor_steps_request_what_their_sensors_request(tmp_path):
     """The era and tally steps ask the planner as era_config_sensor and the filled-sheet sensor do."""
+    from cli.demo import DEMO
     from resources import RosterResource
-    from schedules.planner import DEMO, Planner
+    from schedules.planner import Planner
     from schedules.sensors import era_sensor, filled_sheet_sensor
 
     eras, blind = tmp_path / "eras", tmp_path / "blind"
@@ -128,12 +129,13 @@ def test_the_demos_sensor_steps_request_what_their_sensors_request(tmp_path):
 def test_the_demos_sampled_step_asks_for_samples_from_the_launchpad_beside_the_commands_limits(tmp_path):
     """The main command's sampled evaluation: one run of the first entry compared with no baseline,
     its launchpad config asking for samples, with the command's limits merged into it, not over it."""
+    from cli.demo import DEMO, SAMPLED_DEMO, sampled
     from cli.main import RunOptions
     from cli.runner import Overrides
     from resources import RosterResource
-    from schedules.planner import DEMO, SAMPLED_DEMO, Planner
+    from schedules.planner import Planner
 
-    step = next(step for step in DEMO if step.requests == Planner.sampled)
+    step = next(step for step in DEMO if step.requests == sampled)
     (tmp_path / "home").mkdir()
     with DagsterInstance.local_temp(str(tmp_path / "home")) as instance:
         (request,) = step.requests(Planner(instance, RosterResource(), tmp_path, tmp_path))

@@ -11,56 +11,27 @@ It asks through the job's `Answering`, which keeps the answers it computes as th
   probabilities, by each choice's log-likelihood, or by a greedy generation scored through the
   declared answer filters.
 
-A solver of another package is registered with `register_solver`, or named `module:Class` in a
-declaration or a run's config.
+A solver of another package is added to `SOLVERS` (the registry, `eval_platform.registry`), or
+named `module:Class` in a declaration or a run's config.
 """
 
 from __future__ import annotations
 
-import importlib
-
 from eval_platform.benchmarks.records import Evaluation
 from eval_platform.benchmarks.solvers.base import (
+    SOLVERS,
     EvaluationJob,
     Solver,
-    known_solvers,
+    SolverError,
     no_progress,
-    register_solver,
 )
 
-__all__ = [
-    "EvaluationJob",
-    "Solver",
-    "SolverError",
-    "evaluate",
-    "no_progress",
-    "register_solver",
-    "registered",
-    "solver",
-]
-
-
-class SolverError(ValueError):
-    """A solver that is unknown or cannot ask the benchmark; the message says which and why."""
-
-
-def registered() -> dict[str, Solver]:
-    """Every registered solver, the built-in ones first."""
-    from eval_platform.benchmarks.solvers import chat, harness  # noqa: F401  (they register themselves)
-
-    return known_solvers()
+__all__ = ["SOLVERS", "EvaluationJob", "Solver", "SolverError", "evaluate", "no_progress", "solver"]
 
 
 def solver(name: str) -> Solver:
     """A registered solver, or an instance of the class named `module:Class`."""
-    solvers = registered()
-    if name in solvers:
-        return solvers[name]
-    module, _, attribute = name.partition(":")
-    try:
-        return register_solver(getattr(importlib.import_module(module), attribute)())
-    except (ImportError, AttributeError, ValueError, TypeError) as error:
-        raise SolverError(f"unknown solver {name!r}: registered are {sorted(solvers)}, or name module:Class") from error
+    return SOLVERS.get(name)
 
 
 def evaluate(name: str, job: EvaluationJob) -> Evaluation:

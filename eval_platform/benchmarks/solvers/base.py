@@ -12,6 +12,7 @@ from eval_platform.benchmarks.documents import Document
 from eval_platform.benchmarks.records import Answer, Evaluation
 from eval_platform.common.models import LanguageModel
 from eval_platform.environment import Environment
+from eval_platform.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -56,15 +57,16 @@ class Solver(Protocol):
     def evaluate(self, job: EvaluationJob) -> Evaluation: ...
 
 
-_REGISTERED: dict[str, Solver] = {}
+class SolverError(ValueError):
+    """A solver that is unknown or cannot ask the benchmark; the message says which and why."""
 
 
-def register_solver(solver: Solver) -> Solver:
-    """Make a solver known by its name (in declarations, roster entries and run configs)."""
-    _REGISTERED[solver.name] = solver
-    return solver
-
-
-def known_solvers() -> dict[str, Solver]:
-    """The solvers registered so far, by name."""
-    return dict(_REGISTERED)
+# Solvers by name (in declarations, roster entries and run configs): the built-in ones register
+# themselves (`SOLVERS.add`); another package's is added where it is imported, or named `module:Class`.
+SOLVERS: Registry[Solver] = Registry(
+    "solver",
+    made=lambda found: found() if isinstance(found, type) else found,
+    name_of=lambda solver: solver.name,
+    builtins=("eval_platform.benchmarks.solvers.chat", "eval_platform.benchmarks.solvers.harness"),
+    error=SolverError,
+)

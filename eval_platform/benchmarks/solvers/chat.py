@@ -23,7 +23,7 @@ from eval_platform.benchmarks.documents import Document
 from eval_platform.benchmarks.parsers import answer_filter, parser
 from eval_platform.benchmarks.records import Evaluation, Sample, request_key
 from eval_platform.benchmarks.scoring import argmax_label, length_normalized, results_by_task, with_budget_shares
-from eval_platform.benchmarks.solvers.base import EvaluationJob, register_solver
+from eval_platform.benchmarks.solvers.base import SOLVERS, EvaluationJob
 from eval_platform.common.models import Chat, GenerationRequest, LoglikelihoodRequest
 
 CHAT_SHOTS = "0-shot"  # a chat prompt has no shots, system instruction or task config of its own
@@ -104,6 +104,8 @@ class ChatSolver:
 
 
 class LetterSolver(ChatSolver):
+    """One forward pass: the first answer token's probabilities over the labels, scored `acc` on the likeliest."""
+
     name = "letter"
 
     def refusal(self, benchmark: Benchmark) -> str | None:
@@ -145,6 +147,8 @@ class LetterSolver(ChatSolver):
 
 
 class ChoicesSolver(ChatSolver):
+    """The chat prompt continued by each choice's text, scored `acc` and `acc_norm`."""
+
     name = "choices"
 
     def refusal(self, benchmark: Benchmark) -> str | None:
@@ -185,6 +189,8 @@ class ChoicesSolver(ChatSolver):
 
 
 class GenerateSolver(ChatSolver):
+    """A greedy answer, whose answer each declared filter takes out, scored `exact_match` under each."""
+
     name = "generate"
 
     def refusal(self, benchmark: Benchmark) -> str | None:
@@ -229,4 +235,4 @@ class GenerateSolver(ChatSolver):
 
 
 for _solver in (LetterSolver(), ChoicesSolver(), GenerateSolver()):
-    register_solver(_solver)
+    SOLVERS.add(_solver)

@@ -36,7 +36,7 @@ from eval_platform.benchmarks.harness import (
 )
 from eval_platform.benchmarks.records import Evaluation, Sample
 from eval_platform.benchmarks.scoring import mean_results, sampled_results, with_budget_shares, with_intervals
-from eval_platform.benchmarks.solvers.base import EvaluationJob, register_solver
+from eval_platform.benchmarks.solvers.base import SOLVERS, EvaluationJob
 from eval_platform.common.models.sampling import DEFAULT_SEED
 
 
@@ -127,6 +127,8 @@ class DatasetRun:
 
 
 class HarnessSolver:
+    """The harness task's own requests, filters and metrics (`simple_evaluate`), for any benchmark."""
+
     name = "harness"
 
     def refusal(self, benchmark: Benchmark) -> str | None:
@@ -168,7 +170,7 @@ class HarnessSolver:
         return Evaluation(self.name, self.settings_key(settings), samples, results, lm.answers, lm.model_seconds, notes)
 
 
-register_solver(HarnessSolver())
+SOLVERS.add(HarnessSolver())
 
 
 def built_instances(job: EvaluationJob) -> Iterator[tuple[Any, int, list[Any], list[str]]]:

@@ -11,8 +11,7 @@ models never mix.
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -21,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from eval_platform.common.models.endings import Generation
 from eval_platform.common.models.sampling import Sampling
 from eval_platform.environment import MODEL_CACHE
+from eval_platform.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -156,20 +156,15 @@ class ModelSettings(BaseModel):
     )
 
 
-# Backends by the prefix of a model's name, as "module:function(name, settings, gateway)"; imported
-# when a model of theirs is first opened, so registering one costs nothing at import time.
-BACKENDS: dict[str, str] = {
-    "local/": "eval_platform.common.models.local:open_local_model",
-    "served/": "eval_platform.common.models.served:open_served_model",
-}
-# Any other name is a litellm provider string (openai/..., anthropic/..., gemini/...).
-DEFAULT_BACKEND = "eval_platform.common.models.api_chat:open_api_model"
+# Backends by the prefix of a model's name, each "module:function(name, settings, gateway)" imported
+# when a model of its prefix is first opened, so registering one costs nothing at import time; the
+# longest prefix a name starts with is its backend's. Any other name (the empty prefix) is a litellm
+# provider string (openai/..., anthropic/..., gemini/...).
+BACKENDS: Registry[Callable[..., LanguageModel]] = Registry("model backend")
+BACKENDS.register("local/", "eval_platform.common.models.local:open_local_model")
+BACKENDS.register("served/", "eval_platform.common.models.served:open_served_model")
+BACKENDS.register("", "eval_platform.common.models.api_chat:open_api_model")
 LOCAL_PREFIX, SERVED_PREFIX = "local/", "served/"
-
-
-def register_backend(prefix: str, factory: str) -> None:
-    """Open every model whose name starts with `prefix` with `factory` ("module:function")."""
-    BACKENDS[prefix] = factory
 
 
 def open_model(name: str, settings: ModelSettings | None = None, gateway: Any = None) -> LanguageModel:
@@ -179,6 +174,5 @@ def open_model(name: str, settings: ModelSettings | None = None, gateway: Any = 
     (`openai/gpt-4o-mini`, ...) is a chat API through the gateway (a `ModelGateway`; a default one
     where None)."""
     settings = settings or ModelSettings()
-    target = next((factory for prefix, factory in BACKENDS.items() if name.startswith(prefix)), DEFAULT_BACKEND)
-    module, function = target.split(":")
-    return getattr(importlib.import_module(module), function)(name, settings, gateway)
+    prefix = max((prefix for prefix in BACKENDS.names() if name.startswith(prefix)), key=len)
+    return BACKENDS.get(prefix)(name, settings, gateway)

@@ -273,6 +273,52 @@ def _scored_only(network: Any, rows: list[int], positions: list[int]) -> Iterato
         hook.remove()
 
 
+def _stacked_past(batch: list[Unit], past_width: int) -> list[tuple[Any, ...]]:
+    """Each layer's keys and values of the rows' cached pasts, stacked: each row's chain of segments,
+    left-padded with zeros to `past_width` (keys' and values' widths may differ: MLA's latents)."""
+    import torch
+
+    chains = [_past(unit.nodes[0]) for unit in batch]
+    sample = next(chain for chain in chains if chain)[0]  # any segment: its layers' shapes and dtype
+    layers = []
+    for layer, parts in enumerate(sample):
+        stacked = []
+        for part, like in enumerate(parts):
+            per_row = []
+            for unit, chain in zip(batch, chains, strict=False):
+                padding = [like.new_zeros((like.shape[0], past_width - unit.start, like.shape[2]))]
+                per_row.append(torch.cat(padding + [segment[layer][part] for segment in chain], dim=1))
+            stacked.append(torch.stack(per_row))
+        layers.append(tuple(stacked))
+    return layers
+
+
+def _packed_mask(batch: list[Unit], width: int, past_width: int) -> tuple[Any, Any, Any]:
+    """The rows' boolean attention mask over the past and the packed nodes, their query positions
+    and their keys' positions: each packed node sees the past and its own earlier tokens, padding
+    only itself."""
+    import torch
+
+    mask = torch.zeros((len(batch), 1, width, past_width + width), dtype=torch.bool)
+    positions = torch.zeros((len(batch), width), dtype=torch.long)
+    key_positions = torch.zeros((len(batch), past_width + width), dtype=torch.long)
+    for row, unit in enumerate(batch):
+        mask[row, 0, :, past_width - unit.start : past_width] = True
+        key_positions[row, past_width - unit.start : past_width] = torch.arange(unit.start)
+        begin = 0
+        for node in unit.nodes:
+            end = begin + len(node.tokens)
+            mask[row, 0, begin:end, past_width + begin : past_width + end] = torch.ones(
+                end - begin, end - begin, dtype=torch.bool
+            ).tril()
+            positions[row, begin:end] = torch.arange(node.start, node.start + len(node.tokens))
+            begin = end
+        for pad in range(begin, width):  # padding attends to itself (no empty row)
+            mask[row, 0, pad, past_width + pad] = True
+    key_positions[:, past_width:] = positions
+    return mask, positions, key_positions
+
+
 def _encode(network: Any, layout: AttentionLayout, batch: list[Unit], pad_id: int):
     """One pass over the batch's rows (under `_scored_only`); returns the logits of the scored
     positions and, for a row that is one node with children, that node's own key/value segment
@@ -296,35 +342,8 @@ def _encode(network: Any, layout: AttentionLayout, batch: list[Unit], pad_id: in
             logits_to_keep=0,
         )
     else:
-        chains = [_past(unit.nodes[0]) for unit in batch]
-        sample = next(chain for chain in chains if chain)[0]  # any segment: its layers' shapes and dtype
-        layers = []
-        for layer, parts in enumerate(sample):  # keys and values (their widths may differ: MLA's latents)
-            stacked = []
-            for part, like in enumerate(parts):
-                per_row = []
-                for unit, chain in zip(batch, chains, strict=False):
-                    padding = [like.new_zeros((like.shape[0], past_width - unit.start, like.shape[2]))]
-                    per_row.append(torch.cat(padding + [segment[layer][part] for segment in chain], dim=1))
-                stacked.append(torch.stack(per_row))
-            layers.append(tuple(stacked))
-        mask = torch.zeros((len(batch), 1, width, past_width + width), dtype=torch.bool)
-        positions = torch.zeros((len(batch), width), dtype=torch.long)
-        key_positions = torch.zeros((len(batch), past_width + width), dtype=torch.long)
-        for row, unit in enumerate(batch):
-            mask[row, 0, :, past_width - unit.start : past_width] = True
-            key_positions[row, past_width - unit.start : past_width] = torch.arange(unit.start)
-            begin = 0
-            for node in unit.nodes:  # each packed node sees the past and its own earlier tokens
-                end = begin + len(node.tokens)
-                mask[row, 0, begin:end, past_width + begin : past_width + end] = torch.ones(
-                    end - begin, end - begin, dtype=torch.bool
-                ).tril()
-                positions[row, begin:end] = torch.arange(node.start, node.start + len(node.tokens))
-                begin = end
-            for pad in range(begin, width):  # padding attends to itself (no empty row)
-                mask[row, 0, pad, past_width + pad] = True
-        key_positions[:, past_width:] = positions
+        layers = _stacked_past(batch, past_width)
+        mask, positions, key_positions = _packed_mask(batch, width, past_width)
         positions = positions.to(device)
         output = network(
             input_ids=ids,

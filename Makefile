@@ -29,8 +29,8 @@ $(TEAM_VENV)/.installed: pyproject.toml
 
 # inspect_ai, apart from .venv (its pins would move .venv's fsspec and botocore) and never imported by
 # the platform: tests/common/test_repeats.py runs it in a process of its own, as the reference for
-# per-item reducers and clustered standard errors; with .venv's torch and transformers, its `hf`
-# provider runs the local model in tests/benchmarks/test_exports.py. About 1 minute, once.
+# per-item reducers and clustered standard errors; with torch and transformers (the versions .venv pins),
+# its `hf` provider runs the local model in tests/benchmarks/test_exports.py. About 1 minute, once.
 PEERS_VENV := .venv-peers
 INSPECT_AI := 0.3.285
 PEERS := $(PEERS_VENV)/.inspect-ai-$(INSPECT_AI)-hf

@@ -4,7 +4,7 @@ An entry is registered under a name, as an object (`register`, also a decorator)
 `module:attribute`, imported only when the name is first looked up (so registering one costs nothing
 at import time). A name that is not registered may itself be a reference, `module:Class` or
 `module:function`: looked up, it is imported and registered. Each extension point is one registry,
-made beside what it extends, and known here (`extension_points`, listed in the generated reference):
+made beside what it extends and listed by `extension_points` (and in the generated reference):
 
 - model backends (`eval_platform.common.models.BACKENDS`), by a model name's prefix;
 - solvers (`eval_platform.benchmarks.solvers.base.SOLVERS`);
@@ -22,14 +22,13 @@ from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
-# The modules that make the registries, imported to list them all (`extension_points`).
+# The modules that make the extension points' registries (`extension_points` lists theirs).
 REGISTRY_MODULES = (
     "eval_platform.common.models",
-    "eval_platform.benchmarks.solvers",
+    "eval_platform.benchmarks.solvers.base",
     "eval_platform.benchmarks.parsers",
     "eval_platform.common.judges",
 )
-_REGISTRIES: dict[str, Registry[Any]] = {}
 
 
 class RegistryError(ValueError):
@@ -83,13 +82,13 @@ class Registry(Generic[T]):
         self.aliases = dict(aliases or {})
         self._error = error
         self._entries: dict[str, T | str] = {}
-        _REGISTRIES[kind] = self
 
-    def register(self, name: str, entry: T | str | None = None) -> Any:
-        """`entry` (an object, or `module:attribute` imported when first looked up) under `name`;
-        without `entry`, a decorator registering what it decorates (a class: its instance)."""
+    def register(self, name: str, entry: Any = None) -> Any:
+        """`entry` under `name`: an object (made an entry as a reference's would be: a class its
+        instance, for solvers and judges), or `module:attribute`, imported when first looked up;
+        without `entry`, a decorator registering what it decorates."""
         if entry is not None:
-            self._entries[name] = entry
+            self._entries[name] = entry if isinstance(entry, str) else self._made(entry)
             return entry
 
         def decorator(found: Any) -> Any:
@@ -124,11 +123,12 @@ class Registry(Generic[T]):
             return self._resolved(name)
         try:
             entry = self._made(import_reference(name))
+            own = self._name_of(entry)  # a solver's or judge's own name: not one, where it has none
         except (ImportError, AttributeError, ValueError, TypeError) as error:
             raise self._error(
                 f"unknown {self.kind} {name!r}: registered are {sorted(self._entries)}, or name module:attribute"
             ) from error
-        self._entries[self._name_of(entry) or name] = entry
+        self._entries[own or name] = entry
         return entry
 
     def _resolved(self, name: str) -> T:
@@ -159,7 +159,6 @@ def _entry(name: str, entry: Any) -> Entry:
 
 
 def extension_points() -> dict[str, Registry[Any]]:
-    """Every registry, by its kind."""
-    for module in REGISTRY_MODULES:
-        importlib.import_module(module)
-    return dict(_REGISTRIES)
+    """Every extension point's registry (those REGISTRY_MODULES make), by its kind."""
+    modules = [importlib.import_module(module) for module in REGISTRY_MODULES]
+    return {value.kind: value for module in modules for value in vars(module).values() if isinstance(value, Registry)}

@@ -25,7 +25,7 @@ import eval_platform.judging.store  # noqa: F401
 from eval_platform.benchmarks.declarations import Benchmark, declared_benchmarks
 from eval_platform.benchmarks.protocols import Protocol, declared_protocols
 from eval_platform.benchmarks.roster import RosterEntry, RosterError, load_roster
-from eval_platform.common.connections import connect
+from eval_platform.common.connections import LAKE_PREFIX, connect
 from eval_platform.common.gateway import ModelGateway
 from eval_platform.common.models import LanguageModel, ModelSettings, open_model
 from eval_platform.common.warehouse import Store
@@ -62,7 +62,8 @@ class WarehouseResource(DuckDBResource):
         default="128MB",
         pattern=MEMORY_LIMIT,
         description="DuckDB's memory limit while an import is stored in its one transaction: past it, the "
-        "import's uncommitted rows spill to disk, so a log of any size is stored in bounded memory.",
+        "import's uncommitted rows spill to disk, so a log of any size is stored in bounded memory. A file "
+        "warehouse's (a lake's connections share one DuckDB instance, limited by its connection_config).",
     )
 
     @property
@@ -90,10 +91,10 @@ class WarehouseResource(DuckDBResource):
         """A domain store over one short connection, DuckDB's memory on it bounded by `memory_limit`
         (`import_memory_limit`'s form) where one is given."""
         with self.get_connection() as conn:
-            if memory_limit is None:
+            if memory_limit is None or self.location.startswith(LAKE_PREFIX):  # a lake's instance is shared
                 yield kind(conn, commit_retries=self.commit_retries)
                 return
-            if not re.match(MEMORY_LIMIT, memory_limit):
+            if not re.fullmatch(MEMORY_LIMIT, memory_limit):
                 raise ValueError(f"memory limit {memory_limit!r} is not a size such as 128MB")
             (previous,) = conn.execute("SELECT current_setting('memory_limit')").fetchone() or ("",)
             conn.execute(f"SET memory_limit = '{memory_limit}'")

@@ -13,12 +13,19 @@ import json, os, sys
 import definitions  # the whole code location, imported with no EVAL_* variable set
 from resources import RESOURCES
 
+import resources
+
+opened = []
+connect = resources.connect
+resources.connect = lambda *arguments, **keywords: opened.append(arguments) or connect(*arguments, **keywords)
 os.environ.update(json.loads(sys.argv[1]))
 warehouse, model = RESOURCES["warehouse"], RESOURCES["evaluation_model"].settings()
 with warehouse.get_connection() as conn:
     conn.execute("SELECT 1")
+(database, data_path, _, lock_timeout_s, *_), = opened
 print(json.dumps({
     "warehouse": warehouse.location,
+    "opened": [database, data_path, lock_timeout_s],
     "api_base": RESOURCES["gateway"].gateway().api_base,
     "model_cache_dir": model.model_cache_dir,
     "torch_threads": model.torch_threads,
@@ -32,6 +39,8 @@ def test_the_resources_read_the_environment_set_after_the_code_location_was_impo
         "EVAL_API_BASE": "http://127.0.0.1:9/v1",
         "EVAL_MODEL_CACHE": str(tmp_path / "models"),
         "EVAL_TORCH_THREADS": "3",
+        "EVAL_WAREHOUSE_LOCK_TIMEOUT_S": "7.5",
+        "EVAL_LAKE_DATA_PATH": str(tmp_path / "lake-files"),  # given to connect (a file warehouse ignores it)
     }
     clean = {name: value for name, value in os.environ.items() if not name.startswith("EVAL_")}
     done = subprocess.run(
@@ -42,6 +51,7 @@ def test_the_resources_read_the_environment_set_after_the_code_location_was_impo
     used = json.loads(done.stdout.strip().splitlines()[-1])
     assert used == {
         "warehouse": settings["EVAL_WAREHOUSE"],
+        "opened": [settings["EVAL_WAREHOUSE"], settings["EVAL_LAKE_DATA_PATH"], 7.5],
         "api_base": settings["EVAL_API_BASE"],
         "model_cache_dir": settings["EVAL_MODEL_CACHE"],
         "torch_threads": 3,

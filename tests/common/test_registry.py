@@ -69,6 +69,8 @@ def test_an_unknown_name_is_refused_naming_the_registered_ones(plugin):
         registry.get("guess")
     with pytest.raises(Unknown, match="unknown test judge 'my_plugin:Missing'"):
         registry.get(f"{plugin}:Missing")
+    with pytest.raises(RegistryError, match="unknown test solver 'json:dumps'"):  # a function has no solver's name
+        solvers().get("json:dumps")
     registry.register("broken", "no_such_module:thing")
     with pytest.raises(Unknown, match="test judge 'broken' is registered as 'no_such_module:thing', which does not"):
         registry.get("broken")

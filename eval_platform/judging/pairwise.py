@@ -34,7 +34,6 @@ from eval_platform.common.judges import (
     Judgement,
     Question,
     judge_for,
-    judge_named,
     sampled,
 )
 from eval_platform.common.keeping import Keeping, content_key
@@ -499,86 +498,3 @@ def majority_verdict(samples: Sequence[JudgeVerdict]) -> JudgeVerdict:
         completion_tokens=total([s.completion_tokens for s in samples]),
         cost_usd=total([s.cost_usd for s in samples]),
     )
-
-
-# --- single-answer grading ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class GradeTask:
-    set_name: str
-    question_id: int
-    model: str
-    turn: int
-    chat: Chat
-
-
-@dataclass(frozen=True)
-class SingleGrade:
-    """One 1-10 grade of one answer (MT-Bench's single-answer grading)."""
-
-    judge: str
-    set_name: str
-    question_id: int
-    model: str
-    turn: int
-    score: float | None  # None: no rating in the judgment (FastChat's -1)
-    raw: str
-    prompt: str
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    cost_usd: float | None = None
-    error: str | None = None
-
-
-def mt_bench_grade_tasks(
-    questions: Sequence[MTBenchQuestion],
-    answers: Mapping[str, Mapping[int, ModelAnswer]],
-    models: Sequence[str],
-    prompts: Mapping[str, JudgePrompt],
-    turns: Sequence[int] = (1, 2),
-) -> list[GradeTask]:
-    tasks = []
-    for question in questions:
-        for model in models:
-            for turn in turns:
-                prompt = prompts[prompt_name("single", question.category, turn)]
-                user = single_user_prompt(
-                    prompt, question.turns, answers[model][question.question_id].turns, question.reference
-                )
-                tasks.append(
-                    GradeTask(MT_BENCH_SET, question.question_id, model, turn, Chat(prompt.system_prompt, user))
-                )
-    return tasks
-
-
-async def grade_answers(
-    judge: str,
-    model: LanguageModel,
-    tasks: Sequence[GradeTask],
-    max_tokens: int = JUDGE_MAX_TOKENS,
-    concurrency: int = 8,
-) -> list[SingleGrade]:
-    """Every answer graded 1-10 in writing (FastChat's parsing); a failed call is a grade of None
-    with its error."""
-    questions = [Question(task.chat, parse_rating) for task in tasks]
-    judgements = await judge_named("written").ask(model, questions, max_tokens, concurrency)
-
-    def grade(task: GradeTask, judgement: Judgement[float | None]) -> SingleGrade:
-        completion = judgement.answered
-        return SingleGrade(
-            judge=judge,
-            set_name=task.set_name,
-            question_id=task.question_id,
-            model=task.model,
-            turn=task.turn,
-            score=judgement.value,
-            raw=completion.text if completion else "",
-            prompt=task.chat.user,
-            prompt_tokens=completion.prompt_tokens if completion else None,
-            completion_tokens=completion.completion_tokens if completion else None,
-            cost_usd=completion.cost_usd if completion else None,
-            error=describe_error(judgement.error) if judgement.error else None,
-        )
-
-    return [grade(task, judgement) for task, judgement in zip(tasks, judgements, strict=True)]

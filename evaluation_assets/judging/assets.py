@@ -28,7 +28,7 @@ from eval_platform.judging.datasets import (
     shipped_mt_bench,
     shipped_recorded_verdicts,
 )
-from eval_platform.judging.grading import mean_grades, panel_grades
+from eval_platform.judging.grading import mean_grades, mt_bench_grade_tasks, panel_grades
 from eval_platform.judging.pairwise import (
     MT_BENCH_SET,
     PairTask,
@@ -37,7 +37,6 @@ from eval_platform.judging.pairwise import (
     item_task,
     judge_kept,
     mt_bench_answer_length,
-    mt_bench_grade_tasks,
     mt_bench_pairs,
     mt_bench_tasks,
     reusable,

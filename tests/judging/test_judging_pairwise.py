@@ -19,13 +19,12 @@ from eval_platform.judging.datasets import (
     shipped_judge_prompts,
     shipped_mt_bench,
 )
+from eval_platform.judging.grading import grade_answers, mt_bench_grade_tasks
 from eval_platform.judging.pairwise import (
     MT_BENCH_SET,
-    grade_answers,
     item_task,
     judge_kept,
     judge_pairs,
-    mt_bench_grade_tasks,
     mt_bench_item_id,
     mt_bench_pairs,
     mt_bench_tasks,

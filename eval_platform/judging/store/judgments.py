@@ -17,7 +17,7 @@ import pandas as pd
 from eval_platform.common.warehouse import reads, writes
 from eval_platform.judging.agreement import AgreementMetric
 from eval_platform.judging.datasets import BlindRating, generated_text
-from eval_platform.judging.pairwise import SingleGrade
+from eval_platform.judging.grading import SingleGrade
 from eval_platform.judging.ratings import LeaderboardRow
 from eval_platform.judging.records import (
     GeneratedAnswer,

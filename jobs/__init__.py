@@ -6,7 +6,7 @@ from dagster import AssetSelection, define_asset_job
 
 from eval_platform.benchmarks.protocols import declared_protocols
 from eval_platform.environment import environment
-from evaluation_assets.partitions import benchmark_partitions, era_partitions, evaluation_partitions
+from eval_platform.evaluation_assets.partitions import benchmark_partitions, era_partitions, evaluation_partitions
 
 EVALUATION = AssetSelection.groups("benchmark_evaluation")
 

@@ -6,9 +6,9 @@ roster model on it, each after the entries it is compared with. Both ask the pla
 from dagster import RunRequest, ScheduleEvaluationContext, schedule
 
 from eval_platform.environment import environment
-from jobs import benchmark_inputs_job
-from resources import RosterResource
-from schedules.planner import Planner
+from eval_platform.jobs import benchmark_inputs_job
+from eval_platform.resources import RosterResource
+from eval_platform.schedules.planner import Planner
 
 
 @schedule(

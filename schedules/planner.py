@@ -1,5 +1,5 @@
 """What runs after what, declared once. The nightly schedule, the sensors and the main command ask
-the planner for their run requests, so the command's demo (cli/demo.py) runs what production runs:
+the planner for their run requests, so the command's demo (eval_platform/cli/demo.py) runs what production runs:
 the same jobs, partitions and configs, in the order production's triggers give them."""
 
 from __future__ import annotations
@@ -15,10 +15,15 @@ from dagster import DagsterInstance, DynamicPartitionsDefinition, RunRequest
 from eval_platform.benchmarks.protocols import Protocol
 from eval_platform.benchmarks.roster import RosterEntry, evaluation_order, missing_partitions
 from eval_platform.environment import environment
+from eval_platform.evaluation_assets.partitions import (
+    benchmark_partitions,
+    era_partitions,
+    evaluation_key,
+    roster_partitions,
+)
 from eval_platform.evolution.eras import era_files, era_run_config
-from evaluation_assets.partitions import benchmark_partitions, era_partitions, evaluation_key, roster_partitions
-from jobs import benchmark_inputs_job, blind_evaluation_tally_job, evolution_era_job, model_evaluation_job
-from resources import RosterResource
+from eval_platform.jobs import benchmark_inputs_job, blind_evaluation_tally_job, evolution_era_job, model_evaluation_job
+from eval_platform.resources import RosterResource
 
 
 def digest(data: bytes) -> str:

@@ -21,10 +21,17 @@ from dagster import (
 from eval_platform.benchmarks.imports import source_stamp
 from eval_platform.benchmarks.roster import RosterEntry, missing_partitions, new_checkpoint_entries, write_entry
 from eval_platform.environment import environment
-from evaluation_assets.partitions import ERAS, ROSTER_MODELS, era_partitions, roster_partitions
-from jobs import benchmark_inputs_job, blind_evaluation_tally_job, evolution_era_job, model_evaluation_job
-from resources import RosterResource
-from schedules.planner import Planner, digest, era_digests, era_run_requests, filled_sheets, tally_run_request
+from eval_platform.evaluation_assets.partitions import ERAS, ROSTER_MODELS, era_partitions, roster_partitions
+from eval_platform.jobs import benchmark_inputs_job, blind_evaluation_tally_job, evolution_era_job, model_evaluation_job
+from eval_platform.resources import RosterResource
+from eval_platform.schedules.planner import (
+    Planner,
+    digest,
+    era_digests,
+    era_run_requests,
+    filled_sheets,
+    tally_run_request,
+)
 
 PARTITION_TAG = "dagster/partition"
 

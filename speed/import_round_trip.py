@@ -55,17 +55,17 @@ def platform_side(name: str, output: Path, scratch: Path) -> dict[str, Any]:
     """The platform's evaluation and the import's, compared: the table's row."""
     from dagster import DagsterInstance, materialize
 
-    from definitions import defs
     from eval_platform.benchmarks.roster import RosterEntry, write_entry
     from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL
-    from evaluation_assets.benchmarks.assets import (
+    from eval_platform.definitions import defs
+    from eval_platform.evaluation_assets.benchmarks.assets import (
         benchmark_documents,
         benchmark_evaluation,
         benchmark_fewshot_rows,
         benchmark_raw_rows,
         model_comparison,
     )
-    from evaluation_assets.partitions import benchmark_partitions, evaluation_key, roster_partitions
+    from eval_platform.evaluation_assets.partitions import benchmark_partitions, evaluation_key, roster_partitions
     from speed.lm_eval_parity import agree
 
     write_entry(scratch / "roster", RosterEntry(name="smollm2", model=DEFAULT_LOCAL_MODEL, solvers=("harness",)))

@@ -95,7 +95,7 @@ def measure(size: int, scratch: Path) -> dict[str, float]:
 
 def measure_export(size: int, scratch: Path) -> dict[str, float]:
     """The evaluation `measure` stored in `scratch`, exported as an inspect_ai log, in this process."""
-    from evaluation_assets.benchmarks.assets import export_partition
+    from eval_platform.evaluation_assets.benchmarks.assets import export_partition
 
     warehouse = warehouse_at(scratch)
     start = time.perf_counter()
@@ -128,7 +128,7 @@ def measure_reimport(size: int, scratch: Path) -> dict[str, float]:
 
 
 def warehouse_at(scratch: Path):
-    from resources import WarehouseResource
+    from eval_platform.resources import WarehouseResource
 
     limit = os.environ.get("IMPORT_THROUGHPUT_MEMORY_LIMIT")
     return WarehouseResource(

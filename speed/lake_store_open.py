@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eval_platform.benchmarks.store import InputStore  # noqa: E402
 from eval_platform.common.connections import ATTACHED_LAKES
-from resources import WarehouseResource  # noqa: E402
+from eval_platform.resources import WarehouseResource  # noqa: E402
 from tests.team.postgres_server import postgres_server  # noqa: E402
 
 READ = "SELECT count(*) AS n FROM raw_rows WHERE benchmark = 'arc_easy'"

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from dagster import Definitions, build_run_status_sensor_context, build_schedule_context
 
-from schedules import nightly_benchmark_refresh
-from schedules.sensors import roster_evaluation_sensor
+from eval_platform.schedules import nightly_benchmark_refresh
+from eval_platform.schedules.sensors import roster_evaluation_sensor
 
 
 def run_request(defs: Definitions, instance, job: str, partition_key: str, limit: int | None = None):
@@ -74,8 +74,8 @@ def totals(counts: dict[str, dict]) -> dict[str, int]:
 def main() -> None:
     from dagster import DagsterInstance
 
-    from definitions import defs
-    from resources import LanguageModelResource, ModelGatewayResource, RosterResource, WarehouseResource
+    from eval_platform.definitions import defs
+    from eval_platform.resources import LanguageModelResource, ModelGatewayResource, RosterResource, WarehouseResource
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--limit", type=int, help="Each benchmark's first N rows.")

@@ -117,10 +117,10 @@ def child(benchmark: str) -> None:
     from dagster import DagsterEventType, DagsterInstance, materialize
     from dagster._serdes import serialize_value
 
-    from definitions import defs
     from eval_platform.common.models import BACKENDS
-    from evaluation_assets.benchmarks.assets import benchmark_evaluation
-    from evaluation_assets.partitions import benchmark_partitions, evaluation_key, roster_partitions
+    from eval_platform.definitions import defs
+    from eval_platform.evaluation_assets.benchmarks.assets import benchmark_evaluation
+    from eval_platform.evaluation_assets.partitions import benchmark_partitions, evaluation_key, roster_partitions
 
     BACKENDS.register("instant/", "speed.scale:open_instant_model")
     instance = DagsterInstance.get()

@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eval_platform.benchmarks.roster import RosterEntry, write_entry  # noqa: E402
-from evaluation_assets.partitions import evaluation_key  # noqa: E402
+from eval_platform.evaluation_assets.partitions import evaluation_key  # noqa: E402
 from tests.processes import free_port, running  # noqa: E402
 from tests.team.team_deployment import team_deployment  # noqa: E402
 
@@ -38,7 +38,7 @@ def backfill_once(folder: Path, roster: Path, workers: int, rows: int) -> float:
                 "asset",
                 "materialize",
                 "-m",
-                "definitions",
+                "eval_platform.definitions",
                 "--select",
                 "group:benchmark_inputs",
                 "--partition",

@@ -126,7 +126,7 @@ def main() -> None:
         port = free_port()
         viewer = f"http://127.0.0.1:{port}"
         environment = {**os.environ, "EVAL_WAREHOUSE": str(warehouse)}
-        command = [sys.executable, "-m", "cli", "viewer", "--port", str(port)]
+        command = [sys.executable, "-m", "eval_platform.cli", "viewer", "--port", str(port)]
         with running(command, viewer + "/", timeout_s=180, cwd=ROOT, env=environment,
                      stdout=open(os.devnull, "w")):  # fmt: skip
             times = measure(viewer, items, args.requests)

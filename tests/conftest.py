@@ -81,7 +81,7 @@ def exports_folder(tmp_path, monkeypatch) -> Path:
 
 @pytest.fixture
 def warehouse(tmp_path):
-    from resources import WarehouseResource
+    from eval_platform.resources import WarehouseResource
 
     return WarehouseResource(database=str(tmp_path / "warehouse.duckdb"))
 

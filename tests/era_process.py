@@ -14,9 +14,9 @@ import sys
 
 from dagster import DagsterInstance, materialize
 
+from eval_platform.evaluation_assets.evolution.assets import evolution_era, gene_pools, source_paragraphs
 from eval_platform.evolution import genetic
-from evaluation_assets.evolution.assets import evolution_era, gene_pools, source_paragraphs
-from resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
+from eval_platform.resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
 from tests.openai_stub_server import CLIENT_TIMEOUT_S
 
 DIE_AFTER_EVALUATIONS = "EVAL_TEST_DIE_AFTER_EVALUATIONS"

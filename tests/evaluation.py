@@ -6,21 +6,21 @@ from pathlib import Path
 
 from dagster import ConfigurableResource, DagsterInstance, materialize
 
-from definitions import defs
 from eval_platform.benchmarks.declarations import declared_benchmarks
 from eval_platform.benchmarks.roster import RosterEntry, write_entry
 from eval_platform.benchmarks.solvers.harness import rows_requests
 from eval_platform.common.ingestion import load_rows
 from eval_platform.common.models import LoglikelihoodRequest
+from eval_platform.definitions import defs
 from eval_platform.environment import environment
-from evaluation_assets.benchmarks.assets import (
+from eval_platform.evaluation_assets.benchmarks.assets import (
     benchmark_documents,
     benchmark_evaluation,
     benchmark_fewshot_rows,
     benchmark_raw_rows,
 )
-from evaluation_assets.partitions import benchmark_partitions, evaluation_key, roster_partitions
-from resources import RosterResource
+from eval_platform.evaluation_assets.partitions import benchmark_partitions, evaluation_key, roster_partitions
+from eval_platform.resources import RosterResource
 
 INPUTS = [benchmark_raw_rows, benchmark_fewshot_rows, benchmark_documents]
 EVALUATION = [benchmark_evaluation]

@@ -4,7 +4,7 @@ from dagster import AssetSelection, Definitions, define_asset_job
 
 
 def _definitions(job):
-    from definitions import defs
+    from eval_platform.definitions import defs
 
     return Definitions(
         assets=list(defs.assets), asset_checks=list(defs.asset_checks), jobs=[job], resources=defs.resources
@@ -21,7 +21,7 @@ def unpartitioned_graph():
 
 
 def era_graph():
-    from evaluation_assets.partitions import era_partitions
+    from eval_platform.evaluation_assets.partitions import era_partitions
 
     job = define_asset_job(
         "era_graph", selection=AssetSelection.groups("prompt_evolution"), partitions_def=era_partitions

@@ -1,7 +1,7 @@
 """A pytest plugin (`-p tests.seen_checks`, with EVAL_SEEN_CHECKS=<file>) that records every asset
 check result that fails while a test runs: a JSON line each, the check's name (the code location's
 check whose function is on the stack when its result is made) and the test. Every check's result is
-made by `evaluation_assets.checks.check_result`, whether Dagster runs the check or a test calls it,
+made by `eval_platform.evaluation_assets.checks.check_result`, whether Dagster runs the check or a test calls it,
 so the plugin wraps the `AssetCheckResult` that function makes."""
 
 import inspect
@@ -14,8 +14,8 @@ import pytest
 
 @pytest.fixture(autouse=True)
 def record_failed_checks(monkeypatch):
-    import evaluation_assets.checks as made_by
-    from definitions import defs
+    import eval_platform.evaluation_assets.checks as made_by
+    from eval_platform.definitions import defs
 
     names = {key.name for key in defs.resolve_asset_graph().asset_check_keys}
     make = made_by.AssetCheckResult

@@ -37,7 +37,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-PACKAGES = ("eval_platform", "evaluation_assets", "resources", "jobs", "schedules", "definitions", "cli")
+PACKAGES = ("eval_platform",)
 
 
 # --- what the pages are made of -------------------------------------------------------------------
@@ -301,7 +301,7 @@ def _uses(definitions: Any) -> dict[type, list[str]]:
 
 
 def configuration_page(root: Path) -> str:
-    from definitions import defs
+    from eval_platform.definitions import defs
     from eval_platform.environment import Environment
 
     models = settings_models(_modules())
@@ -370,13 +370,13 @@ def _partitions(partitions: Any) -> str:
 def code_location_page(root: Path) -> str:
     from dagster import ScheduleDefinition
 
-    from cli.main import parser
-    from definitions import defs
+    from eval_platform.cli.main import parser
+    from eval_platform.definitions import defs
 
     out = [
         "# Code location",
         "",
-        "Generated from the code location `defs` (`definitions.py`) at build time:",
+        "Generated from the code location `defs` (`eval_platform/definitions.py`) at build time:",
         "its assets by group, asset checks, jobs, schedules and sensors, and the console script.",
         "",
         "## Assets",
@@ -415,7 +415,13 @@ def code_location_page(root: Path) -> str:
         status = getattr(sensor.default_status, "value", sensor.default_status)
         out.append(f"| `{sensor.name}` | {str(status).lower()} | {_cell(_relative(sensor.description or '', root))} |")
     main = parser()
-    out += ["", "## The console script", "", "`eval-platform` (`cli/main.py`), installed by `pip install -e .`:", ""]
+    out += [
+        "",
+        "## The console script",
+        "",
+        "`eval-platform` (`eval_platform/cli/main.py`), installed by `pip install -e .`:",
+        "",
+    ]
     out += ["```text", _relative(_help(main), root).rstrip(), "```", ""]
     for action in main._actions:
         for name, command in action.choices.items() if isinstance(action, argparse._SubParsersAction) else []:

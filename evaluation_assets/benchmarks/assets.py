@@ -47,11 +47,10 @@ from eval_platform.common.ingestion import load_rows
 from eval_platform.common.models.sampling import DEFAULT_SEED
 from eval_platform.common.reproducibility import describe_environment
 from eval_platform.environment import environment
-from eval_platform.viewer.links import comparison_link, evaluation_link
-from evaluation_assets.configs import optional_config, set_fields
-from evaluation_assets.metadata import MAX_TABLE_ROWS, markdown_table
-from evaluation_assets.partitions import benchmark_partitions, evaluation_partitions, partition_names
-from resources import (
+from eval_platform.evaluation_assets.configs import optional_config, set_fields
+from eval_platform.evaluation_assets.metadata import MAX_TABLE_ROWS, markdown_table
+from eval_platform.evaluation_assets.partitions import benchmark_partitions, evaluation_partitions, partition_names
+from eval_platform.resources import (
     WAREHOUSE_POOL,
     LanguageModelResource,
     ModelGatewayResource,
@@ -59,6 +58,7 @@ from resources import (
     WarehouseResource,
     entry_gateway,
 )
+from eval_platform.viewer.links import comparison_link, evaluation_link
 
 
 class SourceConfig(

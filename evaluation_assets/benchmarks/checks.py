@@ -13,9 +13,13 @@ from eval_platform.benchmarks.comparison import compare, flipped_to_wrong
 from eval_platform.benchmarks.store import ComparisonStore, EvaluationStore, InputStore
 from eval_platform.common.reproducibility import ENVIRONMENT_FIELDS, environment_differences
 from eval_platform.environment import environment
-from evaluation_assets.benchmarks.assets import benchmark_documents, benchmark_evaluation, model_comparison
-from evaluation_assets.checks import check_result, listed_rows
-from resources import WarehouseResource
+from eval_platform.evaluation_assets.benchmarks.assets import (
+    benchmark_documents,
+    benchmark_evaluation,
+    model_comparison,
+)
+from eval_platform.evaluation_assets.checks import check_result, listed_rows
+from eval_platform.resources import WarehouseResource
 
 
 @asset_check(asset=benchmark_evaluation, description="Every accuracy, and its interval, lies in [0, 1].")

@@ -13,9 +13,9 @@ from eval_platform.blind.store import BlindStore
 from eval_platform.common.models import Chat, LanguageModel
 from eval_platform.common.warehouse import utc_now
 from eval_platform.environment import environment
+from eval_platform.evaluation_assets.metadata import markdown_table
+from eval_platform.resources import WAREHOUSE_POOL, LanguageModelResource, ModelGatewayResource, WarehouseResource
 from eval_platform.viewer.links import sheet_link
-from evaluation_assets.metadata import markdown_table
-from resources import WAREHOUSE_POOL, LanguageModelResource, ModelGatewayResource, WarehouseResource
 
 
 class BlindFilesConfig(Config):

@@ -12,17 +12,17 @@ from eval_platform.common.ingestion import DataFileError, load_rows
 from eval_platform.common.plots import new_axes, png_markdown
 from eval_platform.common.warehouse import utc_now
 from eval_platform.environment import DATA_DIR, environment
+from eval_platform.evaluation_assets.configs import config_class
+from eval_platform.evaluation_assets.judging.assets import judge_agreement
+from eval_platform.evaluation_assets.metadata import markdown_table
+from eval_platform.evaluation_assets.partitions import era_partitions
 from eval_platform.evolution import eras as era_logic
 from eval_platform.evolution.eras import era_start, paragraph_records
 from eval_platform.evolution.genetic import TAGS, EraSettings, era_models
 from eval_platform.evolution.runs import EraProgress, EraRun, SaveGeneration, era_row, panel_weights
 from eval_platform.evolution.store import EraAnalysisStore, EraStore, EvolutionInputStore
+from eval_platform.resources import WAREHOUSE_POOL, LanguageModelResource, ModelGatewayResource, WarehouseResource
 from eval_platform.viewer.links import era_link
-from evaluation_assets.configs import config_class
-from evaluation_assets.judging.assets import judge_agreement
-from evaluation_assets.metadata import markdown_table
-from evaluation_assets.partitions import era_partitions
-from resources import WAREHOUSE_POOL, LanguageModelResource, ModelGatewayResource, WarehouseResource
 
 EVOLUTION_DIR = DATA_DIR / "evolution"
 

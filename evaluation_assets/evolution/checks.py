@@ -4,11 +4,11 @@ import pandas as pd
 from dagster import AssetCheckResult, AssetCheckSeverity, asset_check
 
 from eval_platform.environment import environment
+from eval_platform.evaluation_assets.checks import check_result
+from eval_platform.evaluation_assets.evolution.assets import evolution_era
 from eval_platform.evolution.genetic import statistics_rows
 from eval_platform.evolution.store import EraAnalysisStore, EraStore
-from evaluation_assets.checks import check_result
-from evaluation_assets.evolution.assets import evolution_era
-from resources import WarehouseResource
+from eval_platform.resources import WarehouseResource
 
 
 @asset_check(

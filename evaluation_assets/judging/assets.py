@@ -14,6 +14,10 @@ from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, ass
 from eval_platform.common.keeping import Keeping, KeptProgress
 from eval_platform.common.warehouse import utc_now
 from eval_platform.environment import environment
+from eval_platform.evaluation_assets.benchmarks.assets import benchmark_evaluation
+from eval_platform.evaluation_assets.blind.assets import blind_eval_answers, blind_eval_questions, blind_eval_scores
+from eval_platform.evaluation_assets.configs import config_class
+from eval_platform.evaluation_assets.metadata import markdown_table
 from eval_platform.judging.agreement import agreement_table, metric_rows
 from eval_platform.judging.datasets import (
     HUMAN_EXPERTS_JUDGE,
@@ -54,12 +58,8 @@ from eval_platform.judging.settings import (
     ShippedData,
 )
 from eval_platform.judging.store import JudgingStore
+from eval_platform.resources import WAREHOUSE_POOL, LanguageModelResource, ModelGatewayResource, WarehouseResource
 from eval_platform.viewer.links import judging_link
-from evaluation_assets.benchmarks.assets import benchmark_evaluation
-from evaluation_assets.blind.assets import blind_eval_answers, blind_eval_questions, blind_eval_scores
-from evaluation_assets.configs import config_class
-from evaluation_assets.metadata import markdown_table
-from resources import WAREHOUSE_POOL, LanguageModelResource, ModelGatewayResource, WarehouseResource
 
 HUMAN_BOARD_MIN_BATTLES = 5  # the experts judged one vicuna-13b answer that is the shipped v1.3's: no rating
 

@@ -7,13 +7,13 @@ from dagster import AssetCheckResult, AssetCheckSeverity, MetadataValue, asset_c
 
 from eval_platform.common.panels import declared_panels, flag_judges
 from eval_platform.environment import environment
+from eval_platform.evaluation_assets.checks import check_result
+from eval_platform.evaluation_assets.judging.assets import judge_agreement, mt_bench_verdicts, pairwise_verdicts
+from eval_platform.evaluation_assets.metadata import markdown_table
 from eval_platform.judging.datasets import GPT4_LLMBAR_JUDGE, LLMBAR_SETS
 from eval_platform.judging.report import LLMBAR_PUBLISHED
 from eval_platform.judging.store import JudgingStore
-from evaluation_assets.checks import check_result
-from evaluation_assets.judging.assets import judge_agreement, mt_bench_verdicts, pairwise_verdicts
-from evaluation_assets.metadata import markdown_table
-from resources import WarehouseResource
+from eval_platform.resources import WarehouseResource
 
 PUBLISHED_TOLERANCE = 0.005  # percentage points: the published figures' last digit
 

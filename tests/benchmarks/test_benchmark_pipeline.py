@@ -12,8 +12,12 @@ from eval_platform.common.ingestion import DataFileError
 from eval_platform.common.models import Chat
 from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
 from eval_platform.environment import environment
-from evaluation_assets.benchmarks.assets import benchmark_documents, benchmark_evaluation, benchmark_raw_rows
-from resources import LanguageModelResource
+from eval_platform.evaluation_assets.benchmarks.assets import (
+    benchmark_documents,
+    benchmark_evaluation,
+    benchmark_raw_rows,
+)
+from eval_platform.resources import LanguageModelResource
 from tests.evaluation import (
     dataset_requests,
     materialize_benchmark,
@@ -65,7 +69,7 @@ def materialization(result, asset):
 
 @pytest.fixture(scope="module")
 def all_benchmarks(tmp_path_factory):
-    from resources import WarehouseResource
+    from eval_platform.resources import WarehouseResource
 
     folder = tmp_path_factory.mktemp("wh")
     warehouse = WarehouseResource(database=str(folder / "warehouse.duckdb"))

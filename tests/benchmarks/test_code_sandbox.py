@@ -18,8 +18,8 @@ from eval_platform.benchmarks.code_sandbox import PASSED, TIMED_OUT, Limits, net
 from eval_platform.benchmarks.declarations import EvaluationSettings
 from eval_platform.benchmarks.harness import HarnessRun, HarnessTaskError, build_tasks, each_answer_scored
 from eval_platform.benchmarks.roster import RosterEntry, write_entry
-from evaluation_assets.partitions import benchmark_partitions, evaluation_key, roster_partitions
-from resources import WarehouseResource
+from eval_platform.evaluation_assets.partitions import benchmark_partitions, evaluation_key, roster_partitions
+from eval_platform.resources import WarehouseResource
 from tests.benchmarks.test_harness_tasks import launchpad
 from tests.conftest import DATA_BENCHMARKS
 
@@ -165,7 +165,7 @@ def project(tmp_path, monkeypatch):
 def test_humaneval_64_runs_from_the_launchpad_only_opted_in_its_samples_scored_as_a_plain_run_says(
     project, monkeypatch
 ):
-    from definitions import defs
+    from eval_platform.definitions import defs
 
     root, instance = project
     settings = {"limit": 2, "repeats": 2, "max_gen_toks": 48}

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, materialize_weights
-from evaluation_assets.benchmarks.assets import benchmark_evaluation, inspect_log, model_comparison
+from eval_platform.evaluation_assets.benchmarks.assets import benchmark_evaluation, inspect_log, model_comparison
 from tests.browser import chromium, page_text
 from tests.evaluation import failure_message, materialize_evaluation, materialize_inputs, roster_with
 from tests.peers import EEE_PYTHON, INSPECT_LOG_READER, PEER_BIN, peer_json, require_peers
@@ -46,7 +46,7 @@ def export(warehouse, benchmark: str, roster, folder: Path):
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     """The local model's evaluations of EVALUATED, each exported to its benchmark's folder."""
-    from resources import WarehouseResource
+    from eval_platform.resources import WarehouseResource
 
     root = tmp_path_factory.mktemp("exports")
     warehouse = WarehouseResource(database=str(root / "warehouse.duckdb"))
@@ -172,7 +172,7 @@ IMPORTED = "inspect-smollm2"
 def import_log(warehouse, roster, benchmark: str, log: Path, folder: Path, name: str = IMPORTED, **run):
     """The log declared in the imports folder `folder` (the launchpad's `imports_dir`) with the
     exported model as its baseline, and imported: the run's result."""
-    from resources import RosterResource
+    from eval_platform.resources import RosterResource
 
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{name}.yaml").write_text(yaml.safe_dump({"source": str(log), "baseline": MODEL}))

@@ -23,8 +23,8 @@ from eval_platform.benchmarks.protocols import declared_protocols, normalize, pr
 from eval_platform.benchmarks.roster import RosterEntry, write_entry
 from eval_platform.benchmarks.store import EvaluationStore
 from eval_platform.environment import environment
-from evaluation_assets.partitions import benchmark_partitions, evaluation_key, roster_partitions
-from resources import WarehouseResource
+from eval_platform.evaluation_assets.partitions import benchmark_partitions, evaluation_key, roster_partitions
+from eval_platform.resources import WarehouseResource
 from tests.conftest import DATA_BENCHMARKS, PROJECT_ROOT
 
 V2 = declared_protocols(environment().protocols_dir)["open_llm_leaderboard_v2"]
@@ -90,7 +90,7 @@ def project(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
-    from definitions import defs
+    from eval_platform.definitions import defs
 
     root, instance = project
     instance.add_dynamic_partitions(benchmark_partitions.name, ["capitals"])
@@ -229,7 +229,7 @@ def test_the_regression_watch_names_the_documents_that_flipped_on_a_harness_benc
     """Each run of a harness benchmark keeps its documents' values and settings (history); the check
     accuracy_regression on benchmark_evaluation, run by the job as by the UI, compares the latest run
     with the previous one (of the same settings key and solver) on the documents both scored."""
-    from definitions import defs
+    from eval_platform.definitions import defs
 
     root, instance = project
     (root / "more.jsonl").write_text("".join(json.dumps(r) + "\n" for r in MORE_ROWS))
@@ -292,7 +292,7 @@ def test_the_regression_watch_names_the_documents_that_flipped_on_a_harness_benc
 def test_any_harness_task_runs_by_name_from_the_launchpad_on_local_files(project):
     """A harness task no declaration names (OpenBookQA, on ARC-Easy's rows in its layout), added by
     name to the benchmark dimension and launched in the one job with its data in the launchpad."""
-    from definitions import defs
+    from eval_platform.definitions import defs
 
     root, instance = project
     rows = [json.loads(line) for line in (DATA_BENCHMARKS / "arc_easy.jsonl").read_text().split("\n")[:3]]
@@ -499,7 +499,7 @@ def test_a_v2_task_evaluated_with_other_shots_from_the_launchpad_is_kept_beside_
     replaces its rows and leaves the 0-shot run's."""
     import duckdb
 
-    from definitions import defs
+    from eval_platform.definitions import defs
 
     root, instance = project
     instance.add_dynamic_partitions(benchmark_partitions.name, ["leaderboard_mmlu_pro"])
@@ -628,10 +628,10 @@ def test_the_nightly_refresh_evaluates_every_roster_model_on_every_declared_benc
 
     from dagster import build_run_status_sensor_context, build_schedule_context, instance_for_test
 
-    from definitions import defs
-    from resources import RosterResource
-    from schedules import nightly_benchmark_refresh
-    from schedules.sensors import roster_evaluation_sensor
+    from eval_platform.definitions import defs
+    from eval_platform.resources import RosterResource
+    from eval_platform.schedules import nightly_benchmark_refresh
+    from eval_platform.schedules.sensors import roster_evaluation_sensor
 
     root, _ = project
     (root / "harness" / "capitals_copy.yaml").write_text((root / "harness" / "capitals.yaml").read_text())
@@ -682,7 +682,7 @@ def test_a_chat_api_answers_a_generation_task_over_http_and_a_reasoning_block_is
     turn) answers a harness generation task run with the chat template: the harness's chat is sent
     as a chat, the roster entry's reasoning block is stripped before the harness filters and scores
     the reply, and the unstripped reply stays stored."""
-    from definitions import defs
+    from eval_platform.definitions import defs
     from tests.openai_stub_server import StubServer
 
     root, instance = project

@@ -16,9 +16,9 @@ import yaml
 
 from eval_platform.benchmarks.roster import RosterError, load_roster
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL
+from eval_platform.evaluation_assets.benchmarks.assets import benchmark_evaluation, leaderboard, model_comparison
+from eval_platform.resources import RosterResource
 from eval_platform.viewer.links import comparison_link
-from evaluation_assets.benchmarks.assets import benchmark_evaluation, leaderboard, model_comparison
-from resources import RosterResource
 from speed.harness_cli import run_cli
 from speed.lm_eval_parity import harness_model_spec
 from tests.conftest import DATA_BENCHMARKS
@@ -206,7 +206,7 @@ def test_a_file_rewritten_while_it_is_stored_is_refused_and_nothing_lands(
 ):
     """The file is read whole before anything is kept, and read again as it is stored: a line
     rewritten in between fails the store's one transaction, and the tables stay as they were."""
-    import evaluation_assets.benchmarks.assets as assets
+    import eval_platform.evaluation_assets.benchmarks.assets as assets
 
     roster = imported_roster(tmp_path, shipped_copy)
     assert materialize_inputs(warehouse, "arc_easy", DOCUMENTS).success
@@ -293,7 +293,7 @@ def test_an_import_declaration_names_its_file_and_is_checked(tmp_path):
 
 def test_benchmark_evaluation_opens_no_model_for_an_import(tmp_path, warehouse, monkeypatch):
     """The import reads its file: the model resource is never asked to load a model."""
-    from resources import LanguageModelResource
+    from eval_platform.resources import LanguageModelResource
 
     def refuse(*_args, **_kwargs):
         raise AssertionError("an import opened a model")
@@ -307,8 +307,8 @@ def test_benchmark_evaluation_opens_no_model_for_an_import(tmp_path, warehouse, 
 def test_the_roster_sensor_evaluates_an_import_declared_and_again_when_its_files_are_rewritten(tmp_path, shipped_copy):
     from dagster import DagsterInstance, build_sensor_context
 
-    from evaluation_assets.partitions import evaluation_key
-    from schedules.sensors import roster_sensor
+    from eval_platform.evaluation_assets.partitions import evaluation_key
+    from eval_platform.schedules.sensors import roster_sensor
 
     instance = DagsterInstance.ephemeral()
     roster = imported_roster(tmp_path, shipped_copy)
@@ -334,7 +334,7 @@ def test_an_import_is_stored_under_the_warehouses_import_memory_limit(tmp_path, 
     from pydantic import ValidationError
 
     from eval_platform.benchmarks.store import EvaluationStore
-    from resources import WarehouseResource
+    from eval_platform.resources import WarehouseResource
 
     seen = []
     save = EvaluationStore.save_import

@@ -180,10 +180,10 @@ def test_progress_reports_answers_stored_rate_and_time_left():
 
 @pytest.mark.slow
 def test_open_llm_leaderboard_v1_materialises_with_its_shots(warehouse, tmp_path):
-    from definitions import defs
     from eval_platform.benchmarks.store import EvaluationStore, LeaderboardStore
-    from evaluation_assets.partitions import benchmark_partitions, evaluation_key, roster_partitions
-    from resources import LanguageModelResource, ModelGatewayResource
+    from eval_platform.definitions import defs
+    from eval_platform.evaluation_assets.partitions import benchmark_partitions, evaluation_key, roster_partitions
+    from eval_platform.resources import LanguageModelResource, ModelGatewayResource
     from tests.evaluation import roster_with
 
     protocol = declared_protocols(environment().protocols_dir)["open_llm_leaderboard_v1"]

@@ -13,9 +13,9 @@ from eval_platform.benchmarks.comparison import (
 )
 from eval_platform.benchmarks.samples import side_by_side
 from eval_platform.common.reproducibility import cpu_name
-from evaluation_assets.benchmarks import checks
-from evaluation_assets.benchmarks.assets import model_comparison
-from resources import LanguageModelResource
+from eval_platform.evaluation_assets.benchmarks import checks
+from eval_platform.evaluation_assets.benchmarks.assets import model_comparison
+from eval_platform.resources import LanguageModelResource
 from tests.evaluation import materialize_evaluation, materialize_inputs, roster_with
 
 BFLOAT16 = LanguageModelResource(device="cpu", dtype="bfloat16")

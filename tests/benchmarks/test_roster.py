@@ -14,10 +14,10 @@ from eval_platform.benchmarks.leaderboard import headline_rows, leaderboard_plot
 from eval_platform.benchmarks.protocols import declared_protocols
 from eval_platform.benchmarks.roster import RosterError, evaluation_order, load_roster
 from eval_platform.environment import environment
-from evaluation_assets.benchmarks import checks
-from evaluation_assets.partitions import benchmark_partitions, evaluation_key, roster_partitions
-from resources import LanguageModelResource, ModelGatewayResource, RosterResource
-from schedules.sensors import checkpoint_sensor, roster_sensor
+from eval_platform.evaluation_assets.benchmarks import checks
+from eval_platform.evaluation_assets.partitions import benchmark_partitions, evaluation_key, roster_partitions
+from eval_platform.resources import LanguageModelResource, ModelGatewayResource, RosterResource
+from eval_platform.schedules.sensors import checkpoint_sensor, roster_sensor
 from speed.nightly_refresh import evaluation_counts, run_night, run_request
 from tests.conftest import PROJECT_ROOT
 
@@ -81,7 +81,7 @@ def test_a_bad_roster_file_is_refused_naming_the_file_and_field(tmp_path, conten
 def test_an_entrys_run_tags_are_on_every_run_requested_for_it(tmp_path):
     from dagster import DagsterInstance
 
-    from schedules.planner import evaluation_run_requests
+    from eval_platform.schedules.planner import evaluation_run_requests
 
     write(tmp_path, "gpu", model="local/x", run_tags={"eval/gpu": "a100"}, benchmarks=["arc_easy", "mmlu"])
     write(tmp_path, "cpu", model="local/y", benchmarks=["arc_easy"])
@@ -228,7 +228,7 @@ def test_a_harness_task_of_no_declaration_and_a_group_are_columns_too():
 def platform(tmp_path, warehouse):
     """The code location's jobs over a test warehouse and a roster of two models (the demo's two
     precisions of SmolLM2) on ARC-Easy and MMLU, each benchmark cut to its first ROWS rows."""
-    from definitions import defs
+    from eval_platform.definitions import defs
 
     roster = RosterResource(directory=str(tmp_path / "roster"))
     write(

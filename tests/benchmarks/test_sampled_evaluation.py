@@ -13,8 +13,8 @@ from eval_platform.benchmarks.declarations import DeclarationError, EvaluationSe
 from eval_platform.benchmarks.engine_lm import EngineLM
 from eval_platform.benchmarks.harness import HarnessRun, build_tasks, evaluate, outcome_results, outcome_samples
 from eval_platform.benchmarks.roster import RosterEntry, write_entry
-from evaluation_assets.partitions import benchmark_partitions, evaluation_key, roster_partitions
-from resources import WarehouseResource
+from eval_platform.evaluation_assets.partitions import benchmark_partitions, evaluation_key, roster_partitions
+from eval_platform.resources import WarehouseResource
 from speed.tiny_models import FAMILIES, smollm2_tokenizer, tiny_model
 from tests.benchmarks.test_harness_tasks import launchpad
 from tests.conftest import DATA_BENCHMARKS
@@ -57,8 +57,8 @@ SAMPLING = {"data_files": GSM8K, "limit": 2, "max_gen_toks": 24, "repeats": 8, "
 
 @pytest.mark.slow
 def test_sampling_from_the_launchpad_keeps_every_sample_and_reduces_them_per_item(project, capsys, exports_folder):
-    from cli.summary import print_sampled
-    from definitions import defs
+    from eval_platform.cli.summary import print_sampled
+    from eval_platform.definitions import defs
 
     root, instance = project
     config = launchpad(root / "warehouse.duckdb", root / "roster", {"benchmark_evaluation": {"config": SAMPLING}})

@@ -11,7 +11,7 @@ from sklearn.metrics import cohen_kappa_score
 
 from eval_platform.blind import sheets
 from eval_platform.blind.sheets import KEY_FILE
-from evaluation_assets.blind.assets import (
+from eval_platform.evaluation_assets.blind.assets import (
     SHEET_FILE,
     blind_eval_answers,
     blind_eval_questions,
@@ -19,8 +19,8 @@ from evaluation_assets.blind.assets import (
     blind_eval_sheet,
     blind_eval_tally,
 )
-from schedules import nightly_benchmark_refresh
-from schedules.sensors import filled_sheet_sensor
+from eval_platform.schedules import nightly_benchmark_refresh
+from eval_platform.schedules.sensors import filled_sheet_sensor
 from tests.conftest import PROJECT_ROOT
 from tests.evaluation import materialize_configured
 
@@ -219,7 +219,7 @@ def test_sensor_requests_a_tally_for_a_dropped_sheet(issued, warehouse):
 def test_nightly_schedule_requests_every_benchmark_partition(tmp_path):
     from dagster import DagsterInstance
 
-    from resources import RosterResource
+    from eval_platform.resources import RosterResource
 
     declared = sorted(path.stem for path in Path("data/benchmarks").glob("*.yaml"))
     instance = DagsterInstance.local_temp(str(tmp_path))
@@ -238,7 +238,7 @@ def test_nightly_schedule_requests_every_benchmark_partition(tmp_path):
 @pytest.mark.parametrize("prefix", ["openai/", "served/"])
 def test_two_systems_answer_through_the_gateway(tmp_path, warehouse, monkeypatch, prefix):
     """Answered by an API model, and by a served model (its server's chat endpoint)."""
-    from resources import ModelGatewayResource
+    from eval_platform.resources import ModelGatewayResource
     from tests.openai_stub_server import StubServer
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
@@ -279,8 +279,8 @@ def test_two_systems_answer_through_the_gateway(tmp_path, warehouse, monkeypatch
 @pytest.mark.slow
 @pytest.mark.parametrize("prefix", ["openai/", "served/"])
 def test_llm_rater_is_one_more_rater_with_agreement(issued, warehouse, monkeypatch, prefix):
-    from evaluation_assets.blind.assets import blind_eval_llm_rating
-    from resources import ModelGatewayResource
+    from eval_platform.evaluation_assets.blind.assets import blind_eval_llm_rating
+    from eval_platform.resources import ModelGatewayResource
     from tests.openai_stub_server import StubServer
 
     folder, key = issued

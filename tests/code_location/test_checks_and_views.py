@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from evaluation_assets.benchmarks.assets import benchmark_documents, benchmark_raw_rows
+from eval_platform.evaluation_assets.benchmarks.assets import benchmark_documents, benchmark_raw_rows
 from tests.evaluation import materialize_inputs
 from tests.processes import in_processes
 
@@ -35,7 +35,7 @@ def test_prompt_ancestry_view_walks_parents(warehouse):
 
 def _ingest(database: str, partition: str) -> None:
     """One process's run: a benchmark's rows and documents into the shared warehouse (exit 0 on success)."""
-    from resources import WarehouseResource
+    from eval_platform.resources import WarehouseResource
 
     result = materialize_inputs(
         WarehouseResource(database=database),
@@ -52,7 +52,7 @@ def test_parallel_processes_share_the_warehouse(tmp_path):
     database = str(tmp_path / "shared.duckdb")
     partitions = ["arc_easy", "arc_challenge", "mmlu", "hellaswag", "winogrande", "truthfulqa"]
     assert in_processes(_ingest, [(database, p) for p in partitions], timeout_s=900) == [0] * len(partitions)
-    from resources import WarehouseResource
+    from eval_platform.resources import WarehouseResource
 
     with WarehouseResource(database=database).get_connection() as conn:
         assert conn.execute("SELECT count(DISTINCT benchmark), count(*) FROM documents").fetchone() == (6, 120)
@@ -65,10 +65,12 @@ def test_every_check_defined_is_in_the_code_location_beside_an_asset_of_it():
 
     from dagster import AssetChecksDefinition
 
-    import evaluation_assets
-    from definitions import defs
+    from eval_platform import evaluation_assets
+    from eval_platform.definitions import defs
 
-    domains = [f"evaluation_assets.{m.name}" for m in pkgutil.iter_modules(evaluation_assets.__path__) if m.ispkg]
+    domains = [
+        f"{evaluation_assets.__name__}.{m.name}" for m in pkgutil.iter_modules(evaluation_assets.__path__) if m.ispkg
+    ]
     modules = [importlib.import_module(f"{d}.checks") for d in domains if importlib.util.find_spec(f"{d}.checks")]
     defined = {
         value for module in modules for value in vars(module).values() if isinstance(value, AssetChecksDefinition)

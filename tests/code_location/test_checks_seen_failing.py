@@ -14,17 +14,14 @@ import sys
 import pytest
 from dagster import AssetCheckResult, AssetChecksDefinition, AssetCheckSeverity
 
-from definitions import defs
 from eval_platform.benchmarks.comparison import comparison_rows
 from eval_platform.benchmarks.store import ComparisonStore
-from eval_platform.evolution.genetic import statistics_rows
-from eval_platform.evolution.store import EraAnalysisStore
-from eval_platform.judging.datasets import GPT4_LLMBAR_JUDGE
-from evaluation_assets.benchmarks import checks as benchmark_checks
-from evaluation_assets.benchmarks.assets import benchmark_documents, benchmark_raw_rows
-from evaluation_assets.evolution import checks as evolution_checks
-from evaluation_assets.judging import checks as judging_checks
-from evaluation_assets.judging.assets import (
+from eval_platform.definitions import defs
+from eval_platform.evaluation_assets.benchmarks import checks as benchmark_checks
+from eval_platform.evaluation_assets.benchmarks.assets import benchmark_documents, benchmark_raw_rows
+from eval_platform.evaluation_assets.evolution import checks as evolution_checks
+from eval_platform.evaluation_assets.judging import checks as judging_checks
+from eval_platform.evaluation_assets.judging.assets import (
     judge_agreement,
     judging_sets,
     mt_bench_inputs,
@@ -32,6 +29,9 @@ from evaluation_assets.judging.assets import (
     pairwise_verdicts,
     recorded_verdicts,
 )
+from eval_platform.evolution.genetic import statistics_rows
+from eval_platform.evolution.store import EraAnalysisStore
+from eval_platform.judging.datasets import GPT4_LLMBAR_JUDGE
 from tests.conftest import DATA_BENCHMARKS, PROJECT_ROOT
 from tests.evaluation import materialize_inputs
 from tests.judging.test_judging_assets import LLMBAR_GPT4, ROUNDS, STUB_JUDGE, judging, query, stored_sets

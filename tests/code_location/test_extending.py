@@ -9,8 +9,13 @@ import shutil
 
 import pytest
 
-from evaluation_assets.benchmarks.assets import benchmark_evaluation, leaderboard, model_comparison, protocol_scores
-from resources import LanguageModelResource
+from eval_platform.evaluation_assets.benchmarks.assets import (
+    benchmark_evaluation,
+    leaderboard,
+    model_comparison,
+    protocol_scores,
+)
+from eval_platform.resources import LanguageModelResource
 from tests.conftest import PROJECT_ROOT
 from tests.evaluation import materialize_configured, materialize_evaluation, materialize_inputs, roster_with
 

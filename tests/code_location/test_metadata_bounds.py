@@ -11,8 +11,8 @@ import pytest
 from dagster import DagsterEventType, DagsterInstance
 from dagster._serdes import serialize_value
 
-from evaluation_assets.benchmarks.assets import leaderboard, model_comparison, protocol_scores
-from resources import ModelGatewayResource
+from eval_platform.evaluation_assets.benchmarks.assets import leaderboard, model_comparison, protocol_scores
+from eval_platform.resources import ModelGatewayResource
 from tests.conftest import DATA_BENCHMARKS, PROJECT_ROOT
 from tests.evaluation import materialize_configured, materialize_evaluation, materialize_inputs, roster_with
 from tests.processes import free_port, running

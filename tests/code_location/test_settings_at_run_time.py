@@ -10,10 +10,10 @@ from tests.conftest import PROJECT_ROOT
 
 IMPORTED_THEN_SET = """
 import json, os, sys
-import definitions  # the whole code location, imported with no EVAL_* variable set
-from resources import RESOURCES
+import eval_platform.definitions  # noqa: F401  (the whole code location, imported with no EVAL_* variable set)
+from eval_platform.resources import RESOURCES
 
-import resources
+from eval_platform import resources
 
 opened = []
 connect = resources.connect

@@ -5,7 +5,11 @@ versioned warehouse schemas, and one route to every model."""
 import ast
 import inspect
 import re
+import shutil
+import subprocess
+import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
 import duckdb
@@ -16,20 +20,30 @@ from tests.conftest import PROJECT_ROOT
 PACKAGE = PROJECT_ROOT / "eval_platform"
 DOMAINS = ("benchmarks", "evolution", "blind", "judging")
 SHARED = "common"
-# The Dagster definitions' folders (the code location): the library imports none of them.
-DAGSTER_FOLDERS = ("evaluation_assets", "resources", "jobs", "schedules", "definitions", "cli")
+# The code location's folders kept at the top of the tree, linked into the one namespace.
+LINKED_FOLDERS = ("evaluation_assets", "resources", "jobs", "schedules")
+# The code location (the Dagster definitions and the command line above them): the library imports none of it.
+CODE_LOCATION = tuple(f"eval_platform.{name}" for name in (*LINKED_FOLDERS, "definitions", "cli"))
 # A library module's role: a store owns tables (a module of a `store` package, or the warehouse's
 # and connections' shared code), every other module is logic.
 STORE_MODULES = {"store", "warehouse", "connections"}
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(PROJECT_ROOT).with_suffix("").parts
+def module_name(path: Path, root: Path | None = None) -> str:
+    """The module a file is imported as: a linked folder's under `eval_platform`."""
+    parts = path.relative_to(root or PROJECT_ROOT).with_suffix("").parts
+    parts = ("eval_platform", *parts) if parts[0] in LINKED_FOLDERS else parts
     return ".".join(p for p in parts if p != "__init__")
 
 
+def within(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == package or module.startswith(package + ".") for package in packages)
+
+
 def package_modules() -> dict[str, Path]:
-    return {module_name(path): path for path in PACKAGE.rglob("*.py")}
+    """The library: every module of eval_platform/ but the code location's."""
+    modules = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+    return {module: path for module, path in modules.items() if not within(module, CODE_LOCATION)}
 
 
 def imports(path: Path) -> set[str]:
@@ -61,7 +75,7 @@ def layering_violations() -> list[str]:
     for module, path in sorted(modules.items()):
         for target in sorted(imports(path)):
             top = target.split(".")[0]
-            if top in DAGSTER_FOLDERS or top == "tests":
+            if within(target, CODE_LOCATION) or top in (*LINKED_FOLDERS, "definitions", "cli", "tests"):
                 found.append(f"{module} imports the code location's {target}")
             if top in ("dagster", "dagster_duckdb"):
                 found.append(f"{module} is library and imports {target}")
@@ -114,7 +128,7 @@ def test_the_layering_test_catches_what_it_forbids(tmp_path, monkeypatch):
         "benchmarks/scoring_extra.py": "import duckdb\n",
         "benchmarks/store/extra.py": "from eval_platform.evolution.genetic import TAGS\n",
         "common/helper.py": "from eval_platform.benchmarks.declarations import Benchmark\n",
-        "blind/store.py": "from evaluation_assets.blind.assets import SHEET_FILE\n",
+        "blind/store.py": "from eval_platform.evaluation_assets.blind.assets import SHEET_FILE\n",
         "evolution/eras.py": "from dagster import asset\n",
     }
     package = tmp_path / "eval_platform"
@@ -130,7 +144,9 @@ def test_the_layering_test_catches_what_it_forbids(tmp_path, monkeypatch):
     assert any("scoring_extra is logic and imports duckdb" in f for f in found)
     assert any("store.extra (benchmarks) imports another domain's eval_platform.evolution.genetic" in f for f in found)
     assert any("helper is shared and imports eval_platform.benchmarks.declarations" in f for f in found)
-    assert any("blind.store imports the code location's evaluation_assets.blind.assets" in f for f in found)
+    assert any(
+        "blind.store imports the code location's eval_platform.evaluation_assets.blind.assets" in f for f in found
+    )
     assert any("evolution.eras is library and imports dagster" in f for f in found)
     assert not any("blind.store is logic" in f for f in found)  # a store may import DuckDB
 
@@ -213,14 +229,72 @@ def long_functions(paths: list[Path]) -> dict[str, int]:
     return found
 
 
-def product_files() -> list[Path]:
-    """Every module of the product: the library and the code location's folders."""
-    tops = [PROJECT_ROOT / f"{f}.py" if (PROJECT_ROOT / f"{f}.py").is_file() else PROJECT_ROOT / f for f in LAYERS]
-    return [path for top in tops for path in ([top] if top.is_file() else sorted(top.rglob("*.py")))]
+def product_files(root: Path | None = None) -> list[Path]:
+    """Every module of the product: the package and the code location's folders linked into it."""
+    root = root or PROJECT_ROOT
+    return [path for top in ("eval_platform", *LINKED_FOLDERS) for path in sorted((root / top).rglob("*.py"))]
 
 
 def test_no_product_function_is_longer_than_sixty_lines():
     assert long_functions(product_files()) == {}
+
+
+GENERIC_NAMES = (*LINKED_FOLDERS, "definitions", "cli")
+
+
+def generic_imports(paths: list[Path]) -> list[str]:
+    """Every import of a generic top-level name (`resources`, `jobs`, ...) the package once installed."""
+    return [
+        f"{path.name}: {target}"
+        for path in paths
+        for target in sorted(imports(path))
+        if target.split(".")[0] in GENERIC_NAMES
+    ]
+
+
+def test_nothing_imports_the_code_location_by_a_generic_top_level_name():
+    """One namespace: the product, the tests, the scripts and the docs' hooks import the code
+    location as `eval_platform.resources`, `eval_platform.definitions`, ..., never as `resources`."""
+    folders = ("tests", "speed", "scripts", "docs")
+    paths = [*product_files(), *(path for folder in folders for path in sorted((PROJECT_ROOT / folder).rglob("*.py")))]
+    assert generic_imports(paths) == []
+
+
+def test_the_namespace_test_finds_each_generic_name(tmp_path):
+    module = tmp_path / "module.py"
+    module.write_text("import resources\nfrom jobs import JOBS\nfrom eval_platform.jobs import JOBS\n"
+                      "def f():\n    from definitions import defs\n    import cli.main\n")  # fmt: skip
+    assert generic_imports([module]) == ["module.py: cli.main", "module.py: definitions", "module.py: definitions.defs",
+                                         "module.py: jobs", "module.py: jobs.JOBS", "module.py: resources"]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_the_distribution_installs_one_namespace_holding_the_code_locations_folders(tmp_path):
+    """The wheel built from the tree holds `eval_platform` only, with every module of the folders
+    the layout keeps at the top of the tree inside it, and the command and code location under it."""
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(PROJECT_ROOT / name, source / name)
+    for name in ("eval_platform", *LINKED_FOLDERS):
+        shutil.copytree(PROJECT_ROOT / name, source / name, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+    command = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", str(source)]
+    subprocess.run([*command, "-w", str(tmp_path / "wheel")], check=True, cwd=tmp_path, timeout=300)
+    (wheel,) = (tmp_path / "wheel").glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {name.split("/")[0] for name in names if ".dist-info/" not in name} == {"eval_platform"}
+    info = {
+        name.rsplit("/", 1)[1]: zipfile.ZipFile(wheel).read(name).decode() for name in names if ".dist-info/" in name
+    }
+    assert info["top_level.txt"].split() == ["eval_platform"]
+    assert "eval-platform = eval_platform.cli.main:main" in info["entry_points.txt"]
+    linked = {
+        f"eval_platform/{path.relative_to(PROJECT_ROOT).as_posix()}"
+        for folder in LINKED_FOLDERS
+        for path in (PROJECT_ROOT / folder).rglob("*.py")
+    }
+    assert linked and linked <= set(names)
+    assert {"eval_platform/definitions.py", "eval_platform/cli/main.py"} <= set(names)
 
 
 def test_the_length_test_finds_a_long_function_and_a_long_method(tmp_path):
@@ -235,18 +309,22 @@ def test_the_length_test_finds_a_long_function_and_a_long_method(tmp_path):
 # The tree's layers, lowest first: the library, the resources, the assets, the jobs, the schedules
 # and sensors (with the planner), the code location, the command line. A module imports its own
 # layer and those below, never one above, so no two folders import each other.
-LAYERS = ("eval_platform", "resources", "evaluation_assets", "jobs", "schedules", "definitions", "cli")
+LAYERS = ("eval_platform", *(f"eval_platform.{name}" for name in ("resources", "evaluation_assets", "jobs")),
+          "eval_platform.schedules", "eval_platform.definitions", "eval_platform.cli")  # fmt: skip
+
+
+def layer(module: str) -> int:
+    """The highest layer a module is within (-1 outside the package)."""
+    return max((index for index, name in enumerate(LAYERS) if within(module, (name,))), default=-1)
 
 
 def upward_imports(root: Path) -> list[str]:
     found = []
-    for layer, name in enumerate(LAYERS):
-        files = [root / f"{name}.py"] if (root / f"{name}.py").is_file() else sorted((root / name).rglob("*.py"))
-        for path in files:
-            for target in sorted(imports(path)):
-                top = target.split(".")[0]
-                if top in LAYERS and LAYERS.index(top) > layer:
-                    found.append(f"{path.relative_to(root)} imports {target}, of a layer above")
+    for path in product_files(root):
+        own = layer(module_name(path, root))
+        for target in sorted(imports(path)):
+            if layer(target) > own:
+                found.append(f"{path.relative_to(root)} imports {target}, of a layer above")
     return found
 
 
@@ -257,38 +335,38 @@ def test_no_module_imports_a_layer_above_its_own():
 def test_the_layer_test_catches_an_upward_import(tmp_path):
     sources = {
         "eval_platform/environment.py": "",
-        "evaluation_assets/blind/assets.py": "from jobs import JOBS\n",
-        "jobs/__init__.py": "from evaluation_assets.partitions import era_partitions\n",
-        "schedules/sensors.py": "def sensor():\n    from definitions import defs\n",
-        "definitions.py": "from schedules import SCHEDULES\n",
-        "cli/main.py": "from definitions import defs\n",
+        "evaluation_assets/blind/assets.py": "from eval_platform.jobs import JOBS\n",
+        "jobs/__init__.py": "from eval_platform.evaluation_assets.partitions import era_partitions\n",
+        "schedules/sensors.py": "def sensor():\n    from eval_platform.definitions import defs\n",
+        "eval_platform/definitions.py": "from eval_platform.schedules import SCHEDULES\n",
+        "eval_platform/cli/main.py": "from eval_platform.definitions import defs\n",
     }
     for relative, source in sources.items():
         (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / relative).write_text(source)
     assert upward_imports(tmp_path) == [
-        "evaluation_assets/blind/assets.py imports jobs, of a layer above",
-        "evaluation_assets/blind/assets.py imports jobs.JOBS, of a layer above",
-        "schedules/sensors.py imports definitions, of a layer above",
-        "schedules/sensors.py imports definitions.defs, of a layer above",
+        "evaluation_assets/blind/assets.py imports eval_platform.jobs, of a layer above",
+        "evaluation_assets/blind/assets.py imports eval_platform.jobs.JOBS, of a layer above",
+        "schedules/sensors.py imports eval_platform.definitions, of a layer above",
+        "schedules/sensors.py imports eval_platform.definitions.defs, of a layer above",
     ]
 
 
 def test_assets_and_checks_are_grouped_by_domain():
     """Every asset is defined in `evaluation_assets/<domain>/assets.py` and every check beside its
     asset, in the same domain's `checks.py`; the domain's assets import no other domain's library."""
-    from definitions import defs
+    from eval_platform.definitions import defs
 
     domains = {}
     for assets_def in defs.assets:
         module = assets_def.op.compute_fn.decorated_fn.__module__
         (key,) = assets_def.keys
-        assert module.startswith("evaluation_assets.") and module.endswith(".assets"), (key, module)
-        domains[key] = module.split(".")[1]
+        assert module.startswith("eval_platform.evaluation_assets.") and module.endswith(".assets"), (key, module)
+        domains[key] = module.split(".")[2]
     for check in defs.asset_checks:
         module = check.op.compute_fn.decorated_fn.__module__
         (check_key,) = check.check_keys
-        assert module == f"evaluation_assets.{domains[check_key.asset_key]}.checks", (check_key, module)
+        assert module == f"eval_platform.evaluation_assets.{domains[check_key.asset_key]}.checks", (check_key, module)
     for domain in set(domains.values()):
         for path in (PROJECT_ROOT / "evaluation_assets" / domain).glob("*.py"):
             others = {t for t in imports(path) if t.split(".")[:2] in [["eval_platform", d] for d in DOMAINS]}
@@ -344,7 +422,7 @@ def test_the_thin_asset_test_finds_every_kind_of_asset(tmp_path):
 
 def store_classes() -> list[type]:
     """Every store class (a domain's schema and the classes that read and write it)."""
-    import definitions  # noqa: F401  (every store imported)
+    import eval_platform.definitions  # noqa: F401  (every store imported)
     from eval_platform.common.warehouse import Store
 
     found, todo = [], list(Store.__subclasses__())
@@ -398,8 +476,8 @@ FILE_EDGES = {("blind_eval_llm_rating", "blind_eval_sheet")}
 
 
 def test_every_table_has_one_writer_and_deps_equal_the_table_graph():
-    from definitions import defs
     from eval_platform.common.warehouse import registered_stores
+    from eval_platform.definitions import defs
 
     methods = store_methods()
     touched, deps = {}, {}
@@ -422,7 +500,7 @@ def test_every_table_has_one_writer_and_deps_equal_the_table_graph():
 
 
 def test_asset_checks_read_tables_of_their_asset_or_upstream():
-    from definitions import defs
+    from eval_platform.definitions import defs
 
     methods = store_methods()
     graph = defs.resolve_asset_graph()
@@ -488,7 +566,7 @@ def test_a_warehouse_at_the_oldest_version_has_the_tables_and_columns_a_new_one_
     declaration without its migration step fails here (a new table needs none: it is created in an
     existing warehouse as in a new one)."""
     from eval_platform.common.warehouse import registered_stores
-    from resources import WarehouseResource
+    from eval_platform.resources import WarehouseResource
 
     path = tmp_path / "oldest.duckdb"
     load_sql("oldest_warehouse.sql", path)
@@ -511,7 +589,7 @@ def test_a_warehouse_older_than_the_oldest_version_is_refused_saying_what_to_do(
     from eval_platform.benchmarks.store import BenchmarkSchema
     from eval_platform.common.connections import connect
     from eval_platform.common.warehouse import SchemaError
-    from resources import WarehouseResource
+    from eval_platform.resources import WarehouseResource
 
     path = tmp_path / "old.duckdb"
     load_sql("v9_warehouse.sql", path)
@@ -620,7 +698,7 @@ def test_api_models_call_through_the_configured_gateway(monkeypatch):
 
     from eval_platform.common.gateway import ModelCallError
     from eval_platform.common.models import Chat
-    from resources import LanguageModelResource, ModelGatewayResource
+    from eval_platform.resources import LanguageModelResource, ModelGatewayResource
     from tests.openai_stub_server import StubServer
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-gateway-not-a-real-key")

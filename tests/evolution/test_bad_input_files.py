@@ -11,7 +11,7 @@ import pytest
 from eval_platform.common.ingestion import DataFileError
 from eval_platform.evolution.eras import era_run_config, gene_pool_file
 from eval_platform.evolution.genetic import TAGS
-from schedules.planner import era_run_requests
+from eval_platform.schedules.planner import era_run_requests
 from tests.conftest import PROJECT_ROOT
 
 GENE_POOLS = PROJECT_ROOT / "data" / "evolution" / "gene_pools.json"

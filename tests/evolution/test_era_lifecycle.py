@@ -13,8 +13,7 @@ import pytest
 from dagster import DagsterInstance, SensorResult, build_sensor_context, materialize
 
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL
-from eval_platform.evolution.eras import EraConfigurationChanged
-from evaluation_assets.evolution.assets import (
+from eval_platform.evaluation_assets.evolution.assets import (
     era_summary,
     evolution_era,
     gene_pools,
@@ -22,8 +21,9 @@ from evaluation_assets.evolution.assets import (
     pareto_front,
     source_paragraphs,
 )
-from resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
-from schedules.sensors import era_sensor
+from eval_platform.evolution.eras import EraConfigurationChanged
+from eval_platform.resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
+from eval_platform.schedules.sensors import era_sensor
 from tests.conftest import PROJECT_ROOT
 from tests.era_process import DIE_AFTER_EVALUATIONS
 from tests.openai_stub_server import CLIENT_TIMEOUT_S, StubServer
@@ -265,8 +265,8 @@ def test_the_era_sensor_adds_and_runs_eras_dropped_into_its_folder(tmp_path):
 def test_one_era_model_serves_the_era_file_the_launchpad_and_the_algorithm():
     """An era file's fields are EraSettings' (the algorithm's input), and the era asset's launchpad
     config has every one of them, with the same defaults, and `restart`."""
+    from eval_platform.evaluation_assets.evolution.assets import EraConfig
     from eval_platform.evolution.genetic import EraSettings
-    from evaluation_assets.evolution.assets import EraConfig
 
     stored = json.loads((PROJECT_ROOT / "data" / "evolution" / "eras" / "phylo-2.json").read_text())
     assert EraSettings(**stored).judge_panel == {"smollm2": DEFAULT_LOCAL_MODEL}

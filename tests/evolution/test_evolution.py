@@ -7,10 +7,10 @@ import random
 import pytest
 from dagster import DagsterInstance
 
-from definitions import defs
 from eval_platform.common.models import open_model
+from eval_platform.definitions import defs
 from eval_platform.evolution.genetic import TAGS, EraSettings, Individual, next_generation, operator_counts, run_era
-from resources import ModelGatewayResource, WarehouseResource
+from eval_platform.resources import ModelGatewayResource, WarehouseResource
 from tests.openai_stub_server import StubServer
 
 SECRET = "sk-test-secret-never-stored-0123456789"

@@ -16,7 +16,7 @@ import duckdb
 def held(path: str, kind: str) -> AbstractContextManager:
     if kind == "session":
         return duckdb.connect(path, read_only=True)
-    from resources import WarehouseResource
+    from eval_platform.resources import WarehouseResource
 
     return WarehouseResource(database=path).get_connection()
 

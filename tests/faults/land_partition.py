@@ -5,7 +5,7 @@ python -m tests.faults.land_partition WAREHOUSE BENCHMARK
 
 import sys
 
-from resources import WarehouseResource
+from eval_platform.resources import WarehouseResource
 from tests.evaluation import INPUTS, materialize_configured, with_partitions
 
 if __name__ == "__main__":

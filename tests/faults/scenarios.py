@@ -30,7 +30,7 @@ ERA_CONFIG = {
 
 
 def warehouse(path: str):
-    from resources import WarehouseResource
+    from eval_platform.resources import WarehouseResource
 
     return WarehouseResource(database=path)
 
@@ -53,8 +53,13 @@ def benchmark(path: str, limit: int = 6) -> None:
 
 def era(path: str, api_base: str) -> None:
     """The inputs, then a three-generation era judged over HTTP, then its summary."""
-    from evaluation_assets.evolution.assets import era_summary, evolution_era, gene_pools, source_paragraphs
-    from resources import ModelGatewayResource
+    from eval_platform.evaluation_assets.evolution.assets import (
+        era_summary,
+        evolution_era,
+        gene_pools,
+        source_paragraphs,
+    )
+    from eval_platform.resources import ModelGatewayResource
     from tests.evaluation import materialize_configured
     from tests.openai_stub_server import CLIENT_TIMEOUT_S
 
@@ -78,7 +83,7 @@ def blind(path: str, folder: str) -> None:
     """Questions, answers and the issued sheet; two demo raters fill it; their scores are read
     back and tallied."""
     from eval_platform.blind.raters import demo_rater_fill
-    from evaluation_assets.blind.assets import (
+    from eval_platform.evaluation_assets.blind.assets import (
         SHEET_FILE,
         blind_eval_answers,
         blind_eval_questions,
@@ -122,7 +127,7 @@ def served_evaluation(path: str, api_base: str, instance: DagsterInstance | None
     benchmark_evaluation alone (in `instance`, an ephemeral one by default), its answers kept in
     chunks as they come (EVAL_ANSWER_CHUNK). The roster is written beside the warehouse, or read
     from the folder `roster` (`instant_roster` wrote it)."""
-    from resources import ModelGatewayResource, RosterResource
+    from eval_platform.resources import ModelGatewayResource, RosterResource
     from tests.evaluation import materialize_evaluation
 
     result = materialize_evaluation(
@@ -161,9 +166,9 @@ JUDGINGS = {
 def judging(path: str, api_base: str, verdicts: str) -> None:
     """A judging asset's inputs, then its verdicts by the panel over HTTP (the stub server at
     `api_base`, the client's timeout its config's), with the verdicts' checks, which must pass."""
-    from definitions import defs
-    from evaluation_assets.judging import assets
-    from resources import ModelGatewayResource
+    from eval_platform.definitions import defs
+    from eval_platform.evaluation_assets.judging import assets
+    from eval_platform.resources import ModelGatewayResource
     from tests.evaluation import materialize_configured
     from tests.openai_stub_server import CLIENT_TIMEOUT_S
 

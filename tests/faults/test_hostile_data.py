@@ -10,9 +10,9 @@ import pytest
 from dagster import DagsterInstance
 
 from eval_platform.common.ingestion import MAX_FIELD_CHARS
-from evaluation_assets.benchmarks.assets import benchmark_documents, benchmark_raw_rows
-from evaluation_assets.evolution.assets import source_paragraphs
-from resources import WarehouseResource
+from eval_platform.evaluation_assets.benchmarks.assets import benchmark_documents, benchmark_raw_rows
+from eval_platform.evaluation_assets.evolution.assets import source_paragraphs
+from eval_platform.resources import WarehouseResource
 from tests.conftest import DATA_BENCHMARKS, PROJECT_ROOT
 from tests.evaluation import materialize_configured, with_partitions
 

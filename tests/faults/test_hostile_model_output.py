@@ -8,7 +8,7 @@ import duckdb
 import pytest
 from dagster import DagsterInstance
 
-from definitions import defs
+from eval_platform.definitions import defs
 from eval_platform.evolution.fitness import fitness_score
 from tests.openai_stub_server import StubServer
 

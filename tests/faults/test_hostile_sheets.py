@@ -12,7 +12,7 @@ from openpyxl import load_workbook
 
 from eval_platform.blind import sheets
 from eval_platform.blind.sheets import KEY_FILE, SHEET_FILE
-from evaluation_assets.blind.assets import blind_eval_answers, blind_eval_questions, blind_eval_sheet
+from eval_platform.evaluation_assets.blind.assets import blind_eval_answers, blind_eval_questions, blind_eval_sheet
 from tests.blind.test_blind_evaluation import fill, issued, tally  # noqa: F401 (issued is a fixture)
 from tests.conftest import PROJECT_ROOT
 from tests.evaluation import materialize_configured

@@ -12,8 +12,8 @@ import duckdb
 import pytest
 from dagster import DagsterInstance
 
-from evaluation_assets.benchmarks.assets import benchmark_raw_rows
-from resources import WarehouseResource
+from eval_platform.evaluation_assets.benchmarks.assets import benchmark_raw_rows
+from eval_platform.resources import WarehouseResource
 from tests.conftest import DATA_BENCHMARKS, PROJECT_ROOT
 from tests.evaluation import materialize_configured, with_partitions
 from tests.processes import STARTED, stop_group

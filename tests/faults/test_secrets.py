@@ -13,9 +13,9 @@ from dagster import DagsterInstance
 
 from eval_platform.common.gateway import redact
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL
-from evaluation_assets.benchmarks.assets import benchmark_evaluation
-from evaluation_assets.evolution.assets import era_summary, evolution_era, gene_pools, source_paragraphs
-from resources import ModelGatewayResource, WarehouseResource
+from eval_platform.evaluation_assets.benchmarks.assets import benchmark_evaluation
+from eval_platform.evaluation_assets.evolution.assets import era_summary, evolution_era, gene_pools, source_paragraphs
+from eval_platform.resources import ModelGatewayResource, WarehouseResource
 from tests.evaluation import materialize_configured, materialize_evaluation, materialize_inputs, roster_with
 from tests.openai_stub_server import StubServer
 from tests.processes import free_port, running

@@ -10,21 +10,19 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance, materialize
 
-from definitions import defs
 from eval_platform.blind import sheets
 from eval_platform.blind.sheets import KEY_FILE
 from eval_platform.common.panels import AgreementMetric
 from eval_platform.common.warehouse import utc_now
-from eval_platform.judging.datasets import GPT4_LLMBAR_JUDGE, HUMAN_EXPERTS_JUDGE
-from eval_platform.judging.store import JudgingStore
-from evaluation_assets.blind.assets import (
+from eval_platform.definitions import defs
+from eval_platform.evaluation_assets.blind.assets import (
     blind_eval_answers,
     blind_eval_questions,
     blind_eval_scores,
     blind_eval_sheet,
 )
-from evaluation_assets.evolution.assets import evolution_era, gene_pools, source_paragraphs
-from evaluation_assets.judging.assets import (
+from eval_platform.evaluation_assets.evolution.assets import evolution_era, gene_pools, source_paragraphs
+from eval_platform.evaluation_assets.judging.assets import (
     judge_agreement,
     judging_sets,
     mt_bench_grades,
@@ -34,7 +32,9 @@ from evaluation_assets.judging.assets import (
     pairwise_verdicts,
     recorded_verdicts,
 )
-from resources import LanguageModelResource, ModelGatewayResource
+from eval_platform.judging.datasets import GPT4_LLMBAR_JUDGE, HUMAN_EXPERTS_JUDGE
+from eval_platform.judging.store import JudgingStore
+from eval_platform.resources import LanguageModelResource, ModelGatewayResource
 from tests.blind.test_blind_evaluation import fill
 from tests.conftest import PROJECT_ROOT
 from tests.evaluation import materialize_configured, materialize_evaluation, materialize_inputs, roster_with

@@ -9,8 +9,7 @@ from dagster import DagsterInstance, materialize
 from eval_platform.common.judges import ProbabilitiesJudge, WrittenJudge
 from eval_platform.common.models import Chat, GenerationRequest, ModelSettings, open_model
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL
-from eval_platform.evolution.judging import RUBRIC, judge_compression, panel_judge
-from evaluation_assets.evolution.assets import (
+from eval_platform.evaluation_assets.evolution.assets import (
     era_summary,
     evolution_era,
     gene_pools,
@@ -18,7 +17,8 @@ from evaluation_assets.evolution.assets import (
     pareto_front,
     source_paragraphs,
 )
-from resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
+from eval_platform.evolution.judging import RUBRIC, judge_compression, panel_judge
+from eval_platform.resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
 from tests.openai_stub_server import CLIENT_TIMEOUT_S, StubServer
 
 ORIGINAL = "The river floods every spring, when snow melts in the mountains and the water level rises quickly."

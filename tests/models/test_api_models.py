@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from eval_platform.common.models.api_chat import label_distribution
-from resources import LanguageModelResource, ModelGatewayResource
+from eval_platform.resources import LanguageModelResource, ModelGatewayResource
 from tests.evaluation import materialize_evaluation, materialize_inputs, roster_with
 from tests.openai_stub_server import StubServer
 

@@ -17,7 +17,7 @@ import pytest
 from eval_platform.common.gateway import ModelGateway
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, smollm2_gguf
 from eval_platform.common.models.served import ServedCompletionsModel, ServerCheckFailed
-from resources import ModelGatewayResource
+from eval_platform.resources import ModelGatewayResource
 from tests.evaluation import materialize_benchmark, roster_with
 from tests.models.test_served_models import requests_of
 from tests.processes import free_port, running

@@ -14,7 +14,7 @@ from eval_platform.common.models import Chat, GenerationRequest, LoglikelihoodRe
 from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, Placement, choose_placement
 from eval_platform.common.models.served import ServedCompletionsModel, ServerCheckFailed
 from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
-from resources import LanguageModelResource, ModelGatewayResource
+from eval_platform.resources import LanguageModelResource, ModelGatewayResource
 from tests.conftest import PROJECT_ROOT
 from tests.evaluation import dataset_requests, materialize_evaluation, materialize_inputs, roster_with
 from tests.models.test_continuous_generation import assert_same_texts, fresh_batcher
@@ -178,8 +178,8 @@ def test_a_served_model_of_the_roster_reaches_its_server_and_needs_no_key(server
     import yaml
     from dagster import DagsterInstance
 
-    from definitions import defs
-    from evaluation_assets.partitions import benchmark_partitions, evaluation_key, roster_partitions
+    from eval_platform.definitions import defs
+    from eval_platform.evaluation_assets.partitions import benchmark_partitions, evaluation_key, roster_partitions
 
     monkeypatch.delenv("OPENAI_API_KEY")
     entry = {**documented_served_entry(), "api_base": f"{server}/v1"}

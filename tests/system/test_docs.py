@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from tests.conftest import PROJECT_ROOT
 from tests.processes import run_to_end
 
-PACKAGES = ("eval_platform", "evaluation_assets", "resources", "jobs", "schedules")
+PACKAGES = ("eval_platform",)
 # The settings models the reference must show whatever else it finds: a benchmark declaration, a
 # protocol, a roster entry, a model's and an era's settings, the resources and the launchpad configs.
 REQUIRED_MODELS = (
@@ -70,7 +70,7 @@ def test_the_tables_reference_names_every_table_and_column_of_a_new_warehouse(si
     from eval_platform.common.connections import connect
     from eval_platform.common.warehouse import registered_stores
 
-    importlib.import_module("definitions")  # every store the code location uses
+    importlib.import_module("eval_platform.definitions")  # every store the code location uses
     assert REQUIRED_STORES <= {store.name for store in registered_stores()}
     with connect(":memory:") as conn:
         columns: dict[str, list[str]] = {}
@@ -143,7 +143,7 @@ def test_the_reference_lists_every_environment_variable_with_its_code_default(si
 
 
 def test_the_code_location_reference_names_every_asset_check_job_schedule_and_sensor(site):
-    from definitions import defs
+    from eval_platform.definitions import defs
 
     named = code_texts((site / "reference" / "code-location" / "index.html").read_text(encoding="utf-8"))
     expected = {spec.key.to_user_string() for spec in defs.resolve_all_asset_specs()}

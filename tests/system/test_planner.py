@@ -37,10 +37,10 @@ def results(database: Path) -> list[tuple]:
 
 
 def test_the_command_runs_what_the_schedule_sensors_and_automation_request(tmp_path):
-    from definitions import defs
-    from resources import RosterResource
-    from schedules import nightly_benchmark_refresh
-    from schedules.sensors import roster_evaluation_sensor
+    from eval_platform.definitions import defs
+    from eval_platform.resources import RosterResource
+    from eval_platform.schedules import nightly_benchmark_refresh
+    from eval_platform.schedules.sensors import roster_evaluation_sensor
 
     # Through the main command, in a process of its own
     command_home, command_db = tmp_path / "command", tmp_path / "command.duckdb"
@@ -96,10 +96,10 @@ def test_the_command_runs_what_the_schedule_sensors_and_automation_request(tmp_p
 
 def test_the_demos_sensor_steps_request_what_their_sensors_request(tmp_path):
     """The era and tally steps ask the planner as era_config_sensor and the filled-sheet sensor do."""
-    from cli.demo import DEMO
-    from resources import RosterResource
-    from schedules.planner import Planner
-    from schedules.sensors import era_sensor, filled_sheet_sensor
+    from eval_platform.cli.demo import DEMO
+    from eval_platform.resources import RosterResource
+    from eval_platform.schedules.planner import Planner
+    from eval_platform.schedules.sensors import era_sensor, filled_sheet_sensor
 
     eras, blind = tmp_path / "eras", tmp_path / "blind"
     eras.mkdir()
@@ -129,11 +129,11 @@ def test_the_demos_sensor_steps_request_what_their_sensors_request(tmp_path):
 def test_the_demos_sampled_step_asks_for_samples_from_the_launchpad_beside_the_commands_limits(tmp_path):
     """The main command's sampled evaluation: one run of the first entry compared with no baseline,
     its launchpad config asking for samples, with the command's limits merged into it, not over it."""
-    from cli.demo import DEMO, SAMPLED_DEMO, sampled
-    from cli.main import RunOptions
-    from cli.runner import Overrides
-    from resources import RosterResource
-    from schedules.planner import Planner
+    from eval_platform.cli.demo import DEMO, SAMPLED_DEMO, sampled
+    from eval_platform.cli.main import RunOptions
+    from eval_platform.cli.runner import Overrides
+    from eval_platform.resources import RosterResource
+    from eval_platform.schedules.planner import Planner
 
     step = next(step for step in DEMO if step.requests == sampled)
     (tmp_path / "home").mkdir()

@@ -39,9 +39,9 @@ def materialise_history(home: Path, warehouse: Path) -> None:
     judges (an HTTP stub), its judge analysis and Pareto front."""
     from dagster import DagsterInstance, Definitions
 
-    from definitions import defs
-    from evaluation_assets.partitions import benchmark_partitions, evaluation_key, roster_partitions
-    from resources import LanguageModelResource, ModelGatewayResource, RosterResource, WarehouseResource
+    from eval_platform.definitions import defs
+    from eval_platform.evaluation_assets.partitions import benchmark_partitions, evaluation_key, roster_partitions
+    from eval_platform.resources import LanguageModelResource, ModelGatewayResource, RosterResource, WarehouseResource
     from tests.openai_stub_server import StubServer
 
     test_defs = Definitions(

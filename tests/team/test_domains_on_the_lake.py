@@ -18,19 +18,16 @@ from eval_platform.blind.sheets import KEY_FILE
 from eval_platform.blind.store import BlindStore
 from eval_platform.common.connections import lake_extensions
 from eval_platform.common.warehouse import Store, table_key
-from eval_platform.evolution.store import EraStore
-from eval_platform.judging.datasets import GPT4_LLMBAR_JUDGE
-from eval_platform.judging.store import JudgingStore
-from evaluation_assets.blind.assets import (
+from eval_platform.evaluation_assets.blind.assets import (
     blind_eval_answers,
     blind_eval_questions,
     blind_eval_scores,
     blind_eval_sheet,
     blind_eval_tally,
 )
-from evaluation_assets.evolution.assets import evolution_era, gene_pools, source_paragraphs
-from evaluation_assets.evolution.checks import EVOLUTION_CHECKS
-from evaluation_assets.judging.assets import (
+from eval_platform.evaluation_assets.evolution.assets import evolution_era, gene_pools, source_paragraphs
+from eval_platform.evaluation_assets.evolution.checks import EVOLUTION_CHECKS
+from eval_platform.evaluation_assets.judging.assets import (
     judge_agreement,
     judging_sets,
     mt_bench_inputs,
@@ -38,7 +35,10 @@ from evaluation_assets.judging.assets import (
     pairwise_verdicts,
     recorded_verdicts,
 )
-from resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
+from eval_platform.evolution.store import EraStore
+from eval_platform.judging.datasets import GPT4_LLMBAR_JUDGE
+from eval_platform.judging.store import JudgingStore
+from eval_platform.resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
 from tests.blind.test_blind_evaluation import fill
 from tests.conftest import PROJECT_ROOT
 from tests.evaluation import materialize_configured

@@ -19,8 +19,8 @@ from eval_platform.benchmarks.store import EvaluationStore, InputStore
 from eval_platform.benchmarks.store.inputs import source_frames
 from eval_platform.common.ingestion import LoadedRows
 from eval_platform.common.warehouse import CommitConflictError, writes
-from evaluation_assets.benchmarks.assets import benchmark_evaluation
-from resources import WarehouseResource
+from eval_platform.evaluation_assets.benchmarks.assets import benchmark_evaluation
+from eval_platform.resources import WarehouseResource
 from tests.conftest import PROJECT_ROOT
 from tests.evaluation import materialize_benchmark, materialize_evaluation, roster_with
 from tests.processes import in_processes
@@ -76,7 +76,7 @@ def raw_rows(benchmark: str, copy: int) -> pd.DataFrame:
 
 def move(env: dict, *arguments: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "cli", "move-warehouse", *arguments],
+        [sys.executable, "-m", "eval_platform.cli", "move-warehouse", *arguments],
         cwd=PROJECT_ROOT,
         env={**os.environ, **env},
         capture_output=True,

@@ -11,10 +11,10 @@ import pytest
 import yaml
 from dagster import DagsterInstance, RunsFilter
 
-from definitions import defs
 from eval_platform.benchmarks.roster import RosterEntry, write_entry
-from evaluation_assets.partitions import evaluation_key
-from resources import WarehouseResource
+from eval_platform.definitions import defs
+from eval_platform.evaluation_assets.partitions import evaluation_key
+from eval_platform.resources import WarehouseResource
 from tests.evaluation import launchpad
 from tests.tables import assert_same_rows, file_snapshot, snapshot
 from tests.team.team_deployment import CELERY_SETTINGS, team_deployment
@@ -123,7 +123,7 @@ def materialize_inputs(team, benchmark: str) -> None:
         "asset",
         "materialize",
         "-m",
-        "definitions",
+        "eval_platform.definitions",
         "--select",
         "group:benchmark_inputs",
         "--partition",

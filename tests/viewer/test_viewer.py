@@ -138,8 +138,8 @@ class HostileJudgeStub(StubServer):
 def code_location(platform: Platform):
     from dagster import Definitions
 
-    from definitions import defs
-    from resources import LanguageModelResource, ModelGatewayResource, RosterResource, WarehouseResource
+    from eval_platform.definitions import defs
+    from eval_platform.resources import LanguageModelResource, ModelGatewayResource, RosterResource, WarehouseResource
 
     return Definitions(
         assets=list(defs.assets or []),
@@ -195,7 +195,7 @@ def site(tmp_path_factory) -> Platform:
 def viewer(site):
     """The viewer as users start it (`eval-platform viewer`), on its default host; started first,
     so that its port (which the links in the metadata name) is its own while they are written."""
-    command = [sys.executable, "-m", "cli", "viewer", "--port", str(site.viewer_port)]
+    command = [sys.executable, "-m", "eval_platform.cli", "viewer", "--port", str(site.viewer_port)]
     with running(command, site.viewer + "/", timeout_s=WAIT_S, cwd=PROJECT_ROOT, env=site.environment(),
                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as process:  # fmt: skip
         yield process
@@ -211,7 +211,7 @@ def platform(site, viewer, tmp_path_factory):
 
     from eval_platform.blind.raters import demo_rater_fill
     from eval_platform.blind.sheets import SHEET_FILE
-    from evaluation_assets.partitions import benchmark_partitions, evaluation_key, roster_partitions
+    from eval_platform.evaluation_assets.partitions import benchmark_partitions, evaluation_key, roster_partitions
 
     platform, home, folder = site, site.home, tmp_path_factory.mktemp("viewer_inputs")
     data = PROJECT_ROOT / "data"

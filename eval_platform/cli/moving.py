@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from eval_platform.common.warehouse import export_tables, import_tables, registered_stores
-from resources import WarehouseResource
+from eval_platform.resources import WarehouseResource
 
 NEWER_FILE = "newer version of DuckDB"
 

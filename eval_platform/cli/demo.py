@@ -12,8 +12,14 @@ from dagster import RunRequest
 
 from eval_platform.blind.raters import demo_rater_fill
 from eval_platform.blind.sheets import SHEET_FILE
-from jobs import blind_evaluation_sheet_job, evolution_inputs_job, judging_inputs_job, judging_job, protocol_scores_job
-from schedules.planner import Planner, evaluation_run_requests
+from eval_platform.jobs import (
+    blind_evaluation_sheet_job,
+    evolution_inputs_job,
+    judging_inputs_job,
+    judging_job,
+    protocol_scores_job,
+)
+from eval_platform.schedules.planner import Planner, evaluation_run_requests
 
 # The demo's sampled evaluation: a small generation benchmark, 4 answers a document at temperature 0.7
 SAMPLED_BENCHMARK = "gsm8k_cot"

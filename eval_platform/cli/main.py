@@ -11,7 +11,7 @@
     eval-platform move-warehouse --from data/warehouse.duckdb
     eval-platform migrate                               (a team's storage, once, before any host starts)
 
-`run` walks the demo's steps (cli/demo.py's DEMO) in this process: each asks the planner
+`run` walks the demo's steps (demo.py's DEMO) in this process: each asks the planner
 for the runs its production trigger requests (the nightly schedule, the sensors, the eager
 automation conditions, a launch by hand), and each successful run is followed by the runs the
 sensors follow it with. Runs are recorded in the Dagster instance at $DAGSTER_HOME, so the UI
@@ -31,18 +31,18 @@ from typing import Any
 
 from dagster import DagsterInstance
 
-from cli.demo import DEMO, NIGHTLY, SCORES, Step
-from cli.moving import export_warehouse, move_warehouse
-from cli.runner import Overrides, Runner
-from cli.summary import print_protocol, print_results, print_summary, print_tables
-from cli.supervisor import supervise
-from definitions import defs
 from eval_platform.benchmarks.declarations import Benchmark
 from eval_platform.benchmarks.protocols import Protocol
+from eval_platform.cli.demo import DEMO, NIGHTLY, SCORES, Step
+from eval_platform.cli.moving import export_warehouse, move_warehouse
+from eval_platform.cli.runner import Overrides, Runner
+from eval_platform.cli.summary import print_protocol, print_results, print_summary, print_tables
+from eval_platform.cli.supervisor import supervise
+from eval_platform.definitions import defs
 from eval_platform.environment import environment, hub_offline
-from jobs import benchmark_inputs_job, model_evaluation_job
-from resources import RosterResource, WarehouseResource
-from schedules.planner import Planner
+from eval_platform.jobs import benchmark_inputs_job, model_evaluation_job
+from eval_platform.resources import RosterResource, WarehouseResource
+from eval_platform.schedules.planner import Planner
 
 
 @dataclass(frozen=True)
@@ -219,7 +219,7 @@ def migrate() -> int:
 
 def export(benchmark: str, model: str, folder: str | None) -> int:
     """An evaluation partition written as inspect_ai logs, each file named with its sample count."""
-    from evaluation_assets.benchmarks.assets import ExportConfig, export_partition
+    from eval_platform.evaluation_assets.benchmarks.assets import ExportConfig, export_partition
 
     written = export_partition(
         resource("warehouse"), benchmark, model, ExportConfig(folder=folder).benchmark_folder(benchmark)

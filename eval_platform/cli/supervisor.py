@@ -21,7 +21,7 @@ def supervise(port: int | None, viewer_host: str, viewer_port: int) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     address = ["--host", viewer_host, "--port", str(viewer_port)]
-    viewer = subprocess.Popen([sys.executable, "-m", "cli", "viewer", *address], cwd=PROJECT_ROOT)
+    viewer = subprocess.Popen([sys.executable, "-m", "eval_platform.cli", "viewer", *address], cwd=PROJECT_ROOT)
     dagster = None
     try:
         dagster = subprocess.Popen(command + (["-p", str(port)] if port else []))

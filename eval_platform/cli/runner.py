@@ -13,8 +13,8 @@ from typing import Any
 
 from dagster import Definitions, RunRequest
 
-from cli.demo import Step
-from schedules.planner import Planner
+from eval_platform.cli.demo import Step
+from eval_platform.schedules.planner import Planner
 
 # The console shows warnings (rejected rows) and the summary; every log line, the per-item reports
 # included, is kept in the run's event log in the Dagster UI.

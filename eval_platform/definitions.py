@@ -1,21 +1,21 @@
-"""The code location, at the top of the tree: every domain's assets and checks, the jobs, schedules
-and sensors, and the resources (workspace.yaml and `[tool.dagster]` load it). Nothing imports it but
-the command line (cli/) and the tests."""
+"""The code location, `eval_platform.definitions`: every domain's assets and checks, the jobs,
+schedules and sensors, and the resources (workspace.yaml and `[tool.dagster]` load it). Nothing
+imports it but the command line (eval_platform/cli/) and the tests."""
 
 from dagster import Definitions, ExecutorDefinition, load_asset_checks_from_modules, load_assets_from_modules
 
 from eval_platform.environment import environment
-from evaluation_assets.benchmarks import assets as benchmark_assets
-from evaluation_assets.benchmarks import checks as benchmark_checks
-from evaluation_assets.blind import assets as blind_assets
-from evaluation_assets.evolution import assets as evolution_assets
-from evaluation_assets.evolution import checks as evolution_checks
-from evaluation_assets.judging import assets as judging_assets
-from evaluation_assets.judging import checks as judging_checks
-from jobs import JOBS
-from resources import RESOURCES
-from schedules import SCHEDULES
-from schedules.sensors import SENSORS
+from eval_platform.evaluation_assets.benchmarks import assets as benchmark_assets
+from eval_platform.evaluation_assets.benchmarks import checks as benchmark_checks
+from eval_platform.evaluation_assets.blind import assets as blind_assets
+from eval_platform.evaluation_assets.evolution import assets as evolution_assets
+from eval_platform.evaluation_assets.evolution import checks as evolution_checks
+from eval_platform.evaluation_assets.judging import assets as judging_assets
+from eval_platform.evaluation_assets.judging import checks as judging_checks
+from eval_platform.jobs import JOBS
+from eval_platform.resources import RESOURCES
+from eval_platform.schedules import SCHEDULES
+from eval_platform.schedules.sensors import SENSORS
 
 
 def run_executor() -> ExecutorDefinition | None:

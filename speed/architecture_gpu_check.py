@@ -26,9 +26,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from eval_engine import LocalCausalLM  # noqa: E402
+from eval_engine.continuous import ContinuousBatcher  # noqa: E402
 from eval_platform.common.models import GenerationRequest, LoglikelihoodRequest  # noqa: E402
-from eval_platform.common.models.continuous import ContinuousBatcher  # noqa: E402
-from eval_platform.common.models.local import LocalCausalLM  # noqa: E402
 from speed.tiny_models import FAMILIES, smollm2_tokenizer, tiny_model  # noqa: E402
 
 PARAGRAPHS = Path(__file__).resolve().parents[1] / "data" / "benchmarks" / "perplexity" / "paragraphs.jsonl"

@@ -38,10 +38,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from eval_engine import DEFAULT_LOCAL_MODEL, LocalCausalLM, load_local_model  # noqa: E402
 from eval_platform.benchmarks.declarations import EvaluationSettings, declared_benchmarks  # noqa: E402
 from eval_platform.benchmarks.harness import HarnessOutcome, HarnessRun, build_tasks, evaluate  # noqa: E402
 from eval_platform.common.models import GenerationRequest  # noqa: E402
-from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, LocalCausalLM, load_local_model  # noqa: E402
 from eval_platform.environment import environment  # noqa: E402
 from speed.harness_alone import HarnessSide, TokenCounter, run_alone  # noqa: E402
 from speed.lm_eval_parity import (  # noqa: E402

@@ -18,10 +18,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from eval_engine import DEFAULT_LOCAL_MODEL, Placement, load_local_model  # noqa: E402
+from eval_engine.continuous import ContinuousBatcher  # noqa: E402
+from eval_engine.decoding import PackedSteps  # noqa: E402
 from eval_platform.common.models import GenerationRequest  # noqa: E402
-from eval_platform.common.models.continuous import ContinuousBatcher  # noqa: E402
-from eval_platform.common.models.decoding import PackedSteps  # noqa: E402
-from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, Placement, load_local_model  # noqa: E402
 from speed.generation_throughput import harness_prompts  # noqa: E402
 
 

@@ -28,13 +28,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from eval_engine import DEFAULT_LOCAL_MODEL, Placement, load_local_model  # noqa: E402
+from eval_engine.continuous import ContinuousBatcher, cut_at_stop  # noqa: E402
 from eval_platform.benchmarks.declarations import declared_benchmarks  # noqa: E402
 from eval_platform.benchmarks.engine_lm import generation_request  # noqa: E402
 from eval_platform.benchmarks.solvers.harness import rows_requests  # noqa: E402
 from eval_platform.common.ingestion import load_rows  # noqa: E402
 from eval_platform.common.models import Chat, GenerationRequest  # noqa: E402
-from eval_platform.common.models.continuous import ContinuousBatcher, cut_at_stop  # noqa: E402
-from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, Placement, load_local_model  # noqa: E402
 from eval_platform.environment import environment  # noqa: E402
 from speed.lm_eval_parity import divergence  # noqa: E402
 

@@ -7,7 +7,7 @@ model, side by side in one process on one GPU, at real 8B-class shapes with seed
 On the device machine (no registry there; one `run` call with `carry: [".gpu"]`):
 
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .gpu/whl/*.whl
-    PYTHONPATH=/tmp/site:. PYTHONUNBUFFERED=1 TQDM_DISABLE=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 \
+    PYTHONPATH=/tmp/site:.:engine PYTHONUNBUFFERED=1 TQDM_DISABLE=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 \
         timeout -k 10 420 python3 speed/gpu_check.py --out $OUT --deadline 300 2>&1 | tee $OUT/gpu_check.log
 
 (about 4 to 5 minutes on an H100 at the default counts, by estimate: no new task starts after
@@ -61,10 +61,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from eval_engine import DEFAULT_LOCAL_MODEL, LocalCausalLM, materialize_weights  # noqa: E402
 from eval_platform.benchmarks.declarations import FEWSHOT_SEED, EvaluationSettings, declared_benchmarks  # noqa: E402
 from eval_platform.benchmarks.harness import HarnessRun, build_tasks, evaluate, registered_config  # noqa: E402
 from eval_platform.common.models import LoglikelihoodRequest  # noqa: E402
-from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, LocalCausalLM, materialize_weights  # noqa: E402
 from eval_platform.environment import environment  # noqa: E402
 from speed.harness_alone import ModelPhase, TokenCounter  # noqa: E402
 from speed.lm_eval_parity import divergence  # noqa: E402
@@ -173,7 +173,7 @@ def check_kernels(device: str) -> dict:
     query and key lengths, every window, grouped-query heads, narrower values, as many tokens as
     heads, the decode step's call): its largest differences. A kernel that fails the check stops
     the run at once: every figure after it would be of the padded path, or wrong."""
-    from eval_platform.common.models.kernels import KERNEL_TOLERANCE, check_kernel
+    from eval_engine.kernels import KERNEL_TOLERANCE, check_kernel
 
     kernel = "flash" if device.startswith("cuda") else "cpu"
     worst, reason = check_kernel(kernel, device, "bfloat16")
@@ -190,7 +190,7 @@ def check_kernels(device: str) -> dict:
 
 def flash_signature() -> str:
     """FlashAttention's operator in this torch, as the engine calls it."""
-    from eval_platform.common.models.kernels import flash_operator
+    from eval_engine.kernels import flash_operator
 
     return str(flash_operator().default._schema)  # pyright: ignore[reportAttributeAccessIssue]
 

@@ -20,7 +20,7 @@ if [ "${1:-}" = "--cpu" ]; then
 else  # the device machine reaches no registry: the wheels .gpu/ carries
     PYTHON=python3
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .gpu/whl/*.whl
-    export PYTHONPATH="/tmp/site:.${PYTHONPATH:+:$PYTHONPATH}"
+    export PYTHONPATH="/tmp/site:.:engine${PYTHONPATH:+:$PYTHONPATH}"
     TINY=(--tiny)
 fi
 export PYTHONUNBUFFERED=1 TQDM_DISABLE=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1

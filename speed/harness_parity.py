@@ -31,9 +31,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from eval_engine import DEFAULT_LOCAL_MODEL, load_local_model  # noqa: E402
 from eval_platform.benchmarks.declarations import FEWSHOT_SEED, declared_benchmarks  # noqa: E402
 from eval_platform.benchmarks.harness import HarnessRun, build_tasks, evaluate  # noqa: E402
-from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, load_local_model  # noqa: E402
 from eval_platform.environment import environment  # noqa: E402
 from speed.harness_alone import HarnessSide, TokenCounter, run_alone  # noqa: E402
 from speed.lm_eval_parity import compare_samples, harness_model_spec  # noqa: E402

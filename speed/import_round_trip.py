@@ -55,8 +55,8 @@ def platform_side(name: str, output: Path, scratch: Path) -> dict[str, Any]:
     """The platform's evaluation and the import's, compared: the table's row."""
     from dagster import DagsterInstance, materialize
 
+    from eval_engine import DEFAULT_LOCAL_MODEL
     from eval_platform.benchmarks.roster import RosterEntry, write_entry
-    from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL
     from eval_platform.definitions import defs
     from eval_platform.evaluation_assets.benchmarks.assets import (
         benchmark_documents,

@@ -36,11 +36,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from eval_engine import (  # noqa: E402
+    DEFAULT_LOCAL_MODEL,
+    LOGLIKELIHOOD_TOLERANCE,  # noqa: E402
+    Placement,
+    load_local_model,
+    smollm2_gguf,
+)
 from eval_platform.benchmarks.declarations import Benchmark, declared_benchmarks  # noqa: E402
 from eval_platform.benchmarks.documents import build_documents  # noqa: E402
 from eval_platform.benchmarks.solvers import EvaluationJob, evaluate  # noqa: E402
-from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, Placement, load_local_model, smollm2_gguf  # noqa: E402
-from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE  # noqa: E402
 from eval_platform.environment import environment  # noqa: E402
 from speed.harness_alone import HarnessSide, run_alone  # noqa: E402
 

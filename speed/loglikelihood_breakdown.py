@@ -32,10 +32,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from eval_engine import LocalCausalLM, load_local_model  # noqa: E402
 from eval_platform.benchmarks.declarations import FEWSHOT_SEED, EvaluationSettings, declared_benchmarks  # noqa: E402
 from eval_platform.benchmarks.harness import HarnessRun, build_tasks  # noqa: E402
 from eval_platform.common.models import LoglikelihoodRequest  # noqa: E402
-from eval_platform.common.models.local import LocalCausalLM, load_local_model  # noqa: E402
 from eval_platform.environment import environment  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -169,7 +169,7 @@ def harness_side(lm: Any, requests: list[LoglikelihoodRequest]) -> tuple[dict, l
 
 def engine_side(model: LocalCausalLM, requests: list[LoglikelihoodRequest], before: bool) -> tuple[dict, list[float]]:
     """This engine on the requests, as it is or as it was (`before`): its breakdown and values."""
-    from eval_platform.common.models import packed, prefix_cache
+    from eval_engine import packed, prefix_cache
 
     clock = Clock(model.network.device)
     patched = [

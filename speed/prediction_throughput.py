@@ -18,13 +18,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from eval_engine import DEFAULT_LOCAL_MODEL, load_local_model  # noqa: E402
 from eval_platform.benchmarks.declarations import Benchmark, declared_benchmarks  # noqa: E402
 from eval_platform.benchmarks.documents import Document, build_documents  # noqa: E402
 from eval_platform.benchmarks.solvers import EvaluationJob, solver  # noqa: E402
 from eval_platform.benchmarks.solvers.harness import built_requests  # noqa: E402
 from eval_platform.common.ingestion import load_rows  # noqa: E402
 from eval_platform.common.models import LoglikelihoodRequest  # noqa: E402
-from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, load_local_model  # noqa: E402
 from eval_platform.environment import environment  # noqa: E402
 from tests.reference_scoring import naive_loglikelihoods  # noqa: E402
 

@@ -33,6 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from eval_engine import DEFAULT_LOCAL_MODEL, LOGLIKELIHOOD_TOLERANCE, Placement, cpu_name, load_local_model  # noqa: E402  # noqa: E402
 from eval_platform.benchmarks.declarations import Benchmark, declared_benchmarks  # noqa: E402
 from eval_platform.benchmarks.documents import build_documents  # noqa: E402
 from eval_platform.benchmarks.parsers import parser  # noqa: E402
@@ -40,8 +41,6 @@ from eval_platform.benchmarks.solvers import EvaluationJob  # noqa: E402
 from eval_platform.benchmarks.solvers.harness import built_instances  # noqa: E402
 from eval_platform.common.ingestion import load_rows  # noqa: E402
 from eval_platform.common.models import LoglikelihoodRequest  # noqa: E402
-from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, Placement, load_local_model  # noqa: E402
-from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE, cpu_name  # noqa: E402
 from eval_platform.environment import environment  # noqa: E402
 
 BATCH_SIZES = (1, 4, 8, 16, 32)

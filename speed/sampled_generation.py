@@ -29,10 +29,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from eval_engine import (  # noqa: E402
+    DEFAULT_LOCAL_MODEL,
+    Placement,
+    Sampling,  # noqa: E402
+    load_local_model,
+)
+from eval_engine.continuous import cut_at_stop  # noqa: E402
 from eval_platform.common.models import GenerationRequest  # noqa: E402
-from eval_platform.common.models.continuous import cut_at_stop  # noqa: E402
-from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, Placement, load_local_model  # noqa: E402
-from eval_platform.common.models.sampling import Sampling  # noqa: E402
 from speed.generation_throughput import harness_prompts  # noqa: E402
 from speed.harness_alone import run_alone  # noqa: E402
 from speed.lm_eval_parity import harness_model_spec, harness_run, read_rows  # noqa: E402

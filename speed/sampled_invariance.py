@@ -22,10 +22,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from eval_engine import (  # noqa: E402
+    DEFAULT_LOCAL_MODEL,
+    Sampling,  # noqa: E402
+    load_local_model,
+)
+from eval_engine.continuous import ContinuousBatcher  # noqa: E402
 from eval_platform.common.models import GenerationRequest  # noqa: E402
-from eval_platform.common.models.continuous import ContinuousBatcher  # noqa: E402
-from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, load_local_model  # noqa: E402
-from eval_platform.common.models.sampling import Sampling  # noqa: E402
 from eval_platform.environment import environment  # noqa: E402
 from speed.generation_throughput import harness_prompts  # noqa: E402
 

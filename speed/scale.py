@@ -271,7 +271,7 @@ def main() -> None:
         return child(args.child)
     import psutil
 
-    from eval_platform.common.reproducibility import cpu_name
+    from eval_engine import cpu_name
     from tests.processes import free_port, running
 
     print(

@@ -22,10 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from eval_engine import load_local_model  # noqa: E402
 from eval_platform.benchmarks.documents import build_documents  # noqa: E402
 from eval_platform.common.gateway import ModelGateway  # noqa: E402
 from eval_platform.common.ingestion import load_rows  # noqa: E402
-from eval_platform.common.models.local import load_local_model  # noqa: E402
 from eval_platform.common.models.served import ServedCompletionsModel  # noqa: E402
 from speed.prediction_throughput import DATASETS, document_requests  # noqa: E402
 from tests.processes import free_port, running  # noqa: E402

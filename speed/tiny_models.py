@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, LocalCausalLM, materialize_weights
+from eval_engine import DEFAULT_LOCAL_MODEL, LocalCausalLM, materialize_weights
 
 WINDOW = 32  # every sliding attention window: far below every prompt
 MAX_LENGTH = 1536  # positions: ARC-Challenge 25-shot (up to about 1,060 tokens) and gsm8k_cot (800) fit

@@ -30,7 +30,7 @@ from urllib.parse import urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from eval_platform.common.reproducibility import cpu_name  # noqa: E402
+from eval_engine import cpu_name  # noqa: E402
 from eval_platform.viewer.queries.benchmarks import Cursor  # noqa: E402
 from eval_platform.viewer.warehouse import HOLD_S  # noqa: E402
 from tests import synthetic_evaluations as data  # noqa: E402

@@ -118,7 +118,7 @@ def completion(model: str, choices: list[dict], max_tokens: int) -> dict:
 
 
 def serve(port: int, latency_s: float, memo: bool, instant: bool = False) -> None:
-    from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, load_local_model
+    from eval_engine import DEFAULT_LOCAL_MODEL, load_local_model
     from eval_platform.environment import environment
 
     settings = environment()

@@ -88,7 +88,7 @@ def warehouse(tmp_path):
 
 @pytest.fixture(scope="session")
 def local_model():
-    from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, load_local_model
+    from eval_engine import DEFAULT_LOCAL_MODEL, load_local_model
     from eval_platform.environment import environment
 
     settings = environment()

@@ -10,7 +10,7 @@ from typing import Any
 
 import duckdb
 
-from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
+from eval_engine import LOGLIKELIHOOD_TOLERANCE
 from eval_platform.common.warehouse import CLAIMS_TABLE, SCHEMA_TABLE
 
 

@@ -17,9 +17,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from eval_engine import ended_of
 from eval_platform.benchmarks.records import Answer, request_key
 from eval_platform.common.keeping import Keeping, KeptProgress, keep_nothing, no_progress
-from eval_platform.common.models.endings import ended_of
 
 AnswerProgress = KeptProgress  # an evaluation's answers after a chunk was kept
 

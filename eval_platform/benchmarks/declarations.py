@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from eval_platform.common.models.sampling import DEFAULT_SEED
+from eval_engine import DEFAULT_SEED
 
 HARNESS_VERSION = "0.4.13"
 FEWSHOT_SEED = 1234  # the harness's default fewshot_random_seed (simple_evaluate's)

@@ -24,11 +24,10 @@ from typing import Any
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
+from eval_engine import DEFAULT_SEED, Sampling, with_reasoning_ending
 from eval_platform.benchmarks.answering import Answering
 from eval_platform.benchmarks.records import CHAT_MESSAGES, Answer, sampled_arguments, with_budget
 from eval_platform.common.models import Chat, GenerationRequest, LanguageModel, LoglikelihoodRequest, UnsupportedRequest
-from eval_platform.common.models.endings import with_reasoning_ending
-from eval_platform.common.models.sampling import DEFAULT_SEED, Sampling
 
 LOG = logging.getLogger(__name__)
 DEFAULT_MAX_GEN_TOKS = 256  # the harness's default max_gen_toks

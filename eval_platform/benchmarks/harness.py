@@ -30,11 +30,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from eval_engine import DEFAULT_SEED
 from eval_platform.benchmarks.code_sandbox import CodeEvalInSandbox
 from eval_platform.benchmarks.declarations import FEWSHOT_SEED, HARNESS_VERSION, DeclarationError, EvaluationSettings
 from eval_platform.benchmarks.records import Result, Sample, request_key, sampled_arguments, with_budget
 from eval_platform.common.ingestion import Rejection, jsonl_records, not_an_object
-from eval_platform.common.models.sampling import DEFAULT_SEED
 from eval_platform.environment import (
     CODE_EXECUTION_VARIABLE,
     DATA_DIR,

@@ -10,9 +10,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from eval_engine import CUT_AT_BUDGET
 from eval_platform.benchmarks.records import Answer, Result, Sample
 from eval_platform.common.intervals import item_interval
-from eval_platform.common.models.endings import CUT_AT_BUDGET
 from eval_platform.common.repeats import clustered_stderr, item_means, majority_at_k, pass_at_k
 
 

@@ -30,9 +30,8 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, Protocol
 
+from eval_engine import Sampling, api_ending
 from eval_platform.common.models import Chat, Completion, LanguageModel
-from eval_platform.common.models.endings import api_ending
-from eval_platform.common.models.sampling import Sampling
 from eval_platform.environment import litellm_offline, openai_api_key, secrets
 
 MAX_RETRY_AFTER_S = 60.0  # the longest Retry-After honoured

@@ -23,8 +23,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar, cast
 
+from eval_engine import Sampling, draw, probabilities, stream, uniform
 from eval_platform.common.models import Chat, Completion, LanguageModel
-from eval_platform.common.models.sampling import Sampling, draw, probabilities, stream, uniform
 from eval_platform.registry import Registry
 
 V = TypeVar("V")

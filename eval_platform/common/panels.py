@@ -16,9 +16,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from eval_engine import DEFAULT_SEED, Sampling
 from eval_platform.common.judges import judge_named
 from eval_platform.common.models import DEFAULT_LOCAL_MODEL
-from eval_platform.common.models.sampling import DEFAULT_SEED, Sampling
 
 WEIGHTINGS = ("average", "agreement")
 AGREEMENT_METRICS = ("kappa", "accuracy")

@@ -3,7 +3,7 @@
 The same model scores the same items with last-digit differences when the batch around them
 changes (batch size, item order, which other items share a forward pass) or the CPU's kernels do
 (AVX2, AVX-512, AMX): floating-point sums are taken in another order. Decisions (which choice wins)
-do not move; log-likelihoods move by less than `LOGLIKELIHOOD_TOLERANCE`.
+do not move; log-likelihoods move by less than the engine's `LOGLIKELIHOOD_TOLERANCE`.
 """
 
 from __future__ import annotations
@@ -14,15 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-# The largest |difference| of a stored float (a choice's summed log-likelihood, a label probability,
-# an `mc2` or other float score) between two computations of the same item by the same model and
-# precision, whatever the batch size, order, company, process or CPU. Measured by
-# speed/reproducibility.py on float32 (every log-likelihood benchmark, zero- and few-shot): at
-# most 3.7e-05 across batch sizes 1-32, two orders, alone and mixed; 2.9e-05 on one thread; 2.0e-04
-# with AVX2 instead of AVX-512 kernels (another CPU generation); 6.1e-05 against lm-evaluation-harness
-# (the README's parity table). The bound, 5e-4, is 2.5 times the largest, for longer prompts, and far
-# below the smallest margin that decided an item there (6.0e-02).
-LOGLIKELIHOOD_TOLERANCE = 5e-4
+from eval_engine import cpu_flags
 
 # CPU features whose presence changes which kernels torch runs (and so the last float digits).
 CPU_FEATURES = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile")
@@ -54,7 +46,7 @@ ENVIRONMENT_FIELDS = tuple(RunEnvironment.__dataclass_fields__)
 def describe_environment(placement: Mapping[str, Any], batch_size: int) -> RunEnvironment:
     """This process's environment around a model whose `placement` is its device, device name,
     dtype and (for an in-process model) torch threads."""
-    torch_version, flags = _version("torch"), _cpu_flags()
+    torch_version, flags = _version("torch"), cpu_flags()
     capability = None
     if torch_version and placement.get("threads") is not None:
         import torch
@@ -73,14 +65,6 @@ def describe_environment(placement: Mapping[str, Any], batch_size: int) -> RunEn
         python_version=platform.python_version(),
         platform=platform.platform(),
     )
-
-
-def cpu_name() -> str:
-    """The CPU's model name (from /proc/cpuinfo where there is one)."""
-    for line in _cpuinfo_lines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
 
 
 def environment_differences(
@@ -109,18 +93,3 @@ def _version(package: str) -> str | None:
         return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:
         return None
-
-
-def _cpuinfo_lines() -> list[str]:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            return handle.read().splitlines()
-    except OSError:
-        return []
-
-
-def _cpu_flags() -> set[str]:
-    for line in _cpuinfo_lines():
-        if line.startswith("flags"):
-            return set(line.split(":", 1)[1].split())
-    return set()

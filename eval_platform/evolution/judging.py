@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from eval_engine import Sampling
 from eval_platform.common.gateway import call_record, describe_error
 from eval_platform.common.judges import Choice, Distribution, Judge, Judgement, Question, judge_for, sampled
 from eval_platform.common.models import Chat, LanguageModel
-from eval_platform.common.models.sampling import Sampling
 
 # (name, maximum, rubric section exactly as in the fitness document)
 RUBRIC = [

@@ -15,9 +15,9 @@ from typing import Any, cast
 
 import pandas as pd
 
+from eval_engine import token_counter
 from eval_platform.common.gateway import MemoryResponseCache, ResponseCachedModel
 from eval_platform.common.models import Completion, LanguageModel
-from eval_platform.common.models.local import token_counter
 from eval_platform.common.panels import AgreementMetric, agreement_weights, flag_judges
 from eval_platform.evolution.eras import EraStart, config_hash, generation_frames
 from eval_platform.evolution.genetic import EraSettings, GenerationRecord, run_era

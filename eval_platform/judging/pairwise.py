@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, replace
 from itertools import combinations
 from typing import Literal
 
+from eval_engine import Sampling
 from eval_platform.common.gateway import describe_error
 from eval_platform.common.judges import (
     Choice,
@@ -38,7 +39,6 @@ from eval_platform.common.judges import (
 )
 from eval_platform.common.keeping import Keeping, content_key
 from eval_platform.common.models import Chat, LanguageModel
-from eval_platform.common.models.sampling import Sampling
 from eval_platform.judging.datasets import NEED_REFERENCE_CATEGORIES
 from eval_platform.judging.ratings import Battle
 from eval_platform.judging.records import (

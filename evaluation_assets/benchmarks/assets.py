@@ -20,6 +20,7 @@ from dagster import (
 )
 from pydantic import Field
 
+from eval_engine import DEFAULT_SEED
 from eval_platform.benchmarks.answering import AnswerProgress
 from eval_platform.benchmarks.comparison import comparison_rows, not_comparable
 from eval_platform.benchmarks.declarations import Benchmark, DataSource, EvaluationSettings
@@ -44,7 +45,6 @@ from eval_platform.benchmarks.solvers import EvaluationJob
 from eval_platform.benchmarks.store import ComparisonStore, EvaluationStore, InputStore, LeaderboardStore
 from eval_platform.benchmarks.store.evaluations import EvaluationRun
 from eval_platform.common.ingestion import load_rows
-from eval_platform.common.models.sampling import DEFAULT_SEED
 from eval_platform.common.reproducibility import describe_environment
 from eval_platform.environment import environment
 from eval_platform.evaluation_assets.configs import optional_config, set_fields

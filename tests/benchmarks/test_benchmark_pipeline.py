@@ -6,11 +6,11 @@ import re
 
 import pytest
 
+from eval_engine import LOGLIKELIHOOD_TOLERANCE
 from eval_platform.benchmarks.declarations import declared_benchmarks
 from eval_platform.benchmarks.store import EvaluationStore
 from eval_platform.common.ingestion import DataFileError
 from eval_platform.common.models import Chat
-from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
 from eval_platform.environment import environment
 from eval_platform.evaluation_assets.benchmarks.assets import (
     benchmark_documents,

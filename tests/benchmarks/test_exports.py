@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, materialize_weights
+from eval_engine import DEFAULT_LOCAL_MODEL, materialize_weights
 from eval_platform.evaluation_assets.benchmarks.assets import benchmark_evaluation, inspect_log, model_comparison
 from tests.browser import chromium, page_text
 from tests.evaluation import failure_message, materialize_evaluation, materialize_inputs, roster_with

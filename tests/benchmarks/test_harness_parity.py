@@ -7,8 +7,8 @@ documents keep this quick; `speed/harness_parity.py` runs the same comparison on
 
 import pytest
 
+from eval_engine import LOGLIKELIHOOD_TOLERANCE
 from eval_platform.benchmarks.harness import HarnessRun
-from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
 from speed.harness_alone import run_alone
 from speed.harness_parity import compare, declared_run, expected_metrics, harness_run, load_ours
 from speed.lm_eval_parity import harness_model_spec

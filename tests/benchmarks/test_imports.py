@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from eval_engine import DEFAULT_LOCAL_MODEL
 from eval_platform.benchmarks.roster import RosterError, load_roster
-from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL
 from eval_platform.evaluation_assets.benchmarks.assets import benchmark_evaluation, leaderboard, model_comparison
 from eval_platform.resources import RosterResource
 from eval_platform.viewer.links import comparison_link

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from eval_engine import LOGLIKELIHOOD_TOLERANCE
 from eval_platform.benchmarks.declarations import declared_benchmarks
-from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
 from eval_platform.environment import environment
 from speed.harness_alone import run_alone
 from speed.lm_eval_parity import EXPECTED_METRICS, compare, harness_model_spec, harness_run, jsonl

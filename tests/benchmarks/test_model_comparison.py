@@ -4,6 +4,7 @@ the regression watch of the nightly refresh, and scores as numbers Dagster can p
 import pytest
 from dagster import AssetCheckSeverity, DagsterInstance
 
+from eval_engine import cpu_name
 from eval_platform.benchmarks.comparison import (
     NO_PAIRED_TEST,
     compare,
@@ -12,7 +13,6 @@ from eval_platform.benchmarks.comparison import (
     flipped_to_wrong,
 )
 from eval_platform.benchmarks.samples import side_by_side
-from eval_platform.common.reproducibility import cpu_name
 from eval_platform.evaluation_assets.benchmarks import checks
 from eval_platform.evaluation_assets.benchmarks.assets import model_comparison
 from eval_platform.resources import LanguageModelResource

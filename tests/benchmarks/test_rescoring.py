@@ -11,7 +11,7 @@ import shutil
 import pytest
 import yaml
 
-from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, LocalCausalLM
+from eval_engine import DEFAULT_LOCAL_MODEL, LocalCausalLM
 from speed.harness_alone import run_alone
 from tests.conftest import DATA_BENCHMARKS
 from tests.evaluation import materialize_evaluation, materialize_inputs, roster_with

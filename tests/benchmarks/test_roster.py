@@ -352,7 +352,7 @@ def test_the_roster_sensor_adds_partitions_and_evaluates_a_changed_entry(platfor
 
 @pytest.mark.slow
 def test_a_new_checkpoint_is_evaluated_and_compared_with_its_predecessor_and_baseline(platform):
-    from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, materialize_weights
+    from eval_engine import DEFAULT_LOCAL_MODEL, materialize_weights
 
     test_defs, roster, warehouse, instance, tmp_path = platform
     checkpoints = tmp_path / "checkpoints"

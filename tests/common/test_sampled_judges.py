@@ -7,9 +7,9 @@ import asyncio
 import pytest
 from scipy.stats import chisquare
 
+from eval_engine import Sampling
 from eval_platform.common.judges import drawn_label
 from eval_platform.common.models import Chat
-from eval_platform.common.models.sampling import Sampling
 from eval_platform.common.panels import JudgePanel
 
 DISTRIBUTION = {"0": 0.5, "1": 0.3, "2": 0.2}

@@ -12,7 +12,7 @@ import duckdb
 import pytest
 from dagster import DagsterInstance, SensorResult, build_sensor_context, materialize
 
-from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL
+from eval_engine import DEFAULT_LOCAL_MODEL
 from eval_platform.evaluation_assets.evolution.assets import (
     era_summary,
     evolution_era,

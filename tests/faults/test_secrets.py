@@ -11,8 +11,8 @@ import duckdb
 import pytest
 from dagster import DagsterInstance
 
+from eval_engine import DEFAULT_LOCAL_MODEL
 from eval_platform.common.gateway import redact
-from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL
 from eval_platform.evaluation_assets.benchmarks.assets import benchmark_evaluation
 from eval_platform.evaluation_assets.evolution.assets import era_summary, evolution_era, gene_pools, source_paragraphs
 from eval_platform.resources import ModelGatewayResource, WarehouseResource

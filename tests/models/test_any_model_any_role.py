@@ -6,9 +6,9 @@ import asyncio
 import pytest
 from dagster import DagsterInstance, materialize
 
+from eval_engine import DEFAULT_LOCAL_MODEL
 from eval_platform.common.judges import ProbabilitiesJudge, WrittenJudge
 from eval_platform.common.models import Chat, GenerationRequest, ModelSettings, open_model
-from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL
 from eval_platform.evaluation_assets.evolution.assets import (
     era_summary,
     evolution_era,

@@ -80,10 +80,10 @@ def test_sampled_calls_send_their_settings_and_are_cached_apart_from_greedy_ones
     again only with its own settings and sample index (never a greedy answer for a sample)."""
     import asyncio
 
+    from eval_engine import Sampling
     from eval_platform.common.gateway import MemoryResponseCache, ModelGateway, ResponseCachedModel
     from eval_platform.common.models import Chat
     from eval_platform.common.models.api_chat import ApiChatModel
-    from eval_platform.common.models.sampling import Sampling
 
     model = ResponseCachedModel(
         ApiChatModel("openai/echo", ModelGateway(api_base=server.api_base)), MemoryResponseCache()

@@ -12,7 +12,7 @@ comparison (on ARC-Challenge 25-shot)."""
 import lm_eval  # noqa: F401  (a dependency: a missing harness fails the suite, never skips it)
 import pytest
 
-from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
+from eval_engine import LOGLIKELIHOOD_TOLERANCE
 from speed.architecture_parity import (
     EXPECTED_METRICS,
     PERPLEXITY_LENGTH,
@@ -209,7 +209,7 @@ LONGROPE = {"rope_type": "longrope", "short_factor": [1.0] * 8, "long_factor": [
 def test_the_engine_path_is_read_from_the_models_config(model_type, settings, kernel, path):
     from transformers import AutoConfig
 
-    from eval_platform.common.models.attention import AttentionLayout
+    from eval_engine.attention import AttentionLayout
 
     config = AutoConfig.for_model(model_type, **settings)
     config.get_text_config(decoder=True)._attn_implementation = kernel

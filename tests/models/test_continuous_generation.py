@@ -9,9 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from eval_engine import LOGLIKELIHOOD_TOLERANCE
+from eval_engine.continuous import ROW_BLOCK, ContinuousBatcher, Detokenizer, SlotBatch, cut_at_stop
 from eval_platform.common.models import Chat, GenerationRequest
-from eval_platform.common.models.continuous import ROW_BLOCK, ContinuousBatcher, Detokenizer, SlotBatch, cut_at_stop
-from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
 from speed.generation_throughput import harness_prompts
 from speed.lm_eval_parity import divergence
 from tests.conftest import DATA_BENCHMARKS

@@ -6,10 +6,7 @@ import asyncio
 
 import pytest
 
-from eval_platform.benchmarks.records import Answer, Result, Sample
-from eval_platform.benchmarks.scoring import with_budget_shares
-from eval_platform.common.models import Chat, GenerationRequest
-from eval_platform.common.models.endings import (
+from eval_engine import (
     BUDGET,
     END_TOKEN,
     REASONING_OPEN,
@@ -19,6 +16,9 @@ from eval_platform.common.models.endings import (
     ended_of,
     with_reasoning_ending,
 )
+from eval_platform.benchmarks.records import Answer, Result, Sample
+from eval_platform.benchmarks.scoring import with_budget_shares
+from eval_platform.common.models import Chat, GenerationRequest
 from tests.openai_stub_server import StubServer
 
 # (prompt, budget, stop sequences): one that ends with the end token, one cut at its budget, one at a stop

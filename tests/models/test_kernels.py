@@ -11,8 +11,8 @@ import dataclasses
 import pytest
 import torch
 
-from eval_platform.common.models import kernels
-from eval_platform.common.models.kernels import (
+from eval_engine import LocalCausalLM, kernels
+from eval_engine.kernels import (
     HEADS,
     check_cases,
     flash_varlen,
@@ -21,7 +21,6 @@ from eval_platform.common.models.kernels import (
     reference_of,
     run_case,
 )
-from eval_platform.common.models.local import LocalCausalLM
 from speed.tiny_models import FAMILIES, smollm2_tokenizer, tiny_model
 
 EXACT = 1e-12  # float64 throughout: only summation order differs

@@ -21,6 +21,11 @@ import pytest
 import torch
 from lm_eval.api.group import Group
 
+from eval_engine import LOGLIKELIHOOD_TOLERANCE
+from eval_engine import packed as packed_module
+from eval_engine.kernels import cpu_varlen, reference_varlen
+from eval_engine.packed import depth_first, plan_passes
+from eval_engine.prefix_cache import PrefixTrie, _fold_short, _split, score
 from eval_platform.benchmarks.declarations import declared_benchmarks
 from eval_platform.benchmarks.documents import build_documents
 from eval_platform.benchmarks.harness import HarnessRun, build_tasks
@@ -28,11 +33,6 @@ from eval_platform.benchmarks.solvers.chat import chat_of
 from eval_platform.benchmarks.solvers.harness import rows_requests
 from eval_platform.common.ingestion import load_rows
 from eval_platform.common.models import LoglikelihoodRequest
-from eval_platform.common.models import packed as packed_module
-from eval_platform.common.models.kernels import cpu_varlen, reference_varlen
-from eval_platform.common.models.packed import depth_first, plan_passes
-from eval_platform.common.models.prefix_cache import PrefixTrie, _fold_short, _split, score
-from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
 from eval_platform.environment import environment
 from speed.tiny_models import FAMILIES, WINDOW, smollm2_tokenizer, tiny_model
 from tests.conftest import PROJECT_ROOT

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from eval_engine import DEFAULT_LOCAL_MODEL, smollm2_gguf
 from eval_platform.common.gateway import ModelGateway
-from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, smollm2_gguf
 from eval_platform.common.models.served import ServedCompletionsModel, ServerCheckFailed
 from eval_platform.resources import ModelGatewayResource
 from tests.evaluation import materialize_benchmark, roster_with

@@ -6,8 +6,8 @@ engine's path or what else is in the batch; a prompt's k samples share one prefi
 
 import pytest
 
+from eval_engine import Sampling, draw, probabilities, stream, uniform
 from eval_platform.common.models import GenerationRequest
-from eval_platform.common.models.sampling import Sampling, draw, probabilities, stream, uniform
 from speed.generation_throughput import harness_prompts
 from tests.conftest import DATA_BENCHMARKS
 from tests.models.test_continuous_generation import fresh_batcher

@@ -9,11 +9,10 @@ import urllib.request
 import duckdb
 import pytest
 
+from eval_engine import DEFAULT_LOCAL_MODEL, LOGLIKELIHOOD_TOLERANCE, Placement, choose_placement
 from eval_platform.common.gateway import ModelGateway
 from eval_platform.common.models import Chat, GenerationRequest, LoglikelihoodRequest
-from eval_platform.common.models.local import DEFAULT_LOCAL_MODEL, Placement, choose_placement
 from eval_platform.common.models.served import ServedCompletionsModel, ServerCheckFailed
-from eval_platform.common.reproducibility import LOGLIKELIHOOD_TOLERANCE
 from eval_platform.resources import LanguageModelResource, ModelGatewayResource
 from tests.conftest import PROJECT_ROOT
 from tests.evaluation import dataset_requests, materialize_evaluation, materialize_inputs, roster_with

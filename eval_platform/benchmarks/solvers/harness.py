@@ -21,6 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from eval_engine import DEFAULT_SEED
 from eval_platform.benchmarks.declarations import Benchmark, EvaluationSettings, settings_key
 from eval_platform.benchmarks.documents import Document, build_documents, task_of
 from eval_platform.benchmarks.harness import (
@@ -37,7 +38,6 @@ from eval_platform.benchmarks.harness import (
 from eval_platform.benchmarks.records import Evaluation, Sample
 from eval_platform.benchmarks.scoring import mean_results, sampled_results, with_budget_shares, with_intervals
 from eval_platform.benchmarks.solvers.base import SOLVERS, EvaluationJob
-from eval_platform.common.models.sampling import DEFAULT_SEED
 
 
 def jsonl_file(folder: Path, name: str, rows: Sequence[Mapping[str, Any]]) -> str:

@@ -11,11 +11,11 @@ from typing import Any
 
 import pandas as pd
 
+from eval_engine import Generation
 from eval_platform.benchmarks.imports import IMPORTED, ImportedEvaluation, KnownDocument, content_key
 from eval_platform.benchmarks.inspect_logs import ExportedEvaluation
 from eval_platform.benchmarks.records import Answer, Evaluation, Sample, as_json
 from eval_platform.benchmarks.store.schema import KEPT_RUNS, BenchmarkSchema
-from eval_platform.common.models.endings import Generation
 from eval_platform.common.warehouse import reads, utc_now, writes
 
 # one evaluation of a solver: (benchmark, model, settings key, solver)

@@ -1,5 +1,7 @@
-"""The one model protocol every backend implements, the requests it answers, and the registry that
-opens a model by its name's prefix.
+"""The one model protocol every backend implements, and the registry that opens a model by its
+name's prefix. The requests it answers (`Chat`, `LoglikelihoodRequest`, `GenerationRequest`,
+`Completion`, `Generation`, `Sampling`) are the local engine's (the `eval_engine` package), which
+the `local/` backend is.
 
 Like lm-evaluation-harness's `LM`: a model scores continuations (`loglikelihoods`), gives the
 probabilities of answer labels after a chat (`label_probabilities`) and generates text
@@ -12,58 +14,21 @@ models never mix.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from eval_platform.common.models.endings import Generation
-from eval_platform.common.models.sampling import Sampling
+from eval_engine import (
+    DEFAULT_LOCAL_MODEL,
+    Chat,
+    Completion,
+    Generation,
+    GenerationRequest,
+    LoglikelihoodRequest,
+    Sampling,
+)
 from eval_platform.environment import MODEL_CACHE
 from eval_platform.registry import Registry
-
-
-@dataclass(frozen=True)
-class Chat:
-    """A system and a user turn, ready for the assistant's reply (no system message when empty)."""
-
-    system: str
-    user: str
-
-
-@dataclass(frozen=True)
-class LoglikelihoodRequest:
-    """log P(continuation | context); a Chat context is rendered by the model's chat template."""
-
-    context: Chat | str
-    continuation: str
-
-
-@dataclass(frozen=True)
-class GenerationRequest:
-    """Text after a prompt, cut at the first stop sequence: greedy, or sample `sample` of the
-    prompt's drawn with `sampling` (each sample index its own draw, sampling.py)."""
-
-    prompt: Chat | str
-    max_new_tokens: int
-    stop: tuple[str, ...] = ()
-    sampling: Sampling | None = None
-    sample: int = 0
-
-
-@dataclass(frozen=True)
-class Completion:
-    """One chat answer, with what it took and cost."""
-
-    text: str
-    duration_ms: int
-    attempts: int
-    first_token_logprobs: dict[str, float] | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    cost_usd: float | None = None  # what the call cost: None where no price is known, 0 from the cache
-    cached: bool = False  # answered from the response cache, not the model
-    ended: str | None = None  # why it ended (endings.py), where the backend says
 
 
 class LanguageModel(Protocol):
@@ -109,9 +74,6 @@ class LanguageModel(Protocol):
 
 class UnsupportedRequest(ValueError):
     """A request this backend cannot answer (e.g. prompt log-probabilities from a chat API)."""
-
-
-DEFAULT_LOCAL_MODEL = "local/smollm2-135m-instruct"
 
 
 class ModelSettings(BaseModel):
@@ -161,7 +123,7 @@ class ModelSettings(BaseModel):
 # longest prefix a name starts with is its backend's. Any other name (the empty prefix) is a litellm
 # provider string (openai/..., anthropic/..., gemini/...).
 BACKENDS: Registry[Callable[..., LanguageModel]] = Registry("model backend")
-BACKENDS.register("local/", "eval_platform.common.models.local:open_local_model")
+BACKENDS.register("local/", "eval_platform.common.models:open_local_model")
 BACKENDS.register("served/", "eval_platform.common.models.served:open_served_model")
 BACKENDS.register("", "eval_platform.common.models.api_chat:open_api_model")
 LOCAL_PREFIX, SERVED_PREFIX = "local/", "served/"
@@ -176,3 +138,12 @@ def open_model(name: str, settings: ModelSettings | None = None, gateway: Any = 
     settings = settings or ModelSettings()
     prefix = max((prefix for prefix in BACKENDS.names() if name.startswith(prefix)), key=len)
     return BACKENDS.get(prefix)(name, settings, gateway)
+
+
+def open_local_model(name: str, settings: ModelSettings, gateway: Any = None) -> LanguageModel:
+    """A model of the local engine on the settings' device and precision (`auto`: the best this
+    machine has), its converted weights under the settings' model cache."""
+    from eval_engine import detect_placement, load_local_model
+
+    placement = detect_placement(settings.device, settings.dtype, settings.device_map)
+    return load_local_model(name, settings.model_cache_dir, placement, settings.torch_threads)

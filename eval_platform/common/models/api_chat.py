@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from eval_engine import Generation, Sampling
 from eval_platform.common.gateway import ModelGateway, chat, redact
 from eval_platform.common.models import (
     Chat,
@@ -24,8 +25,6 @@ from eval_platform.common.models import (
     ModelSettings,
     UnsupportedRequest,
 )
-from eval_platform.common.models.endings import Generation
-from eval_platform.common.models.sampling import Sampling
 
 
 def label_distribution(

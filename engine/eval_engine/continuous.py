@@ -41,9 +41,9 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from eval_platform.common.models.endings import BUDGET, END_TOKEN, STOP_SEQUENCE, Generation
-from eval_platform.common.models.prefix_cache import common_length
-from eval_platform.common.models.sampling import Draw, Sampling, choose, stream
+from eval_engine.endings import BUDGET, END_TOKEN, STOP_SEQUENCE, Generation
+from eval_engine.prefix_cache import common_length
+from eval_engine.sampling import Draw, Sampling, choose, stream
 
 LOG = logging.getLogger(__name__)
 INCOMPLETE = "\ufffd"  # what decoding shows for a character whose bytes have not all come
@@ -160,14 +160,14 @@ class ContinuousBatcher:
     encoded_tokens: int = 0  # prompt tokens run through the model (shared prefixes once)
 
     def __post_init__(self) -> None:
-        from eval_platform.common.models.attention import AttentionLayout
-        from eval_platform.common.models.packed import packed_path
+        from eval_engine.attention import AttentionLayout
+        from eval_engine.packed import packed_path
 
         eos = getattr(self.network.generation_config, "eos_token_id", None)
         self.eos = frozenset(eos if isinstance(eos, (list, tuple)) else [] if eos is None else [eos])
         layout = AttentionLayout.of(self.network.config)
         if self.packed and packed_path(self.network, layout) is None:
-            from eval_platform.common.models.decoding import PackedSteps
+            from eval_engine.decoding import PackedSteps
 
             self.steps = PackedSteps(
                 self.network,

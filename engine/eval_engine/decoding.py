@@ -33,9 +33,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from eval_platform.common.models import kernels, packed
-from eval_platform.common.models.attention import AttentionLayout
-from eval_platform.common.models.prefix_cache import Node, PrefixTrie, _fold_short, _split, common_length
+from eval_engine import kernels, packed
+from eval_engine.attention import AttentionLayout
+from eval_engine.prefix_cache import Node, PrefixTrie, _fold_short, _split, common_length
 
 CUDA_CACHE_SHARE = 0.9  # of the GPU memory free when a batch starts: what its rows may take
 # The CPU's budget of cached tokens, every row's prompt and budget: its steps read the weights once for

@@ -32,8 +32,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from eval_platform.common.models.attention import AttentionLayout
-from eval_platform.common.models.kernels import (
+from eval_engine.attention import AttentionLayout
+from eval_engine.kernels import (
     KERNELS,
     cpu_varlen,
     flash_varlen,

@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = ("eval_platform", "evaluation_assets", "resources", "jobs", "schedules")
+FOLDERS = ("eval_platform", "evaluation_assets", "resources", "jobs", "schedules", "engine/eval_engine")
 
 
 def modules() -> list[Path]:

@@ -5,7 +5,7 @@ model, item by item, on tiny models with random weights; and perplexity tasks, b
     python speed/architecture_parity.py --families gemma3_text mistral --items 3
     python speed/architecture_parity.py --perplexity-only
 
-Each family's model is tiny (speed/tiny_models.py: built from its transformers config, no
+Each family's model is tiny (engine/eval_engine/tiny_models.py: built from its transformers config, no
 download, seeded random weights, SmolLM2's tokenizer, every sliding attention window WINDOW tokens:
 every prompt here is longer than every window, and none is cut to the model's length), saved to a
 folder. On each, the harness's own ARC-Challenge 25-shot and gsm8k_cot tasks (local data, its own
@@ -39,6 +39,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eval_engine import DEFAULT_LOCAL_MODEL, LocalCausalLM, load_local_model  # noqa: E402
+from eval_engine.tiny_models import FAMILIES, TINY, WINDOW, Family, smollm2_tokenizer, tiny_model  # noqa: E402
 from eval_platform.benchmarks.declarations import EvaluationSettings, declared_benchmarks  # noqa: E402
 from eval_platform.benchmarks.harness import HarnessOutcome, HarnessRun, build_tasks, evaluate  # noqa: E402
 from eval_platform.common.models import GenerationRequest  # noqa: E402
@@ -51,7 +52,6 @@ from speed.lm_eval_parity import (  # noqa: E402
     harness_model_spec,
     jsonl,
 )
-from speed.tiny_models import FAMILIES, TINY, WINDOW, Family, smollm2_tokenizer, tiny_model  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data" / "benchmarks"

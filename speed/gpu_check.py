@@ -61,13 +61,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from eval_engine import DEFAULT_LOCAL_MODEL, LocalCausalLM, materialize_weights  # noqa: E402
+from eval_engine import (  # noqa: E402
+    DEFAULT_LOCAL_MODEL,
+    LocalCausalLM,
+    divergence,  # noqa: E402
+    materialize_weights,
+)
 from eval_platform.benchmarks.declarations import FEWSHOT_SEED, EvaluationSettings, declared_benchmarks  # noqa: E402
 from eval_platform.benchmarks.harness import HarnessRun, build_tasks, evaluate, registered_config  # noqa: E402
 from eval_platform.common.models import LoglikelihoodRequest  # noqa: E402
 from eval_platform.environment import environment  # noqa: E402
 from speed.harness_alone import ModelPhase, TokenCounter  # noqa: E402
-from speed.lm_eval_parity import divergence  # noqa: E402
 from speed.loglikelihood_breakdown import HEADER as BREAKDOWN_HEADER  # noqa: E402
 from speed.loglikelihood_breakdown import breakdown, run_requests  # noqa: E402
 from speed.loglikelihood_breakdown import row as breakdown_row  # noqa: E402
@@ -173,7 +177,7 @@ def check_kernels(device: str) -> dict:
     query and key lengths, every window, grouped-query heads, narrower values, as many tokens as
     heads, the decode step's call): its largest differences. A kernel that fails the check stops
     the run at once: every figure after it would be of the padded path, or wrong."""
-    from eval_engine.kernels import KERNEL_TOLERANCE, check_kernel
+    from eval_engine import KERNEL_TOLERANCE, check_kernel
 
     kernel = "flash" if device.startswith("cuda") else "cpu"
     worst, reason = check_kernel(kernel, device, "bfloat16")
@@ -190,7 +194,7 @@ def check_kernels(device: str) -> dict:
 
 def flash_signature() -> str:
     """FlashAttention's operator in this torch, as the engine calls it."""
-    from eval_engine.kernels import flash_operator
+    from eval_engine import flash_operator
 
     return str(flash_operator().default._schema)  # pyright: ignore[reportAttributeAccessIssue]
 

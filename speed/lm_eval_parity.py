@@ -38,8 +38,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eval_engine import (  # noqa: E402
     DEFAULT_LOCAL_MODEL,
-    LOGLIKELIHOOD_TOLERANCE,  # noqa: E402
+    LOGLIKELIHOOD_TOLERANCE,
     Placement,
+    divergence,
     load_local_model,
     smollm2_gguf,
 )
@@ -242,31 +243,6 @@ def compare_samples(theirs: dict[tuple, dict], ours: dict[tuple, dict], model) -
 def difference(theirs: Any, ours: Any) -> float:
     """|difference| of two per-item values' means (0 where either has none)."""
     return abs(mean([theirs]) - mean([ours])) if theirs not in ([], None) and ours not in ([], None) else 0.0
-
-
-def divergence(model, prompt: str, theirs: str, ours: str, max_new_tokens: int = 0) -> dict:
-    """Where two greedy texts part, the first differing token (the texts re-encoded), and the gap
-    between the two tokens' log-probabilities there under `model` (None where one text ends
-    there), after the prompt as generation cuts it for `max_new_tokens`. A gap below
-    LOGLIKELIHOOD_TOLERANCE is a near-tie that float noise may flip."""
-    import torch
-
-    from eval_platform.common.models import GenerationRequest
-
-    a, b = model.encode_piece(theirs), model.encode_piece(ours)
-    at = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
-    shown = {
-        "token": at,
-        "theirs": model.tokenizer.decode(a[at : at + 1]),
-        "ours": model.tokenizer.decode(b[at : at + 1]),
-    }
-    if at >= min(len(a), len(b)):
-        return {**shown, "gap": None}
-    context = model.generation_prompt(GenerationRequest(prompt, max_new_tokens)) + a[:at]
-    with torch.inference_mode():
-        logits = model.network(input_ids=torch.tensor([context], device=model.network.device), logits_to_keep=1).logits
-    log_probabilities = torch.log_softmax(logits[0, -1].float(), dim=-1)
-    return {**shown, "gap": abs(float(log_probabilities[a[at]] - log_probabilities[b[at]]))}
 
 
 def read_rows(name: str, items: int) -> tuple[list[dict], list[dict]]:

@@ -33,11 +33,11 @@ from eval_engine import (  # noqa: E402
     DEFAULT_LOCAL_MODEL,
     Placement,
     Sampling,  # noqa: E402
+    cut_at_stop,  # noqa: E402
     load_local_model,
 )
-from eval_engine.continuous import cut_at_stop  # noqa: E402
 from eval_platform.common.models import GenerationRequest  # noqa: E402
-from speed.generation_throughput import harness_prompts  # noqa: E402
+from speed.engine_prompts import harness_prompts  # noqa: E402
 from speed.harness_alone import run_alone  # noqa: E402
 from speed.lm_eval_parity import harness_model_spec, harness_run, read_rows  # noqa: E402
 

@@ -6,7 +6,8 @@ contract. Importing it is cheap: torch and transformers are imported when a mode
 This module is the engine's public interface; its other modules are its own.
 """
 
-from eval_engine.causal_lm import LocalCausalLM, restricted_softmax
+from eval_engine.causal_lm import LocalCausalLM, divergence, restricted_softmax
+from eval_engine.continuous import cut_at_stop
 from eval_engine.endings import (
     BUDGET,
     CUT_AT_BUDGET,
@@ -19,6 +20,7 @@ from eval_engine.endings import (
     ended_of,
     with_reasoning_ending,
 )
+from eval_engine.kernels import KERNEL_TOLERANCE, check_kernel, flash_operator
 from eval_engine.loading import (
     DEFAULT_CACHE_DIR,
     DEFAULT_LOCAL_MODEL,
@@ -41,6 +43,7 @@ __all__ = [
     "DEFAULT_LOCAL_MODEL",
     "DEFAULT_SEED",
     "END_TOKEN",
+    "KERNEL_TOLERANCE",
     "LOGLIKELIHOOD_TOLERANCE",
     "REASONING_OPEN",
     "STOPPED",
@@ -57,9 +60,13 @@ __all__ = [
     "choose_placement",
     "cpu_flags",
     "cpu_name",
+    "cut_at_stop",
+    "check_kernel",
     "detect_placement",
+    "divergence",
     "draw",
     "ended_of",
+    "flash_operator",
     "load_local_model",
     "materialize_weights",
     "probabilities",

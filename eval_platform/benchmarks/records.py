@@ -76,7 +76,7 @@ class Answer:
     arguments: list[Any]
     response: Any  # loglikelihood: [log-likelihood, is_greedy]; generate_until: the text, unstripped
     computed: bool
-    ended: str | None = None  # a generation's: why it ended (common/models/endings.py), None where unknown
+    ended: str | None = None  # a generation's: why it ended (the engine's endings.py), None where unknown
 
 
 @dataclass

@@ -9,13 +9,13 @@ import json
 import pytest
 from dagster import DagsterInstance
 
+from eval_engine.tiny_models import FAMILIES, smollm2_tokenizer, tiny_model
 from eval_platform.benchmarks.declarations import DeclarationError, EvaluationSettings, settings_key
 from eval_platform.benchmarks.engine_lm import EngineLM
 from eval_platform.benchmarks.harness import HarnessRun, build_tasks, evaluate, outcome_results, outcome_samples
 from eval_platform.benchmarks.roster import RosterEntry, write_entry
 from eval_platform.evaluation_assets.partitions import benchmark_partitions, evaluation_key, roster_partitions
 from eval_platform.resources import WarehouseResource
-from speed.tiny_models import FAMILIES, smollm2_tokenizer, tiny_model
 from tests.benchmarks.test_harness_tasks import launchpad
 from tests.conftest import DATA_BENCHMARKS
 from tests.peers import INSPECT_LOG_READER, peer_json

@@ -236,7 +236,8 @@ def product_files(root: Path | None = None) -> list[Path]:
 
 
 def test_no_product_function_is_longer_than_sixty_lines():
-    assert long_functions(product_files()) == {}
+    """The platform's and the engine's."""
+    assert long_functions([*product_files(), *sorted((PROJECT_ROOT / "engine" / "eval_engine").rglob("*.py"))]) == {}
 
 
 GENERIC_NAMES = (*LINKED_FOLDERS, "definitions", "cli")
@@ -295,6 +296,71 @@ def test_the_distribution_installs_one_namespace_holding_the_code_locations_fold
     }
     assert linked and linked <= set(names)
     assert {"eval_platform/definitions.py", "eval_platform/cli/main.py"} <= set(names)
+
+
+# The engine (engine/: its package, tests and parity scripts) is a distribution of its own: it imports
+# nothing of the platform, and the platform reaches it only through its public interface, the names
+# `eval_engine` exports and its kit of tiny seeded models. One platform script profiles the engine's
+# own stages by wrapping them, against the harness's HF model on the platform's requests.
+ENGINE_PUBLIC = ("eval_engine", "eval_engine.tiny_models")
+ENGINE_PROFILERS = ("speed/loglikelihood_breakdown.py",)
+PLATFORM_FOLDERS = ("eval_platform", *LINKED_FOLDERS, "tests", "speed", "scripts", "docs")
+
+
+def engine_crossings(root: Path, public: set[str]) -> list[str]:
+    """Every import across the engine's boundary: the engine's of the platform, and the platform's of
+    an engine module or name outside its public interface (`public`: what `eval_engine` exports)."""
+    found = []
+    for path in sorted((root / "engine").rglob("*.py")):
+        found += [
+            f"{path.relative_to(root)} imports the platform's {target}"
+            for target in sorted(imports(path))
+            if target.split(".")[0] in ("eval_platform", "tests", "speed", *GENERIC_NAMES)
+        ]
+    for path in (path for folder in PLATFORM_FOLDERS for path in sorted((root / folder).rglob("*.py"))):
+        if path.relative_to(root).as_posix() in ENGINE_PROFILERS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "eval_engine":
+                names = [a.name for a in node.names if node.module == "eval_engine" and a.name not in public]
+                inside = node.module not in ENGINE_PUBLIC
+                found += [f"{path.relative_to(root)} imports {node.module}.{n}" for n in names]
+                found += [f"{path.relative_to(root)} imports {node.module}"] if inside else []
+            elif isinstance(node, ast.Import):
+                found += [
+                    f"{path.relative_to(root)} imports {alias.name}"
+                    for alias in node.names
+                    if alias.name.split(".")[0] == "eval_engine" and alias.name not in ENGINE_PUBLIC
+                ]
+    return found
+
+
+def test_the_engine_and_the_platform_meet_only_at_the_engines_public_interface():
+    import eval_engine
+
+    assert engine_crossings(PROJECT_ROOT, set(eval_engine.__all__)) == []
+
+
+def test_the_boundary_test_finds_each_crossing(tmp_path):
+    sources = {
+        "engine/eval_engine/loading.py": "from eval_platform.environment import MODEL_CACHE\n",
+        "engine/tests/test_x.py": "def f():\n    from tests.conftest import PROJECT_ROOT\n",
+        "eval_platform/common/models/__init__.py": "from eval_engine import Chat, _hidden\n",
+        "resources/__init__.py": "from eval_engine.packed import plan_passes\n",
+        "tests/models/test_y.py": "import eval_engine.continuous\nfrom eval_engine.tiny_models import FAMILIES\n",
+    }
+    for relative, source in sources.items():
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_text(source)
+    assert engine_crossings(tmp_path, {"Chat"}) == [
+        "engine/eval_engine/loading.py imports the platform's eval_platform.environment",
+        "engine/eval_engine/loading.py imports the platform's eval_platform.environment.MODEL_CACHE",
+        "engine/tests/test_x.py imports the platform's tests.conftest",
+        "engine/tests/test_x.py imports the platform's tests.conftest.PROJECT_ROOT",
+        "eval_platform/common/models/__init__.py imports eval_engine._hidden",
+        "resources/__init__.py imports eval_engine.packed",
+        "tests/models/test_y.py imports eval_engine.continuous",
+    ]
 
 
 def test_the_length_test_finds_a_long_function_and_a_long_method(tmp_path):

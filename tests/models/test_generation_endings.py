@@ -1,4 +1,4 @@
-"""Why each generation ended (eval_platform/common/models/endings.py): the engine's endings as
+"""Why each generation ended (eval_engine/endings.py): the engine's endings as
 transformers' own `generate` ends the same prompts, an API's `finish_reason` through litellm, a
 budget cut inside a reasoning block, and each result's share of answers cut at the budget."""
 

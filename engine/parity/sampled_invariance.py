@@ -1,7 +1,7 @@
 """Same seed, same samples: sampled texts asked in different ways, against one run of them all.
 
-    python speed/sampled_invariance.py                     # 4 gsm8k_cot prompts x 8 samples, 48 tokens
-    python speed/sampled_invariance.py --items 8 --k 4 --budget 96
+    python engine/parity/sampled_invariance.py                     # 4 gsm8k_cot prompts x 8 samples, 48 tokens
+    python engine/parity/sampled_invariance.py --items 8 --k 4 --budget 96
 
 The reference: every sample (k a prompt, temperature 0.7, top-p 0.95, seed 7) and one greedy answer
 a prompt, in one `generate` call at batch size 16. Then the same requests at batch size 1; in
@@ -18,25 +18,17 @@ import argparse
 import json
 import subprocess
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from parity_prompts import generation_prompts
 
-from eval_engine import (  # noqa: E402
-    DEFAULT_LOCAL_MODEL,
-    Sampling,  # noqa: E402
-    load_local_model,
-)
-from eval_engine.continuous import ContinuousBatcher  # noqa: E402
-from eval_platform.common.models import GenerationRequest  # noqa: E402
-from eval_platform.environment import environment  # noqa: E402
-from speed.generation_throughput import harness_prompts  # noqa: E402
+from eval_engine import DEFAULT_LOCAL_MODEL, GenerationRequest, Sampling, load_local_model
+from eval_engine.continuous import ContinuousBatcher
 
 SAMPLING = Sampling(temperature=0.7, top_p=0.95, seed=7)
 
 
 def requests(items: int, k: int, budget: int) -> list[GenerationRequest]:
-    prompts, _, stop = harness_prompts("gsm8k_cot", items)
+    prompts, _, stop = generation_prompts("gsm8k_cot", items)
     sampled = [GenerationRequest(p, budget, stop, SAMPLING, i) for p in prompts for i in range(k)]
     return sampled + [GenerationRequest(p, budget, stop) for p in prompts]
 
@@ -59,7 +51,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--budget", type=int, default=48)
     parser.add_argument("--half", type=int, choices=(0, 1), help=argparse.SUPPRESS)  # a child process's half
     args = parser.parse_args(argv)
-    model = load_local_model(DEFAULT_LOCAL_MODEL, environment().model_cache)
+    model = load_local_model(DEFAULT_LOCAL_MODEL)
     asked = requests(args.items, args.k, args.budget)
     middle = len(asked) // 2
     if args.half is not None:

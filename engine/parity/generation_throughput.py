@@ -3,11 +3,12 @@ models outside packed passes), without and with shared prefixes, against packed 
 prefill, each row decoded at its own length); with `--fixed`, fixed batches first (as
 lm-evaluation-harness batches).
 
-    python speed/generation_throughput.py                    # GSM8K 5-shot and gsm8k_cot 8-shot, 48 items
-    python speed/generation_throughput.py --items 16 --benchmarks gsm8k_cot --batch-size 8
+    python engine/parity/generation_throughput.py                    # GSM8K 5-shot and gsm8k_cot 8-shot, 48 items
+    python engine/parity/generation_throughput.py --items 16 --benchmarks gsm8k_cot --batch-size 8
 
 Same process, same model (SmolLM2-135M-Instruct, float32 on the CPU unless `--device`/`--dtype`),
-same prompts (the harness task's over the first N rows of ../shared/benchmarks/gsm8k.jsonl),
+same prompts (the harness task's over the first N rows of ../shared/benchmarks/gsm8k.jsonl, in
+data/harness_prompts.json),
 same batch size, one after the other. Tokens are the tokens of the texts kept (cut at the stop
 sequence); a fixed batch also computes tokens that are thrown away, which is what it loses.
 Printed: seconds, tokens/s, the speed-up over fixed batches, and how many texts equal the fixed
@@ -22,39 +23,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from parity_prompts import generation_prompts, harness_texts
 
-from eval_engine import DEFAULT_LOCAL_MODEL, Placement, load_local_model  # noqa: E402
-from eval_engine.continuous import ContinuousBatcher, cut_at_stop  # noqa: E402
-from eval_platform.benchmarks.declarations import declared_benchmarks  # noqa: E402
-from eval_platform.benchmarks.engine_lm import generation_request  # noqa: E402
-from eval_platform.benchmarks.solvers.harness import rows_requests  # noqa: E402
-from eval_platform.common.ingestion import load_rows  # noqa: E402
-from eval_platform.common.models import Chat, GenerationRequest  # noqa: E402
-from eval_platform.environment import environment  # noqa: E402
-from speed.lm_eval_parity import divergence  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "benchmarks"
-
-
-def harness_prompts(name: str, items: int, benchmarks: Path = SHARED) -> tuple[list[str], int, tuple[str, ...]]:
-    """The harness's prompts for the benchmark (at its headline's shots) over the first rows of its
-    file in `benchmarks`, its token budget and its stop sequences."""
-    benchmark = declared_benchmarks(environment().benchmarks_dir)[name]
-    assert benchmark.dataset is not None and benchmark.dataset.file is not None
-    rows = load_rows(str(benchmarks / Path(benchmark.dataset.file).name), limit=items).rows
-    pool = load_rows(benchmark.fewshot.file).rows if benchmark.fewshot and benchmark.fewshot.file else []
-    shots = benchmark.headline.num_fewshot if benchmark.headline else None
-    settings = benchmark.evaluation_settings().model_copy(update={"solvers": ("harness",), "num_fewshot": shots})
-    requests = [args for built, _ in rows_requests(benchmark, rows, pool, settings).values() for args in built]
-    context, kwargs = requests[0]
-    request = generation_request(context, kwargs)  # the task's budget and stop sequences
-    return [prompt for prompt, _ in requests], request.max_new_tokens, request.stop
+from eval_engine import DEFAULT_LOCAL_MODEL, Chat, GenerationRequest, Placement, divergence, load_local_model
+from eval_engine.continuous import ContinuousBatcher, cut_at_stop
 
 
 def fixed_batches(model, prompts: list[list[int]], budget: int, stop: tuple[str, ...], batch_size: int) -> list[str]:
@@ -110,7 +84,7 @@ def compare_paths(model, name: str, items: int, batch_size: int, fixed: bool) ->
     """The benchmark's prompts by fixed batches (where `fixed`), then continuously batched: padded
     rows (the engine for models outside packed passes) without and with shared prefixes, and packed
     passes: a line each (seconds, tokens/s, the speed-up over the first path, texts equal to its)."""
-    texts, budget, stop = harness_prompts(name, items)
+    texts, budget, stop = generation_prompts(name, items)
     prompts = [model.generation_prompt(GenerationRequest(text, budget, stop)) for text in texts]
 
     def continuous(prefix_sharing: bool, packed: bool):
@@ -163,8 +137,8 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.benchmarks:
         compare_paths(model, name, args.items, args.batch_size, args.fixed)
     if args.concurrent:
-        rows = load_rows(str(SHARED / "gsm8k.jsonl"), limit=args.concurrent).rows
-        apart, together, same = concurrent_chat_answers(model, [row["question"] for _, row in rows], 64)
+        questions = harness_texts("gsm8k_questions")[: args.concurrent]
+        apart, together, same = concurrent_chat_answers(model, questions, 64)
         print(
             f"{args.concurrent} chat answers of up to 64 tokens: {apart:.1f} s as concurrent calls, {together:.1f} s "
             f"in one call ({apart / together:.2f}x its time), texts {'equal' if same else 'DIFFERENT'}"

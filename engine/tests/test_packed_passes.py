@@ -1,5 +1,5 @@
-"""Packed log-likelihood passes (eval_platform/common/models/packed.py): the plan, the kernels and
-the whole path, against definitions that do not come from it.
+"""Packed log-likelihood passes (eval_engine/packed.py): the plan, the kernels and the whole path,
+against definitions that do not come from it.
 
 - The variable-length kernels equal attention over each sequence alone, windows aligned as
   FlashAttention documents them, computed here from the definition.
@@ -11,31 +11,18 @@ the whole path, against definitions that do not come from it.
 - In float32 on SmolLM2, request by request: the packed path (torch's CPU kernel, and the plain
   reference kernel through the same plan) against the padded path the engine took before, within
   LOGLIKELIHOOD_TOLERANCE, every greedy flag the same.
-- Tokenized once: the batch encoding gives the token ids of one request at a time on every
-  shipped benchmark.
 """
-
-import json
 
 import pytest
 import torch
-from lm_eval.api.group import Group
+from prompt_fixtures import loglikelihood_requests
 
 from eval_engine import LOGLIKELIHOOD_TOLERANCE
 from eval_engine import packed as packed_module
 from eval_engine.kernels import cpu_varlen, reference_varlen
 from eval_engine.packed import depth_first, plan_passes
 from eval_engine.prefix_cache import PrefixTrie, _fold_short, _split, score
-from eval_platform.benchmarks.declarations import declared_benchmarks
-from eval_platform.benchmarks.documents import build_documents
-from eval_platform.benchmarks.harness import HarnessRun, build_tasks
-from eval_platform.benchmarks.solvers.chat import chat_of
-from eval_platform.benchmarks.solvers.harness import rows_requests
-from eval_platform.common.ingestion import load_rows
-from eval_platform.common.models import LoglikelihoodRequest
-from eval_platform.environment import environment
-from speed.tiny_models import FAMILIES, WINDOW, smollm2_tokenizer, tiny_model
-from tests.conftest import PROJECT_ROOT
+from eval_engine.tiny_models import FAMILIES, WINDOW, smollm2_tokenizer, tiny_model
 
 # float64 leaves only what a model computes in float32 whatever its dtype: DeepSeek-V3's router
 # (measured 4.9e-09); every other family agreed within 3e-14
@@ -96,24 +83,8 @@ def tokenizer():
     return smollm2_tokenizer()
 
 
-def arc_requests(shots: int, questions: int) -> list[LoglikelihoodRequest]:
-    """ARC-Challenge `shots`-shot requests for the first questions, each choice a request: a shared
-    header, each question's context shared by its choices."""
-    fewshot = PROJECT_ROOT / "data" / "benchmarks" / "fewshot" / "arc_challenge_train.jsonl"
-    rows = [json.loads(line) for line in (PROJECT_ROOT / "data" / "benchmarks" / "arc_challenge.jsonl").open()]
-    train = [json.loads(line) for line in fewshot.open()][:shots]
-
-    def question(row):
-        return f"Question: {row['question']}\nAnswer:"
-
-    header = "".join(
-        f"{question(r)} {r['choices']['text'][r['choices']['label'].index(r['answerKey'])]}\n\n" for r in train
-    )
-    return [LoglikelihoodRequest(header + question(r), f" {c}") for r in rows[:questions] for c in r["choices"]["text"]]
-
-
 def test_the_plan_puts_every_node_once_parents_first_within_the_budget_and_slots_never_shared(local_model):
-    sequences = local_model.scored_sequences(arc_requests(3, 12))
+    sequences = local_model.scored_sequences(loglikelihood_requests("arc_challenge_3_shot"))
     trie = trie_of(sequences)
     _fold_short(trie.root, 32)
     budget = 100
@@ -160,7 +131,7 @@ def test_packed_passes_give_each_sequence_run_alone_in_float64(name, tokenizer):
     model = tiny_model(FAMILIES[name], tokenizer)
     model.network.to(torch.float64)
     model.network.config._experts_implementation = "eager"  # the grouped expert kernels take no float64
-    sequences = model.scored_sequences(arc_requests(5, 3))
+    sequences = model.scored_sequences(loglikelihood_requests("arc_challenge_5_shot"))
     assert min(len(tokens) for tokens, _ in sequences) > 4 * WINDOW  # every prompt outruns every window
     expected = whole_sequence_loglikelihoods(model, sequences)
     assert model.describe_placement()["engine"]["loglikelihood_passes"].startswith("packed")
@@ -177,7 +148,7 @@ def test_packed_passes_agree_with_the_padded_path_request_by_request(local_model
     """SmolLM2 in float32 on MMLU-Pro's 5-shot requests (a header per category, ten choices a
     question): packed passes with torch's CPU kernel and with the plain reference kernel, against
     the padded rows the engine took before."""
-    sequences = local_model.scored_sequences(mmlu_pro_requests())
+    sequences = local_model.scored_sequences(loglikelihood_requests("mmlu_pro_5_shot"))
 
     def run(packed: bool):
         greedy = [True] * len(sequences)
@@ -192,68 +163,3 @@ def test_packed_passes_agree_with_the_padded_path_request_by_request(local_model
     for values in (cpu, reference):
         assert max(abs(a - b) for a, b in zip(values, padded, strict=True)) < LOGLIKELIHOOD_TOLERANCE
     assert cpu_greedy == padded_greedy == reference_greedy
-
-
-def task_requests(name: str, documents: int) -> dict[str, list[LoglikelihoodRequest]]:
-    """The harness's log-likelihood requests of a declared harness-task benchmark's first documents
-    (each of a group's tasks), by task."""
-    benchmark = declared_benchmarks(environment().benchmarks_dir)[name]
-    settings = benchmark.evaluation_settings().model_copy(update={"limit": documents})
-    requests = {}
-    built = build_tasks(HarnessRun((benchmark.task,), settings))
-    for task in (leaf for each in built for leaf in (each.get_all_tasks() if isinstance(each, Group) else [each])):
-        task.build_all_requests(limit=documents)
-        asked = [i.args for i in task.instances if i.request_type == "loglikelihood"]
-        requests[task.config.task] = [LoglikelihoodRequest(*args) for args in asked]
-    return requests
-
-
-def mmlu_pro_requests() -> list[LoglikelihoodRequest]:
-    """The harness's MMLU-Pro requests for the shipped slice's first three documents."""
-    return task_requests("leaderboard_mmlu_pro", 3)["leaderboard_mmlu_pro"]
-
-
-def shipped_requests() -> dict[str, list[LoglikelihoodRequest]]:
-    """Log-likelihood requests of every shipped benchmark: the harness's (its declared shots) on a
-    dataset's first rows or a task's first documents, and the `choices` solver's chats."""
-    requests: dict[str, list[LoglikelihoodRequest]] = {}
-    for name, benchmark in declared_benchmarks(environment().benchmarks_dir).items():
-        if not benchmark.is_dataset:
-            requests.update({f"{name}: {task}": asked for task, asked in task_requests(name, 4).items()})
-            continue
-        assert benchmark.dataset is not None and benchmark.dataset.file is not None
-        rows = load_rows(benchmark.dataset.file, None, None, 4).rows
-        built = rows_requests(benchmark, rows)
-        requests[name] = [
-            LoglikelihoodRequest(*a) for asked, _ in built.values() for a in asked if isinstance(a[1], str)
-        ]
-        if benchmark.chat is not None:
-            documents = build_documents(benchmark, rows).documents
-            requests[f"{name} (chat)"] = [
-                LoglikelihoodRequest(chat_of(document), f" {choice}")
-                for document in documents
-                for choice in document.choices
-            ]
-    return {name: batch for name, batch in requests.items() if batch}
-
-
-def test_tokenized_once_gives_the_token_ids_of_one_request_at_a_time_on_every_shipped_benchmark(local_model):
-    tokenizer = local_model.tokenizer
-    checked = []
-    for name, requests in shipped_requests().items():
-        batch = local_model.scored_sequences(requests)
-        for request, (tokens, scored) in zip(requests, batch, strict=True):
-            # one at a time, as the harness encodes a pair (its rule, spelled out here)
-            context = local_model.render(request.context)
-            continuation = request.continuation
-            spaces = len(context) - len(context.rstrip())
-            if spaces:
-                context, continuation = context[:-spaces], context[-spaces:] + continuation
-            special = not context.startswith(tokenizer.bos_token or "\0")
-            own = tokenizer(context, add_special_tokens=special)["input_ids"]
-            whole = tokenizer(context + continuation, add_special_tokens=special)["input_ids"]
-            expected = (own + whole[len(own) :])[-(local_model.max_length + 1) :]
-            assert (tokens, scored) == (expected, len(whole) - len(own)), (name, request)
-        checked.append(name)
-    assert {"arc_challenge", "mmlu", "winogrande", "leaderboard_mmlu_pro: leaderboard_mmlu_pro"} <= set(checked)
-    assert any(name.startswith("leaderboard_bbh") for name in checked) and any("(chat)" in n for n in checked)

@@ -1,4 +1,4 @@
-"""Greedy generation with continuous batching and shared prefixes (eval_platform/common/models/continuous.py),
+"""Greedy generation with continuous batching and shared prefixes (eval_engine/continuous.py),
 on the real local model: the texts of one-at-a-time generation, a batch that stays full, a shared
 few-shot header encoded once, concurrent callers in one batch."""
 
@@ -8,13 +8,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from prompt_fixtures import generation_prompts
 
-from eval_engine import LOGLIKELIHOOD_TOLERANCE
+from eval_engine import LOGLIKELIHOOD_TOLERANCE, Chat, GenerationRequest, divergence
 from eval_engine.continuous import ROW_BLOCK, ContinuousBatcher, Detokenizer, SlotBatch, cut_at_stop
-from eval_platform.common.models import Chat, GenerationRequest
-from speed.generation_throughput import harness_prompts
-from speed.lm_eval_parity import divergence
-from tests.conftest import DATA_BENCHMARKS
 
 BUDGET = 24
 # How long a thread waits for another to reach the point it is ordered after: a hang guard only (the
@@ -56,8 +53,8 @@ def fresh_batcher(model, **settings) -> ContinuousBatcher:
 def prompts():
     """Four GSM8K 5-shot prompts (random exemplars, little shared) and three gsm8k_cot prompts (one
     fixed 8-shot header), in the harness's format."""
-    gsm8k, _, stop = harness_prompts("gsm8k", 4, DATA_BENCHMARKS)
-    cot, _, cot_stop = harness_prompts("gsm8k_cot", 3, DATA_BENCHMARKS)
+    gsm8k, stop = generation_prompts("gsm8k")
+    cot, cot_stop = generation_prompts("gsm8k_cot")
     return [(p, stop) for p in gsm8k] + [(p, cot_stop) for p in cot]
 
 

@@ -1,12 +1,12 @@
-"""The engine on a GPU, for every family of speed/tiny_models.py: on CUDA, in float32 and bfloat16,
+"""The engine on a GPU, for every family of engine/eval_engine/tiny_models.py: on CUDA, in float32 and bfloat16,
 each tiny model's log-likelihoods through the engine (shared prefixes, each layer's mask, the
 model's own output layer) against the same model run on each sequence whole and alone (what the
 harness's HF model computes), and its greedy texts (continuous batching, shared prefixes) against
 transformers' own `generate` on each prompt alone.
 
-    python speed/architecture_gpu_check.py                       # on a machine with a CUDA GPU
-    python speed/architecture_gpu_check.py --tokenizer DIR --families gemma2 mistral
-    python speed/architecture_gpu_check.py --device cpu            # the same check on the CPU
+    python engine/parity/architecture_gpu_check.py                       # on a machine with a CUDA GPU
+    python engine/parity/architecture_gpu_check.py --tokenizer DIR --families gemma2 mistral
+    python engine/parity/architecture_gpu_check.py --device cpu            # the same check on the CPU
 
 The requests are made of the three paragraphs of data/benchmarks/perplexity: the first is a header
 every request shares, the first 40 words of each other one a context after it, the next 8 words of
@@ -24,20 +24,18 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from parity_prompts import harness_texts
 
-from eval_engine import LocalCausalLM  # noqa: E402
-from eval_engine.continuous import ContinuousBatcher  # noqa: E402
-from eval_platform.common.models import GenerationRequest, LoglikelihoodRequest  # noqa: E402
-from speed.tiny_models import FAMILIES, smollm2_tokenizer, tiny_model  # noqa: E402
+from eval_engine import GenerationRequest, LocalCausalLM, LoglikelihoodRequest
+from eval_engine.continuous import ContinuousBatcher
+from eval_engine.tiny_models import FAMILIES, smollm2_tokenizer, tiny_model
 
-PARAGRAPHS = Path(__file__).resolve().parents[1] / "data" / "benchmarks" / "perplexity" / "paragraphs.jsonl"
 GENERATED_TOKENS = 24
 
 
 def requests() -> tuple[list[str], list[str]]:
     """The contexts (the shared header, then a paragraph's start) and the choices after each."""
-    paragraphs = [json.loads(line)["text"] for line in PARAGRAPHS.read_text(encoding="utf-8").splitlines()]
+    paragraphs = harness_texts("paragraphs")
     contexts = [paragraphs[0] + "\n\n" + " ".join(p.split()[:40]) for p in paragraphs[1:]]
     return contexts, [" " + " ".join(p.split()[40:48]) for p in paragraphs]
 

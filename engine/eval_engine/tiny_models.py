@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eval_engine import DEFAULT_LOCAL_MODEL, LocalCausalLM, materialize_weights
+from eval_engine.causal_lm import LocalCausalLM
+from eval_engine.loading import DEFAULT_LOCAL_MODEL, materialize_weights
 
 WINDOW = 32  # every sliding attention window: far below every prompt
 MAX_LENGTH = 1536  # positions: ARC-Challenge 25-shot (up to about 1,060 tokens) and gsm8k_cot (800) fit

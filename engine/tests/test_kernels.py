@@ -1,5 +1,5 @@
 """The attention kernels' one FlashAttention call and the check before a fast kernel is used
-(eval_platform/common/models/kernels.py), on the CPU.
+(eval_engine/kernels.py), on the CPU.
 
 FlashAttention itself needs a GPU, so its call is driven through stand-ins of its operator with the
 operator's signature, computed by the definition: one giving the log-sum-exp as FlashAttention 2
@@ -21,7 +21,7 @@ from eval_engine.kernels import (
     reference_of,
     run_case,
 )
-from speed.tiny_models import FAMILIES, smollm2_tokenizer, tiny_model
+from eval_engine.tiny_models import FAMILIES, smollm2_tokenizer, tiny_model
 
 EXACT = 1e-12  # float64 throughout: only summation order differs
 # where a log-sum-exp takes part: the call gives it in float32, as FlashAttention does (8.3e-08 seen)
@@ -142,7 +142,7 @@ def tiny_llama() -> LocalCausalLM:
 
 
 def test_a_fast_kernel_that_fails_its_check_is_not_used_and_the_run_says_why(fresh_checks, monkeypatch, tiny_llama):
-    from eval_platform.common.models import GenerationRequest, LoglikelihoodRequest
+    from eval_engine import GenerationRequest, LoglikelihoodRequest
 
     header = "Question: what is two and two? Answer: four.\n" * 3
     requests = [

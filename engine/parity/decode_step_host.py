@@ -2,8 +2,8 @@
 one copy, the scheduling around it) against the network's forward call, per step, over gsm8k_cot's
 prompts (one shared 8-shot header) through the packed path.
 
-    python speed/decode_step_host.py                          # SmolLM2, float32, CPU, 16 prompts, batch 8
-    python speed/decode_step_host.py --device cuda --dtype bfloat16
+    python engine/parity/decode_step_host.py                          # SmolLM2, float32, CPU, 16 prompts, batch 8
+    python engine/parity/decode_step_host.py --device cuda --dtype bfloat16
 
 On a GPU the forward call returns once its kernels are queued; a step the host can run ahead of
 spends its time in the forward call and the final read of the chosen tokens, not before it.
@@ -12,17 +12,13 @@ spends its time in the forward call and the final read of the chosen tokens, not
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from parity_prompts import generation_prompts
 
-from eval_engine import DEFAULT_LOCAL_MODEL, Placement, load_local_model  # noqa: E402
-from eval_engine.continuous import ContinuousBatcher  # noqa: E402
-from eval_engine.decoding import PackedSteps  # noqa: E402
-from eval_platform.common.models import GenerationRequest  # noqa: E402
-from speed.generation_throughput import harness_prompts  # noqa: E402
+from eval_engine import DEFAULT_LOCAL_MODEL, GenerationRequest, Placement, load_local_model
+from eval_engine.continuous import ContinuousBatcher
+from eval_engine.decoding import PackedSteps
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -33,7 +29,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dtype", default="float32")
     args = parser.parse_args(argv)
     model = load_local_model(DEFAULT_LOCAL_MODEL, placement=Placement(args.device, args.dtype))
-    texts, budget, stop = harness_prompts("gsm8k_cot", args.items)
+    texts, budget, stop = generation_prompts("gsm8k_cot", args.items)
     prompts = [model.generation_prompt(GenerationRequest(text, budget, stop)) for text in texts]
     steps: list[tuple[float, float]] = []  # each decode step's whole time, and its forward call's
     forwards: list[float] = []  # every forward call's (prefill passes' too)

@@ -1,16 +1,14 @@
-"""Sampled generation (eval_platform/common/models/sampling.py) on the real local model: the
+"""Sampled generation (eval_engine/sampling.py) on the real local model: the
 distribution a token is drawn from is transformers' own `generate(do_sample=True)`'s, the draws
 follow it (a seeded chi-square test, seen rejecting a sampler whose top-p keeps one token more), and
 a sample depends on its seed, its index and its prompt alone: not on the batch size, the order, the
 engine's path or what else is in the batch; a prompt's k samples share one prefill."""
 
 import pytest
+from prompt_fixtures import generation_prompts
+from test_continuous_generation import fresh_batcher
 
-from eval_engine import Sampling, draw, probabilities, stream, uniform
-from eval_platform.common.models import GenerationRequest
-from speed.generation_throughput import harness_prompts
-from tests.conftest import DATA_BENCHMARKS
-from tests.models.test_continuous_generation import fresh_batcher
+from eval_engine import GenerationRequest, Sampling, draw, probabilities, stream, uniform
 
 # Processed distributions equal transformers' to this (the issue's bound; both in float32, the same
 # operations: the largest difference seen on this machine is printed by the test).
@@ -31,8 +29,7 @@ SETTINGS = [
 @pytest.fixture(scope="module")
 def prompts():
     """Two gsm8k_cot prompts (one fixed 8-shot header) in the harness's format, and their stop sequences."""
-    cot, _, stop = harness_prompts("gsm8k_cot", 2, DATA_BENCHMARKS)
-    return cot, tuple(stop)
+    return generation_prompts("gsm8k_cot", 2)
 
 
 def transformers_step(model, tokens: list[int], sampling: Sampling):

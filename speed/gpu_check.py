@@ -64,7 +64,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from eval_engine import (  # noqa: E402
     DEFAULT_LOCAL_MODEL,
     LocalCausalLM,
-    divergence,  # noqa: E402
+    divergence,
     materialize_weights,
 )
 from eval_platform.benchmarks.declarations import FEWSHOT_SEED, EvaluationSettings, declared_benchmarks  # noqa: E402

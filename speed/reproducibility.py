@@ -33,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from eval_engine import DEFAULT_LOCAL_MODEL, LOGLIKELIHOOD_TOLERANCE, Placement, cpu_name, load_local_model  # noqa: E402  # noqa: E402
+from eval_engine import DEFAULT_LOCAL_MODEL, LOGLIKELIHOOD_TOLERANCE, Placement, cpu_name, load_local_model  # noqa: E402
 from eval_platform.benchmarks.declarations import Benchmark, declared_benchmarks  # noqa: E402
 from eval_platform.benchmarks.documents import build_documents  # noqa: E402
 from eval_platform.benchmarks.parsers import parser  # noqa: E402

@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from eval_engine import (  # noqa: E402
     DEFAULT_LOCAL_MODEL,
     Placement,
-    Sampling,  # noqa: E402
-    cut_at_stop,  # noqa: E402
+    Sampling,
+    cut_at_stop,
     load_local_model,
 )
 from eval_platform.common.models import GenerationRequest  # noqa: E402

@@ -419,7 +419,7 @@ def code_location_page(root: Path) -> str:
         "",
         "## The console script",
         "",
-        "`eval-platform` (`eval_platform/cli/main.py`), installed by `pip install -e .`:",
+        "`eval-platform` (`eval_platform/cli/main.py`), installed by `pip install -e ./engine -e .`:",
         "",
     ]
     out += ["```text", _relative(_help(main), root).rstrip(), "```", ""]

@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.benchmarks:
         compare_paths(model, name, args.items, args.batch_size, args.fixed)
     if args.concurrent:
-        questions = harness_texts("gsm8k_questions")[: args.concurrent]
+        questions = harness_texts("gsm8k_questions", args.concurrent)
         apart, together, same = concurrent_chat_answers(model, questions, 64)
         print(
             f"{args.concurrent} chat answers of up to 64 tokens: {apart:.1f} s as concurrent calls, {together:.1f} s "

@@ -18,6 +18,10 @@ def generation_prompts(name: str, items: int) -> tuple[list[str], int, tuple[str
     return entry["prompts"][:items], entry["max_new_tokens"], tuple(entry["stop"])
 
 
-def harness_texts(name: str) -> list[str]:
-    """Texts of the file by name: GSM8K's questions, the perplexity task's paragraphs."""
-    return json.loads(FILE.read_text(encoding="utf-8"))[name]
+def harness_texts(name: str, items: int | None = None) -> list[str]:
+    """The first `items` texts of the file by name (all: None): GSM8K's questions, the perplexity
+    task's paragraphs."""
+    texts = json.loads(FILE.read_text(encoding="utf-8"))[name]
+    if items is not None and items > len(texts):
+        raise SystemExit(f"{FILE}: {len(texts)} {name}, {items} asked (speed/engine_prompts.py)")
+    return texts[:items]

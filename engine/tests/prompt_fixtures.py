@@ -1,6 +1,6 @@
-"""The harness's prompts the engine's tests run on: data/harness_prompts.json, written by the
-platform's speed/engine_prompts.py (which builds them with lm-evaluation-harness) and checked there
-against the harness, so the engine's tests need nothing of the platform."""
+"""The prompts the engine's tests run on: data/harness_prompts.json, written by the platform's
+speed/engine_prompts.py (GSM8K's, gsm8k_cot's and MMLU-Pro's by lm-evaluation-harness; ARC-Challenge
+requests from the slice's rows) and checked there, so the engine's tests need nothing of the platform."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from eval_platform.common.models import kernels
+from eval_engine import kernels
 from speed import gpu_check
 from tests.conftest import PROJECT_ROOT
 from tests.processes import run_to_end

@@ -151,7 +151,13 @@ class Planner:
         return [request] if request else []
 
     @classmethod
-    def of(cls, instance: DagsterInstance, roster: RosterResource) -> Planner:
-        """The planner of the configured folders (EVAL_ERAS_DIR, EVAL_BLIND_DIR)."""
+    def of(
+        cls,
+        instance: DagsterInstance,
+        roster: RosterResource,
+        eras_dir: Path | None = None,
+        blind_dir: Path | None = None,
+    ) -> Planner:
+        """The planner of the given folders, else of the configured ones (EVAL_ERAS_DIR, EVAL_BLIND_DIR)."""
         settings = environment()
-        return cls(instance, roster, Path(settings.eras_dir), Path(settings.blind_dir))
+        return cls(instance, roster, Path(eras_dir or settings.eras_dir), Path(blind_dir or settings.blind_dir))

@@ -21,17 +21,10 @@ from dagster import (
 from eval_platform.benchmarks.imports import source_stamp
 from eval_platform.benchmarks.roster import RosterEntry, missing_partitions, new_checkpoint_entries, write_entry
 from eval_platform.environment import environment
-from eval_platform.evaluation_assets.partitions import ERAS, ROSTER_MODELS, era_partitions, roster_partitions
+from eval_platform.evaluation_assets.partitions import ROSTER_MODELS, roster_partitions
 from eval_platform.jobs import benchmark_inputs_job, blind_evaluation_tally_job, evolution_era_job, model_evaluation_job
 from eval_platform.resources import RosterResource
-from eval_platform.schedules.planner import (
-    Planner,
-    digest,
-    era_digests,
-    era_run_requests,
-    filled_sheets,
-    tally_run_request,
-)
+from eval_platform.schedules.planner import Planner, digest, era_digests, filled_sheets
 
 PARTITION_TAG = "dagster/partition"
 
@@ -84,23 +77,23 @@ def roster_sensor(context: SensorEvaluationContext, roster: RosterResource) -> S
 
 def checkpoint_sensor(folder: Path | None = None, name: str = "checkpoint_sensor"):
     """A sensor that adds a roster entry for each new checkpoint directory in `folder` (default
-    EVAL_CHECKPOINT_DIR) and evaluates it."""
-    folder = Path(folder or environment().checkpoint_dir)
+    EVAL_CHECKPOINT_DIR, read when the sensor runs) and evaluates it."""
 
     @sensor(
         name=name,
         jobs=[model_evaluation_job],
         minimum_interval_seconds=60,
         default_status=DefaultSensorStatus.STOPPED,
-        description=f"Adds each new checkpoint directory in {folder} to the roster and evaluates it on its benchmarks, "
-        "comparing it with the checkpoint before it and its baseline.",
+        description="Adds each new checkpoint directory in the checkpoints folder (EVAL_CHECKPOINT_DIR) to the "
+        "roster and evaluates it on its benchmarks, comparing it with the checkpoint before it and its baseline.",
     )
     def _sensor(context: SensorEvaluationContext, roster: RosterResource) -> SensorResult | SkipReason:
-        if not folder.is_dir():
-            return SkipReason(f"No checkpoints folder {folder}")
-        new = new_checkpoint_entries(folder, roster.entries())
+        checkpoints = Path(folder or environment().checkpoint_dir)
+        if not checkpoints.is_dir():
+            return SkipReason(f"No checkpoints folder {checkpoints}")
+        new = new_checkpoint_entries(checkpoints, roster.entries())
         if not new:
-            return SkipReason(f"No new checkpoint directory in {folder}")
+            return SkipReason(f"No new checkpoint directory in {checkpoints}")
         for entry in new:
             path = write_entry(roster.folder(), entry)
             context.log.info(f"Checkpoint {entry.name}: roster entry {path}")
@@ -112,49 +105,46 @@ def checkpoint_sensor(folder: Path | None = None, name: str = "checkpoint_sensor
 
 def era_sensor(folder: Path | None = None, name: str = "era_config_sensor"):
     """A sensor that adds an era partition and runs it for each new or changed `<era>.json` (its
-    settings) in `folder` (default data/evolution/eras/)."""
-    folder = Path(folder or environment().eras_dir)
+    settings) in `folder` (default EVAL_ERAS_DIR, read when the sensor runs), as the planner asks."""
 
     @sensor(
         name=name,
         job=evolution_era_job,
         minimum_interval_seconds=30,
         default_status=DefaultSensorStatus.STOPPED,
-        description=f"Adds and runs an era for each era configuration (<era>.json) dropped into {folder}.",
+        description="Adds and runs an era for each era configuration (<era>.json) dropped into the eras folder "
+        "(EVAL_ERAS_DIR, default data/evolution/eras/).",
     )
-    def _sensor(context: SensorEvaluationContext) -> SensorResult | SkipReason:
-        requests = era_run_requests(folder, json.loads(context.cursor) if context.cursor else {})
+    def _sensor(context: SensorEvaluationContext, roster: RosterResource) -> SensorResult | SkipReason:
+        planner = Planner.of(context.instance, roster, eras_dir=folder)
+        requests = planner.eras(json.loads(context.cursor) if context.cursor else {})
         if not requests:
-            return SkipReason(f"No new or changed era configuration in {folder}")
-        existing = set(context.instance.get_dynamic_partitions(ERAS))
-        added = [str(r.partition_key) for r in requests if r.partition_key not in existing]
-        return SensorResult(
-            run_requests=requests,
-            cursor=json.dumps(era_digests(folder)),
-            dynamic_partitions_requests=[era_partitions.build_add_request(added)],
-        )
+            return SkipReason(f"No new or changed era configuration in {planner.eras_dir}")
+        return SensorResult(run_requests=requests, cursor=json.dumps(era_digests(planner.eras_dir)))
 
     return _sensor
 
 
 def filled_sheet_sensor(blind_eval_dir: Path | None = None, name: str = "blind_eval_filled_sheet_sensor"):
-    """A sensor that requests a tally when a filled sheet appears in (or changes in) <dir>/filled."""
-    blind_dir = Path(blind_eval_dir or environment().blind_dir)
-    folder = blind_dir / "filled"
+    """A sensor that requests a tally when a filled sheet appears in (or changes in) <dir>/filled
+    (the blind evaluation's folder, default EVAL_BLIND_DIR, read when the sensor runs), as the
+    planner asks."""
 
     @sensor(
         name=name,
         job=blind_evaluation_tally_job,
         minimum_interval_seconds=30,
         default_status=DefaultSensorStatus.STOPPED,
-        description=f"Tallies the blind evaluation when a filled sheet is dropped into {folder}.",
+        description="Tallies the blind evaluation when a filled sheet is dropped into filled/ of its folder "
+        "(EVAL_BLIND_DIR, default data/blind_eval/).",
     )
-    def _sensor(context: SensorEvaluationContext) -> RunRequest | SkipReason:
-        request = tally_run_request(blind_dir, json.loads(context.cursor) if context.cursor else {})
-        if request is None:
-            return SkipReason(f"No new or changed filled sheet in {folder}")
-        context.update_cursor(json.dumps(filled_sheets(blind_dir)))
-        return request
+    def _sensor(context: SensorEvaluationContext, roster: RosterResource) -> RunRequest | SkipReason:
+        planner = Planner.of(context.instance, roster, blind_dir=blind_eval_dir)
+        requests = planner.tally(json.loads(context.cursor) if context.cursor else {})
+        if not requests:
+            return SkipReason(f"No new or changed filled sheet in {planner.blind_dir / 'filled'}")
+        context.update_cursor(json.dumps(filled_sheets(planner.blind_dir)))
+        return requests[0]
 
     return _sensor
 

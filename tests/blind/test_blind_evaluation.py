@@ -5,7 +5,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from dagster import RunRequest, SkipReason, build_schedule_context, build_sensor_context
+from dagster import DagsterInstance, RunRequest, SkipReason, build_schedule_context, build_sensor_context
 from openpyxl import load_workbook
 from sklearn.metrics import cohen_kappa_score
 
@@ -19,6 +19,7 @@ from eval_platform.evaluation_assets.blind.assets import (
     blind_eval_sheet,
     blind_eval_tally,
 )
+from eval_platform.resources import RosterResource
 from eval_platform.schedules import nightly_benchmark_refresh
 from eval_platform.schedules.sensors import filled_sheet_sensor
 from tests.conftest import PROJECT_ROOT
@@ -199,16 +200,21 @@ def test_a_file_that_is_not_xlsx(issued):
 def test_sensor_requests_a_tally_for_a_dropped_sheet(issued, warehouse):
     folder, key = issued
     sensor = filled_sheet_sensor(folder, name="test_sensor")
-    first = sensor(build_sensor_context(cursor=None))
+    instance, resources = DagsterInstance.ephemeral(), {"roster": RosterResource()}
+
+    def tick(cursor: str | None):
+        return build_sensor_context(cursor=cursor, instance=instance, resources=resources)
+
+    first = sensor(tick(None))
     assert isinstance(first, SkipReason)
     fill(folder, key, "alice")
-    context = build_sensor_context(cursor=None)
+    context = tick(None)
     request = sensor(context)
     assert isinstance(request, RunRequest) and request.tags["filled_sheets"] == "alice.xlsx"
     assert request.run_config["ops"]["blind_eval_scores"]["config"]["folder"] == str(folder)
-    assert isinstance(sensor(build_sensor_context(cursor=context.cursor)), SkipReason)
+    assert isinstance(sensor(tick(context.cursor)), SkipReason)
     fill(folder, key, "bob")
-    again = sensor(build_sensor_context(cursor=context.cursor))
+    again = sensor(tick(context.cursor))
     assert isinstance(again, RunRequest) and again.tags["filled_sheets"] == "bob.xlsx"
     result = materialize_configured(
         [blind_eval_scores, blind_eval_tally], {"warehouse": warehouse}, again.run_config["ops"]
@@ -217,10 +223,6 @@ def test_sensor_requests_a_tally_for_a_dropped_sheet(issued, warehouse):
 
 
 def test_nightly_schedule_requests_every_benchmark_partition(tmp_path):
-    from dagster import DagsterInstance
-
-    from eval_platform.resources import RosterResource
-
     declared = sorted(path.stem for path in Path("data/benchmarks").glob("*.yaml"))
     instance = DagsterInstance.local_temp(str(tmp_path))
     requests = nightly_benchmark_refresh(

@@ -22,7 +22,7 @@ from eval_platform.evaluation_assets.evolution.assets import (
     source_paragraphs,
 )
 from eval_platform.evolution.eras import EraConfigurationChanged
-from eval_platform.resources import LanguageModelResource, ModelGatewayResource, WarehouseResource
+from eval_platform.resources import LanguageModelResource, ModelGatewayResource, RosterResource, WarehouseResource
 from eval_platform.schedules.sensors import era_sensor
 from tests.conftest import PROJECT_ROOT
 from tests.era_process import DIE_AFTER_EVALUATIONS
@@ -252,13 +252,14 @@ def test_the_era_sensor_adds_and_runs_eras_dropped_into_its_folder(tmp_path):
     (tmp_path / "phylo-9.json").write_text(json.dumps({"population_size": 5, "generations": 1}))
     sensor = era_sensor(tmp_path, name="test_era_sensor")
     instance = DagsterInstance.ephemeral()
-    result = sensor(build_sensor_context(instance=instance))
+    resources = {"roster": RosterResource()}
+    result = sensor(build_sensor_context(instance=instance, resources=resources))
     assert isinstance(result, SensorResult)
     (request,) = result.run_requests
     assert request.partition_key == "phylo-9"
     assert request.run_config["ops"]["evolution_era"]["config"]["population_size"] == 5
-    assert result.dynamic_partitions_requests[0].partition_keys == ["phylo-9"]
-    again = sensor(build_sensor_context(instance=instance, cursor=result.cursor))
+    assert instance.get_dynamic_partitions("eras") == ["phylo-9"]  # added by the planner
+    again = sensor(build_sensor_context(instance=instance, cursor=result.cursor, resources=resources))
     assert not isinstance(again, SensorResult)  # nothing new
 
 

@@ -111,8 +111,11 @@ def test_the_demos_sensor_steps_request_what_their_sensors_request(tmp_path):
     (tmp_path / "home").mkdir()
     with DagsterInstance.local_temp(str(tmp_path / "home")) as instance:
         planner = Planner(instance, RosterResource(), eras, blind)
-        era_tick = era_sensor(eras, name="test_eras")(build_sensor_context(instance=instance))
-        sheet_tick = filled_sheet_sensor(blind, name="test_sheets")(build_sensor_context(instance=instance))
+        resources = {"roster": RosterResource()}
+        era_tick = era_sensor(eras, name="test_eras")(build_sensor_context(instance=instance, resources=resources))
+        sheet_tick = filled_sheet_sensor(blind, name="test_sheets")(
+            build_sensor_context(instance=instance, resources=resources)
+        )
         demo_eras = by_title["era_config_sensor"].requests(planner)
         demo_tally = by_title["blind_eval_filled_sheet_sensor"].requests(planner)
 

@@ -12,7 +12,7 @@ from dagster import AssetCheckResult, AssetCheckSeverity, asset_check
 from eval_platform.benchmarks.comparison import compare, flipped_to_wrong
 from eval_platform.benchmarks.store import ComparisonStore, EvaluationStore, InputStore
 from eval_platform.common.reproducibility import ENVIRONMENT_FIELDS, environment_differences
-from eval_platform.environment import environment
+from eval_platform.environment import Environment, environment
 from eval_platform.evaluation_assets.benchmarks.assets import (
     benchmark_documents,
     benchmark_evaluation,
@@ -39,8 +39,8 @@ def no_duplicate_samples(warehouse: WarehouseResource) -> AssetCheckResult:
 
 @asset_check(
     asset=benchmark_documents,
-    description=f"Rejected rows stay under EVAL_MAX_REJECT_RATE (now {environment().max_reject_rate:.0%}) per "
-    "benchmark.",
+    description="Rejected rows stay under EVAL_MAX_REJECT_RATE (default "
+    f"{Environment.model_fields['max_reject_rate'].default:.0%}) per benchmark.",
 )
 def reject_rate_below_threshold(warehouse: WarehouseResource) -> AssetCheckResult:
     with warehouse.store(InputStore) as store:

@@ -20,9 +20,14 @@ from eval_platform.viewer.links import sheet_link
 
 class BlindFilesConfig(Config):
     folder: str = Field(
-        default=str(environment().blind_dir),
-        description="Folder with questions, answers/, rubric.json, issued/, filled/.",
+        default="",
+        description="Folder with questions, answers/, rubric.json, issued/, filled/ (empty: EVAL_BLIND_DIR, "
+        "default data/blind_eval/, read when the run starts).",
     )
+
+    @property
+    def path(self) -> Path:
+        return Path(self.folder or environment().blind_dir)
 
 
 class AnsweringSystem(Config):
@@ -51,7 +56,7 @@ def _questions_file(folder: Path) -> Path:
 @asset(group_name="blind_evaluation", kinds={"duckdb"}, pool=WAREHOUSE_POOL)
 def blind_eval_questions(config: BlindFilesConfig, warehouse: WarehouseResource) -> MaterializeResult:
     """The question set: Question_ID, Question, Ground_Truth."""
-    frame = sheets.read_table(_questions_file(Path(config.folder)), ["Question_ID", "Question", "Ground_Truth"])
+    frame = sheets.read_table(_questions_file(config.path), ["Question_ID", "Question", "Ground_Truth"])
     with warehouse.store(BlindStore) as store:
         store.replace_questions(frame)
     return MaterializeResult(metadata={"dagster/row_count": len(frame), "preview": markdown_table(frame, 5)})
@@ -90,7 +95,7 @@ def blind_eval_answers(
         rows = asyncio.run(_generate_answers(models, config.systems, questions))
     else:
         rows = []
-        for path in sorted((Path(config.folder) / "answers").glob("*.*")):
+        for path in sorted((config.path / "answers").glob("*.*")):
             table = sheets.read_table(path, ["Question_ID", "Answer"])
             rows += [
                 {"system": path.stem, "Question_ID": r["Question_ID"], "answer": r["Answer"], "source": str(path)}
@@ -122,7 +127,7 @@ def blind_eval_sheet(config: BlindSheetConfig, warehouse: WarehouseResource) -> 
     with warehouse.store(BlindStore) as store:
         questions = store.load_questions()
         answers = store.load_system_answers()
-    issued = sheets.issue_sheet(questions, answers, Path(config.folder), config.seed)
+    issued = sheets.issue_sheet(questions, answers, config.path, config.seed)
     with warehouse.store(BlindStore) as store:
         store.save_issue(issued.sheet_id, issued.issue_row(utc_now()), issued.key_rows())
     preview = pd.DataFrame(issued.rows)[["Question_ID", "Question", "Answer_A", "Answer_B"]]
@@ -151,7 +156,7 @@ def blind_eval_llm_rating(
 ) -> MaterializeResult:
     """An LLM rater scoring the issued sheet with the same rubric; its filled sheet goes to filled/
     as `llm-<model>.xlsx`, to be checked, tallied and compared with the human raters like any other."""
-    folder = Path(config.folder)
+    folder = config.path
     target = folder / "filled" / f"llm-{config.model.replace('/', '_')}.xlsx"
     raters.llm_rater_fill(
         folder / "issued" / SHEET_FILE,
@@ -177,7 +182,7 @@ def blind_eval_scores(
     issued sheet. A sheet with problems is not tallied; each problem is kept with its cell."""
     with warehouse.store(BlindStore) as store:
         issue = latest_issue(store)
-    filled = results.read_filled_sheets(Path(config.folder) / "filled", sheets.read_answer_key(Path(issue["key_path"])))
+    filled = results.read_filled_sheets(config.path / "filled", sheets.read_answer_key(Path(issue["key_path"])))
     for file, problem in filled.problems:
         context.log.warning(f"{file}: {problem}")
     problems = filled.problem_rows().assign(checked_at=utc_now())

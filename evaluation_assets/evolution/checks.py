@@ -3,7 +3,7 @@
 import pandas as pd
 from dagster import AssetCheckResult, AssetCheckSeverity, asset_check
 
-from eval_platform.environment import environment
+from eval_platform.environment import Environment, environment
 from eval_platform.evaluation_assets.checks import check_result
 from eval_platform.evaluation_assets.evolution.assets import evolution_era
 from eval_platform.evolution.genetic import statistics_rows
@@ -14,7 +14,7 @@ from eval_platform.resources import WarehouseResource
 @asset_check(
     asset=evolution_era,
     description="Judge failures per era stay under EVAL_MAX_JUDGE_FAILURE_RATE "
-    f"(now {environment().max_judge_failure_rate:.0%}).",
+    f"(default {Environment.model_fields['max_judge_failure_rate'].default:.0%}).",
 )
 def judge_failure_rate(warehouse: WarehouseResource) -> AssetCheckResult:
     with warehouse.store(EraStore) as store:

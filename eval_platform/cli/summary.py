@@ -230,7 +230,7 @@ def era_lines(generations: Sequence[Mapping[Any, Any]]) -> list[str]:
         best = max(own, key=lambda row: row["max_fitness"])
         lines.append(
             f"Prompt evolution, era {era}: best fitness {best['max_fitness']:.4f} (generation {best['generation']} "
-            f"of {len(own) - 1}), mean {own[-1]['mean_fitness']:.4f} in the last"
+            f"of {own[-1]['generation']}), mean {own[-1]['mean_fitness']:.4f} in generation {own[-1]['generation']}"
         )
     return lines
 

@@ -17,7 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PretrainedConfig
 
 FULL, SLIDING = "full_attention", "sliding_attention"
 MASKED_KERNELS = {"sdpa": "boolean", "eager": "additive"}  # attention kernels and the custom mask each takes
@@ -34,7 +38,7 @@ class AttentionLayout:
     unshared: str | None = None  # why sequences run whole, without shared prefixes (None: they share them)
 
     @classmethod
-    def of(cls, config: Any) -> AttentionLayout:
+    def of(cls, config: PretrainedConfig) -> AttentionLayout:
         config = config.get_text_config(decoder=True)
         window = getattr(config, "sliding_window", None)
         types = getattr(config, "layer_types", None) or [SLIDING if window else FULL] * config.num_hidden_layers
@@ -59,7 +63,9 @@ class AttentionLayout:
     def shares_prefixes(self) -> bool:
         return self.unshared is None
 
-    def masks(self, allowed: Any, query_positions: Any, key_positions: Any, dtype: Any) -> Any:
+    def masks(
+        self, allowed: torch.Tensor, query_positions: torch.Tensor, key_positions: torch.Tensor, dtype: torch.dtype
+    ) -> torch.Tensor | dict[str, torch.Tensor]:
         """The attention mask of a pass whose `allowed` [rows, 1, queries, keys] says which keys each
         query may see, for a model whose layers have these windows: `allowed` where no layer has a
         window; each window also hides keys that many positions back or more (`query_positions`
@@ -68,7 +74,7 @@ class AttentionLayout:
         sdpa kernel, additive (0 or the dtype's lowest) for eager."""
         import torch
 
-        def masked(window: int | None) -> Any:
+        def masked(window: int | None) -> torch.Tensor:
             mask = allowed
             if window is not None:
                 mask = mask & (query_positions[:, None, :, None] - key_positions[:, None, None, :] < window)
@@ -83,7 +89,7 @@ class AttentionLayout:
             return masked(self.windows[0])
         return {kind: masked(window) for kind, window in by_type.items()}
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, str]:
         """The engine's path for this model, for the run's record."""
         windowed = [window for window in self.windows if window is not None]
         return {
@@ -96,7 +102,7 @@ class AttentionLayout:
         }
 
 
-def _alibi(config: Any) -> bool:
+def _alibi(config: PretrainedConfig) -> bool:
     """Whether the model's positions are ALiBi biases (BLOOM always; MPT and Falcon where set)."""
     return (
         config.model_type == "bloom"
@@ -105,7 +111,7 @@ def _alibi(config: Any) -> bool:
     )
 
 
-def _rope_types(parameters: Mapping[str, Any] | None) -> Iterator[str]:
+def _rope_types(parameters: object) -> Iterator[str]:
     """Every `rope_type` in a config's rope parameters (one set, or one per layer type)."""
     if isinstance(parameters, Mapping):
         if isinstance(parameters.get("rope_type"), str):

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from eval_engine.attention import AttentionLayout
 from eval_engine.continuous import ContinuousBatcher
@@ -23,6 +23,10 @@ from eval_engine.endings import Generation
 from eval_engine.machine import cpu_name
 from eval_engine.requests import Chat, Completion, GenerationRequest, LoglikelihoodRequest
 from eval_engine.sampling import Sampling
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 TOKENIZER_UNLIMITED = int(1e30)  # transformers' model_max_length of a tokenizer that names no limit
 MIN_BATCH_TOKENS = 16  # the smallest tokens-per-pass budget a pass that ran out of GPU memory falls back to
@@ -44,8 +48,8 @@ class LocalCausalLM:
 
     name: str
     fingerprint: str
-    tokenizer: Any
-    network: Any
+    tokenizer: PreTrainedTokenizerBase
+    network: PreTrainedModel
     forward_passes: int = 0
     # a pass's budget: new tokens in a packed pass (rows x (cached + new tokens) in padded rows)
     max_batch_tokens: int = DEVICE_BATCH_TOKENS
@@ -77,7 +81,8 @@ class LocalCausalLM:
         """The token a text's first window starts from when it is scored whole (the harness's
         `prefix_token_id`): BOS, else EOS."""
         bos = self.tokenizer.bos_token_id
-        return bos if bos is not None else self.tokenizer.eos_token_id
+        # transformers types a special token's attribute as any special attribute's (ids, tokens, their lists)
+        return cast(int, bos if bos is not None else self.tokenizer.eos_token_id)
 
     def describe_placement(self) -> dict[str, Any]:
         import torch
@@ -112,7 +117,7 @@ class LocalCausalLM:
         if not getattr(self.tokenizer, "chat_template", None):
             return f"{prompt.system}\n\n{prompt.user}\n"
         messages = [{"role": "system", "content": prompt.system}, {"role": "user", "content": prompt.user}]
-        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return cast(str, self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
 
     def encode(self, text: str) -> list[int]:
         """A whole text's tokens, as the harness encodes a context."""
@@ -121,7 +126,7 @@ class LocalCausalLM:
     def encode_all(self, texts: Iterable[str]) -> dict[str, list[int]]:
         """Each distinct text's tokens (as `encode`), all in batches through the fast tokenizer
         (which encodes a batch outside the GIL, on every core)."""
-        bos = self.tokenizer.bos_token
+        bos = cast("str | None", self.tokenizer.bos_token)
         distinct = list(dict.fromkeys(texts))
         encoded: dict[str, list[int]] = {}
         for special in (True, False):
@@ -162,7 +167,7 @@ class LocalCausalLM:
 
     # --- forward passes ---------------------------------------------------------------------
 
-    def _left_padded(self, sequences: Sequence[list[int]]):
+    def _left_padded(self, sequences: Sequence[list[int]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         import torch
 
         width = max(len(s) for s in sequences)
@@ -193,7 +198,7 @@ class LocalCausalLM:
                     self.network,
                     batch_size,
                     max_batch_tokens,
-                    self.tokenizer.pad_token_id,
+                    cast(int, self.tokenizer.pad_token_id),
                     on_pass=self._count_pass,
                     packed=self.packed_passes,
                 )
@@ -248,7 +253,7 @@ class LocalCausalLM:
                 self.network,
                 batch_size,
                 max_batch_tokens,
-                self.tokenizer.pad_token_id,
+                cast(int, self.tokenizer.pad_token_id),
                 on_pass=self._count_pass,
                 greedy=greedy,
                 packed=self.packed_passes,
@@ -268,7 +273,7 @@ class LocalCausalLM:
             if self._batcher is None:
                 self._batcher = ContinuousBatcher(
                     self.network,
-                    lambda tokens: self.tokenizer.decode(tokens, skip_special_tokens=True),
+                    lambda tokens: cast(str, self.tokenizer.decode(tokens, skip_special_tokens=True)),
                     self._lock,
                     on_pass=self._count_pass,
                     prefix_sharing=self.attention.shares_prefixes,
@@ -351,7 +356,7 @@ def restricted_softmax(labels: Sequence[str], log_probabilities: Sequence[float]
     return {label: weight / total for label, weight in zip(labels, weights, strict=False)}
 
 
-def divergence(model, prompt: str, theirs: str, ours: str, max_new_tokens: int = 0) -> dict:
+def divergence(model: LocalCausalLM, prompt: str, theirs: str, ours: str, max_new_tokens: int = 0) -> dict:
     """Where two greedy texts part, the first differing token (the texts re-encoded), and the gap
     between the two tokens' log-probabilities there under `model` (None where one text ends
     there), after the prompt as generation cuts it for `max_new_tokens`. A gap below

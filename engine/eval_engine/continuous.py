@@ -39,11 +39,24 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
 from eval_engine.endings import BUDGET, END_TOKEN, STOP_SEQUENCE, Generation
 from eval_engine.prefix_cache import common_length
 from eval_engine.sampling import Draw, Sampling, choose, stream
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel
+    from transformers.cache_utils import (
+        Cache,
+        CacheLayerMixin,
+        DummyLayer,
+        DynamicLayer,
+        LinearAttentionCacheLayerMixin,
+    )
+
+    from eval_engine.prefix_cache import LayerStates
 
 LOG = logging.getLogger(__name__)
 INCOMPLETE = "\ufffd"  # what decoding shows for a character whose bytes have not all come
@@ -83,7 +96,7 @@ class GeneratedSequence:
     text: Detokenizer
     sampling: Sampling | None = None
     stream: bytes = b""
-    result: Future = field(default_factory=Future)
+    result: Future[Generation] = field(default_factory=Future)
     generated: list[int] = field(default_factory=list)
     row: int = -1  # its row in the batch
 
@@ -115,11 +128,13 @@ class Steps(Protocol):
         """How many more sequences of up to `columns` cache columns may join."""
         ...
 
-    def admit(self, newcomers: Sequence[GeneratedSequence], waiting: Sequence[GeneratedSequence], columns: int) -> Any:
+    def admit(
+        self, newcomers: Sequence[GeneratedSequence], waiting: Sequence[GeneratedSequence], columns: int
+    ) -> torch.Tensor:
         """Encode the newcomers' prompts into the next rows; their first tokens' logits [newcomers, vocabulary]."""
         ...
 
-    def step(self, tokens: Sequence[int]) -> Any:
+    def step(self, tokens: Sequence[int]) -> torch.Tensor:
         """One pass for each row in use, given each row's last token; the next tokens' logits [rows, vocabulary]."""
         ...
 
@@ -140,7 +155,7 @@ class Steps(Protocol):
 class ContinuousBatcher:
     """Continuous batching over one causal LM (see the module's docstring)."""
 
-    network: Any
+    network: PreTrainedModel
     decode: Callable[[list[int]], str]  # generated tokens as text, special tokens left out
     lock: threading.RLock  # the model's: held for each step, so other calls interleave
     on_pass: Callable[[], None] = lambda: None
@@ -156,7 +171,7 @@ class ContinuousBatcher:
     _width: int = 0  # the sequences of the pass in progress
     eos: frozenset[int] = field(init=False, default=frozenset())
     steps: Steps = field(init=False)
-    occupancy: Counter = field(default_factory=Counter)  # sequences in the batch -> steps run with that many
+    occupancy: Counter[int] = field(default_factory=Counter)  # sequences in the batch -> steps run with that many
     encoded_tokens: int = 0  # prompt tokens run through the model (shared prefixes once)
 
     def __post_init__(self) -> None:
@@ -277,7 +292,7 @@ class ContinuousBatcher:
                     if active:
                         self._width = len(active)
                         self.occupancy[len(active)] += 1
-                        by_row: list[Any] = [None] * len(active)
+                        by_row = cast("list[GeneratedSequence]", [None] * len(active))  # every row is filled
                         for sequence in active:
                             by_row[sequence.row] = sequence
                         logits = self.steps.step([sequence.generated[-1] for sequence in by_row])
@@ -362,7 +377,7 @@ class PaddedSteps:
     waiting; the few most recent prefixes are kept. The rows live in `SlotBatch`'s buffers, each
     step writing its new column in place under the model's own masks."""
 
-    network: Any
+    network: PreTrainedModel
     min_shared: int = 32
     kept_prefixes: int = 4
     prefix_sharing: bool = True
@@ -370,7 +385,7 @@ class PaddedSteps:
     on_pass: Callable[[], None] = lambda: None
     batch: SlotBatch | None = None
     positions: list[int] = field(default_factory=list)  # each row's next position
-    _prefixes: OrderedDict[tuple[int, ...], Any] = field(default_factory=OrderedDict)
+    _prefixes: OrderedDict[tuple[int, ...], LayerStates] = field(default_factory=OrderedDict)
 
     def room(self, active: int, batch_size: int, columns: int) -> int:
         return max(0, batch_size - active)
@@ -381,7 +396,9 @@ class PaddedSteps:
     def shrink(self, rows: int) -> None:
         """Nothing to shrink: the batch size alone sets the rows, and a prompt is encoded alone."""
 
-    def admit(self, newcomers: Sequence[GeneratedSequence], waiting: Sequence[GeneratedSequence], columns: int) -> Any:
+    def admit(
+        self, newcomers: Sequence[GeneratedSequence], waiting: Sequence[GeneratedSequence], columns: int
+    ) -> torch.Tensor:
         import torch
 
         firsts = []
@@ -394,13 +411,13 @@ class PaddedSteps:
             firsts.append(logits)
         return torch.stack(firsts)
 
-    def _encode(self, tokens: list[int], others: Sequence[GeneratedSequence]):
+    def _encode(self, tokens: list[int], others: Sequence[GeneratedSequence]) -> tuple[LayerStates, torch.Tensor]:
         """One prompt's key/values per layer and its first token's logits, from the cache of its
         longest shared prefix (see `_shared_prefix`)."""
         prefix = self._shared_prefix(tokens, others)
         return self._forward(tokens[len(prefix) :], len(prefix), self._prefixes.get(prefix))
 
-    def _forward(self, tokens: Sequence[int], start: int, past):
+    def _forward(self, tokens: Sequence[int], start: int, past: LayerStates | None) -> tuple[LayerStates, torch.Tensor]:
         """One row's pass over `tokens` (positions from `start`) after the cache `past`: the
         key/values per layer of the past and the tokens, every layer's whole, and the last token's
         logits."""
@@ -440,7 +457,7 @@ class PaddedSteps:
             self._prefixes.popitem(last=False)
         return prefix
 
-    def step(self, tokens: Sequence[int]) -> Any:
+    def step(self, tokens: Sequence[int]) -> torch.Tensor:
         import torch
 
         assert self.batch is not None
@@ -474,20 +491,22 @@ class PaddedSteps:
 
 
 @functools.cache
-def column_layer() -> type:
+def column_layer() -> Callable[[torch.Tensor, torch.Tensor, int], DynamicLayer]:
     """transformers' cache layer over preallocated buffers (made on first use, so that importing
     this module imports no transformers): a step writes its new column in place instead of
     concatenating a new cache, and the model sees views of the columns in use."""
     from transformers.cache_utils import DynamicLayer
 
     class ColumnLayer(DynamicLayer):
-        def __init__(self, keys, values, width: int) -> None:
+        def __init__(self, keys: torch.Tensor, values: torch.Tensor, width: int) -> None:
             super().__init__()
             self.key_buffer, self.value_buffer, self.width = keys, values, width
             self.dtype, self.device, self.is_initialized = keys.dtype, keys.device, True
             self.keys, self.values = keys[:, :, :width], values[:, :, :width]
 
-        def update(self, key_states, value_states, *args, **kwargs):
+        def update(
+            self, key_states: torch.Tensor, value_states: torch.Tensor, *args: object, **kwargs: object
+        ) -> tuple[torch.Tensor, torch.Tensor]:
             end = self.width + key_states.shape[-2]
             self.key_buffer[:, :, self.width : end] = key_states
             self.value_buffer[:, :, self.width : end] = value_states
@@ -513,18 +532,18 @@ class SlotBatch:
     its row to the sequence in the last one. Every sequence's newest token sits in the same column, so
     one that joins is placed right-aligned (padded on the left, masked)."""
 
-    keys: list[Any]  # per layer [row capacity, heads, column capacity, dim]
-    values: list[Any]
-    mask: Any  # [row capacity, column capacity]: 1 where a row's sequence has a token
+    keys: list[torch.Tensor]  # per layer [row capacity, heads, column capacity, dim]
+    values: list[torch.Tensor]
+    mask: torch.Tensor  # [row capacity, column capacity]: 1 where a row's sequence has a token
     rows: int = 0  # rows in use, the first ones
     width: int = 0  # columns in use
 
     @classmethod
-    def for_rows(cls, layers: Sequence[tuple[Any, Any]], rows: int, columns: int) -> SlotBatch:
+    def for_rows(cls, layers: LayerStates, rows: int, columns: int) -> SlotBatch:
         """Empty buffers for `rows` rows of `columns`, shaped like a prompt's layers."""
         import torch
 
-        def buffer(like):
+        def buffer(like: torch.Tensor) -> torch.Tensor:
             return like.new_zeros((rows, like.shape[1], columns, like.shape[3]))
 
         return cls(
@@ -541,7 +560,7 @@ class SlotBatch:
         spare = 1 if self.rows % ROW_BLOCK == ROW_BLOCK - 1 else 0
         return min(self.mask.shape[0], self.rows + spare)
 
-    def place(self, layers: Sequence[tuple[Any, Any]], length: int) -> int:
+    def place(self, layers: LayerStates, length: int) -> int:
         """Put a prompt's cache (one row of `length` columns) in the next row; returns the row."""
         if length > self.width:
             self._rebuild(min_width=length, spare=64)
@@ -568,7 +587,7 @@ class SlotBatch:
         self.mask[row] = self.mask[last]
         return last
 
-    def next_column(self):
+    def next_column(self) -> tuple[Cache, torch.Tensor]:
         """The cache and attention mask of the next step, over the rows it computes."""
         from transformers.cache_utils import Cache
 
@@ -576,7 +595,9 @@ class SlotBatch:
             self._rebuild(min_width=0, spare=max(64, self.width // 2))
         rows = self.computed_rows
         self.mask[:rows, self.width] = 1
-        layers = [column_layer()(k[:rows], v[:rows], self.width) for k, v in zip(self.keys, self.values, strict=False)]
+        layers: list[CacheLayerMixin | LinearAttentionCacheLayerMixin | DummyLayer] = [
+            column_layer()(k[:rows], v[:rows], self.width) for k, v in zip(self.keys, self.values, strict=False)
+        ]
         return Cache(layers=layers), self.mask[:rows, : self.width + 1]
 
     def advance(self) -> None:
@@ -601,7 +622,7 @@ class SlotBatch:
             self.width = width
             return
 
-        def moved(buffer):
+        def moved(buffer: torch.Tensor) -> torch.Tensor:
             axis = buffer.dim() - 2 if buffer.dim() == 4 else 1  # the columns
             fresh = buffer.new_zeros(buffer.shape[:axis] + (capacity,) + buffer.shape[axis + 1 :])
             fresh.narrow(axis, offset, kept).copy_(buffer.narrow(axis, first, kept))

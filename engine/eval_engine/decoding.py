@@ -31,11 +31,18 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from eval_engine import kernels, packed
 from eval_engine.attention import AttentionLayout
 from eval_engine.prefix_cache import Node, PrefixTrie, _fold_short, _split, common_length
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel
+
+    from eval_engine.continuous import GeneratedSequence
+    from eval_engine.prefix_cache import LayerStates
 
 CUDA_CACHE_SHARE = 0.9  # of the GPU memory free when a batch starts: what its rows may take
 # The CPU's budget of cached tokens, every row's prompt and budget: its steps read the weights once for
@@ -50,7 +57,8 @@ class SharedPrefix:
     """A prefix that rows read in place: its tokens and, per layer, its keys and values."""
 
     tokens: tuple[int, ...]
-    states: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # layer -> [length, KVH, width] each
+    # layer -> (keys, values), [length, KVH, width] each
+    states: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
     readers: int = 0  # rows reading it
 
 
@@ -64,8 +72,8 @@ class RowCache:
     lengths: list[int] = field(default_factory=list)  # tokens held by each row in use
     prefixes: list[SharedPrefix | None] = field(default_factory=list)  # the prefix each row reads
     value_widths: dict[int, int] = field(default_factory=dict)  # layer -> its values' own width
-    keys: dict[int, Any] = field(default_factory=dict)  # layer -> buffer
-    values: dict[int, Any] = field(default_factory=dict)
+    keys: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> buffer
+    values: dict[int, torch.Tensor] = field(default_factory=dict)
 
     @property
     def used(self) -> int:
@@ -76,13 +84,13 @@ class RowCache:
         prefix = self.prefixes[row]
         return len(prefix.tokens) if prefix is not None else 0
 
-    def _empty(self, like: Any, width: int | None = None) -> Any:
+    def _empty(self, like: torch.Tensor, width: int | None = None) -> torch.Tensor:
         """A buffer for states like `like` [..., KVH, width], `width` wide (at least its own)."""
         heads, width = like.shape[-2], max(like.shape[-1], width or 0)
         shape = (self.rows, self.columns, heads, width) if self.token_major else (self.rows, heads, self.columns, width)
         return like.new_zeros(shape)
 
-    def buffers(self, layer: int, key: Any, value: Any) -> tuple[Any, Any]:
+    def buffers(self, layer: int, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The layer's buffers, made on first use like its keys and values ([tokens, KVH, width]);
         token-major values as wide as the keys (the flash kernel takes one width; multi-head latent
         attention's values are narrower: the extra columns stay zeros)."""
@@ -92,7 +100,7 @@ class RowCache:
             self.value_widths[layer] = value.shape[-1]
         return self.keys[layer], self.values[layer]
 
-    def write(self, buffer: Any, rows: Any, columns: Any, states: Any) -> None:
+    def write(self, buffer: torch.Tensor, rows: torch.Tensor, columns: torch.Tensor, states: torch.Tensor) -> None:
         """`states` [n, KVH, width] at (row, column) pairs."""
         width = states.shape[-1]
         if self.token_major:
@@ -132,10 +140,13 @@ class PrefillRun(packed.PassRun):
     shared prefix it ends out of the store."""
 
     cache: RowCache | None = None
-    row_writes: tuple[Any, ...] = ()  # (rows, columns, store slots) and (rows, columns, pass tokens), on the device
-    prefix_writes: Sequence[tuple[SharedPrefix, Any]] = ()  # each prefix ended here, and its store slots
+    # (rows, columns, store slots) and (rows, columns, pass tokens), on the device
+    row_writes: tuple[tuple[torch.Tensor, ...], ...] = ()
+    prefix_writes: Sequence[tuple[SharedPrefix, torch.Tensor]] = ()  # each prefix ended here, and its store slots
 
-    def attend(self, layer: int, query: Any, key: Any, value: Any, scale: float) -> Any:
+    def attend(
+        self, layer: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scale: float
+    ) -> torch.Tensor:
         output = super().attend(layer, query, key, value, scale)
         assert self.cache is not None
         k, v = key[0].transpose(0, 1), value[0].transpose(0, 1)
@@ -162,9 +173,9 @@ class PrefixReaders:
     step's call over it (one query a row, all its keys), each on the device."""
 
     prefix: SharedPrefix
-    rows: Any
-    cu_q: Any = None  # one sequence: the rows' queries over the prefix's keys
-    cu_k: Any = None
+    rows: torch.Tensor
+    cu_q: torch.Tensor | None = None  # one sequence: the rows' queries over the prefix's keys
+    cu_k: torch.Tensor | None = None
 
 
 @dataclass
@@ -175,15 +186,18 @@ class DecodeRun:
     cache: RowCache
     windows: Sequence[int | None]
     kernel: str  # kernels.kernel_name's
-    rows: Any  # 0..R-1 on the device
-    columns: Any  # each row's length: where its new token goes
+    rows: torch.Tensor  # 0..R-1 on the device
+    columns: torch.Tensor  # each row's length: where its new token goes
     readers: Sequence[PrefixReaders]
-    visible: dict[int | None, Any] = field(default_factory=dict)  # by window: the CPU's masks [R, 1, 1, longest]
-    cu_q: Any = None  # FlashAttention's call over the rows: a query and a row a sequence
-    cu_k: Any = None
-    used: Any = None  # each row's keys, its new one included (seqused_k)
+    # by window: the CPU's masks [R, 1, 1, longest]
+    visible: dict[int | None, torch.Tensor] = field(default_factory=dict)
+    cu_q: torch.Tensor | None = None  # FlashAttention's call over the rows: a query and a row a sequence
+    cu_k: torch.Tensor | None = None
+    used: torch.Tensor | None = None  # each row's keys, its new one included (seqused_k)
 
-    def attend(self, layer: int, query: Any, key: Any, value: Any, scale: float) -> Any:
+    def attend(
+        self, layer: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scale: float
+    ) -> torch.Tensor:
         q, k, v = query[0].transpose(0, 1), key[0].transpose(0, 1), value[0].transpose(0, 1)  # [R, heads, width]
         keys, values = self.cache.buffers(layer, k, v)
         self.cache.write(keys, self.rows, self.columns, k)
@@ -199,7 +213,9 @@ class DecodeRun:
         out = kernels.merge(own, parts) if parts else own[0]
         return out[..., :width].unsqueeze(0)
 
-    def _own(self, q: Any, keys: Any, values: Any, window: int | None, scale: float) -> tuple[Any, Any]:
+    def _own(
+        self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, window: int | None, scale: float
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Each row's query over its row's keys: output [R, H, width] and log-sum-exp [R, H]."""
         import torch
 
@@ -210,8 +226,8 @@ class DecodeRun:
                 q,
                 keys.view(-1, heads, keys.shape[-1]),
                 values.view(-1, heads, values.shape[-1]),
-                self.cu_q,
-                self.cu_k,
+                cast("torch.Tensor", self.cu_q),  # set by `PackedSteps.step` for FlashAttention
+                cast("torch.Tensor", self.cu_k),
                 1,
                 self.cache.columns,
                 (-1, 0) if window is None else (window - 1, 0),
@@ -228,11 +244,21 @@ class DecodeRun:
         )
         return out[:, :, 0], lse[:, :, 0]
 
-    def _prefix(self, q: Any, keys: Any, values: Any, readers: PrefixReaders, scale: float) -> tuple[Any, Any]:
+    def _prefix(
+        self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, readers: PrefixReaders, scale: float
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Queries [n, H, D] over a prefix's keys and values, all seen (no window reaches past it)."""
         if self.kernel == "flash":
-            return kernels.flash_varlen(
-                q, keys, values, readers.cu_q, readers.cu_k, q.shape[0], keys.shape[0], (-1, -1), scale
+            return kernels.flash_varlen(  # FlashAttention's bounds, set by `PackedSteps.step`
+                q,
+                keys,
+                values,
+                cast("torch.Tensor", readers.cu_q),
+                cast("torch.Tensor", readers.cu_k),
+                q.shape[0],
+                keys.shape[0],
+                (-1, -1),
+                scale,
             )
         host = kernels.cpu_varlen if self.kernel == "cpu" else kernels.reference_varlen
         return host(q, keys, values, [0, q.shape[0]], [0, keys.shape[0]], (-1, -1), scale)
@@ -242,7 +268,7 @@ class DecodeRun:
 class PackedSteps:
     """Admission and steps of a continuous batch through packed prefill and row-wise decode."""
 
-    network: Any
+    network: PreTrainedModel
     layout: AttentionLayout
     prefill_tokens: int  # new tokens a prefill pass takes at most
     min_shared: int = 32
@@ -291,7 +317,9 @@ class PackedSteps:
 
     # --- prefill ---------------------------------------------------------------------------------
 
-    def admit(self, newcomers: Sequence[Any], waiting: Sequence[Any], columns: int) -> Any:
+    def admit(
+        self, newcomers: Sequence[GeneratedSequence], waiting: Sequence[GeneratedSequence], columns: int
+    ) -> torch.Tensor:
         """Prefill the newcomers' prompts into rows after the ones in use (the cache grown to
         `columns` and their number where needed); their first tokens' logits, in order."""
         import torch
@@ -315,8 +343,8 @@ class PackedSteps:
             len(s.tokens) - (len(p.tokens) if p else 0) for s, p in zip(newcomers, reads, strict=True)
         ]
         self.cache.prefixes += reads
-        firsts: list[Any] = [None] * len(newcomers)
-        stores: dict[int, tuple[Any, Any]] = {}
+        firsts = cast("list[torch.Tensor]", [None] * len(newcomers))  # each set by the pass that ends its prompt
+        stores: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         windows = sorted(set(self.layout.windows), key=lambda w: -1 if w is None else w)
         device = self.network.device
         with torch.inference_mode(), packed.packed_attention(self.network):
@@ -338,7 +366,9 @@ class PackedSteps:
         self._forget()
         return torch.stack(firsts)
 
-    def _shared_prefixes(self, newcomers: Sequence[Any], waiting: Sequence[Any]) -> list[SharedPrefix | None]:
+    def _shared_prefixes(
+        self, newcomers: Sequence[GeneratedSequence], waiting: Sequence[GeneratedSequence]
+    ) -> list[SharedPrefix | None]:
         """The prefix each newcomer reads in place: the longest kept one it starts with, else its
         first branching point with another prompt at `min_shared` tokens or more (a new prefix);
         none where a sliding window would not see the whole prefix from every position it reaches."""
@@ -376,7 +406,7 @@ class PackedSteps:
 
     def _trie(
         self, prompts: Sequence[list[int]], reads: Sequence[SharedPrefix | None]
-    ) -> tuple[PrefixTrie, dict[int, Any], dict[int, Node]]:
+    ) -> tuple[PrefixTrie, dict[int, LayerStates], dict[int, Node]]:
         """The prompts' trie (short shared runs folded), each prompt and each prefix read ending at the
         end of a node; the nodes of kept prefixes, as computed already (by id: their states per
         layer); and the last node of each new prefix (by the prefix's id), where its end is one."""
@@ -388,7 +418,7 @@ class PackedSteps:
         for prefix in distinct:
             trie.add([*prefix.tokens, 0], 0)
         _fold_short(trie.root, self.min_shared)
-        given: dict[int, Any] = {}
+        given: dict[int, LayerStates] = {}
         ends: dict[int, Node] = {}
         for prefix in distinct:
             node, position = trie.root, 0
@@ -456,7 +486,7 @@ class PackedSteps:
 
     # --- decode ----------------------------------------------------------------------------------
 
-    def step(self, tokens: Sequence[int]) -> Any:
+    def step(self, tokens: Sequence[int]) -> torch.Tensor:
         """One pass for each row in use, given each row's last token; the next tokens' logits."""
         import torch
 

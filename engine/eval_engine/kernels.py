@@ -26,7 +26,16 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict, cast
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import torch
+    from transformers import PreTrainedModel
+
+    # FlashAttention's ATen operator, or one of its signature: (output, log-sum-exp, ...) of its arguments
+    FlashOperator: TypeAlias = Callable[..., tuple[torch.Tensor, ...]]
 
 FLASH_DTYPES = {"float16", "bfloat16"}  # what FlashAttention computes in
 FLASH_MAX_HEAD_DIM = 256
@@ -42,7 +51,7 @@ KERNELS = {
 KERNEL_TOLERANCE = {"float64": 1e-12, "float32": 3e-6, "bfloat16": 4e-2, "float16": 4e-3}
 
 
-def kernel_name(network: Any) -> str:
+def kernel_name(network: PreTrainedModel) -> str:
     """The variable-length kernel of the model's packed passes: `flash` (FlashAttention's, on a CUDA
     GPU in 16-bit floats, heads of at most 256), `cpu` (torch's flash kernel for the CPU, sequence
     by sequence) or `reference` (plain torch, elsewhere)."""
@@ -60,8 +69,14 @@ def kernel_name(network: Any) -> str:
 
 
 def reference_varlen(
-    query: Any, key: Any, value: Any, cu_q: Sequence[int], cu_k: Sequence[int], window: tuple[int, int], scale: float
-) -> tuple[Any, Any]:
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    cu_q: Sequence[int],
+    cu_k: Sequence[int],
+    window: tuple[int, int],
+    scale: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The definition, sequence by sequence; `cu_q`, `cu_k` the cumulative lengths (host ints)."""
     import torch
 
@@ -87,8 +102,14 @@ def reference_varlen(
 
 
 def cpu_varlen(
-    query: Any, key: Any, value: Any, cu_q: Sequence[int], cu_k: Sequence[int], window: tuple[int, int], scale: float
-) -> tuple[Any, Any]:
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    cu_q: Sequence[int],
+    cu_k: Sequence[int],
+    window: tuple[int, int],
+    scale: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """`reference_varlen` by torch's flash-attention kernel for the CPU, sequence by sequence (it
     takes grouped-query heads as they are and gives the log-sum-exp). No sequence here has a query
     that sees no key (`past_jobs` leaves such queries out)."""
@@ -111,7 +132,7 @@ def cpu_varlen(
     return out, lse
 
 
-def _as_wide_as(value: Any, key: Any) -> Any:
+def _as_wide_as(value: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     """Values padded with zeros to the keys' width (multi-head latent attention's are narrower):
     the flash kernels take one width; the output's extra columns are zeros, cut back after."""
     import torch
@@ -123,7 +144,7 @@ def _as_wide_as(value: Any, key: Any) -> Any:
     )
 
 
-def _visible(lq: int, lk: int, window: tuple[int, int], device: Any = None) -> Any:
+def _visible(lq: int, lk: int, window: tuple[int, int], device: torch.device | None = None) -> torch.Tensor:
     """Which keys each query sees under a window aligned at the bottom right (-1: unbounded)."""
     import torch
 
@@ -138,7 +159,7 @@ def _visible(lq: int, lk: int, window: tuple[int, int], device: Any = None) -> A
     return visible
 
 
-def flash_operator() -> Callable[..., Any]:
+def flash_operator() -> FlashOperator:
     """FlashAttention's operator in torch (ATen's `_flash_attention_forward`)."""
     import torch
 
@@ -146,18 +167,18 @@ def flash_operator() -> Callable[..., Any]:
 
 
 def flash_varlen(
-    query: Any,
-    key: Any,
-    value: Any,
-    cu_q: Any,
-    cu_k: Any,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    cu_q: torch.Tensor,
+    cu_k: torch.Tensor,
     max_q: int,
     max_k: int,
     window: tuple[int, int],
     scale: float,
-    seqused_k: Any = None,
-    operator: Callable[..., Any] | None = None,
-) -> tuple[Any, Any]:
+    seqused_k: torch.Tensor | None = None,
+    operator: FlashOperator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """`reference_varlen` by FlashAttention's variable-length kernel, the cumulative lengths on the
     device; `seqused_k` (the decode step's): sequence i's keys are the first seqused_k[i] of its
     `cu_k` span. `operator`: FlashAttention's (`flash_operator`), or one of its signature."""
@@ -178,7 +199,7 @@ def flash_varlen(
 
 
 @functools.cache
-def _heads_first(operator: Callable[..., Any]) -> bool:
+def _heads_first(operator: FlashOperator) -> bool:
     """Whether the operator gives a variable-length call's log-sum-exp as [heads, tokens], as its
     fake implementation says on the meta device (3 tokens, 2 heads: the two layouts differ)."""
     import torch
@@ -193,7 +214,9 @@ def _heads_first(operator: Callable[..., Any]) -> bool:
     return tuple(lse.shape) == (2, 3)
 
 
-def merge(own: tuple[Any, Any], others: Sequence[tuple[Any, Any, Any]]) -> Any:
+def merge(
+    own: tuple[torch.Tensor, torch.Tensor], others: Sequence[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+) -> torch.Tensor:
     """Attention over several sets of keys from each set's part: the tokens' own (output [T, H, Dv],
     log-sum-exp [T, H]) and others (output, log-sum-exp, the token of each row), each weighted by
     its share of the whole softmax."""
@@ -220,7 +243,20 @@ HEADS, KV_HEADS, WIDTH = 8, 2, 32  # the check's heads: grouped-query, four quer
 CHECK_WINDOWS = ((-1, 0), (5, 0), (-1, -1), (0, -1))  # causal, sliding, full (ancestors'), staggered
 
 
-def check_cases(device: Any, dtype: Any, seed: int = 0) -> list[dict[str, Any]]:
+class CheckCase(TypedDict):
+    """One problem of the check: a kernel's arguments, the cumulative lengths on the host."""
+
+    name: str
+    query: torch.Tensor  # [Tq, H, D]
+    key: torch.Tensor  # [Tk, KVH, D]
+    value: torch.Tensor  # [Tk, KVH, Dv]
+    cu_q: list[int]
+    cu_k: list[int]
+    window: tuple[int, int]
+    seqused_k: list[int] | None  # the decode step's: each row's keys in use (None: every key of its span)
+
+
+def check_cases(device: torch.device | str, dtype: torch.dtype, seed: int = 0) -> list[CheckCase]:
     """The check's problems on `device` in `dtype`: each a kernel's arguments (cumulative lengths on
     the host and `seqused_k` where the call takes it), with a name. Packed passes' calls: unequal
     query and key lengths (a node's queries over its ancestors' keys), a one-token sequence, values
@@ -230,16 +266,16 @@ def check_cases(device: Any, dtype: Any, seed: int = 0) -> list[dict[str, Any]]:
 
     generator = torch.Generator().manual_seed(seed)
 
-    def tensor(*shape: int) -> Any:
+    def tensor(*shape: int) -> torch.Tensor:
         return torch.randn(*shape, generator=generator).to(device, dtype)
 
-    cases = []
+    cases: list[CheckCase] = []
     # a node over its own tokens; nodes over their ancestors' keys (as many query tokens as heads)
     for lengths_q, lengths_k in (([7, 1, 12], [7, 1, 12]), ([3, 1, 4], [9, 6, 4]), ([5, 3], [5, 3])):
         cu_q, cu_k = _cumulative(lengths_q), _cumulative(lengths_k)
         for window, width in itertools.product(CHECK_WINDOWS, (WIDTH, WIDTH // 2)):
             cases.append(
-                dict(
+                CheckCase(
                     name=f"packed q{lengths_q} k{lengths_k} window {window} values {width} wide",
                     query=tensor(cu_q[-1], HEADS, WIDTH),
                     key=tensor(cu_k[-1], KV_HEADS, WIDTH),
@@ -254,7 +290,7 @@ def check_cases(device: Any, dtype: Any, seed: int = 0) -> list[dict[str, Any]]:
     used = [1 + (row * 5) % columns for row in range(HEADS)]  # a row's tokens so far, its new one included
     for window in ((-1, 0), (5, 0)):
         cases.append(
-            dict(
+            CheckCase(
                 name=f"decode {HEADS} rows window {window}",
                 query=tensor(HEADS, HEADS, WIDTH),
                 key=tensor(HEADS * columns, KV_HEADS, WIDTH),
@@ -275,7 +311,7 @@ def _cumulative(lengths: Sequence[int]) -> list[int]:
     return cumulative
 
 
-def run_case(kernel: str, case: dict[str, Any], operator: Callable[..., Any] | None = None) -> tuple[Any, Any]:
+def run_case(kernel: str, case: CheckCase, operator: FlashOperator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """A check case through `kernel` (`flash`, `cpu` or `reference`): its output and log-sum-exp."""
     import torch
 
@@ -299,15 +335,17 @@ def run_case(kernel: str, case: dict[str, Any], operator: Callable[..., Any] | N
     return host(query, key, value, cu_q, cu_k, window, scale)
 
 
-def reference_of(case: dict[str, Any]) -> tuple[Any, Any]:
+def reference_of(case: CheckCase) -> tuple[torch.Tensor, torch.Tensor]:
     """The case's expected output and log-sum-exp: the definition, in float64."""
     import torch
 
     wide = {name: case[name].to(torch.float64) for name in ("query", "key", "value")}
-    return run_case("reference", {**case, **wide})
+    return run_case("reference", cast("CheckCase", {**case, **wide}))
 
 
-def check_differences(kernel: str, device: Any, dtype: Any, operator: Callable[..., Any] | None = None) -> dict:
+def check_differences(
+    kernel: str, device: torch.device | str, dtype: torch.dtype, operator: FlashOperator | None = None
+) -> dict:
     """The kernel against the definition on every check case: the largest differences of output and
     log-sum-exp (where the reference sees a key), and the case where each was largest."""
     import torch

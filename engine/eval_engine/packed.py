@@ -30,7 +30,7 @@ import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
 from eval_engine.attention import AttentionLayout
 from eval_engine.kernels import (
@@ -43,13 +43,44 @@ from eval_engine.kernels import (
     reference_varlen,
 )
 
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel
+
+    from eval_engine.prefix_cache import LayerStates, Node
+
 ATTENTION_NAME = "eval_platform_packed"  # the attention implementation registered with transformers
 # scored positions whose log-probabilities are computed at once (a float32 row of each's vocabulary)
 LOGIT_ROWS = 1024
-_ACTIVE: contextvars.ContextVar[Any] = contextvars.ContextVar("packed_pass", default=None)  # a pass's run
 
 
-def packed_path(network: Any, layout: AttentionLayout) -> str | None:
+class AttentionRun(Protocol):
+    """A pass in progress, whose `attend` computes each layer's attention (`PassRun`, decoding's `DecodeRun`)."""
+
+    def attend(
+        self, layer: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scale: float
+    ) -> torch.Tensor: ...
+
+
+class AttentionModule(Protocol):
+    """A transformers attention layer, as its attention interface hands it over."""
+
+    layer_idx: int
+
+
+class DecoderOutput(Protocol):
+    """A decoder's output as a forward hook sees it (transformers' `BaseModelOutputWithPast` and its kin)."""
+
+    last_hidden_state: torch.Tensor
+
+
+_ACTIVE: contextvars.ContextVar[AttentionRun | None] = contextvars.ContextVar(
+    "packed_pass", default=None
+)  # a pass's run
+Run = TypeVar("Run", bound="PassRun")
+
+
+def packed_path(network: PreTrainedModel, layout: AttentionLayout) -> str | None:
     """Why the model's log-likelihoods cannot take packed passes, or None where they can."""
     config = network.config.get_text_config(decoder=True)
     if not layout.shares_prefixes:
@@ -61,7 +92,7 @@ def packed_path(network: Any, layout: AttentionLayout) -> str | None:
     return kernel_check(kernel_name(network), str(network.device), str(network.dtype).removeprefix("torch."))
 
 
-def describe_passes(network: Any, layout: AttentionLayout, packed: bool = True) -> dict[str, str]:
+def describe_passes(network: PreTrainedModel, layout: AttentionLayout, packed: bool = True) -> dict[str, str]:
     """The passes this model takes, for the run's record: log-likelihoods' and generation's."""
     reason = packed_path(network, layout) if packed else "packed passes turned off"
     if reason is None:
@@ -80,7 +111,7 @@ def describe_passes(network: Any, layout: AttentionLayout, packed: bool = True) 
 class PassPlan:
     """One packed pass: its nodes in depth-first order, and each one's first token in the pass."""
 
-    nodes: list[Any] = field(default_factory=list)  # prefix_cache.Node
+    nodes: list[Node] = field(default_factory=list)
     offsets: list[int] = field(default_factory=list)
 
     @property
@@ -88,7 +119,7 @@ class PassPlan:
         return sum(len(node.tokens) for node in self.nodes)
 
 
-def depth_first(root: Any) -> Iterator[Any]:
+def depth_first(root: Node) -> Iterator[Node]:
     """The trie's nodes below the root, parents before children, each subtree contiguous."""
     stack = list(reversed(root.children.values()))
     while stack:
@@ -97,7 +128,7 @@ def depth_first(root: Any) -> Iterator[Any]:
         stack.extend(reversed(node.children.values()))
 
 
-def ancestors(node: Any) -> Iterator[Any]:
+def ancestors(node: Node) -> Iterator[Node]:
     """A node's ancestors below the root, nearest first."""
     ancestor = node.parent
     while ancestor is not None and ancestor.parent is not None:
@@ -106,7 +137,7 @@ def ancestors(node: Any) -> Iterator[Any]:
 
 
 def plan_passes(
-    root: Any, budget: int, split: Callable[[Any, int], None], pinned: Mapping[int, Any] = {}
+    root: Node, budget: int, split: Callable[[Node, int], None], pinned: Mapping[int, LayerStates] = {}
 ) -> tuple[list[PassPlan], dict[int, int], int]:
     """The trie cut into passes of at most `budget` new tokens (a longer node is first split by
     `split(node, at)`); the first store slot of each node with children (by id), which holds it
@@ -123,7 +154,7 @@ def plan_passes(
             node = next(iter(node.children.values()))
     passes: list[PassPlan] = []
     pass_of: dict[int, int] = {}
-    order: list[Any] = []
+    order: list[Node] = []
     filled = budget
     for node in depth_first(root):
         if id(node) in pinned:
@@ -206,7 +237,7 @@ def past_jobs(plan: PassPlan, slots: dict[int, int], window: int | None) -> tupl
     ancestor's job takes all its descendants in the pass at once (contiguous, depth-first)."""
     everyone, staggered = Jobs(), Jobs()
     if window is None:
-        runs: dict[int, tuple[Any, int, int]] = {}  # id(ancestor) -> (ancestor, first token, end)
+        runs: dict[int, tuple[Node, int, int]] = {}  # id(ancestor) -> (ancestor, first token, end)
         for node, offset in zip(plan.nodes, plan.offsets, strict=True):
             for ancestor in ancestors(node):
                 first = runs[id(ancestor)][1] if id(ancestor) in runs else offset
@@ -237,10 +268,10 @@ class Call:
     """A variable-length call's indices: on the host (the reference kernel's) and the device."""
 
     jobs: Jobs
-    rows: Any = None  # pass tokens of the queries, on the device
-    slots: Any = None  # store slots of the keys
-    cu_q: Any = None
-    cu_k: Any = None
+    rows: torch.Tensor | None = None  # pass tokens of the queries, on the device
+    slots: torch.Tensor | None = None  # store slots of the keys
+    cu_q: torch.Tensor | None = None
+    cu_k: torch.Tensor | None = None
 
 
 @dataclass
@@ -250,15 +281,17 @@ class PassRun:
 
     windows: Sequence[int | None]  # per layer
     kernel: str  # see kernel_name
-    stores: dict[int, tuple[Any, Any]]  # layer -> (keys, values) [capacity, KVH, D]
+    stores: dict[int, tuple[torch.Tensor, torch.Tensor]]  # layer -> (keys, values) [capacity, KVH, D]
     capacity: int
     own: Call  # each node over its own tokens
     past: dict[int | None, tuple[Call, Call]]  # by window: to ancestors, all seen and staggered
-    write_rows: Any = None  # the tokens of nodes with children, and their slots
-    write_slots: Any = None
-    preload: Mapping[int, Sequence[tuple[Any, Any]]] = field(default_factory=dict)  # first slot -> per layer states
+    write_rows: torch.Tensor | None = None  # the tokens of nodes with children, and their slots
+    write_slots: torch.Tensor | None = None
+    preload: Mapping[int, LayerStates] = field(default_factory=dict)  # first slot -> per layer states
 
-    def attend(self, layer: int, query: Any, key: Any, value: Any, scale: float) -> Any:
+    def attend(
+        self, layer: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scale: float
+    ) -> torch.Tensor:
         """One layer's attention: query [1, H, T, D], key and value [1, KVH, T, D] as the layer
         computed them; returns [1, T, H, Dv]."""
         q, k, v = query[0].transpose(0, 1), key[0].transpose(0, 1), value[0].transpose(0, 1)
@@ -272,29 +305,51 @@ class PassRun:
                 for buffer, state in zip(self.stores[layer], states[layer], strict=True):
                     buffer[first : first + len(state)] = state
         keys, values = self.stores[layer]
-        if self.write_rows is not None:
-            keys.index_copy_(0, self.write_slots, k.index_select(0, self.write_rows))
-            values.index_copy_(0, self.write_slots, v.index_select(0, self.write_rows))
+        if self.write_rows is not None:  # and so write_slots
+            keys.index_copy_(0, cast("torch.Tensor", self.write_slots), k.index_select(0, self.write_rows))
+            values.index_copy_(0, cast("torch.Tensor", self.write_slots), v.index_select(0, self.write_rows))
         own = self._kernel(self.own, q, k, v, (-1, 0) if window is None else (window - 1, 0), scale)
         parts = []
         for call, kernel_window in zip(self.past[window], ((-1, -1), (0, -1)), strict=True):
-            if call.jobs.queries:
-                q_rows = q.index_select(0, call.rows)
-                k_rows, v_rows = keys.index_select(0, call.slots), values.index_select(0, call.slots)
+            if call.jobs.queries:  # a call with queries has its indices (see `prepare`)
+                q_rows = q.index_select(0, cast("torch.Tensor", call.rows))
+                k_rows, v_rows = (
+                    keys.index_select(0, cast("torch.Tensor", call.slots)),
+                    values.index_select(0, cast("torch.Tensor", call.slots)),
+                )
                 parts.append((*self._kernel(call, q_rows, k_rows, v_rows, kernel_window, scale), call.rows))
         return merge(own, parts).unsqueeze(0)
 
-    def _kernel(self, call: Call, q: Any, k: Any, v: Any, window: tuple[int, int], scale: float) -> tuple[Any, Any]:
+    def _kernel(
+        self, call: Call, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: tuple[int, int], scale: float
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         jobs = call.jobs
         if self.kernel == "flash":
-            return flash_varlen(q, k, v, call.cu_q, call.cu_k, jobs.max_q, jobs.max_k, window, scale)
+            # a call the kernel runs has its cumulative lengths on the device (see `prepare`)
+            return flash_varlen(
+                q,
+                k,
+                v,
+                cast("torch.Tensor", call.cu_q),
+                cast("torch.Tensor", call.cu_k),
+                jobs.max_q,
+                jobs.max_k,
+                window,
+                scale,
+            )
         host = cpu_varlen if self.kernel == "cpu" else reference_varlen
         return host(q, k, v, jobs.cu_q, jobs.cu_k, window, scale)
 
 
 def packed_attention_forward(
-    module: Any, query: Any, key: Any, value: Any, attention_mask: Any, scaling: float | None = None, **kwargs: Any
-) -> tuple[Any, None]:
+    module: AttentionModule,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    **kwargs: object,
+) -> tuple[torch.Tensor, None]:
     """transformers' attention interface over the pass in progress."""
     run = _ACTIVE.get()
     if run is None:
@@ -315,7 +370,7 @@ def _registered() -> str:
 
 
 @contextmanager
-def active(run: Any) -> Iterator[None]:
+def active(run: AttentionRun) -> Iterator[None]:
     """While in use, `packed_attention_forward` computes `run`'s attention (a pass's `attend`)."""
     token = _ACTIVE.set(run)
     try:
@@ -325,7 +380,7 @@ def active(run: Any) -> Iterator[None]:
 
 
 @contextmanager
-def packed_attention(network: Any) -> Iterator[None]:
+def packed_attention(network: PreTrainedModel) -> Iterator[None]:
     """While in use, the network's layers attend through `packed_attention_forward` (no mask is
     built for an implementation transformers' mask interface does not know)."""
     config = network.config
@@ -338,11 +393,13 @@ def packed_attention(network: Any) -> Iterator[None]:
 
 
 @contextmanager
-def scored_rows(network: Any, rows: Any) -> Iterator[None]:
+def scored_rows(network: PreTrainedModel, rows: torch.Tensor) -> Iterator[None]:
     """While in use, the decoder hands on the hidden states of the pass's scored tokens alone
     (`rows`, on the device), so the model's own output layer computes their logits alone."""
 
-    def scored(module: Any, args: Any, kwargs: Any, output: Any) -> Any:
+    def scored(
+        module: torch.nn.Module, args: tuple[object, ...], kwargs: dict[str, object], output: DecoderOutput
+    ) -> DecoderOutput:
         output.last_hidden_state = output.last_hidden_state[0].index_select(0, rows).unsqueeze(0)
         return output
 
@@ -354,12 +411,12 @@ def scored_rows(network: Any, rows: Any) -> Iterator[None]:
 
 
 def score_packed(
-    root: Any,
+    root: Node,
     requests: int,
-    network: Any,
+    network: PreTrainedModel,
     layout: AttentionLayout,
     budget: int,
-    split: Callable[[Any, int], None],
+    split: Callable[[Node, int], None],
     on_pass: Callable[[], None] = lambda: None,
     greedy: list[bool] | None = None,
 ) -> list[float]:
@@ -373,7 +430,7 @@ def score_packed(
     kernel = kernel_name(network)
     totals = torch.zeros(requests, dtype=torch.float64, device=device)
     missed = torch.zeros(requests, dtype=torch.bool, device=device)
-    stores: dict[int, tuple[Any, Any]] = {}
+    stores: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
     windows = sorted(set(layout.windows), key=lambda w: -1 if w is None else w)
     with torch.inference_mode(), packed_attention(network):
         for plan in passes:
@@ -398,7 +455,7 @@ def score_packed(
     return totals.tolist()
 
 
-def to_device(parts: Sequence[Sequence[int]], device: Any) -> list[Any]:
+def to_device(parts: Sequence[Sequence[int]], device: torch.device) -> list[torch.Tensor]:
     """Lists of host integers as tensors (int64) on the device, in one copy, which on a GPU is
     asynchronous (from pinned memory): the host goes on while the GPU works."""
     import torch
@@ -420,11 +477,11 @@ def prepare(
     layout: AttentionLayout,
     windows: Sequence[int | None],
     kernel: str,
-    stores: dict[int, tuple[Any, Any]],
+    stores: dict[int, tuple[torch.Tensor, torch.Tensor]],
     capacity: int,
-    device: Any,
-    kind: type[PassRun] = PassRun,
-) -> tuple[Any, tuple[Any, ...]]:
+    device: torch.device,
+    kind: type[Run] = PassRun,
+) -> tuple[Run, tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]:
     """A pass's run and its inputs (ids, positions, scored tokens, their targets and requests): every
     index built on the host and copied to the device in one tensor."""
 
@@ -450,7 +507,7 @@ def prepare(
     pieces = to_device(parts, device)
     ids_t, positions_t, scored_t, targets_t, owners_t, rows_t, slots_t, own_cu = pieces[:8]
 
-    def call(jobs: Jobs, tensors: list[Any]) -> Call:
+    def call(jobs: Jobs, tensors: list[torch.Tensor]) -> Call:
         rows, keys, cu_q, cu_k = tensors
         return Call(jobs, rows, keys, cu_q.int(), cu_k.int()) if jobs.queries else Call(jobs)
 

@@ -20,12 +20,23 @@ logit soft-capping or scaling included (`_scored_only`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from eval_engine.attention import AttentionLayout
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import torch
+    from transformers import PreTrainedModel
+
+    from eval_engine.packed import DecoderOutput
+
+    # per layer, the keys and values of a run of tokens (each user's layout: here [KVH, tokens, width] a segment)
+    LayerStates: TypeAlias = Sequence[tuple[torch.Tensor, torch.Tensor]]
 
 
 @dataclass(eq=False)
@@ -37,7 +48,7 @@ class Node:
     # (offset in tokens, the token that follows, request index): log-probabilities to collect
     targets: list[tuple[int, int, int]] = field(default_factory=list)
     remaining: int = 0  # children not yet done
-    segment: Any = None  # per layer (keys, values) of this node's tokens, while nodes below need it
+    segment: LayerStates | None = None  # per layer (keys, values) of this node's tokens, while nodes below need it
 
 
 class PrefixTrie:
@@ -151,13 +162,13 @@ def _units(nodes: Iterable[Node], pack_limit: int) -> list[Unit]:
 
 def score(
     trie: PrefixTrie,
-    network: Any,
+    network: PreTrainedModel,
     batch_size: int,
     max_batch_tokens: int,
     pad_id: int,
     min_shared: int = 32,
     pack_limit: int = 256,
-    on_pass=lambda: None,
+    on_pass: Callable[[], None] = lambda: None,
     greedy: list[bool] | None = None,
     packed: bool = True,
 ) -> list[float]:
@@ -243,17 +254,18 @@ def _take_batch(ready: list[Unit], batch_size: int, max_batch_tokens: int) -> li
     return batch
 
 
-def _past(node: Node) -> list[Any]:
+def _past(node: Node) -> list[LayerStates]:
     """The node's ancestors' segments, oldest first."""
-    chain, ancestor = [], node.parent
+    chain: list[LayerStates] = []
+    ancestor = node.parent
     while ancestor is not None and ancestor.parent is not None:
-        chain.append(ancestor.segment)
+        chain.append(cast("LayerStates", ancestor.segment))  # kept while nodes below it need it
         ancestor = ancestor.parent
     return chain[::-1]
 
 
 @contextmanager
-def _scored_only(network: Any, rows: list[int], positions: list[int]) -> Iterator[None]:
+def _scored_only(network: PreTrainedModel, rows: list[int], positions: list[int]) -> Iterator[None]:
     """While in use, the network's decoder hands on the hidden states of the (row, position) pairs
     alone, [1, pairs, width] in their order: the model's own output layer, with whatever its
     forward does after it (Gemma's soft-capping, Cohere's and Granite's scaling), computes the
@@ -262,7 +274,9 @@ def _scored_only(network: Any, rows: list[int], positions: list[int]) -> Iterato
 
     pairs = torch.tensor(rows, dtype=torch.long), torch.tensor(positions, dtype=torch.long)
 
-    def scored_hidden_states(module: Any, args: Any, kwargs: Any, output: Any) -> Any:
+    def scored_hidden_states(
+        module: torch.nn.Module, args: tuple[object, ...], kwargs: dict[str, object], output: DecoderOutput
+    ) -> DecoderOutput:
         output.last_hidden_state = output.last_hidden_state[pairs].unsqueeze(0)
         return output
 
@@ -273,7 +287,7 @@ def _scored_only(network: Any, rows: list[int], positions: list[int]) -> Iterato
         hook.remove()
 
 
-def _stacked_past(batch: list[Unit], past_width: int) -> list[tuple[Any, ...]]:
+def _stacked_past(batch: list[Unit], past_width: int) -> list[tuple[torch.Tensor, ...]]:
     """Each layer's keys and values of the rows' cached pasts, stacked: each row's chain of segments,
     left-padded with zeros to `past_width` (keys' and values' widths may differ: MLA's latents)."""
     import torch
@@ -293,7 +307,7 @@ def _stacked_past(batch: list[Unit], past_width: int) -> list[tuple[Any, ...]]:
     return layers
 
 
-def _packed_mask(batch: list[Unit], width: int, past_width: int) -> tuple[Any, Any, Any]:
+def _packed_mask(batch: list[Unit], width: int, past_width: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The rows' boolean attention mask over the past and the packed nodes, their query positions
     and their keys' positions: each packed node sees the past and its own earlier tokens, padding
     only itself."""
@@ -319,7 +333,9 @@ def _packed_mask(batch: list[Unit], width: int, past_width: int) -> tuple[Any, A
     return mask, positions, key_positions
 
 
-def _encode(network: Any, layout: AttentionLayout, batch: list[Unit], pad_id: int):
+def _encode(
+    network: PreTrainedModel, layout: AttentionLayout, batch: list[Unit], pad_id: int
+) -> tuple[torch.Tensor, list[LayerStates | None]]:
     """One pass over the batch's rows (under `_scored_only`); returns the logits of the scored
     positions and, for a row that is one node with children, that node's own key/value segment
     (every layer's whole: none cut to a window)."""

@@ -15,7 +15,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
 
 DEFAULT_SEED = 1234  # the harness's default random seed
 
@@ -63,7 +66,7 @@ class Sampling:
         return warpers
 
 
-def probabilities(logits: Any, sampling: Sampling) -> Any:
+def probabilities(logits: torch.Tensor, sampling: Sampling) -> torch.Tensor:
     """The distribution each row's next token is drawn from: [rows, vocabulary], float32."""
     import torch
 
@@ -87,7 +90,7 @@ def uniform(stream_key: bytes, step: int) -> float:
     return (value >> 11) / 2**53
 
 
-def draw(probabilities: Any, uniforms: Sequence[float]) -> list[int]:
+def draw(probabilities: torch.Tensor, uniforms: Sequence[float]) -> list[int]:
     """Each row's token: the first whose cumulative probability (in token order, float64) exceeds
     its uniform number times the row's total; a token of probability 0 is never drawn."""
     import torch
@@ -106,7 +109,7 @@ class Draw:
     step: int
 
 
-def choose(logits: Any, rows: Sequence[Draw]) -> list[int]:
+def choose(logits: torch.Tensor, rows: Sequence[Draw]) -> list[int]:
     """The next token of each row of `logits` [rows, vocabulary]: its argmax where greedy, else its
     draw; rows of the same settings processed together."""
     import torch

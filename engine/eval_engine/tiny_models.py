@@ -13,12 +13,21 @@ not native: its models need the Hub's remote code).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from eval_engine.causal_lm import LocalCausalLM
 from eval_engine.loading import DEFAULT_LOCAL_MODEL, materialize_weights
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from transformers import PreTrainedTokenizerBase
+
+    # a config field's value, as `AutoConfig.for_model` takes it: a number, a name, a flag, or a sub-config's fields
+    ConfigValue: TypeAlias = int | float | str | bool | None | Mapping[str, "ConfigValue"]
 
 WINDOW = 32  # every sliding attention window: far below every prompt
 MAX_LENGTH = 1536  # positions: ARC-Challenge 25-shot (up to about 1,060 tokens) and gsm8k_cot (800) fit
@@ -58,7 +67,7 @@ TINY_VISION = {
 class Family:
     title: str
     model_type: str
-    settings: dict[str, Any] = field(default_factory=dict)  # config fields over TINY
+    settings: Mapping[str, ConfigValue] = field(default_factory=dict)  # config fields over TINY
     covers: str = ""
     variant: str = ""  # the family's name where its model type has another family (falcon_alibi)
 
@@ -195,7 +204,7 @@ FAMILIES = {
 }
 
 
-def smollm2_tokenizer(folder: Path | None = None) -> Any:
+def smollm2_tokenizer(folder: Path | None = None) -> PreTrainedTokenizerBase:
     """SmolLM2's tokenizer, from `folder` or the converted default model's."""
     from transformers import AutoTokenizer
 
@@ -205,13 +214,15 @@ def smollm2_tokenizer(folder: Path | None = None) -> Any:
     return tokenizer
 
 
-def tiny_model(family: Family, tokenizer: Any, length: int = MAX_LENGTH, seed: int = 0) -> LocalCausalLM:
+def tiny_model(
+    family: Family, tokenizer: PreTrainedTokenizerBase, length: int = MAX_LENGTH, seed: int = 0
+) -> LocalCausalLM:
     """The family's model in TINY's shape, `length` positions long, its weights drawn from a
     generator seeded with `seed`, as the engine's in-process model."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    def text(settings: dict[str, Any]) -> dict[str, Any]:
+    def text(settings: Mapping[str, ConfigValue]) -> dict[str, ConfigValue]:
         """The text model's settings over TINY's, with the tokenizer's vocabulary and special tokens."""
         merged = {
             **TINY,
@@ -227,7 +238,9 @@ def tiny_model(family: Family, tokenizer: Any, length: int = MAX_LENGTH, seed: i
     settings = family.settings
     # a multimodal config: the tiny text model inside it
     settings = (
-        {**settings, "text_config": text(settings["text_config"])} if "text_config" in settings else text(settings)
+        {**settings, "text_config": text(cast("Mapping[str, ConfigValue]", settings["text_config"]))}
+        if "text_config" in settings
+        else text(settings)
     )
     config = AutoConfig.for_model(family.model_type, **settings)
     torch.manual_seed(seed)

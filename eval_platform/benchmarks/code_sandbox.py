@@ -24,10 +24,20 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from eval_platform.common.repeats import pass_at_k
 from eval_platform.environment import CODE_EXECUTION_VARIABLE, code_execution_allowed
+
+
+class CodeRun(TypedDict):
+    """One candidate's run, as `code_eval` reports it."""
+
+    task_id: int
+    passed: bool
+    result: str
+    completion_id: int
+
 
 STARTUP_SECONDS = 2.0  # the wall-clock allowance for starting the interpreter, beyond the program's own
 PASSED = "passed"
@@ -152,7 +162,7 @@ class CodeEvalInSandbox:
         k: Sequence[int] = (1, 10, 100),
         num_workers: int = 4,
         timeout: float = 3.0,
-    ) -> tuple[dict[str, float], dict[int, list[tuple[int, dict[str, Any]]]]]:
+    ) -> tuple[dict[str, float], dict[int, list[tuple[int, CodeRun]]]]:
         if not code_execution_allowed():
             raise PermissionError(
                 f"executing model-written code needs {CODE_EXECUTION_VARIABLE}=1 in the environment, as code_eval's"
@@ -167,9 +177,14 @@ class CodeEvalInSandbox:
         ]
         with ThreadPoolExecutor(max_workers=self.workers) as pool:
             verdicts = list(pool.map(lambda program: run_program(program[2], limits), programs))
-        results: dict[int, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
+        results: dict[int, list[tuple[int, CodeRun]]] = defaultdict(list)
         for (problem, index, _), verdict in zip(programs, verdicts, strict=True):
-            outcome = {"task_id": problem, "passed": verdict == PASSED, "result": verdict, "completion_id": index}
+            outcome: CodeRun = {
+                "task_id": problem,
+                "passed": verdict == PASSED,
+                "result": verdict,
+                "completion_id": index,
+            }
             results[problem].append((index, outcome))
         counts = [(len(runs), sum(run["passed"] for _, run in runs)) for runs in results.values()]
         chances = {

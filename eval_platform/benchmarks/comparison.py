@@ -6,9 +6,30 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from eval_platform.common.intervals import paired_difference
+
+
+class DocumentValue(TypedDict):
+    """One document's value of one metric for one model, settings key, solver, task and filter: a row
+    of `document_values` as `EvaluationStore.load_document_values` reads it (`item` names the document:
+    a dataset's source row id, else task/doc_id)."""
+
+    model: str
+    model_fingerprint: str
+    settings_key: str
+    solver: str
+    task: str
+    filter: str
+    metric: str
+    doc_id: int
+    item: str
+    prediction_run_id: str | None
+    value: float
+    predicted: str | None
+    reference: str | None
+    question: str
 
 
 def exact_mcnemar(only_first: int, only_second: int) -> float:
@@ -70,9 +91,9 @@ def comparison_rows(
     benchmark: str,
     model: str,
     references: Mapping[str, str],
-    rows: Sequence[Mapping[str, Any]],
-    environments: Mapping[str, Any],
-) -> list[dict[str, Any]]:
+    rows: Sequence[DocumentValue],
+    environments: Mapping[str, Mapping[str, object]],
+) -> list[dict[str, object]]:
     """`model` against each of its references (relation -> name) on every settings key, solver,
     task, filter and metric both were scored on, from document values (model, model_fingerprint,
     settings_key, solver, task, filter, metric, item, value, prediction_run_id; `item` names the
@@ -126,7 +147,7 @@ def comparison_rows(
     return comparisons
 
 
-def not_comparable(references: Mapping[str, str], comparisons: Sequence[Mapping[str, Any]]) -> list[str]:
+def not_comparable(references: Mapping[str, str], comparisons: Sequence[Mapping[str, object]]) -> list[str]:
     """The references (`relation name`) the model has no scores in common with yet."""
     compared = {c["model_b"] for c in comparisons}
     return [f"{relation} {reference}" for relation, reference in references.items() if reference not in compared]

@@ -99,11 +99,11 @@ class EvaluationSettings(BaseModel):
         """Whether it sets any sampling setting or repeats (else each task samples as it says)."""
         return any(getattr(self, name) is not None for name in (*SAMPLING_FIELDS, "repeats"))
 
-    def sampling_overrides(self, config: Mapping[str, Any]) -> dict[str, Any]:
+    def sampling_overrides(self, config: Mapping[str, Any]) -> dict[str, object]:
         """A generation task's config keys (`config`: its own) that these sampling settings change:
         its `repeats`, and its `generation_kwargs` sampled (`do_sample`, temperature, top-p, top-k,
         min-p over the task's own) or, at temperature 0, greedy."""
-        overrides: dict[str, Any] = {}
+        overrides: dict[str, object] = {}
         if config.get("output_type") != "generate_until":
             return overrides
         if self.repeats is not None:
@@ -124,7 +124,7 @@ class EvaluationSettings(BaseModel):
             overrides["generation_kwargs"] = kwargs
         return overrides
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         """The settings that make a result what it is, for the warehouse and the run's metadata
         (sampling settings where set: a greedy run's are as they were before there were any)."""
         unset = {name for name in (*SAMPLING_FIELDS, "repeats", "seed") if getattr(self, name) is None}
@@ -138,7 +138,7 @@ class EvaluationSettings(BaseModel):
 SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "min_p")
 
 
-def describe_sampling(settings: Mapping[str, Any]) -> str | None:
+def describe_sampling(settings: Mapping[str, object]) -> str | None:
     """The sampling a run's settings ask, in words (`4 samples at temperature 0.6, top-p 0.95`),
     None where they ask none (each task's own)."""
     if all(settings.get(name) is None for name in (*SAMPLING_FIELDS, "repeats", "seed")):
@@ -164,7 +164,7 @@ def settings_key(settings: Mapping[str, Any]) -> str:
     under one key are replaced by the next run with that key, and kept beside those of other keys.
     The chat template is not part of it: it is how the roster entry runs its model (as its dtype is)."""
 
-    def digest(value: Any) -> str:
+    def digest(value: object) -> str:
         return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:8]
 
     shots = settings.get("num_fewshot")
@@ -246,7 +246,7 @@ class Benchmark(EvaluationSettings):
         return EvaluationSettings(**{name: getattr(self, name) for name in EvaluationSettings.model_fields})
 
 
-def merged(base: EvaluationSettings, *layers: Mapping[str, Any]) -> EvaluationSettings:
+def merged(base: EvaluationSettings, *layers: Mapping[str, object]) -> EvaluationSettings:
     """`base` with each layer's set (not None) fields over it, later layers winning."""
     values = base.model_dump()
     for layer in layers:

@@ -14,7 +14,6 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from eval_platform.benchmarks.declarations import Benchmark, ChatFormat
 from eval_platform.benchmarks.parsers import LETTERS, ParsedRow, Parser, RowRejected, parser
@@ -28,14 +27,14 @@ class Document:
     document_id: str  # a digest of the chat prompt and the task's row
     source_row_id: str
     task: str | None  # its harness task; None where the row lacks the field that names it (MMLU's subject)
-    doc: Mapping[str, Any]  # the row as its harness task reads it
+    doc: Mapping[str, object]  # the row as its harness task reads it
     system_prompt: str
     user_prompt: str
     labels: tuple[str, ...]
     choices: tuple[str, ...]  # in the chat prompt's order
     real_answer: str
 
-    def as_row(self) -> dict[str, Any]:
+    def as_row(self) -> dict[str, object]:
         return {
             **asdict(self),
             "doc": json.dumps(self.doc, ensure_ascii=False),
@@ -55,10 +54,10 @@ class RowRejection:
 class Documents:
     documents: list[Document]
     rejected: list[RowRejection]
-    pool: list[tuple[str, Mapping[str, Any]]]  # the few-shot rows that parse (id, row in the task's layout)
+    pool: list[tuple[str, Mapping[str, object]]]  # the few-shot rows that parse (id, row in the task's layout)
 
 
-def content_hash(*parts: Any) -> str:
+def content_hash(*parts: object) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
 
 
@@ -82,7 +81,7 @@ def user_prompt(chat: ChatFormat, parsed: ParsedRow, multiple_choice: bool) -> s
     return f"{parsed.question.strip()}\n\n{options}\n\nAnswer with {', '.join(shown[:-1])} or {shown[-1]}."
 
 
-def parse_row(benchmark: Benchmark, rules: Parser, row: Mapping[str, Any]) -> ParsedRow:
+def parse_row(benchmark: Benchmark, rules: Parser, row: Mapping[str, object]) -> ParsedRow:
     """The benchmark's parser, plus its rules on the number of choices; raises RowRejected."""
     parsed = rules.parse(row)
     if rules.multiple_choice:
@@ -92,7 +91,7 @@ def parse_row(benchmark: Benchmark, rules: Parser, row: Mapping[str, Any]) -> Pa
     return parsed
 
 
-def task_of(template: str, row: Mapping[str, Any]) -> str | None:
+def task_of(template: str, row: Mapping[str, object]) -> str | None:
     """The harness task a row belongs to: `template` with the row's fields filled in ({subject});
     None where the row lacks one."""
     fields = re.findall(r"{(\w+)}", template)
@@ -101,7 +100,7 @@ def task_of(template: str, row: Mapping[str, Any]) -> str | None:
     return template.format_map(row)
 
 
-def document(benchmark: Benchmark, rules: Parser, source_row_id: str, row: Mapping[str, Any]) -> Document:
+def document(benchmark: Benchmark, rules: Parser, source_row_id: str, row: Mapping[str, object]) -> Document:
     """One raw row as a document; raises RowRejected."""
     parsed = parse_row(benchmark, rules, row)
     chat = benchmark.chat or ChatFormat()
@@ -132,8 +131,8 @@ def document(benchmark: Benchmark, rules: Parser, source_row_id: str, row: Mappi
 
 def build_documents(
     benchmark: Benchmark,
-    rows: Sequence[tuple[str, Mapping[str, Any]]],
-    fewshot_rows: Sequence[tuple[str, Mapping[str, Any]]] = (),
+    rows: Sequence[tuple[str, Mapping[str, object]]],
+    fewshot_rows: Sequence[tuple[str, Mapping[str, object]]] = (),
 ) -> Documents:
     """The documents of the rows that parse, a rejection (with its reason) for each row that does
     not, and the few-shot pool: the few-shot rows that parse, in the task's layout (one that does
@@ -150,8 +149,8 @@ def build_documents(
 
 
 def fewshot_pool(
-    benchmark: Benchmark, rows: Sequence[tuple[str, Mapping[str, Any]]]
-) -> tuple[list[tuple[str, Mapping[str, Any]]], list[RowRejection]]:
+    benchmark: Benchmark, rows: Sequence[tuple[str, Mapping[str, object]]]
+) -> tuple[list[tuple[str, Mapping[str, object]]], list[RowRejection]]:
     """The few-shot rows that parse, in the task's layout, and why each other one is left out."""
     rules = parser(benchmark.parser or "")
     pool, left_out = [], []

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
@@ -29,8 +29,38 @@ from eval_platform.benchmarks.answering import Answering
 from eval_platform.benchmarks.records import CHAT_MESSAGES, Answer, sampled_arguments, with_budget
 from eval_platform.common.models import Chat, GenerationRequest, LanguageModel, LoglikelihoodRequest, UnsupportedRequest
 
+if TYPE_CHECKING:
+    from lm_eval.api.instance import Instance
+
 LOG = logging.getLogger(__name__)
 DEFAULT_MAX_GEN_TOKS = 256  # the harness's default max_gen_toks
+
+
+class TokenWindows(Protocol):
+    """A local model as `loglikelihood_rolling` reads it: its tokenizer and context length."""
+
+    @property
+    def prefix_token_id(self) -> int: ...
+
+    @property
+    def max_length(self) -> int: ...
+
+    def encode(self, text: str) -> list[int]: ...
+
+
+class ChatTemplating(Protocol):
+    """A tokenizer with a chat template, as `EngineLM` renders a conversation with it (as text)."""
+
+    chat_template: str | None
+
+    def apply_chat_template(
+        self,
+        conversation: list[dict[str, str]],
+        *,
+        tokenize: bool,
+        add_generation_prompt: bool,
+        continue_final_message: bool,
+    ) -> str: ...
 
 
 def as_chat(context: str, model_name: str) -> Chat | str:
@@ -48,7 +78,7 @@ def as_chat(context: str, model_name: str) -> Chat | str:
     return Chat("\n".join(m["content"] for m in messages if m["role"] == "system"), users[0])
 
 
-def sampling_of(gen_kwargs: Mapping[str, Any] | None, seed: int) -> Sampling | None:
+def sampling_of(gen_kwargs: Mapping[str, object] | None, seed: int) -> Sampling | None:
     """A harness request's sampling (its `generation_kwargs` as the harness normalises them: sampled
     where `do_sample`, or a temperature above 0 without it), None where it is greedy. A warper it does
     not set is off (transformers' `generate` would take the model's generation config's: top-k 50)."""
@@ -71,7 +101,7 @@ def sampling_of(gen_kwargs: Mapping[str, Any] | None, seed: int) -> Sampling | N
 
 def generation_request(
     context: Chat | str,
-    gen_kwargs: Mapping[str, Any] | None,
+    gen_kwargs: Mapping[str, object] | None,
     max_new_tokens: int | None = None,
     seed: int = DEFAULT_SEED,
     sample: int = 0,
@@ -92,7 +122,7 @@ def generation_request(
 
 
 def numbered_samples(
-    arguments: Sequence[tuple[str, dict]], requests: Sequence[Any], seed: int
+    arguments: Sequence[tuple[str, Mapping[str, object]]], requests: Sequence[Instance], seed: int
 ) -> list[tuple[Any, ...]]:
     """`generate_until` requests' arguments, each sampled one's with its sample index and the seed
     (records.sampled_arguments): the harness asks a task's `repeats` copies of one request (the same
@@ -147,7 +177,7 @@ class EngineLM(LM):
         return self.answering.answer(request_type, arguments, compute)
 
     def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
-        def compute(arguments: list[tuple[str, str]]) -> list[list[Any]]:
+        def compute(arguments: list[tuple[str, str]]) -> list[list[float | bool]]:
             batch = [LoglikelihoodRequest(context, continuation) for context, continuation in arguments]
             greedy = getattr(self.model, "greedy_loglikelihoods", None)
             if greedy is not None:
@@ -179,7 +209,7 @@ class EngineLM(LM):
                 "is answered by local models"
             )
 
-        local: Any = self.model  # a local model: its tokenizer and context length
+        local = cast("TokenWindows", self.model)  # a local model: its tokenizer and context length
 
         def compute(arguments: list[tuple[str]]) -> list[float]:
             windows, owners = [], []
@@ -221,7 +251,7 @@ class EngineLM(LM):
     # --- chat templates (apply_chat_template, fewshot_as_multiturn) ------------------------------
 
     @property
-    def _tokenizer(self) -> Any:
+    def _tokenizer(self) -> ChatTemplating | None:
         """The model's tokenizer with a chat template, or None for a model that takes chats (an API)."""
         tokenizer = getattr(self.model, "tokenizer", None)
         return tokenizer if tokenizer is not None and getattr(tokenizer, "chat_template", None) else None

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from eval_platform.benchmarks.answering import AnswerProgress
 from eval_platform.benchmarks.declarations import Benchmark, EvaluationSettings, merged
@@ -46,8 +46,8 @@ class Plan:
 
 def evaluation_plan(
     benchmark: Benchmark,
-    entry: Mapping[str, Any],
-    launchpad: Mapping[str, Any],
+    entry: Mapping[str, object],
+    launchpad: Mapping[str, object],
     protocol: Protocol | None = None,
     index_dir: Path = HARNESS_INDEX,
 ) -> Plan:
@@ -70,14 +70,24 @@ def evaluation_plan(
     return Plan(settings.model_copy(update={"solvers": usable or benchmark.solvers}), skipped)
 
 
+class SolverSummary(TypedDict):
+    """One solver's evaluation summed up."""
+
+    documents: int
+    answers: int
+    computed: int
+    model_seconds: float
+    forward_passes: int
+
+
 @dataclass
 class SolverEvaluations:
     """An evaluation's solvers summed up: each one's documents, answers (computed ones among them),
     seconds in the model and forward passes, by `solver (settings key)`; and every result, with its
     solver and settings key."""
 
-    summary: dict[str, dict[str, Any]] = field(default_factory=dict)
-    results: list[dict[str, Any]] = field(default_factory=list)
+    summary: dict[str, SolverSummary] = field(default_factory=dict)
+    results: list[dict[str, Any]] = field(default_factory=list)  # a Result's fields, its solver and key
 
     @property
     def documents(self) -> int:

@@ -24,11 +24,11 @@ import os
 import pickle
 import random
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from eval_engine import DEFAULT_SEED
 from eval_platform.benchmarks.code_sandbox import CodeEvalInSandbox
@@ -43,6 +43,16 @@ from eval_platform.environment import (
     code_execution_allowed,
 )
 
+if TYPE_CHECKING:
+    from jinja2 import Template
+    from lm_eval.api.group import Group
+    from lm_eval.api.model import LM
+    from lm_eval.api.task import Task
+    from lm_eval.tasks import TaskManager
+    from lm_eval.tasks._index import Entry
+
+    Built: TypeAlias = "Task | Group | list[Task | Group]"  # what the registry builds of a name (a tag: a list)
+
 NLTK_DATA = DATA_DIR / "nltk_data"  # punkt_tab for IFEval, which NLTK would otherwise download at import
 SPLIT_KEYS = ("training_split", "validation_split", "test_split", "fewshot_split")
 log = logging.getLogger(__name__)
@@ -51,6 +61,7 @@ log = logging.getLogger(__name__)
 PRIVATE_API = (
     ("lm_eval.tasks._index", "TaskIndex"),  # the registry's index: built from a cache of its own tasks
     ("lm_eval.tasks._index", "Kind"),  # an index entry's kind: task, group or tag
+    ("lm_eval.tasks._index", "Entry"),  # an index entry (in annotations only)
     ("lm_eval.tasks.manager", "TaskIndex"),  # where TaskManager looks the index class up
     ("lm_eval.tasks._factory", "GROUP_FIELD_NAMES"),  # a group's own config keys, not passed to its tasks
     ("lm_eval.evaluator", "add_env_info"),  # simple_evaluate's environment report, done without collect_env
@@ -79,7 +90,7 @@ class HarnessRun:
     include_defaults: bool = True
     index_dir: Path = HARNESS_INDEX
 
-    def registry(self) -> Any:
+    def registry(self) -> TaskManager:
         """The harness's task registry this run's tasks are looked up in."""
         return task_manager(tuple(self.settings.include_path), self.include_defaults, self.index_dir)
 
@@ -110,7 +121,7 @@ def write_whole(path: Path, data: bytes) -> None:
     partial.replace(path)
 
 
-def cached_task_index(folder: Path, index_dir: Path) -> dict[str, Any]:
+def cached_task_index(folder: Path, index_dir: Path) -> dict[str, Entry]:
     """The harness's index of a folder of task YAML files (`TaskIndex.build`; its own tasks folder
     is about 14,000 files, over 5 s to parse), built once per state of the folder's files (their
     paths, sizes and modification times, and the harness's version) and then read from a pickle
@@ -142,7 +153,7 @@ def cached_task_index(folder: Path, index_dir: Path) -> dict[str, Any]:
 
 def _index_with_own_tasks_cached(
     paths: Iterable[Path], *, resolve_includes: bool = True, index_dir: Path = HARNESS_INDEX
-) -> dict[str, Any]:
+) -> dict[str, Entry]:
     """`TaskIndex.build`, with the harness's own tasks folder read through `cached_task_index`
     (cached under `index_dir`); later paths override earlier ones, as in the harness."""
     import lm_eval
@@ -161,7 +172,7 @@ def _index_with_own_tasks_cached(
     return index
 
 
-def _versions_only(storage: dict[str, Any]) -> None:
+def _versions_only(storage: dict[str, object]) -> None:
     """The harness's environment report (`add_env_info`) without torch's `collect_env` report."""
     from importlib.metadata import version
 
@@ -178,7 +189,7 @@ def _versions_only(storage: dict[str, Any]) -> None:
 
 
 @functools.lru_cache(maxsize=1024)
-def _compiled_template(template: str) -> Any:
+def _compiled_template(template: str) -> Template:
     from lm_eval.utils import env
 
     return env.from_string(template)
@@ -213,7 +224,7 @@ def adapt_harness(index_dir: Path) -> None:
 @functools.lru_cache(maxsize=16)
 def task_manager(
     include_path: tuple[str, ...] = (), include_defaults: bool = True, index_dir: Path = HARNESS_INDEX
-) -> Any:
+) -> TaskManager:
     """The harness's registry (its own tasks, unless `include_defaults` is false, their index cached
     under `index_dir`, and any `include_path` folders), built once per process and registry."""
     prepare_environment()
@@ -254,7 +265,7 @@ def check_json_records(path: Path, task: str) -> None:
         raise HarnessTaskError(f"{task}: data file {path}, line {problems[0].line}: {problems[0].reason}")
 
 
-def local_data(files: Mapping[str, str], base: Mapping[str, Any]) -> dict[str, Any]:
+def local_data(files: Mapping[str, str], base: Mapping[str, object]) -> dict[str, object]:
     """A task's overrides reading `files` (split -> local JSON/JSONL file, checked first): the
     task's splits that the files do not provide are dropped, so its few-shot examples come from its
     YAML or a given split only."""
@@ -264,7 +275,7 @@ def local_data(files: Mapping[str, str], base: Mapping[str, Any]) -> dict[str, A
         raise HarnessTaskError(f"{task}: data file {missing[0]} does not exist")
     for path in files.values():
         check_json_records(Path(path), task)
-    overrides: dict[str, Any] = {
+    overrides: dict[str, object] = {
         "dataset_path": "json",
         "dataset_name": None,
         "dataset_kwargs": {"data_files": {split: str(path) for split, path in files.items()}},
@@ -280,7 +291,7 @@ def local_data(files: Mapping[str, str], base: Mapping[str, Any]) -> dict[str, A
     return overrides
 
 
-def _member_name(member: str | Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+def _member_name(member: str | Mapping[str, object]) -> tuple[str, dict[str, object]]:
     if isinstance(member, str):
         return member, {}
     name = str(member.get("task") or member.get("group"))
@@ -298,7 +309,7 @@ def registered_config(
     return unresolved_config(manager, entry)
 
 
-def unresolved_config(manager: Any, entry: Any) -> dict[str, Any]:
+def unresolved_config(manager: TaskManager, entry: Entry) -> dict[str, Any]:
     """An index entry's config, includes resolved, its `!function`s left as their names: read
     without importing a task's code (humaneval's imports `code_eval` from the hub)."""
     if entry.yaml_path is None:
@@ -323,7 +334,7 @@ def generates(
     return any(generates(member, include_path, include_defaults, index_dir) for member in members)
 
 
-def _built(name: str, build: Callable[[str, Mapping[str, Any]], Any]) -> list[Any]:
+def _built(name: str, build: Callable[[str, Mapping[str, object]], Built]) -> list[Task | Group]:
     """The tasks `build` makes of a name the run asks for; the harness's own error (e.g. a dataset it
     cannot load offline) said as the name's."""
     try:
@@ -339,7 +350,7 @@ def _built(name: str, build: Callable[[str, Mapping[str, Any]], Any]) -> list[An
     return task if isinstance(task, list) else [task]
 
 
-def build_tasks(run: HarnessRun) -> list[Any]:
+def build_tasks(run: HarnessRun) -> list[Task | Group]:
     """The run's tasks or groups as the harness's objects (a tag: its tasks), each leaf task's
     config merged with its data files and overrides (over the registered YAML, and over what its
     group sets for it)."""
@@ -351,7 +362,7 @@ def build_tasks(run: HarnessRun) -> list[Any]:
 
     settings, used = run.settings, set()
 
-    def build(name: str, inherited: Mapping[str, Any]) -> Any:
+    def build(name: str, inherited: Mapping[str, object]) -> Built:
         entry = index.get(name)
         if entry is None:
             where = f" or of include_path {list(settings.include_path)}" if settings.include_path else ""
@@ -369,7 +380,7 @@ def build_tasks(run: HarnessRun) -> list[Any]:
                     group.add(each)
             return group
         if entry.kind == Kind.TAG:  # a tag is shorthand for its tasks, not a group
-            return [build(member, inherited) for member in sorted(entry.tags)]
+            return cast("list[Task | Group]", [build(member, inherited) for member in sorted(entry.tags)])
         used.add(name)
         overrides = {**inherited, **settings.overrides.get(name, {})}
         runs_code = bool({**unresolved_config(manager, entry), **overrides}.get("unsafe_code"))
@@ -381,7 +392,7 @@ def build_tasks(run: HarnessRun) -> list[Any]:
                 overrides.update(settings.sampling_overrides(base))
                 if name in settings.data_files:
                     overrides.update(local_data(settings.data_files[name], base))
-            task = factory.build(entry, overrides={"task": name, **overrides}, registry=index)
+            task = cast("Task", factory.build(entry, overrides={"task": name, **overrides}, registry=index))
         if runs_code and not executes_in_sandbox(task):
             raise HarnessTaskError(
                 f"{name} executes the model's code with an executor of its own (not code_eval), which the platform "
@@ -436,7 +447,7 @@ def code_eval_in_sandbox() -> Iterator[None]:
         evaluate.load = load
 
 
-def executes_in_sandbox(task: Any) -> bool:
+def executes_in_sandbox(task: Task) -> bool:
     """Whether a built task's metric code holds the sandbox's `code_eval` (a metric function's
     module does), so the code its metric executes runs there."""
     functions = [metric.get("metric") for metric in task.config.metric_list or []] + [task.config.process_results]
@@ -448,10 +459,10 @@ def executes_in_sandbox(task: Any) -> bool:
     )
 
 
-def record_fewshot_draws(task: Any) -> Callable[[], list[list[int]]]:
+def record_fewshot_draws(task: Task) -> Callable[[], list[list[int]]]:
     """Records the examples the task's sampler draws, one list per document as its requests are
     built; returns what gives each draw as positions in the task's few-shot split."""
-    draws: list[list[Any]] = []
+    draws: list[list[object]] = []
     sampler = getattr(task, "sampler", None)
     if sampler is None:
         return lambda: []
@@ -480,7 +491,7 @@ class HarnessOutcome:
     samples: dict[str, list[dict[str, Any]]]
 
 
-def evaluate(run: HarnessRun, tasks: Sequence[Any], lm: Any) -> HarnessOutcome:
+def evaluate(run: HarnessRun, tasks: Sequence[Task | Group], lm: LM) -> HarnessOutcome:
     """The harness's own `simple_evaluate` on built tasks, answered by `lm`: its num_fewshot rule,
     few-shot seed and global seeds, so results equal a harness run on its own (IFEval's checkers draw
     any argument a row leaves out from Python's global generator, whose state the harness's own
@@ -491,7 +502,7 @@ def evaluate(run: HarnessRun, tasks: Sequence[Any], lm: Any) -> HarnessOutcome:
     with preserved_global_generators():
         results = simple_evaluate(
             model=lm,
-            tasks=list(tasks),
+            tasks=list(tasks),  # pyright: ignore[reportArgumentType]  # lm_eval's annotation omits Group, which it takes
             task_manager=run.registry(),
             num_fewshot=settings.num_fewshot,
             limit=settings.limit,
@@ -524,7 +535,7 @@ def preserved_global_generators() -> Iterator[None]:
         torch.set_rng_state(torch_state)
 
 
-def plain(value: Any) -> Any:
+def plain(value: object) -> Any:
     """A harness value as plain JSON data (numpy numbers as numbers, anything else as text)."""
     from lm_eval.utils import handle_non_serializable
 
@@ -590,7 +601,7 @@ def request_type_of(output_type: str) -> str:
 def answer_keys(
     request_type: str,
     arguments: Sequence[Sequence[Any]],
-    responses: Sequence[Any],
+    responses: Sequence[Sized],
     seed: int,
     max_gen_toks: int | None = None,
 ) -> list[str]:
@@ -609,7 +620,7 @@ def answer_keys(
     return keys
 
 
-def leaf_tasks(tasks: Sequence[Any]) -> dict[str, Any]:
+def leaf_tasks(tasks: Sequence[Task | Group]) -> dict[str | None, Task]:
     """The harness's task objects among built tasks and groups, by task name."""
     from lm_eval.api.group import Group
 
@@ -618,7 +629,7 @@ def leaf_tasks(tasks: Sequence[Any]) -> dict[str, Any]:
 
 
 def each_answer_scored(
-    task: Any, doc: Any, filter_name: str, answers: Sequence[Any]
+    task: Task, doc: dict[str, object], filter_name: str, answers: Sequence[str]
 ) -> tuple[list[str], list[dict[str, float]]]:
     """Each of a request's answers (a sampled request's k) scored alone, as the harness scores a
     document: the filter's steps on that answer (a majority over one answer is that answer; taking
@@ -641,22 +652,25 @@ def each_answer_scored(
     return taken, scored
 
 
-def _scored_alone(task: Any, doc: Any, filtered: Any) -> dict[str, Any]:
+def _scored_alone(task: Task, doc: dict[str, object], filtered: object) -> dict[str, Any]:
     """One answer's metrics by the task's `process_results`; a code task's pass@k (its metric's
     sizes k) asked at k = 1, the only size one answer has: whether it passed."""
     if not executes_in_sandbox(task):
-        return task.process_results(doc, [filtered])
+        return cast("dict[str, Any]", task.process_results(doc, [filtered]))
     options = task._metric_fn_kwargs
     sized = {metric: kwargs for metric, kwargs in options.items() if "k" in kwargs}
     options.update({metric: {**kwargs, "k": [1]} for metric, kwargs in sized.items()})
     try:
-        return task.process_results(doc, [filtered])
+        return cast("dict[str, Any]", task.process_results(doc, [filtered]))
     finally:
         options.update(sized)
 
 
 def outcome_samples(
-    outcome: HarnessOutcome, seed: int = DEFAULT_SEED, tasks: Sequence[Any] = (), max_gen_toks: int | None = None
+    outcome: HarnessOutcome,
+    seed: int = DEFAULT_SEED,
+    tasks: Sequence[Task | Group] = (),
+    max_gen_toks: int | None = None,
 ) -> list[Sample]:
     """One sample per task, document and filter: the document, the exact prompt (its first request's
     context, few-shot examples and chat template included), every request's arguments and the keys

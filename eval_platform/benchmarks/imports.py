@@ -74,7 +74,7 @@ class HarnessOutput:
         return str(self.report.get("lm_eval_version") or "unknown version")
 
     @property
-    def config(self) -> dict[str, Any]:
+    def config(self) -> dict[str, object]:
         return self.report.get("config") or {}
 
     def model_description(self) -> str:
@@ -213,7 +213,7 @@ def imported_benchmarks(output: HarnessOutput, benchmarks: Mapping[str, Benchmar
     return [name for name, benchmark in benchmarks.items() if benchmark_tasks(output, benchmark)]
 
 
-def _number(value: Any) -> Any:
+def _number(value: object) -> object:
     """A logged log-likelihood's parts as numbers (the harness's files write them as text)."""
     if isinstance(value, str):
         if value in ("True", "False"):
@@ -227,7 +227,7 @@ def _number(value: Any) -> Any:
     return value
 
 
-def _arguments(logged: Any) -> list[list[Any]]:
+def _arguments(logged: Any) -> list[list[object]]:
     """A sample's requests' arguments as lists: the harness's files write each request as
     {"gen_args_<i>": {"arg_<j>": ...}}; its in-memory samples as lists."""
     if isinstance(logged, Mapping):
@@ -238,7 +238,7 @@ def _arguments(logged: Any) -> list[list[Any]]:
     return [list(request) for request in logged]
 
 
-def _metric_fault(name: str, value: Any) -> str | None:
+def _metric_fault(name: str, value: object) -> str | None:
     """Why a logged metric is not one: a number, or a list of them (IFEval's per instruction), or
     a corpus metric's items (BLEU's reference and prediction)."""
     if isinstance(value, bool | int | float):
@@ -282,7 +282,7 @@ def _sample(line: str, where: str, task: str, numeric: bool) -> dict[str, Any]:
     return {**sample, "arguments": arguments, **responses}
 
 
-def content_key(doc: Any) -> str:
+def content_key(doc: object) -> str:
     """A document by its content: the row as its task read it, keys sorted."""
     return hashlib.sha256(json.dumps(doc, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()
 
@@ -361,7 +361,7 @@ class ImportedEvaluation:
     rejections: list[ImportRejection] = field(default_factory=list)
 
 
-def _scored(task: str, doc_id: int, sample: Mapping[str, Any]) -> tuple[Sample, dict[str, Any]]:
+def _scored(task: str, doc_id: int, sample: Mapping[str, Any]) -> tuple[Sample, dict[str, object]]:
     """What the results need of a sample, and no more: its metrics (for its interval) and its
     requests' shape (for a multiple-choice task's chance accuracy)."""
     metrics = {name: sample[name] for name in sample["metrics"]}
@@ -374,7 +374,7 @@ def _scored(task: str, doc_id: int, sample: Mapping[str, Any]) -> tuple[Sample, 
 
 
 def _matched(
-    candidates: Sequence[KnownDocument], sample: Mapping[str, Any], taken: Collection[tuple[str, int, str]]
+    candidates: Sequence[KnownDocument], sample: Mapping[str, object], taken: Collection[tuple[str, int, str]]
 ) -> KnownDocument | str:
     """The known document a logged sample is of (of several alike: its own doc_id's, else the first
     not yet taken under its filter), or why none is."""
@@ -410,7 +410,7 @@ def imported_evaluation(
         )
     matches: dict[tuple[str, int], Match] = {}
     scored: list[Sample] = []
-    shapes: dict[str, list[dict[str, Any]]] = {}
+    shapes: dict[str, list[dict[str, object]]] = {}
     lineage: dict[tuple[str, int, str], SampleSource] = {}
     rejections: list[ImportRejection] = []
     for task in tasks:

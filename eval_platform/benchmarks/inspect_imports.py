@@ -163,7 +163,7 @@ def source_benchmarks(log: InspectLog, benchmarks: Mapping[str, Benchmark]) -> l
     return [name for name, benchmark in benchmarks.items() if log.is_of(benchmark)]
 
 
-def _as_text(value: Any) -> str:
+def _as_text(value: object) -> str:
     """A sample's input or target as text: a chat's turns as `[role]` and content."""
     if isinstance(value, str):
         return value
@@ -174,7 +174,7 @@ def _as_text(value: Any) -> str:
     return json.dumps(value)
 
 
-def _value(value: Any, where: str, name: str) -> Any:
+def _value(value: object, where: str, name: str) -> float | list[object]:
     """A score's value as a metric's: a number, a letter inspect_ai counts, or a list of scalars."""
     if isinstance(value, bool | int | float):
         return value
@@ -209,12 +209,12 @@ def _logged(log: zipfile.ZipFile, path: Path, name: str) -> dict[str, Any]:
     return {**sample, "scores": scores}
 
 
-def _reductions(log: zipfile.ZipFile, path: Path) -> dict[str, dict[str, Any]]:
+def _reductions(log: zipfile.ZipFile, path: Path) -> dict[str, dict[str, float | list[object]]]:
     """The log's reductions over epochs, by sample id and score name: of several reducers of one
     scorer, its `mean` (inspect_ai's default), else its first."""
     if "reductions.json" not in log.namelist():
         return {}
-    reduced: dict[str, dict[str, Any]] = {}
+    reduced: dict[str, dict[str, float | list[object]]] = {}
     try:
         for reduction in sorted(_member(log, path, "reductions.json"), key=lambda r: r.get("reducer") != "mean"):
             for sample in reduction["samples"]:
@@ -251,7 +251,9 @@ def _keys(first: Mapping[str, Any]) -> tuple[str | None, str]:
 DERIVED = re.compile(r" (pass@1|mean@\d+)$")  # an item's mean over its answers: the platform derives it again
 
 
-def _samples(epochs: Sequence[Mapping[str, Any]], found: KnownDocument, reduced: Mapping[str, Any]) -> list[Sample]:
+def _samples(
+    epochs: Sequence[Mapping[str, Any]], found: KnownDocument, reduced: Mapping[str, float | list[object]]
+) -> list[Sample]:
     """A logged document's samples, one per filter its scores (or its reductions, `reduced`) name:
     its value the reduction, else its one epoch's, else its epochs' mean; each epoch's values and
     answer kept where it has several."""
@@ -340,7 +342,7 @@ def _matched(
     known: Mapping[tuple[str, str], Sequence[KnownDocument]],
     prompts: Mapping[str, Sequence[KnownDocument]],
     taken: set[tuple[str, int]],
-    reduced: Mapping[str, Any],
+    reduced: Mapping[str, float | list[object]],
 ) -> tuple[KnownDocument | str, str]:
     """A logged sample's document (by its document's content key, else, as another solver's, by its
     prompt and reference), or why it has none; and its match keys (`<content key>:<prompt key>`)."""

@@ -33,11 +33,54 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import groupby
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 LOG_SCHEMA_VERSION = 2  # inspect_ai's log schema the files follow
 SCALARS = (str, int, float)  # bool is an int
 SUMMARY_CHARS = 1000  # a summary's input and target, at most (inspect_ai's own keep 5,120: memory, at scale)
+
+
+class ExportedResult(TypedDict):
+    """A `results` row as an export reads it (`EvaluationStore.exported_evaluations`)."""
+
+    task: str
+    is_group: bool
+    metric: str
+    filter: str
+    value: float | None
+    stderr: float | None
+    ci_low: float | None
+    ci_high: float | None
+    n: int | None
+    num_fewshot: int | None
+
+
+class AnswerScore(TypedDict):
+    """One answer's value of one metric, of a document answered several times (`sample_scores`)."""
+
+    sample: int
+    answer: str | None
+    metric: str
+    value: float
+
+
+class ExportedSample(TypedDict):
+    """A `samples` row as an export reads it (`EvaluationStore.exported_samples`): its JSON columns as
+    text, and its answers' scores where it was answered several times."""
+
+    task: str
+    doc_id: int
+    filter: str
+    document_id: str | None
+    prompt: str
+    target: str | None
+    request_keys: list[str] | None
+    arguments: str
+    responses: str | None
+    filtered_responses: str | None
+    metrics: str
+    doc: str | None
+    answer_scores: list[AnswerScore] | None
 
 
 @dataclass(frozen=True)
@@ -50,10 +93,10 @@ class ExportedEvaluation:
     model_fingerprint: str
     settings_key: str
     solver: str
-    settings: dict[str, Any]
+    settings: dict[str, object]
     run_id: str | None
     evaluated_at: datetime
-    results: list[dict[str, Any]] = field(default_factory=list)
+    results: list[ExportedResult] = field(default_factory=list)
 
     def inspect_model(self) -> str:
         """The model as inspect_ai names one, `<provider>/<model>`: the model's source, a local
@@ -76,7 +119,7 @@ def score_name(metric: str, filter_name: str) -> str:
     return f"{metric},{filter_name}"
 
 
-def score_value(value: Any) -> Any:
+def score_value(value: object) -> object:
     """A metric's value as inspect_ai's `Score.value` holds it: a scalar or a list of scalars as it
     is, anything else (a corpus metric's nested items, a missing value) as its JSON text."""
     if isinstance(value, SCALARS) or (isinstance(value, list) and all(isinstance(v, SCALARS) for v in value)):
@@ -84,11 +127,11 @@ def score_value(value: Any) -> Any:
     return json.dumps(value)
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def _answer(filtered: Any, choices: Sequence[str] | None) -> str:
+def _answer(filtered: object, choices: Sequence[str] | None) -> str:
     """What a filter took out of a document's answers, as text: a generation's first answer, or a
     multiple-choice document's continuation of the highest log-likelihood."""
     if isinstance(filtered, list) and len(filtered) == 1 and isinstance(filtered[0], str):
@@ -107,12 +150,14 @@ def _choices(arguments: Sequence[Sequence[Any]]) -> list[str] | None:
     return None
 
 
-def _loaded(row: Mapping[str, Any], name: str) -> Any:
+def _loaded(row: Mapping[str, object], name: str) -> Any:
     value = row[name]
     return json.loads(value) if isinstance(value, str) else value
 
 
-def log_samples(rows: Iterable[Mapping[str, Any]], model: str) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+def log_samples(
+    rows: Iterable[ExportedSample], model: str
+) -> Iterator[tuple[dict[str, Any], dict[str, dict[str, object]]]]:
     """Each document's inspect_ai samples (one per epoch) with its reductions (score name to its
     value and answer), from its `samples` rows ordered by task and doc_id (one per filter), each
     with `answer_scores`: its `sample_scores` rows (sample, answer, metric, value), if it was answered
@@ -121,8 +166,8 @@ def log_samples(rows: Iterable[Mapping[str, Any]], model: str) -> Iterator[tuple
         filters = list(group)
         first = filters[0]
         choices = _choices(_loaded(first, "arguments"))
-        reductions: dict[str, dict[str, Any]] = {}
-        epochs: dict[int, dict[str, dict[str, Any]]] = {}
+        reductions: dict[str, dict[str, object]] = {}
+        epochs: dict[int, dict[str, dict[str, object]]] = {}
         for row in filters:
             answer = _answer(_loaded(row, "filtered_responses"), choices)
             for metric, value in _loaded(row, "metrics").items():
@@ -167,7 +212,7 @@ def log_samples(rows: Iterable[Mapping[str, Any]], model: str) -> Iterator[tuple
             yield sample, reductions if epoch == 1 else {}
 
 
-def _epoch_completion(responses: Any, epoch: int, scores: Mapping[str, Mapping[str, Any]]) -> str:
+def _epoch_completion(responses: object, epoch: int, scores: Mapping[str, Mapping[str, object]]) -> str:
     """An epoch's answer as the model gave it: a generation's k-th answer, or a log-likelihood
     request's numbers as text."""
     if isinstance(responses, list) and responses and all(isinstance(r, list) for r in responses):
@@ -187,14 +232,14 @@ def _summary(sample: Mapping[str, Any]) -> dict[str, Any]:
             "message_count": len(sample["messages"])}  # fmt: skip
 
 
-def _metrics(result: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def _metrics(result: ExportedResult) -> dict[str, dict[str, object]]:
     """A result's value and standard error as inspect_ai's metrics (a number each: one not
     computed is left out)."""
     values = {result["metric"]: result["value"], "stderr": result.get("stderr")}
     return {name: {"name": name, "value": value} for name, value in values.items() if value is not None}
 
 
-def headline(benchmark: str, results: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+def headline(benchmark: str, results: Sequence[ExportedResult]) -> dict[str, ExportedResult]:
     """The results a log reports, by score name: the benchmark's own (its task's, or its group's,
     named after it), else those of its only task, else every task's, each named `<task>/<metric>,<filter>`."""
     tasks = {r["task"] for r in results}
@@ -206,7 +251,7 @@ def headline(benchmark: str, results: Sequence[Mapping[str, Any]]) -> dict[str, 
 
 def _header(
     evaluation: ExportedEvaluation, version: str, documents: int, epochs: int, score_names: Sequence[str]
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The log's header: the run, its plan and its results (the benchmark's own task's or group's
     rows as inspect_ai's scores, every task's in their metadata)."""
     created = evaluation.evaluated_at.isoformat()
@@ -245,13 +290,11 @@ def _header(
     }  # fmt: skip
 
 
-def _dumps(value: Any) -> str:
+def _dumps(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
-def write_inspect_log(
-    path: Path, evaluation: ExportedEvaluation, rows: Iterable[Mapping[str, Any]], version: str
-) -> int:
+def write_inspect_log(path: Path, evaluation: ExportedEvaluation, rows: Iterable[ExportedSample], version: str) -> int:
     """The evaluation as an inspect_ai log at `path` (replaced whole: written beside it, then moved
     over it), its samples from `rows` (as `log_samples` takes them); the number of samples written."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -289,7 +332,7 @@ def write_inspect_log(
 
 def export_inspect_logs(
     evaluations: Sequence[ExportedEvaluation],
-    samples_of: Callable[[ExportedEvaluation], Iterable[Mapping[str, Any]]],
+    samples_of: Callable[[ExportedEvaluation], Iterable[ExportedSample]],
     folder: Path,
     version: str,
 ) -> dict[Path, int]:

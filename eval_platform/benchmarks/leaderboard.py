@@ -12,7 +12,7 @@ no number is shown as something it is not.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import pandas as pd
 
@@ -22,6 +22,25 @@ COLUMNS = ("model", "model_fingerprint", "benchmark", "solver", "settings_key", 
            "num_fewshot", "n", "value", "ci_low", "ci_high", "cut_at_budget")  # fmt: skip
 # a headline is flagged where more of its generations than this were cut at the budget
 FLAGGED_CUT_AT_BUDGET = 0.05
+
+
+class HeadlineRow(TypedDict):
+    """A model's headline on a benchmark: a `leaderboard` row (`COLUMNS`)."""
+
+    model: str
+    model_fingerprint: str
+    benchmark: str
+    solver: str
+    settings_key: str
+    task: str
+    metric: str
+    filter: str
+    num_fewshot: int | None
+    n: int | None
+    value: float
+    ci_low: float | None
+    ci_high: float | None
+    cut_at_budget: float | None
 
 
 def headline_task(benchmark: Benchmark) -> str:
@@ -52,7 +71,7 @@ def _distance(row: Mapping[str, Any], headline: Headline, sampled: bool) -> tupl
     )
 
 
-def headline_rows(results: Sequence[Mapping[str, Any]], benchmarks: Mapping[str, Benchmark]) -> list[dict[str, Any]]:
+def headline_rows(results: Sequence[Mapping[str, Any]], benchmarks: Mapping[str, Benchmark]) -> list[HeadlineRow]:
     """One row per model and benchmark: its headline, or the nearest result it has."""
     groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for row in results:
@@ -63,11 +82,11 @@ def headline_rows(results: Sequence[Mapping[str, Any]], benchmarks: Mapping[str,
         benchmark = benchmarks.get(name) or Benchmark(name=name, task=name)
         own = [r for r in group if r["task"] == headline_task(benchmark)] or group
         best = min(own, key=lambda r: _distance(r, headline_of(benchmark), benchmark.sets_sampling))
-        rows.append({column: best.get(column) for column in COLUMNS})
+        rows.append(cast("HeadlineRow", {column: best.get(column) for column in COLUMNS}))  # a result's columns
     return rows
 
 
-def _interval(row: Mapping[str, Any]) -> str:
+def _interval(row: HeadlineRow) -> str:
     """A headline's cell: its value, its interval, and a flag where too many answers were cut at the budget."""
     text = f"{row['value']:.3f}"
     text = text if row["ci_low"] is None else f"{text} [{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
@@ -80,7 +99,7 @@ def budget_flag(cut_at_budget: float | None) -> str:
     return f"{cut_at_budget:.1%} cut at the budget" if (cut_at_budget or 0) > FLAGGED_CUT_AT_BUDGET else ""
 
 
-def measured_label(row: Mapping[str, Any]) -> str:
+def measured_label(row: HeadlineRow) -> str:
     """What a headline holds: its shots and metric (and filter), its solver where not the
     harness's, and the rest of its settings key (a limit on the documents, a generation budget,
     ...), e.g. `0-shot acc_norm by letter, first 5 documents`."""
@@ -96,7 +115,7 @@ def short_fingerprint(fingerprint: str) -> str:
 
 
 def leaderboard_table(
-    headlines: Sequence[Mapping[str, Any]],
+    headlines: Sequence[HeadlineRow],
     averages: Sequence[Mapping[str, Any]],
     benchmarks: Mapping[str, Benchmark],
     imported: Mapping[str, str] | None = None,
@@ -118,7 +137,7 @@ def leaderboard_table(
     rows = []
     for model in sorted({h["model"] for h in headlines} | {a["model"] for a in averages}):
         own = {(h["benchmark"], measured_label(h)): h for h in headlines if h["model"] == model}
-        row: dict[str, Any] = {
+        row: dict[str, str] = {
             "model": model,
             "fingerprint": (imported or {}).get(model)
             or ", ".join(sorted({short_fingerprint(h["model_fingerprint"]) for h in own.values()})),
@@ -136,7 +155,7 @@ def leaderboard_table(
     return pd.DataFrame([row for *_, row in sorted(rows, key=lambda r: r[:2])])
 
 
-def leaderboard_plot(headlines: Sequence[Mapping[str, Any]]) -> str:
+def leaderboard_plot(headlines: Sequence[HeadlineRow]) -> str:
     """Markdown embedding a PNG: each model's headline per benchmark, with its 95% interval."""
     from eval_platform.common.plots import new_axes, png_markdown
 

@@ -15,7 +15,6 @@ import re
 import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from eval_platform.registry import Registry
 
@@ -44,18 +43,18 @@ class Parser:
     """How a dataset's rows become documents: `parse` (raises RowRejected) and the row in its
     harness task's layout (rows as given where None)."""
 
-    parse: Callable[[Mapping[str, Any]], ParsedRow]
-    harness_layout: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
+    parse: Callable[[Mapping[str, object]], ParsedRow]
+    harness_layout: Callable[[Mapping[str, object]], Mapping[str, object]] | None = None
     multiple_choice: bool = True
 
-    def task_row(self, row: Mapping[str, Any]) -> Mapping[str, Any]:
+    def task_row(self, row: Mapping[str, object]) -> Mapping[str, object]:
         return self.harness_layout(row) if self.harness_layout else row
 
 
 # --- field access -------------------------------------------------------------------------
 
 
-def _text(row: Mapping[str, Any], *names: str) -> str:
+def _text(row: Mapping[str, object], *names: str) -> str:
     """The first of `names` present in the row as non-blank text, verbatim."""
     for name in names:
         value = row.get(name)
@@ -64,7 +63,7 @@ def _text(row: Mapping[str, Any], *names: str) -> str:
     raise RowRejected(f"missing field {' or '.join(repr(n) for n in names)}")
 
 
-def _choice_list(value: Any, name: str) -> tuple[str, ...]:
+def _choice_list(value: object, name: str) -> tuple[str, ...]:
     if not isinstance(value, list | tuple):
         raise RowRejected(f"field {name!r} is not a list of choices")
     choices = tuple("" if c is None else str(c) for c in value)
@@ -73,7 +72,7 @@ def _choice_list(value: Any, name: str) -> tuple[str, ...]:
     return choices
 
 
-def _index(value: Any, n_choices: int, name: str, *, one_based: bool = False, letters: bool = False) -> int:
+def _index(value: object, n_choices: int, name: str, *, one_based: bool = False, letters: bool = False) -> int:
     """An answer given as an index (int or digit string) or, where allowed, a letter."""
     text = "" if value is None else str(value).strip()
     if letters and len(text) == 1 and text.upper() in LETTERS:
@@ -87,7 +86,7 @@ def _index(value: Any, n_choices: int, name: str, *, one_based: bool = False, le
     return index
 
 
-def _targets(row: Mapping[str, Any], name: str) -> tuple[tuple[str, ...], list[int]]:
+def _targets(row: Mapping[str, object], name: str) -> tuple[tuple[str, ...], list[int]]:
     """TruthfulQA's `mc1_targets` / `mc2_targets`: choices and their 0/1 labels."""
     targets = row.get(name)
     if not isinstance(targets, Mapping):
@@ -102,7 +101,7 @@ def _targets(row: Mapping[str, Any], name: str) -> tuple[tuple[str, ...], list[i
 # --- parsers ---------------------------------------------------------------------------------
 
 
-def parse_arc(row: Mapping[str, Any]) -> ParsedRow:
+def parse_arc(row: Mapping[str, object]) -> ParsedRow:
     choices = row.get("choices")
     if not isinstance(choices, Mapping) or "text" not in choices or "label" not in choices:
         raise RowRejected("missing field 'choices' with 'label' and 'text'")
@@ -136,7 +135,7 @@ def extract_numbers(text: str) -> tuple[str | None, str | None]:
     return gsm8k_final_number(text), flexible
 
 
-def parse_gsm8k(row: Mapping[str, Any]) -> ParsedRow:
+def parse_gsm8k(row: Mapping[str, object]) -> ParsedRow:
     answer = _text(row, "answer")
     number = gsm8k_final_number(answer)
     if number is None:
@@ -144,14 +143,14 @@ def parse_gsm8k(row: Mapping[str, Any]) -> ParsedRow:
     return ParsedRow(_text(row, "question"), answer_text=number, extras={"answer": answer})
 
 
-def parse_gsm8k_cot(row: Mapping[str, Any]) -> ParsedRow:
+def parse_gsm8k_cot(row: Mapping[str, object]) -> ParsedRow:
     """A GSM8K test row, or one of the chain-of-thought exemplars (`question` and a worked `target`)."""
     if "answer" in row or "target" not in row:
         return parse_gsm8k(row)
     return ParsedRow(_text(row, "question"), extras={"target": _text(row, "target")})
 
 
-def parse_hellaswag(row: Mapping[str, Any]) -> ParsedRow:
+def parse_hellaswag(row: Mapping[str, object]) -> ParsedRow:
     endings = _choice_list(row.get("endings"), "endings")
     ctx_a, ctx_b = str(row.get("ctx_a") or ""), str(row.get("ctx_b") or "")
     context = str(row.get("ctx") or "").strip() or f"{ctx_a.strip()} {ctx_b.strip()}".strip()
@@ -161,14 +160,14 @@ def parse_hellaswag(row: Mapping[str, Any]) -> ParsedRow:
     return ParsedRow(context, endings, _index(row.get("label"), len(endings), "label"), extras=extras)
 
 
-def parse_mmlu(row: Mapping[str, Any]) -> ParsedRow:
+def parse_mmlu(row: Mapping[str, object]) -> ParsedRow:
     name = "options" if row.get("options") is not None else "choices"
     choices = _choice_list(row.get(name), name)
     answer = _index(row.get("answer"), len(choices), "answer", letters=True)
     return ParsedRow(_text(row, "question"), choices, answer, extras={"subject": str(row.get("subject") or "")})
 
 
-def mmlu_harness_layout(row: Mapping[str, Any]) -> Mapping[str, Any]:
+def mmlu_harness_layout(row: Mapping[str, object]) -> Mapping[str, object]:
     """The seed's MMLU layout (`options`, a letter `answer`) as the Hugging Face one the harness reads."""
     if row.get("options") is None:
         return row
@@ -189,7 +188,7 @@ def _shuffled(question: str, n: int) -> tuple[int, ...]:
     return tuple(order)
 
 
-def parse_truthfulqa(row: Mapping[str, Any]) -> ParsedRow:
+def parse_truthfulqa(row: Mapping[str, object]) -> ParsedRow:
     question = _text(row, "question")
     if row.get("mc1_targets") is None:
         choices = _choice_list(row.get("choices"), "choices")
@@ -200,7 +199,7 @@ def parse_truthfulqa(row: Mapping[str, Any]) -> ParsedRow:
     return ParsedRow(question, choices, flags.index(1), display_order=_shuffled(question, len(choices)))
 
 
-def truthfulqa_harness_layout(row: Mapping[str, Any]) -> Mapping[str, Any]:
+def truthfulqa_harness_layout(row: Mapping[str, object]) -> Mapping[str, object]:
     """The seed's TruthfulQA layout (`choices`, a `label` index) as the harness's `truthfulqa_mc1`
     reads the Hugging Face one: `mc1_targets`, the true answer first."""
     if row.get("mc1_targets") is not None:
@@ -214,14 +213,14 @@ def truthfulqa_harness_layout(row: Mapping[str, Any]) -> Mapping[str, Any]:
     }
 
 
-def parse_truthfulqa_mc2(row: Mapping[str, Any]) -> ParsedRow:
+def parse_truthfulqa_mc2(row: Mapping[str, object]) -> ParsedRow:
     question = _text(row, "question")
     choices, flags = _targets(row, "mc2_targets")
     true = tuple(i for i, flag in enumerate(flags) if flag == 1)
     return ParsedRow(question, choices, true[0], true_indices=true, display_order=_shuffled(question, len(choices)))
 
 
-def parse_winogrande(row: Mapping[str, Any]) -> ParsedRow:
+def parse_winogrande(row: Mapping[str, object]) -> ParsedRow:
     sentence = _text(row, "sentence")
     if sentence.count("_") != 1:
         raise RowRejected("field 'sentence' must contain exactly one blank '_'")

@@ -22,11 +22,14 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from statistics import mean
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from eval_platform.benchmarks.declarations import DATA_LOCATION_KEYS, DeclarationError, declaration_files
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class ProtocolTask(BaseModel):
@@ -46,7 +49,7 @@ class ProtocolTask(BaseModel):
     subtask_prefix: str = Field(default="", description="How its subtasks' names begin (default: task_).")
     unavailable_offline: str = Field(default="", description="Why it cannot run offline, if it cannot.")
 
-    def model_post_init(self, context: Any) -> None:
+    def model_post_init(self, context: object) -> None:
         object.__setattr__(self, "task", self.task or self.name)
         object.__setattr__(self, "benchmark", self.benchmark or self.task)
 
@@ -255,14 +258,14 @@ def protocol_rows(protocol: Protocol, results: Sequence[Mapping[str, Any]]) -> l
     return rows
 
 
-def protocol_table(rows: Sequence[Mapping[str, Any]]) -> Any:
+def protocol_table(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """Models as rows; each task's score (a normalised one with its raw score in brackets) and the
     average with its status, as the leaderboard shows them."""
     import pandas as pd
 
     table = []
     for model in sorted({r["model"] for r in rows}):
-        row: dict[str, Any] = {"model": model}
+        row: dict[str, str] = {"model": model}
         for r in (r for r in rows if r["model"] == model):
             if r["task"] == "average":
                 row["average"] = f"{r['score']:.4g} ({r['status']})" if r.get("score") is not None else r["status"]

@@ -9,7 +9,7 @@ They are the harness's own sample and result shapes, which the chat solvers prod
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,13 +24,13 @@ class Sample:
     doc_id: int
     filter: str
     prompt: str  # the exact text the model was given (a chat: its turns)
-    arguments: list[list[Any]]  # each request's arguments
+    arguments: Sequence[Sequence[object]]  # each request's arguments
     request_keys: list[str]
     target: str | None
-    responses: Any  # each request's answer
-    filtered_responses: Any  # what the filter took out of them
-    metrics: dict[str, Any]  # per-document metric values
-    doc: Any  # the document as the task read it
+    responses: object  # each request's answer
+    filtered_responses: object  # what the filter took out of them
+    metrics: dict[str, Any]  # per-document metric values (numbers, IFEval's lists, a corpus metric's items)
+    doc: object  # the document as the task read it
     doc_hash: str | None = None
     prompt_hash: str | None = None
     document_id: str | None = None  # a dataset's document (documents table)
@@ -73,8 +73,8 @@ class Answer:
     for a generation, why it ended."""
 
     request_type: str
-    arguments: list[Any]
-    response: Any  # loglikelihood: [log-likelihood, is_greedy]; generate_until: the text, unstripped
+    arguments: list[object]
+    response: object  # loglikelihood: [log-likelihood, is_greedy]; generate_until: the text, unstripped
     computed: bool
     ended: str | None = None  # a generation's: why it ended (the engine's endings.py), None where unknown
 
@@ -97,21 +97,21 @@ class Evaluation:
         return sum(answer.computed for answer in self.answers.values())
 
 
-def as_json(value: Any) -> str:
+def as_json(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
-def request_key(request_type: str, arguments: Sequence[Any]) -> str:
+def request_key(request_type: str, arguments: Sequence[object]) -> str:
     """A request's identity: its type and arguments (context, continuation or generation settings;
     a chat's turns), whatever task, document or solver asked it."""
     return content_key([request_type, list(arguments)])
 
 
-def with_budget(gen_kwargs: dict[str, Any], max_gen_toks: int | None) -> dict[str, Any]:
+def with_budget(gen_kwargs: Mapping[str, object], max_gen_toks: int | None) -> Mapping[str, object]:
     """A generation request's settings as asked: the run's generation budget over the task's own."""
     return {**gen_kwargs, "max_gen_toks": max_gen_toks} if max_gen_toks else gen_kwargs
 
 
-def sampled_arguments(arguments: Sequence[Any], seed: int, sample: int) -> list[Any]:
+def sampled_arguments(arguments: Sequence[object], seed: int, sample: int) -> list[object]:
     """A sampled request's arguments for sample `sample` under `seed`: its key, a sample's own."""
     return [*arguments, {"seed": seed, "sample": sample}]

@@ -9,7 +9,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import groupby
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from eval_platform.benchmarks.comparison import DocumentValue
 
 FENCE = "~~~~"  # a prompt's own ``` (code in a question) cannot end its block
 PREVIEW_DOCUMENTS = 10
@@ -17,7 +20,7 @@ PREVIEW_CHARS = 1_500  # of each prompt (its end) and answer
 MAX_CHARS = 100_000  # of a whole preview
 
 
-def _code(text: Any) -> str:
+def _code(text: object) -> str:
     return f"`{str(text).replace('`', 'ʹ')}`" if text not in (None, "") else "–"
 
 
@@ -29,13 +32,13 @@ def _tail(text: str, limit: int = PREVIEW_CHARS) -> str:
     return text if len(text) <= limit else f"[… {len(text) - limit} characters before]" + text[-limit:]
 
 
-def _cell(text: Any, width: int = 80) -> str:
+def _cell(text: object, width: int = 80) -> str:
     flat = " ".join(str(text).split()) if text is not None else "–"
     flat = flat if len(flat) <= width else flat[: width - 1] + "…"
     return flat.replace("|", "\\|")
 
 
-def _number(value: Any) -> str:
+def _number(value: object) -> str:
     return "–" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
@@ -61,7 +64,7 @@ def _answer(arguments: Any, responses: Any) -> str:
     return "generated:\n\n" + "\n\n".join(_block(text) for text in texts)
 
 
-def _first(response: Any) -> Any:
+def _first(response: object) -> object:
     return response[0] if isinstance(response, list) and response else response
 
 
@@ -102,11 +105,11 @@ def sample_markdown(title: str, samples: Sequence[Mapping[Any, Any]], total: int
     return _bounded("\n\n".join(parts))
 
 
-def side_by_side(model_a: str, model_b: str, rows: Iterable[Mapping[str, Any]], limit: int = 30) -> str:
+def side_by_side(model_a: str, model_b: str, rows: Iterable[DocumentValue], limit: int = 30) -> str:
     """Two models' document values (rows of `load_document_values`) per settings key, solver, task,
     filter and metric, on their common documents: those they score differently first (at most
     `limit` per metric), each side's answer and score beside the other's."""
-    by_key: dict[tuple, dict[str, dict[str, Mapping[str, Any]]]] = {}
+    by_key: dict[tuple, dict[str, dict[str, DocumentValue]]] = {}
     for row in rows:
         key = (row["settings_key"], row["solver"], row["task"], row["filter"], row["metric"])
         by_key.setdefault(key, {}).setdefault(row["item"], {})[row["model"]] = row

@@ -8,7 +8,6 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from eval_engine import CUT_AT_BUDGET
 from eval_platform.benchmarks.records import Answer, Result, Sample
@@ -196,7 +195,7 @@ def with_intervals(
     return intervals
 
 
-def _proportion_like(value: Any) -> bool:
+def _proportion_like(value: object) -> bool:
     """A number, or a list of numbers (IFEval's instruction-level results of one prompt)."""
     if isinstance(value, list | tuple):
         return all(isinstance(v, bool | int | float) for v in value)

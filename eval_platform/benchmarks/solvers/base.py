@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from eval_platform.benchmarks.answering import Answering, AnswerProgress, keep_nothing, no_progress
 from eval_platform.benchmarks.declarations import Benchmark, EvaluationSettings
@@ -28,8 +28,8 @@ class EvaluationJob:
     batch_size: int = 8
     max_new_tokens: int = 256  # a chat generation's budget
     documents: Sequence[Document] = ()
-    pool: Sequence[tuple[str, Mapping[str, Any]]] = ()
-    stored: Mapping[str, Any] = field(default_factory=dict)
+    pool: Sequence[tuple[str, Mapping[str, object]]] = ()
+    stored: Mapping[str, object] = field(default_factory=dict)
     keep: Callable[[Sequence[tuple[str, Answer]]], None] = keep_nothing
     progress: Callable[[AnswerProgress], None] = no_progress
     environment: Environment = field(default_factory=Environment)

@@ -19,7 +19,7 @@ import json
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from eval_engine import DEFAULT_SEED
 from eval_platform.benchmarks.declarations import Benchmark, EvaluationSettings, settings_key
@@ -39,8 +39,14 @@ from eval_platform.benchmarks.records import Evaluation, Sample
 from eval_platform.benchmarks.scoring import mean_results, sampled_results, with_budget_shares, with_intervals
 from eval_platform.benchmarks.solvers.base import SOLVERS, EvaluationJob
 
+if TYPE_CHECKING:
+    from lm_eval.api.instance import Instance
+    from lm_eval.api.task import Task
 
-def jsonl_file(folder: Path, name: str, rows: Sequence[Mapping[str, Any]]) -> str:
+    from eval_platform.common.models import LanguageModel
+
+
+def jsonl_file(folder: Path, name: str, rows: Sequence[Mapping[str, object]]) -> str:
     """The rows as a JSONL file in `folder` named by its content, written once: the same rows keep
     one path and modification time, so `datasets` finds them in its cache instead of caching a copy
     per run."""
@@ -55,7 +61,7 @@ def task_files(
     task: str,
     registry: tuple[str, ...],
     documents: Sequence[Document],
-    pool: Sequence[Mapping[str, Any]],
+    pool: Sequence[Mapping[str, object]],
     folder: Path,
 ) -> dict[str, str]:
     """A task's splits as local files in `folder`: the split it evaluates, and its few-shot (or
@@ -97,7 +103,7 @@ class DatasetRun:
                 f"{job.benchmark.name}: no document names its harness task {job.benchmark.task} (the rows lack "
                 f"its field): the harness cannot ask them; the chat solvers can"
             )
-        self.pool: dict[str | None, list[tuple[str, Mapping[str, Any]]]] = defaultdict(list)
+        self.pool: dict[str | None, list[tuple[str, Mapping[str, object]]]] = defaultdict(list)
         for row_id, row in job.pool:
             self.pool[task_of(job.benchmark.task, row)].append((row_id, row))
         data_files = {
@@ -146,7 +152,8 @@ class HarnessSolver:
             dataset.run if dataset else HarnessRun((settings.task,), settings, index_dir=job.environment.harness_index)
         )
         tasks = build_tasks(run)
-        recorders = {task.config.task: record_fewshot_draws(task) for task in tasks} if dataset else {}
+        leaves = cast("list[Task]", tasks)  # a dataset's documents' tasks: no group (read only for a dataset)
+        recorders = {task.config.task: record_fewshot_draws(task) for task in leaves} if dataset else {}
         seed = DEFAULT_SEED if settings.seed is None else settings.seed
         lm = EngineLM(job.model, job.batch_size, job.answering(), settings.reasoning_end, settings.max_gen_toks, seed)
         outcome = evaluate(run, tasks, lm)
@@ -173,29 +180,31 @@ class HarnessSolver:
 SOLVERS.add(HarnessSolver())
 
 
-def built_instances(job: EvaluationJob) -> Iterator[tuple[Any, int, list[Any], list[str]]]:
+def built_instances(job: EvaluationJob) -> Iterator[tuple[Task, int, list[Instance], list[str]]]:
     """Each of a dataset's documents' requests as the harness builds them, without asking them: its
     task (whose `process_results` scores the answers), its doc_id, its instances in order (each
     with its `doc` and `args`) and the few-shot rows drawn into them."""
     from eval_platform.benchmarks.declarations import FEWSHOT_SEED
 
     dataset = DatasetRun(job)
-    for task in build_tasks(dataset.run):
+    for task in cast("list[Task]", build_tasks(dataset.run)):  # a dataset's documents' tasks: no group
         if job.settings.num_fewshot is not None:
             task.set_config(key="num_fewshot", value=job.settings.num_fewshot)
         task.set_fewshot_seed(seed=FEWSHOT_SEED)
         draws = record_fewshot_draws(task)
         task.build_all_requests()
         drawn = draws()
-        instances: dict[int, list[Any]] = defaultdict(list)
+        instances: dict[int, list[Instance]] = defaultdict(list)
         for instance in sorted(task.instances, key=lambda i: (i.doc_id, i.idx)):
-            instances[instance.doc_id].append(instance)
+            instances[cast("int", instance.doc_id)].append(instance)  # set by every built instance
         for doc_id, asked in instances.items():
             fewshot = dataset.drawn_ids(task.config.task, drawn[doc_id]) if doc_id < len(drawn) else []
             yield task, doc_id, asked, fewshot
 
 
-def built_requests(job: EvaluationJob) -> dict[tuple[str, int], tuple[list[tuple[Any, ...]], list[str]]]:
+def built_requests(
+    job: EvaluationJob,
+) -> dict[tuple[str, int], tuple[list[tuple[str | dict[str, object], ...]], list[str]]]:
     """Each of a dataset's documents' requests as the harness builds them, and the few-shot rows
     drawn into them, by (task, doc_id): what the `harness` solver asks the model, without asking it."""
     return {
@@ -206,13 +215,13 @@ def built_requests(job: EvaluationJob) -> dict[tuple[str, int], tuple[list[tuple
 
 def rows_requests(
     benchmark: Benchmark,
-    rows: Sequence[tuple[str, Mapping[str, Any]]],
-    fewshot_rows: Sequence[tuple[str, Mapping[str, Any]]] = (),
+    rows: Sequence[tuple[str, Mapping[str, object]]],
+    fewshot_rows: Sequence[tuple[str, Mapping[str, object]]] = (),
     settings: EvaluationSettings | None = None,
-) -> dict[tuple[str, int], tuple[list[tuple[Any, ...]], list[str]]]:
+) -> dict[tuple[str, int], tuple[list[tuple[str | dict[str, object], ...]], list[str]]]:
     """`built_requests` of a dataset's raw rows (and few-shot rows), under `settings` (default: the
     declaration's): what the `harness` solver would ask a model about them."""
     built = build_documents(benchmark, rows, fewshot_rows)
-    no_model: Any = None  # nothing is asked
+    no_model = cast("LanguageModel", None)  # nothing is asked
     settings = settings or benchmark.evaluation_settings()
     return built_requests(EvaluationJob(benchmark, settings, no_model, documents=built.documents, pool=built.pool))

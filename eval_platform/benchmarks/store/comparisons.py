@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import pandas as pd
 
@@ -13,7 +12,7 @@ from eval_platform.common.warehouse import reads, utc_now, writes
 
 class ComparisonStore(BenchmarkSchema):
     @writes("comparisons")
-    def replace_comparisons(self, benchmark: str, model: str, rows: Sequence[Mapping[str, Any]]) -> None:
+    def replace_comparisons(self, benchmark: str, model: str, rows: Sequence[Mapping[str, object]]) -> None:
         """The roster model's comparisons (as model_a) with its references on the benchmark."""
         frame = self.rows_frame("comparisons", rows, compared_at=utc_now())
         self.replace("comparisons", frame, "benchmark = ? AND model_a = ?", [benchmark, model])

@@ -7,13 +7,14 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
 from eval_engine import Generation
+from eval_platform.benchmarks.comparison import DocumentValue
 from eval_platform.benchmarks.imports import IMPORTED, ImportedEvaluation, KnownDocument, content_key
-from eval_platform.benchmarks.inspect_logs import ExportedEvaluation
+from eval_platform.benchmarks.inspect_logs import ExportedEvaluation, ExportedResult, ExportedSample
 from eval_platform.benchmarks.records import Answer, Evaluation, Sample, as_json
 from eval_platform.benchmarks.store.schema import KEPT_RUNS, BenchmarkSchema
 from eval_platform.common.warehouse import reads, utc_now, writes
@@ -34,8 +35,8 @@ class EvaluationRun:
     model_source: str  # the model's name (local/..., a litellm string)
     model_fingerprint: str
     run_id: str
-    settings: Mapping[str, Any]
-    environment: Mapping[str, Any]
+    settings: Mapping[str, object]
+    environment: Mapping[str, object]
 
 
 def _scope(run: EvaluationRun, evaluation: Evaluation) -> dict[str, str]:
@@ -102,7 +103,7 @@ def _run_row(run: EvaluationRun, now: datetime) -> pd.DataFrame:
 
 class EvaluationStore(BenchmarkSchema):
     @reads("answers")
-    def load_answers(self, model_fingerprint: str) -> dict[str, Any]:
+    def load_answers(self, model_fingerprint: str) -> dict[str, object]:
         """Every stored answer of the model fingerprint, by request key (a generation with why it ended)."""
         return {
             key: json.loads(response) if ended is None else Generation(json.loads(response), ended)
@@ -290,12 +291,14 @@ class EvaluationStore(BenchmarkSchema):
             keys = ("benchmark", "model", "model_source", "model_fingerprint", "settings_key", "solver", "run_id")
             exported.append(ExportedEvaluation(
                 **{key: row[key] for key in keys}, settings=json.loads(row["settings"]),
-                evaluated_at=row["evaluated_at"], results=results,
+                evaluated_at=row["evaluated_at"], results=cast("list[ExportedResult]", results),
             ))  # fmt: skip
         return exported
 
     @reads("samples", "sample_scores")
-    def exported_samples(self, evaluation: ExportedEvaluation, at_once: int = SAMPLES_AT_ONCE) -> Iterator[dict]:
+    def exported_samples(
+        self, evaluation: ExportedEvaluation, at_once: int = SAMPLES_AT_ONCE
+    ) -> Iterator[ExportedSample]:
         """The evaluation's samples in order of task, doc_id and filter, fetched `at_once` at a time
         from one query (run here, read as they are iterated), each with its answers' scores
         (`answer_scores`: sample, answer, metric, value) where it was answered several times."""
@@ -318,9 +321,9 @@ class EvaluationStore(BenchmarkSchema):
         )
         columns = [d[0] for d in cursor.description]
 
-        def fetched() -> Iterator[dict]:
+        def fetched() -> Iterator[ExportedSample]:  # the query's columns, as ExportedSample names them
             while chunk := cursor.fetchmany(at_once):
-                yield from (dict(zip(columns, row, strict=True)) for row in chunk)
+                yield from (cast("ExportedSample", dict(zip(columns, row, strict=True))) for row in chunk)
 
         return fetched()
 
@@ -362,18 +365,18 @@ class EvaluationStore(BenchmarkSchema):
         )
 
     @reads("evaluation_runs")
-    def load_evaluation_runs(self) -> dict[str, dict[str, Any]]:
+    def load_evaluation_runs(self) -> dict[str, dict[str, object]]:
         """Every run that computed answers still stored or named, by run id: where it computed them."""
         return {
             row["run_id"]: row for row in self.rows("SELECT * EXCLUDE (recorded_at, benchmark) FROM evaluation_runs")
         }
 
     @reads("document_values", "documents")
-    def load_document_values(self, benchmark: str, models: Sequence[str]) -> list[dict[str, Any]]:
+    def load_document_values(self, benchmark: str, models: Sequence[str]) -> list[DocumentValue]:
         """Each document's value of each numeric per-document metric for the named roster models,
         with what names the document (`item`: a dataset's source row id, else task/doc_id), its
         answer, reference and the end of its prompt."""
-        return self.rows(
+        rows = self.rows(
             """
             SELECT v.model, v.model_fingerprint, v.settings_key, v.solver, v.task, v.filter, v.metric, v.doc_id,
                    coalesce(d.source_row_id, v.task || '/' || v.doc_id) AS item, v.prediction_run_id, v.value,
@@ -383,6 +386,7 @@ class EvaluationStore(BenchmarkSchema):
             ORDER BY v.model, v.settings_key, v.solver, v.task, v.doc_id""",
             [benchmark, list(models)],
         )
+        return cast("list[DocumentValue]", rows)  # the query's columns, as DocumentValue names them
 
     @reads("history", "documents")
     def latest_runs(self) -> list[dict[str, Any]]:

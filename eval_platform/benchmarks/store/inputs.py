@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import pandas as pd
 
@@ -56,7 +55,7 @@ class InputStore(BenchmarkSchema):
         return len(rows), rejected
 
     @reads("raw_rows")
-    def load_raw_rows(self, benchmark: str) -> list[tuple[str, Mapping[str, Any]]]:
+    def load_raw_rows(self, benchmark: str) -> list[tuple[str, Mapping[str, object]]]:
         """(source row id, row) in source order."""
         return [
             (row_id, json.loads(text))
@@ -66,7 +65,7 @@ class InputStore(BenchmarkSchema):
         ]
 
     @reads("fewshot_rows")
-    def load_fewshot_rows(self, benchmark: str) -> list[tuple[str, Mapping[str, Any]]]:
+    def load_fewshot_rows(self, benchmark: str) -> list[tuple[str, Mapping[str, object]]]:
         return [
             (row_id, json.loads(text))
             for row_id, text in self.sql(

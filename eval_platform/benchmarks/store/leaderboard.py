@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
+from eval_platform.benchmarks.leaderboard import HeadlineRow
 from eval_platform.benchmarks.store.schema import BenchmarkSchema
 from eval_platform.common.warehouse import reads, utc_now, writes
 
 
 class LeaderboardStore(BenchmarkSchema):
     @writes("protocol_scores")
-    def replace_protocol_scores(self, protocol: str, rows: Sequence[Mapping[str, Any]]) -> None:
+    def replace_protocol_scores(self, protocol: str, rows: Sequence[Mapping[str, object]]) -> None:
         frame = self.rows_frame("protocol_scores", rows, computed_at=utc_now())
         self.replace("protocol_scores", frame, "protocol = ?", [protocol])
 
@@ -25,9 +26,10 @@ class LeaderboardStore(BenchmarkSchema):
         )
 
     @writes("leaderboard")
-    def replace_leaderboard(self, rows: Sequence[Mapping[str, Any]]) -> None:
+    def replace_leaderboard(self, rows: Sequence[Mapping[str, object]]) -> None:
         self.replace("leaderboard", self.rows_frame("leaderboard", rows, computed_at=utc_now()))
 
     @reads("leaderboard")
-    def load_headlines(self) -> list[dict[str, Any]]:
-        return self.rows("SELECT * EXCLUDE (computed_at) FROM leaderboard ORDER BY model, benchmark")
+    def load_headlines(self) -> list[HeadlineRow]:
+        rows = self.rows("SELECT * EXCLUDE (computed_at) FROM leaderboard ORDER BY model, benchmark")
+        return cast("list[HeadlineRow]", rows)  # the table's columns, as HeadlineRow names them

@@ -18,9 +18,10 @@ import importlib
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, overload
 
 T = TypeVar("T")
+E = TypeVar("E")  # what is registered, as given
 
 # The modules that make the extension points' registries (`extension_points` lists theirs).
 REGISTRY_MODULES = (
@@ -44,13 +45,13 @@ class Entry:
     summary: str
 
 
-def import_reference(reference: str) -> Any:
+def import_reference(reference: str) -> object:
     """The object `module:attribute` names; an ImportError, AttributeError or ValueError where it
     names none."""
     module, colon, attribute = reference.partition(":")
     if not colon or not module or not attribute:
         raise ValueError(f"{reference!r} is not of the form module:attribute")
-    found: Any = importlib.import_module(module)
+    found: object = importlib.import_module(module)
     for part in attribute.split("."):
         found = getattr(found, part)
     return found
@@ -83,7 +84,13 @@ class Registry(Generic[T]):
         self._error = error
         self._entries: dict[str, T | str] = {}
 
-    def register(self, name: str, entry: Any = None) -> Any:
+    @overload
+    def register(self, name: str, entry: None = None) -> Callable[[E], E]: ...
+
+    @overload
+    def register(self, name: str, entry: E) -> E: ...
+
+    def register(self, name: str, entry: object = None) -> object:
         """`entry` under `name`: an object (made an entry as a reference's would be: a class its
         instance, for solvers and judges), or `module:attribute`, imported when first looked up;
         without `entry`, a decorator registering what it decorates."""
@@ -91,7 +98,7 @@ class Registry(Generic[T]):
             self._entries[name] = entry if isinstance(entry, str) else self._made(entry)
             return entry
 
-        def decorator(found: Any) -> Any:
+        def decorator(found: E) -> E:
             self._entries[name] = self._made(found)
             return found
 
@@ -147,7 +154,7 @@ class Registry(Generic[T]):
         return [_entry(name, entry) for name, entry in sorted(self._entries.items())]
 
 
-def _entry(name: str, entry: Any) -> Entry:
+def _entry(name: str, entry: object) -> Entry:
     """An entry as the reference shows it: a function or class itself; an instance by the function
     it wraps (a parser's), else by its class."""
     if isinstance(entry, str):
@@ -158,7 +165,7 @@ def _entry(name: str, entry: Any) -> Entry:
     return Entry(name, f"{found.__module__}:{found.__qualname__}", summary)
 
 
-def extension_points() -> dict[str, Registry[Any]]:
+def extension_points() -> dict[str, Registry[object]]:
     """Every extension point's registry (those REGISTRY_MODULES make), by its kind."""
     modules = [importlib.import_module(module) for module in REGISTRY_MODULES]
     return {value.kind: value for module in modules for value in vars(module).values() if isinstance(value, Registry)}

@@ -4,7 +4,7 @@ characters that would make Markdown or HTML of them (a tag, an entity, a link, a
 column break) are escaped with a backslash, CommonMark's escape for any ASCII punctuation."""
 
 import re
-from typing import Any
+from typing import TypedDict, Unpack
 
 import pandas as pd
 from dagster import MetadataValue
@@ -14,7 +14,13 @@ MAX_CELL_CHARS = 300  # of a metadata table's cell (a prompt, a list of thousand
 MARKUP = re.compile(r"([\\`<>&|\[\]])")
 
 
-def clipped(value: Any, limit: int = MAX_CELL_CHARS) -> Any:
+class TableOptions(TypedDict, total=False):
+    """tabulate's options a Markdown table is written with."""
+
+    disable_numparse: bool  # cells as the text they are, never read as numbers
+
+
+def clipped(value: object, limit: int = MAX_CELL_CHARS) -> object:
     """A table cell's value; text (a list's too) longer than `limit` characters cut there."""
     tolist = getattr(value, "tolist", None)  # a numpy array's
     if tolist is None and not isinstance(value, str | list | tuple | dict):
@@ -23,7 +29,7 @@ def clipped(value: Any, limit: int = MAX_CELL_CHARS) -> Any:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def as_text(value: Any, limit: int = MAX_CELL_CHARS) -> Any:
+def as_text(value: object, limit: int = MAX_CELL_CHARS) -> object:
     """A table cell as text that Markdown shows as written: cut at `limit`, on one line, markup
     characters escaped (numbers and None as they are)."""
     cell = clipped(value, limit)
@@ -31,7 +37,10 @@ def as_text(value: Any, limit: int = MAX_CELL_CHARS) -> Any:
 
 
 def markdown_table(
-    frame: pd.DataFrame, rows: int = MAX_TABLE_ROWS, cell_chars: int = MAX_CELL_CHARS, **tabulate: Any
+    frame: pd.DataFrame,
+    rows: int = MAX_TABLE_ROWS,
+    cell_chars: int = MAX_CELL_CHARS,
+    **tabulate: Unpack[TableOptions],
 ) -> MetadataValue:
     """At most `rows` rows of a frame as a Markdown table, each text cell at most `cell_chars`
     characters and shown as text (saying how many more rows there are)."""

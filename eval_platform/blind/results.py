@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from eval_platform.blind.sheets import Problem, read_filled_sheet
+from eval_platform.blind.sheets import AnswerKey, Problem, read_filled_sheet
 
 RATING_COLUMNS = ["rater", "Question_ID", "system", "side", "score", "opponent_score", "outcome", "notes", "file"]
 
@@ -148,7 +148,7 @@ class FilledSheets:
         )
 
 
-def read_filled_sheets(folder: Path, key: Mapping[str, Any]) -> FilledSheets:
+def read_filled_sheets(folder: Path, key: AnswerKey) -> FilledSheets:
     """Every filled sheet in `folder` (one per rater, named by file; hidden and lock files skipped),
     checked against the answer key: a sheet with problems is not accepted."""
     ratings, accepted, problems = [], [], []

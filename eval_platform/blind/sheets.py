@@ -8,12 +8,14 @@ import json
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict, cast
 
 import pandas as pd
 
 if TYPE_CHECKING:
+    from openpyxl.workbook.workbook import Workbook
     from openpyxl.worksheet.worksheet import Worksheet
 
 
@@ -65,7 +67,7 @@ class Rubric:
         return rubric
 
 
-def _active_sheet(workbook: Any) -> Worksheet:
+def _active_sheet(workbook: Workbook) -> Worksheet:
     """A new workbook's one worksheet."""
     from openpyxl.worksheet.worksheet import Worksheet
 
@@ -141,7 +143,7 @@ def issued_rows(
     return rows
 
 
-def _write_text(cell, value: Any) -> None:
+def _write_text(cell, value: object) -> None:
     """Write a value as text, never as a formula, whatever it starts with."""
     cell.value = "" if value is None else str(value)
     cell.data_type = "s"
@@ -149,7 +151,7 @@ def _write_text(cell, value: Any) -> None:
         cell.quotePrefix = True
 
 
-def _append_text(sheet, values: Sequence[Any]) -> None:
+def _append_text(sheet, values: Sequence[object]) -> None:
     """Append a row of text cells (numbers stay numbers): nothing written becomes a formula."""
     row = sheet.max_row + 1 if sheet.max_row > 1 or sheet.cell(1, 1).value is not None else 1
     for column, value in enumerate(values, start=1):
@@ -246,7 +248,18 @@ def write_answer_key(
     return path
 
 
-def read_answer_key(path: Path) -> dict[str, Any]:
+class AnswerKey(TypedDict):
+    """An answer key as read: which system answered as A and B, and the issued texts' digests, by
+    question; the questions in their issued order; the sheet's id and seed (its About sheet)."""
+
+    sides: dict[str, tuple[str, str]]
+    digests: dict[str, dict[str, str]]
+    order: list[str]
+    sheet_id: str
+    seed: int
+
+
+def read_answer_key(path: Path) -> AnswerKey:
     from openpyxl import load_workbook
 
     workbook = load_workbook(path, read_only=True)
@@ -257,7 +270,8 @@ def read_answer_key(path: Path) -> dict[str, Any]:
     }
     about = {str(k): v for k, v in workbook["About"].iter_rows(values_only=True)}
     workbook.close()
-    return {"sides": sides, "digests": digests, "order": list(sides), **about}
+    # openpyxl types a cell as any value it can hold; `write_answer_key` wrote these as text (the seed a number)
+    return cast(AnswerKey, {"sides": sides, "digests": digests, "order": list(sides), **about})
 
 
 @dataclass(frozen=True)
@@ -269,7 +283,7 @@ class Problem:
         return f"{self.cell}: {self.message}" if self.cell else self.message
 
 
-def _score(value: Any) -> tuple[int | None, str | None]:
+def _score(value: object) -> tuple[int | None, str | None]:
     if value is None or str(value).strip() == "":
         return None, "is blank"
     if isinstance(value, bool):
@@ -341,7 +355,7 @@ def package_problems(path: Path) -> list[Problem]:
     return problems
 
 
-def _cell_problems(workbook) -> list[Problem]:
+def _cell_problems(workbook: Workbook) -> list[Problem]:
     """Every formula and every link in any cell of any sheet."""
     problems = []
     for sheet in workbook.worksheets:
@@ -377,7 +391,7 @@ def _column_problems(header: Sequence[str]) -> list[Problem]:
     return problems
 
 
-def _opened_sheet(path: Path) -> tuple[Any, list[Problem]]:
+def _opened_sheet(path: Path) -> tuple[Workbook | None, list[Problem]]:
     """The filled workbook (formulas as formulas: none may be there), or the problems that stop its
     reading: not a plain .xlsx, no scoring sheet, too many rows, damaged."""
     from openpyxl import load_workbook
@@ -399,8 +413,8 @@ def _opened_sheet(path: Path) -> tuple[Any, list[Problem]]:
 
 
 def _scored_row(
-    qid: str, get: Mapping[str, Any], where: Callable[[str], str], digests: Mapping[str, str]
-) -> tuple[dict[str, Any], list[Problem]]:
+    qid: str, get: Mapping[str, object], where: Callable[[str], str], digests: Mapping[str, str]
+) -> tuple[dict[str, str | int | None], list[Problem]]:
     """An issued question's row as read (its scores, winner and notes), and its problems: issued
     texts changed, scores and a winner missing, out of range or contradicting each other."""
     problems = []
@@ -432,7 +446,7 @@ def _scored_row(
     return {**row, "Notes": notes}, problems
 
 
-def read_filled_sheet(path: Path, key: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[Problem]]:
+def read_filled_sheet(path: Path, key: AnswerKey) -> tuple[list[dict[str, str | int | None]], list[Problem]]:
     """Scores from a filled sheet checked against the issued one. Returns (rows, problems); a sheet
     with any problem must not be tallied. Every problem names its cell (or the file): a file that
     is not a plain .xlsx, any formula or link, columns or rows moved or added, issued texts changed,
@@ -481,7 +495,7 @@ def read_filled_sheet(path: Path, key: Mapping[str, Any]) -> tuple[list[dict[str
     return (rows if not problems else []), problems
 
 
-def header_columns(sheet) -> dict[str, str]:
+def header_columns(sheet: Worksheet) -> dict[str, str]:
     """Column letters of a sheet's header names (row 1)."""
     return {str(cell.value).strip(): cell.column_letter for cell in sheet[1] if cell.value is not None}
 
@@ -503,7 +517,7 @@ class IssuedSheet:
     sheet_path: Path
     key_path: Path
 
-    def issue_row(self, at: Any) -> pd.DataFrame:
+    def issue_row(self, at: datetime) -> pd.DataFrame:
         """The sheet's row of the issued sheets, issued `at`."""
         return pd.DataFrame(
             [

@@ -9,7 +9,6 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
 from dagster import Definitions, RunRequest
 
@@ -20,6 +19,7 @@ from eval_platform.schedules.planner import Planner
 # included, is kept in the run's event log in the Dagster UI.
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 HEARTBEAT_S = 30.0  # a running step's line, this often
+OpConfig = Mapping[str, Mapping[str, object]]  # an op's run config: {"config": {field: value}}
 
 
 @dataclass(frozen=True)
@@ -27,10 +27,10 @@ class Overrides:
     """What the command changes in the runs it is asked for: a job's op config on top of the
     request's, and a job run in another's place (a protocol's job for model_evaluation)."""
 
-    ops: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    ops: Mapping[str, Mapping[str, OpConfig]] = field(default_factory=dict)  # job -> op -> its config
     jobs: Mapping[str, str] = field(default_factory=dict)
 
-    def run_config(self, request: RunRequest) -> dict[str, Any]:
+    def run_config(self, request: RunRequest) -> dict[str, object]:
         """The request's run config with the command's op config over it, field by field (a
         request's own settings kept where the command sets others)."""
         ops = {name: dict(op) for name, op in (request.run_config or {}).get("ops", {}).items()}

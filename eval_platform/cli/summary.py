@@ -6,8 +6,8 @@ protocol's table."""
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Hashable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Unpack
 
 from eval_platform.benchmarks.declarations import Benchmark
 from eval_platform.benchmarks.leaderboard import leaderboard_table
@@ -17,6 +17,11 @@ from eval_platform.blind.store import BlindStore
 from eval_platform.evolution.store import EraAnalysisStore
 from eval_platform.judging.store import JudgingStore
 from eval_platform.resources import WarehouseResource
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from eval_platform.evaluation_assets.metadata import TableOptions
 
 ERA_COLUMNS = ["era", "generation", "population", "mean_fitness", "max_fitness", "calls", "cache_hits"]
 SCREEN_LINES, SCREEN_COLUMNS = 40, 120
@@ -46,7 +51,7 @@ def print_results(
     )
 
 
-def wrapped(table: Any, **options: Any) -> str:
+def wrapped(table: pd.DataFrame, **options: Unpack[TableOptions]) -> str:
     """A full table as Markdown, each cell and header but the first column's (a row's name, kept
     whole) wrapped at `TABLE_CELL` characters, a missing value (no interval, no human agreement
     to compare with) blank rather than `nan` or `<NA>`."""
@@ -162,9 +167,9 @@ def headline_lines(headlines: Sequence[Mapping[str, Any]], declared: Mapping[str
     return lines
 
 
-def comparison_lines(comparisons: Sequence[Mapping[Any, Any]]) -> list[str]:
+def comparison_lines(comparisons: Sequence[Mapping[Hashable, Any]]) -> list[str]:
     """Per pair of models: how many results were compared and how many differ (exact McNemar p < 0.05)."""
-    pairs: dict[str, list[Mapping[Any, Any]]] = {}
+    pairs: dict[str, list[Mapping[Hashable, Any]]] = {}
     for row in comparisons:
         pairs.setdefault(str(row["models"]), []).append(row)
     lines = []
@@ -216,13 +221,13 @@ def sampled_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
-def _largest(reducers: Mapping[str, Any], kind: str) -> str:
+def _largest(reducers: Mapping[str, object], kind: str) -> str:
     """The reducer of a kind (`pass@`, `maj@`) at the largest k."""
     sizes = [int(name[len(kind) :]) for name in reducers if name.startswith(kind) and name[len(kind) :].isdigit()]
     return f"{kind}{max(sizes)}" if sizes else ""
 
 
-def era_lines(generations: Sequence[Mapping[Any, Any]]) -> list[str]:
+def era_lines(generations: Sequence[Mapping[Hashable, Any]]) -> list[str]:
     """Each era's best fitness and the generation that reached it."""
     lines = []
     for era in sorted({row["era"] for row in generations}):
@@ -235,7 +240,7 @@ def era_lines(generations: Sequence[Mapping[Any, Any]]) -> list[str]:
     return lines
 
 
-def judge_lines(judges: Sequence[Mapping[Any, Any]]) -> list[str]:
+def judge_lines(judges: Sequence[Mapping[Hashable, object]]) -> list[str]:
     """Each judge's agreement with the humans (Cohen's kappa) on each set, wrapped per judge."""
     by_judge: dict[str, list[str]] = {}
     for row in judges:

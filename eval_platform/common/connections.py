@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, TypeVar
 
 import duckdb
 
@@ -28,6 +28,7 @@ from eval_platform.common.warehouse import check_schema, ensure_schema, register
 from eval_platform.environment import DEFAULT_DECLARATIONS, DeclarationFolders
 
 T = TypeVar("T")
+DuckDBConfig = dict[str, str | bool | int | float | list[str]]  # what duckdb.connect takes as its config
 
 
 class WarehouseBusyError(TimeoutError):
@@ -38,7 +39,7 @@ class WarehouseBusyError(TimeoutError):
 def connect(
     database: str,
     data_path: str | None = None,
-    config: dict[str, Any] | None = None,
+    config: DuckDBConfig | None = None,
     lock_timeout_s: float = 600.0,
     wait_log_interval_s: float = 10.0,
     commit_retries: int = 5,
@@ -159,7 +160,7 @@ class _AttachedLakes:
         self._instances = {}
 
     def connection(
-        self, catalog: str, data_path: str, config: dict[str, Any], read_only: bool = False
+        self, catalog: str, data_path: str, config: DuckDBConfig, read_only: bool = False
     ) -> tuple[duckdb.DuckDBPyConnection, bool]:
         """A new connection to the attached catalog (attached read-only for `read_only`), and
         whether the instance was attached just now."""
@@ -183,7 +184,7 @@ class _AttachedLakes:
             self._instances[key] = instance
             return instance.cursor(), True
 
-    def forget(self, catalog: str, data_path: str, config: dict[str, Any], read_only: bool = False) -> None:
+    def forget(self, catalog: str, data_path: str, config: DuckDBConfig, read_only: bool = False) -> None:
         """Attach the catalog anew at the next connection (after an error on this instance). The
         instance is not closed: connections in use keep it until they close."""
         with self._lock:
@@ -197,7 +198,7 @@ class _AttachedLakes:
             self._instances.clear()
 
 
-def _lake_key(catalog: str, data_path: str, config: dict[str, Any]) -> tuple:
+def _lake_key(catalog: str, data_path: str, config: DuckDBConfig) -> tuple:
     return catalog, data_path, tuple(sorted((name, str(value)) for name, value in config.items()))
 
 
@@ -216,7 +217,7 @@ def open_lake(
     catalog: str,
     data_path: str | None,
     commit_retries: int,
-    config: dict[str, Any],
+    config: DuckDBConfig,
     read_only: bool,
     declarations: DeclarationFolders,
 ) -> duckdb.DuckDBPyConnection:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Annotated, Any, Optional
 
 from pydantic import BaseModel, Field
+from pydantic.fields import FieldInfo
 
 
 def optional_fields(
@@ -16,7 +17,7 @@ def optional_fields(
     """A model's fields as `pydantic.create_model` takes them, each optional (None: not set), their
     constraints and descriptions kept."""
 
-    def optional(info: Any) -> Any:
+    def optional(info: FieldInfo) -> Any:
         return Optional[Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation]  # noqa: UP045
 
     return {

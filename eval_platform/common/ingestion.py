@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,7 +51,7 @@ class LoadedRows:
         self.lines.append(line)
 
 
-def not_an_object(record: Any) -> str | None:
+def not_an_object(record: object) -> str | None:
     """Why a parsed record is not one row's object, or None."""
     return None if isinstance(record, dict) else f"a JSON {type(record).__name__} where an object (one row) belongs"
 
@@ -67,7 +67,7 @@ def row_problem(row: Any) -> str | None:
     return None
 
 
-def _longest_text(value: Any) -> int:
+def _longest_text(value: object) -> int:
     if isinstance(value, str):
         return len(value)
     if isinstance(value, dict):
@@ -108,7 +108,7 @@ def load_rows(
     return _dataset(lambda datasets: datasets.load_dataset(source, hub_name, split=hub_split), source, limit)
 
 
-def _row_id(row: dict[str, Any], position: int) -> str:
+def _row_id(row: Mapping[str, object], position: int) -> str:
     return str(row.get("id") or f"row-{position}")
 
 
@@ -128,7 +128,7 @@ def _decoded_lines(path: Path, rejected: list[Rejection]) -> Iterator[tuple[int,
                 )
 
 
-def jsonl_records(path: Path, rejected: list[Rejection]) -> Iterator[tuple[Any, int, str]]:
+def jsonl_records(path: Path, rejected: list[Rejection]) -> Iterator[tuple[object, int, str]]:
     """(parsed record, line number, text) of each non-blank line of a JSON Lines file, read as it is
     pulled; a line that is not UTF-8 or not JSON is added to `rejected` instead."""
     for number, text in _decoded_lines(path, rejected):
@@ -190,7 +190,7 @@ def _csv(path: Path, limit: int | None) -> LoadedRows:
     return loaded
 
 
-def _cell(value: str) -> Any:
+def _cell(value: str) -> object:
     if value.strip()[:1] in ("[", "{"):
         try:
             return json.loads(value)

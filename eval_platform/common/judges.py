@@ -21,13 +21,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar, cast
+from typing import Generic, Protocol, TypedDict, TypeVar, cast
 
 from eval_engine import Sampling, draw, probabilities, stream, uniform
 from eval_platform.common.models import Chat, Completion, LanguageModel
 from eval_platform.registry import Registry
 
 V = TypeVar("V")
+V_co = TypeVar("V_co", covariant=True)  # a question read as a V is read as any wider type too
 Distribution = dict[str, float] | None  # over a choice's labels; None where the model named none
 
 # Older names of the written judge: judging's `mode: generate` and a model's `rubric_judging: json`.
@@ -43,15 +44,15 @@ class Choice:
 
 
 @dataclass(frozen=True)
-class Question(Generic[V]):
+class Question(Generic[V_co]):
     """One judgement to ask: `chat` answered in writing and read by `read_text`, or the `choices`
     answered by next-token distributions and read together by `read_choices` (none: it is asked
     only in writing). A reader raises on an answer it cannot use."""
 
     chat: Chat
-    read_text: Callable[[str], V]
+    read_text: Callable[[str], V_co]
     choices: tuple[Choice, ...] = ()
-    read_choices: Callable[[list[Distribution]], V] | None = None
+    read_choices: Callable[[list[Distribution]], V_co] | None = None
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ class Judgement(Generic[V]):
 class Judge(Protocol):
     name: str
 
-    def request(self, question: Question[Any], max_tokens: int) -> dict[str, Any]:
+    def request(self, question: Question[object], max_tokens: int) -> dict[str, object]:
         """All that decides its answer besides the model (JSON-able): a kept judgement is reused
         only where this is the same."""
         ...
@@ -109,6 +110,13 @@ class SampledJudge(Judge, Protocol):
         ...
 
 
+class Drawn(TypedDict, total=False):
+    """How a written call is drawn: none of it for a greedy call; a sample's sampling and index."""
+
+    sampling: Sampling
+    sample: int
+
+
 class JudgeError(ValueError):
     """An unknown judge; the message names the registered ones."""
 
@@ -118,7 +126,7 @@ class WrittenJudge:
 
     name = "written"
 
-    def request(self, question: Question[Any], max_tokens: int) -> dict[str, Any]:
+    def request(self, question: Question[object], max_tokens: int) -> dict[str, object]:
         # "generate": the name request keys have had since judging's `mode` named it so
         return {"mode": "generate", "max_tokens": max_tokens, "chat": [question.chat.system, question.chat.user]}
 
@@ -142,21 +150,23 @@ class WrittenJudge:
         concurrency: int = 8,
         batch_size: int = 8,
     ) -> list[list[Judgement[V]]]:
-        calls = [(q, {"sampling": sampling, "sample": sample}) for q in questions for sample in range(samples)]
+        calls: list[tuple[Question[V], Drawn]] = [
+            (q, {"sampling": sampling, "sample": sample}) for q in questions for sample in range(samples)
+        ]
         answered = await self._written(model, calls, max_tokens, concurrency)
         return [answered[index * samples : (index + 1) * samples] for index in range(len(questions))]
 
     async def _written(
         self,
         model: LanguageModel,
-        calls: Sequence[tuple[Question[V], dict[str, Any]]],
+        calls: Sequence[tuple[Question[V], Drawn]],
         max_tokens: int,
         concurrency: int,
     ) -> list[Judgement[V]]:
         """Each call's judgement: its question asked with its sampling (none: greedy, as every model takes it)."""
         limit = asyncio.Semaphore(concurrency)
 
-        async def one(question: Question[V], drawn: dict[str, Any]) -> Judgement[V]:
+        async def one(question: Question[V], drawn: Drawn) -> Judgement[V]:
             async with limit:
                 try:
                     completion = await model.acomplete(question.chat, max_tokens=max_tokens, **drawn)
@@ -177,7 +187,7 @@ class ProbabilitiesJudge:
 
     name = "probabilities"
 
-    def request(self, question: Question[Any], max_tokens: int) -> dict[str, Any]:
+    def request(self, question: Question[object], max_tokens: int) -> dict[str, object]:
         chats = [turn for choice in question.choices for turn in (choice.chat.system, choice.chat.user)]
         return {"mode": self.name, "max_tokens": None, "chat": chats}
 

@@ -23,9 +23,10 @@ from typing import Any, Generic, TypeVar
 
 R = TypeVar("R")  # a result, as kept
 A = TypeVar("A")  # what computes one result (its arguments)
+C = TypeVar("C")  # what `compute` answers for one result, before `computed` makes it one
 
 
-def content_key(value: Any) -> str:
+def content_key(value: object) -> str:
     """The identity of a JSON-able value (dict keys sorted, other objects as their text)."""
     text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
@@ -48,7 +49,7 @@ class KeptProgress:
         return self.computed / self.seconds if self.seconds > 0 else 0.0
 
 
-def keep_nothing(chunk: Sequence[tuple[str, Any]]) -> None:
+def keep_nothing(chunk: Sequence[tuple[str, object]]) -> None:
     pass
 
 
@@ -83,8 +84,8 @@ class Keeping(Generic[R]):
     def resolve(
         self,
         keyed: Sequence[tuple[str, A]],
-        compute: Callable[[list[A]], list[Any]],
-        computed: Callable[[A, Any], R],
+        compute: Callable[[list[A]], list[C]],
+        computed: Callable[[A, C], R],
         reused: Callable[[A, Any], R],
     ) -> list[R]:
         """Each key's result, in order: one this run has already, a stored one (`reused` makes it a
@@ -104,7 +105,7 @@ class Keeping(Generic[R]):
         return [self.results[key] for key, _ in keyed]
 
     def _compute(
-        self, todo: list[tuple[str, A]], compute: Callable[[list[A]], list[Any]], computed: Callable[[A, Any], R]
+        self, todo: list[tuple[str, A]], compute: Callable[[list[A]], list[C]], computed: Callable[[A, C], R]
     ) -> None:
         done, chunk, chunk_started = 0, [], self.clock()
         try:

@@ -36,7 +36,7 @@ class RunEnvironment:
     python_version: str
     platform: str
 
-    def as_row(self) -> dict[str, Any]:
+    def as_row(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -68,8 +68,8 @@ def describe_environment(placement: Mapping[str, Any], batch_size: int) -> RunEn
 
 
 def environment_differences(
-    first: Sequence[Mapping[str, Any] | None],
-    second: Sequence[Mapping[str, Any] | None],
+    first: Sequence[Mapping[str, object] | None],
+    second: Sequence[Mapping[str, object] | None],
     fields: Sequence[str] | None = ENVIRONMENT_FIELDS,
 ) -> str | None:
     """'field: values of the first vs of the second; ...' for every field of `fields` (None: any
@@ -84,7 +84,7 @@ def environment_differences(
     return "; ".join(differences) or None
 
 
-def _values(environments: Sequence[Mapping[str, Any] | None], name: str) -> str:
+def _values(environments: Sequence[Mapping[str, object] | None], name: str) -> str:
     return " | ".join(sorted({"unrecorded" if env is None else str(env.get(name)) for env in environments}))
 
 

@@ -8,9 +8,10 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from itertools import combinations
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -19,6 +20,9 @@ from pydantic import ValidationError
 from eval_platform.common.ingestion import KEPT_CHARS, DataFileError, LoadedRows
 from eval_platform.evolution.fitness import fitness_score
 from eval_platform.evolution.genetic import TAGS, Checkpoint, EraSettings, GenerationRecord, Individual, hashed_settings
+
+if TYPE_CHECKING:
+    from eval_platform.evolution.store.eras import EraRow
 
 EVALUATION_FIELDS = (
     "prompt_text",
@@ -52,7 +56,23 @@ JUDGE_FIELDS = (
 )
 
 
-def paragraph_records(loaded: LoadedRows) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+class SourceParagraph(TypedDict):
+    """A paragraph of a paragraphs file, as `source_paragraphs` keeps it."""
+
+    paragraph_id: str
+    title: object  # as the file gives it (None where it has none)
+    text: str
+
+
+class RejectedLine(TypedDict):
+    """A line of a paragraphs file that is no paragraph, as `paragraph_rejections` keeps it."""
+
+    line: int | None
+    row_json: str
+    reason: str
+
+
+def paragraph_records(loaded: LoadedRows) -> tuple[list[SourceParagraph], list[RejectedLine]]:
     """(paragraphs, rejections) from the rows of a paragraphs file: a row needs a `paragraph_id`
     and a `text`, and an id once; every rejection keeps its line and reason."""
     paragraphs, rejections, seen = [], [], {}
@@ -94,7 +114,7 @@ class EraStart:
     paragraphs, from which gene pool."""
 
     resume: Checkpoint | None
-    paragraphs: list[dict[str, Any]]
+    paragraphs: list[dict[str, str]]
     gene_pool: dict[str, list[str]]
 
     def done(self, settings: EraSettings) -> bool:
@@ -106,11 +126,11 @@ def era_start(
     era: str,
     settings: EraSettings,
     restart: bool,
-    state: Mapping[str, Any] | None,
+    state: EraRow | None,
     checkpoint: tuple[Mapping[str, Any], Sequence[Mapping[str, Any]]] | None,
     spent_usd: float,
-    paragraphs: Sequence[Mapping[str, Any]],
-    genes: Sequence[Mapping[str, Any]],
+    paragraphs: Sequence[Mapping[str, str]],
+    genes: Sequence[Mapping[str, str]],
 ) -> EraStart:
     """Where an era run starts, from what the warehouse holds of it (`state`: its row of `eras`,
     `checkpoint`: its last complete generation, `spent_usd`: its cost so far): after that
@@ -148,7 +168,7 @@ CALL_COLUMNS = [
 
 def _individual_rows(
     era: str, record: GenerationRecord, judges: Sequence[str]
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
     """A complete generation's individuals (`generations`), and the judges' scores of those
     evaluated in it (`judge_scores`)."""
     rows, judge_rows = [], []
@@ -185,7 +205,9 @@ def _individual_rows(
     return rows, judge_rows
 
 
-def generation_frames(era: str, record: GenerationRecord, judges: Sequence[str], at: Any) -> dict[str, pd.DataFrame]:
+def generation_frames(
+    era: str, record: GenerationRecord, judges: Sequence[str], at: datetime
+) -> dict[str, pd.DataFrame]:
     """The rows one complete generation adds: `generations` (every individual), `judge_scores`
     (those evaluated in it), `generation_stats`, `gateway_calls` and `era_checkpoints`."""
     rows, judge_rows = _individual_rows(era, record, judges)
@@ -224,7 +246,7 @@ def generation_frames(era: str, record: GenerationRecord, judges: Sequence[str],
     }
 
 
-def rng_state(stored: str) -> tuple:
+def rng_state(stored: str) -> tuple[object, ...]:
     """random.Random's state from its JSON form (lists back to tuples)."""
     version, internal, gauss = json.loads(stored)
     return version, tuple(internal), gauss
@@ -396,7 +418,7 @@ def era_files(folder: Path) -> dict[str, Path]:
     return {path.stem: path for path in sorted(Path(folder).glob("*.json"))}
 
 
-def era_run_config(path: Path) -> dict[str, Any]:
+def era_run_config(path: Path) -> dict[str, dict[str, dict[str, object]]]:
     """The run config of an era from its configuration file: an era's settings (`EraSettings`'s
     fields, and `restart`) as a JSON object; any other file is refused naming it and the line or
     the field at fault."""
@@ -413,7 +435,7 @@ def era_run_config(path: Path) -> dict[str, Any]:
     return {"ops": {"evolution_era": {"config": config}}}
 
 
-def json_file(path: Path) -> Any:
+def json_file(path: Path) -> object:
     """A JSON file's value; one that is not JSON is refused naming the file, line and column."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from pydantic import ConfigDict, Field
 
-from eval_platform.common.gateway import call_record, describe_error
+from eval_platform.common.gateway import CallRecord, call_record, describe_error
 from eval_platform.common.judges import sampled
 from eval_platform.common.models import DEFAULT_LOCAL_MODEL, Chat, LanguageModel
 from eval_platform.common.panels import JudgePanel
@@ -46,7 +46,7 @@ class Individual:
     operator: str  # initial, crossover, mutation or immigration
     parents: list[str] = field(default_factory=list)
     evaluation: dict[str, Any] | None = None
-    calls: list[dict[str, Any]] = field(default_factory=list)  # the API calls made for it (mutation, evaluation)
+    calls: list[CallRecord] = field(default_factory=list)  # the API calls made for it (mutation, evaluation)
 
     @property
     def fitness(self) -> float:
@@ -126,7 +126,7 @@ def operator_counts(population_size: int, generation: int) -> dict[str, int]:
     return {"elite": elite, "mutation": mutation, "immigration": immigration, "crossover": crossover_count}
 
 
-MutateTag = Callable[[str, str], Awaitable[tuple[str, dict[str, Any]]]]  # (tag, text) -> (new text, its call)
+MutateTag = Callable[[str, str], Awaitable[tuple[str, CallRecord]]]  # (tag, text) -> (new text, its call)
 
 
 async def next_generation(
@@ -152,7 +152,7 @@ async def next_generation(
         mutations.append((parent, tag, rng.choice(alternatives)))
     for _ in range(counts["immigration"]):
         planned.append(("immigration", random_genome(rng, gene_pool), []))
-    mutation_calls: list[list[dict[str, Any]]] = [[] for _ in mutations]
+    mutation_calls: list[list[CallRecord]] = [[] for _ in mutations]
     if mutate_tag is not None:
         results = await asyncio.gather(*(mutate_tag(tag, parent.genome[tag]) for parent, tag, _ in mutations))
         rewritten = [text for text, _ in results]
@@ -275,8 +275,14 @@ class Checkpoint:
 
     generation: int
     population: list[Individual]
-    rng_state: Any
+    rng_state: tuple[object, ...]  # random.Random's state
     spent_usd: float = 0.0
+
+
+class GenerationCall(CallRecord):
+    """A call of a generation, with the individual it was made for."""
+
+    prompt_id: str
 
 
 @dataclass(frozen=True)
@@ -286,12 +292,12 @@ class GenerationRecord:
     generation: int
     population: list[Individual]
     statistics: dict[str, float]
-    calls: list[dict[str, Any]]  # the calls of this generation: mutations and evaluations, with prompt ids
-    rng_state: Any
+    calls: list[GenerationCall]  # the calls of this generation: mutations and evaluations, with prompt ids
+    rng_state: tuple[object, ...]  # random.Random's state
     spent_usd: float  # the era's cost up to and including this generation
 
 
-def generation_calls(population: Sequence[Individual], generation: int) -> list[dict[str, Any]]:
+def generation_calls(population: Sequence[Individual], generation: int) -> list[GenerationCall]:
     """The calls made in a generation: for the individuals it created and evaluated (not the elite)."""
     return [
         {**call, "prompt_id": ind.prompt_id}
@@ -379,7 +385,7 @@ async def run_era(
 
 
 def _llm_mutation(model: LanguageModel) -> MutateTag:
-    async def mutate(tag: str, text: str) -> tuple[str, dict[str, Any]]:
+    async def mutate(tag: str, text: str) -> tuple[str, CallRecord]:
         instruction = (
             f"Rewrite this '{tag}' instruction of a text-compression prompt so it may work better. "
             f"Keep its purpose; reply with the rewritten instruction only.\n\n{text}"

@@ -98,7 +98,7 @@ class JudgeReplyError(ValueError):
     """A judge reply that is not a usable rubric JSON object (`scores`: what of it could be read,
     recorded with the error)."""
 
-    scores: dict[str, Any] = {}
+    scores: dict[str, object] = {}
 
 
 def parse_judge_reply(text: str) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, cast
+from typing import TYPE_CHECKING, cast
 
 import pandas as pd
 
@@ -21,6 +21,9 @@ from eval_platform.common.models import Completion, LanguageModel
 from eval_platform.common.panels import AgreementMetric, agreement_weights, flag_judges
 from eval_platform.evolution.eras import EraStart, config_hash, generation_frames
 from eval_platform.evolution.genetic import EraSettings, GenerationRecord, run_era
+
+if TYPE_CHECKING:
+    from eval_platform.evolution.store.eras import CachedResponse
 
 # Stores one complete generation: its number, its checkpoint's rows by table, its new cached responses.
 SaveGeneration = Callable[[int, dict[str, pd.DataFrame], pd.DataFrame], None]
@@ -47,7 +50,7 @@ def era_row(era: str, settings: EraSettings, start: EraStart, at: datetime) -> p
     )
 
 
-def known_responses(rows: Sequence[Mapping[str, Any]]) -> dict[str, Completion]:
+def known_responses(rows: Sequence[CachedResponse]) -> dict[str, Completion]:
     """Stored rows of the response cache as the completions they hold, by request key."""
     return {
         row["key"]: Completion(
@@ -63,7 +66,9 @@ def known_responses(rows: Sequence[Mapping[str, Any]]) -> dict[str, Completion]:
     }
 
 
-def cache_rows(era: str, entries: Mapping[str, tuple[str, dict, Completion]], at: datetime) -> pd.DataFrame:
+def cache_rows(
+    era: str, entries: Mapping[str, tuple[str, Mapping[str, object], Completion]], at: datetime
+) -> pd.DataFrame:
     """The response cache's new entries as its rows, first answered in `era`."""
     return pd.DataFrame(
         [
@@ -137,7 +142,7 @@ class EraRun:
     start: EraStart
     judges: Sequence[str]
     weights: Mapping[str, float] | None = None
-    responses: Sequence[Mapping[str, Any]] | None = None
+    responses: Sequence[CachedResponse] | None = None
     cache: MemoryResponseCache | None = field(init=False)
 
     def __post_init__(self) -> None:

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from dataclasses import fields as dataclass_fields
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, cast
 
 from eval_platform.judging.records import (
     GeneratedAnswer,
@@ -32,6 +32,8 @@ from eval_platform.judging.records import (
     PairwiseItem,
     VerdictLabel,
 )
+
+T = TypeVar("T")  # what a field is checked to be
 
 DATA_JUDGING = Path(__file__).resolve().parents[2] / "data" / "judging"
 
@@ -57,7 +59,7 @@ NEED_REFERENCE_CATEGORIES = ("math", "reasoning", "coding")  # FastChat's NEED_R
 # --- reading files ------------------------------------------------------------------------------
 
 
-def read_json(path: Path) -> Any:
+def read_json(path: Path) -> object:
     path = Path(path)
     if not path.is_file():
         raise JudgingInputError(f"{path}: file not found")
@@ -69,7 +71,7 @@ def read_json(path: Path) -> Any:
         raise JudgingInputError(f"{path}: not UTF-8 text ({error})") from error
 
 
-def read_json_rows(path: Path) -> list[tuple[str, dict[str, Any]]]:
+def read_json_rows(path: Path) -> list[tuple[str, dict[str, object]]]:
     """A JSON list of objects, each with where it is ("row N", 0-based)."""
     data = read_json(path)
     if not isinstance(data, list):
@@ -101,7 +103,7 @@ def read_jsonl_rows(path: Path) -> list[tuple[str, dict[str, Any]]]:
     return rows
 
 
-def field(path: Path, where: str, row: Mapping[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:
+def field(path: Path, where: str, row: Mapping[str, object], name: str, kind: type[T] | tuple[type[T], ...]) -> T:
     """row[name], which must be of `kind` (bool is never an int here)."""
     if name not in row:
         raise JudgingInputError(f"{path}: {where}: missing field {name!r}")
@@ -110,17 +112,17 @@ def field(path: Path, where: str, row: Mapping[str, Any], name: str, kind: type 
     if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
         expected = " or ".join(k.__name__ for k in kinds)
         raise JudgingInputError(f"{path}: {where}: field {name!r} must be {expected}, got {value!r:.80}")
-    return value
+    return cast(T, value)  # one of `kinds`, checked above (a check pyright does not narrow by)
 
 
-def text_field(path: Path, where: str, row: Mapping[str, Any], name: str, allow_empty: bool = False) -> str:
+def text_field(path: Path, where: str, row: Mapping[str, object], name: str, allow_empty: bool = False) -> str:
     value = field(path, where, row, name, str)
     if not allow_empty and not value.strip():
         raise JudgingInputError(f"{path}: {where}: field {name!r} is empty")
     return value
 
 
-def answer_field(path: Path, where: str, row: Mapping[str, Any], name: str) -> str:
+def answer_field(path: Path, where: str, row: Mapping[str, object], name: str) -> str:
     """An answer's text; an answer stored as a JSON boolean or number (six of PandaLM's responses
     are the JSON value true: the model answered "True") is read as the text Python writes for it."""
     value = field(path, where, row, name, (str, bool, int, float))
@@ -334,7 +336,7 @@ def load_judge_prompts(path: Path) -> dict[str, JudgePrompt]:
     return prompts
 
 
-def _turns(path: Path, where: str, row: Mapping[str, Any]) -> tuple[str, ...]:
+def _turns(path: Path, where: str, row: Mapping[str, object]) -> tuple[str, ...]:
     choices = field(path, where, row, "choices", list)
     if not choices or not isinstance(choices[0], dict):
         raise JudgingInputError(f"{path}: {where}: 'choices' holds no answer")
@@ -522,7 +524,7 @@ def blind_set_name(sheet_id: str) -> str:
 # --- two roster models' generations -------------------------------------------------------------
 
 
-def generated_text(responses: Any) -> str | None:
+def generated_text(responses: object) -> str | None:
     """The generated text of a sample's responses (the chat solver's `[text]`, the harness's
     `[[text]]`), or None where they hold none (answers by log-likelihood or letter)."""
     while isinstance(responses, list) and responses:

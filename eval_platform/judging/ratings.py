@@ -41,7 +41,7 @@ import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 import numpy as np
 
@@ -258,12 +258,21 @@ class LengthControlled:
     weights: dict[str, float]  # the GLM's coefficients
 
 
+class LogisticOptions(TypedDict):
+    """scikit-learn's LogisticRegression options besides its penalty."""
+
+    C: float
+    solver: str
+    fit_intercept: bool
+    random_state: int
+
+
 def _l1_logistic(c: float) -> LogisticRegression:
     """scikit-learn's L1 logistic regression without intercept (liblinear), as AlpacaEval fits it;
     `penalty` is deprecated from scikit-learn 1.8, where `l1_ratio=1` says the same."""
     from sklearn.linear_model import LogisticRegression
 
-    options: dict[str, Any] = {"C": c, "solver": "liblinear", "fit_intercept": False, "random_state": 123}
+    options: LogisticOptions = {"C": c, "solver": "liblinear", "fit_intercept": False, "random_state": 123}
     if inspect.signature(LogisticRegression).parameters["penalty"].default == "deprecated":
         return LogisticRegression(l1_ratio=1.0, **options)
     return LogisticRegression(penalty="l1", **options)

@@ -56,7 +56,7 @@ class StoredAnswer:
     """A request's answer as `answers` keeps it: its type and the response before any stripping."""
 
     request_type: str
-    response: Any
+    response: object  # the stored JSON, decoded
     ended: str | None = None  # a generation's: why it ended
 
 
@@ -66,12 +66,12 @@ class DiffPiece:
     text: str
 
 
-def parsed(value: Any) -> Any:
+def parsed(value: object) -> Any:
     """A JSON column's value (DuckDB returns JSON as text)."""
     return json.loads(value) if isinstance(value, str) else value
 
 
-def prompt_turns(solver: str, prompt: str, arguments: Sequence[Any]) -> list[Turn]:
+def prompt_turns(solver: str, prompt: str, arguments: Sequence[Sequence[object]]) -> list[Turn]:
     """The exact prompt as the model was given it."""
     if solver in CHAT_SOLVERS and arguments and len(arguments[0]) >= 2:
         system, user = arguments[0][0], arguments[0][1]
@@ -94,16 +94,16 @@ def split_reasoning(raw: str, scored: str) -> Generated:
     return Generated(scored, None)
 
 
-def _number(value: Any) -> float | None:
+def _number(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _first(response: Any) -> Any:
+def _first(response: object) -> Any:
     """A harness response is a list of one answer per request; a chat solver's is the answer."""
     return response[0] if isinstance(response, list) and len(response) == 1 else response
 
 
-def _several_texts(response: Any) -> bool:
+def _several_texts(response: object) -> bool:
     return isinstance(response, list) and len(response) > 1 and all(isinstance(text, str) for text in response)
 
 
@@ -112,7 +112,7 @@ def _reference_index(target: str | None, count: int) -> int | None:
 
 
 def answer_view(
-    arguments: Sequence[Any],
+    arguments: Sequence[Sequence[object]],
     responses: Any,
     request_keys: Sequence[str] | None,
     stored: Mapping[str, StoredAnswer],
@@ -167,7 +167,7 @@ def answer_view(
     return AnswerView("other", other=json.dumps(responses, ensure_ascii=False, indent=1))
 
 
-def shown_value(value: Any) -> str:
+def shown_value(value: object) -> str:
     """What a filter took out of an answer, or a metric's value, as short text."""
     value = parsed(value)
     if isinstance(value, list) and len(value) == 1:

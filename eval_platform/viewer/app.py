@@ -25,6 +25,7 @@ from eval_platform.viewer.answers import shown_value
 from eval_platform.viewer.registry import Section, load_sections
 from eval_platform.viewer.warehouse import (
     UNREADABLE,
+    Connection,
     MissingTableError,
     Reader,
     ViewerInputError,
@@ -60,7 +61,7 @@ class SecurityHeaders:
         await self.app(scope, receive, with_headers)
 
 
-def number(value: Any, digits: int = 4) -> str:
+def number(value: object, digits: int = 4) -> str:
     """A number as short text (4 significant digits), '–' for none."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
@@ -69,7 +70,7 @@ def number(value: Any, digits: int = 4) -> str:
     return f"{value:.{digits}g}" if isinstance(value, float) else f"{value:,}"
 
 
-def signed(value: Any) -> str:
+def signed(value: float | None) -> str:
     return "–" if value is None else f"{value:+.4f}"
 
 
@@ -96,7 +97,7 @@ class Viewer:
     def __init__(self, source: WarehouseSource, sections: list[Section]) -> None:
         self.reader, self.sections, self.templates = Reader(source), sections, templates()
 
-    def render(self, request: Request, name: str, status_code: int = 200, **context: Any) -> Response:
+    def render(self, request: Request, name: str, status_code: int = 200, **context: object) -> Response:
         return self.templates.TemplateResponse(
             request,
             name,
@@ -120,7 +121,7 @@ def home(request: Request) -> Response:
     return viewer_of(request).render(request, "home.html")
 
 
-def rows_page(template: str, name: str, query: Callable[[Any], Any]) -> Callable[[Request], Response]:
+def rows_page(template: str, name: str, query: Callable[[Connection], Any]) -> Callable[[Request], Response]:
     """A page of one query's rows (a section's first page, say), given to `template` as `name`."""
 
     def page(request: Request) -> Response:
@@ -140,7 +141,7 @@ def build_app(source: WarehouseSource) -> Starlette:
         Mount("/static", StaticFiles(directory=FOLDER / "static"), name="static"),
         *[route for section in sections for route in section.routes],
     ]
-    handlers: dict[Any, Callable] = {
+    handlers: dict[int | type[Exception], Callable[[Request, Exception], Response]] = {
         ViewerInputError: _error(404, "Nothing here"),
         MissingTableError: _error(404, "Nothing here yet"),
         WarehouseReadError: _error(500, "The warehouse could not be read"),

@@ -9,10 +9,10 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import duckdb
 
@@ -140,7 +140,9 @@ def found(row: Row | None, missing: str) -> Row:
     return row
 
 
-def fetch(conn: Connection, statement: str, params: dict[str, Any] | Sequence[Any], row: type[Row]) -> list[Row]:
+def fetch(
+    conn: Connection, statement: str, params: Mapping[str, object] | Sequence[object], row: type[Row]
+) -> list[Row]:
     """The statement's rows as `row` dataclasses, their fields named by the statement's columns."""
     cursor = conn.execute(statement, params)
     names = [column[0] for column in cursor.description]
@@ -151,6 +153,8 @@ def fetch(conn: Connection, statement: str, params: dict[str, Any] | Sequence[An
     return [row(**dict(zip(names, values, strict=True))) for values in cursor.fetchall()]
 
 
-def fetch_one(conn: Connection, statement: str, params: dict[str, Any] | Sequence[Any], row: type[Row]) -> Row | None:
+def fetch_one(
+    conn: Connection, statement: str, params: Mapping[str, object] | Sequence[object], row: type[Row]
+) -> Row | None:
     rows = fetch(conn, statement, params, row)
     return rows[0] if rows else None

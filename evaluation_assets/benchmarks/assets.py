@@ -6,7 +6,6 @@ predecessor; and the protocols' scores and the leaderboard over every evaluation
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 from dagster import (
@@ -300,7 +299,7 @@ def _plan(
 
 def _documents(
     warehouse: WarehouseResource, benchmark: Benchmark
-) -> tuple[list[Document], list[tuple[str, Mapping[str, Any]]]]:
+) -> tuple[list[Document], list[tuple[str, Mapping[str, object]]]]:
     """A dataset's documents and few-shot pool (none for a harness task, which reads its own data)."""
     if not benchmark.is_dataset:
         return [], []
@@ -312,8 +311,12 @@ def _documents(
 
 
 def evaluation_metadata(
-    benchmark: Benchmark, run: EvaluationRun, placement: Mapping[str, Any], evaluations: SolverEvaluations, shown: list
-) -> dict[str, Any]:
+    benchmark: Benchmark,
+    run: EvaluationRun,
+    placement: Mapping[str, object],
+    evaluations: SolverEvaluations,
+    shown: list,
+) -> dict[str, MetadataValue | str | int]:
     """An evaluation's metadata: its solvers, settings and environment (the engine's path for the
     model among it), its results and headline values, the first samples and every document."""
     results = evaluations.results
@@ -523,7 +526,7 @@ def protocol_scores(
     average, complete or partial: the Open LLM Leaderboard's v1 and v2 numbers."""
     with warehouse.store(EvaluationStore) as store:
         results = store.load_results()
-    metadata: dict[str, Any] = {"dagster/row_count": len(results)}
+    metadata: dict[str, MetadataValue | int] = {"dagster/row_count": len(results)}
     for protocol in roster.protocols().values():
         rows = protocol_rows(protocol, results)
         with warehouse.store(LeaderboardStore) as store:

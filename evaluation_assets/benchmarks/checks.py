@@ -48,12 +48,12 @@ def reject_rate_below_threshold(warehouse: WarehouseResource) -> AssetCheckResul
     return check_result(offenders, "benchmark over the reject-rate threshold")
 
 
-def regressions(rows: list[dict[str, Any]], runs: Mapping[str, Mapping[str, Any]], alpha: float) -> AssetCheckResult:
+def regressions(rows: list[dict[str, Any]], runs: Mapping[str, Mapping[str, object]], alpha: float) -> AssetCheckResult:
     """Each key's latest run against its previous one (rows as `latest_runs` gives them): the
     significant drops with the documents that flipped, and what differs between the two runs'
     settings and the environments their answers were computed in."""
     values: dict[tuple, dict[bool, dict[str, float]]] = {}
-    behind: dict[tuple, dict[bool, dict[str, Mapping[str, Any]]]] = {}  # distinct settings and environments
+    behind: dict[tuple, dict[bool, dict[str, Mapping[str, object]]]] = {}  # distinct settings and environments
     for row in rows:
         key = tuple(row[k] for k in ("benchmark", "model", "settings_key", "solver", "task", "filter", "metric"))
         values.setdefault(key, {}).setdefault(row["latest"], {})[row["item"]] = row["value"]

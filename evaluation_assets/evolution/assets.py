@@ -2,7 +2,6 @@
 generation by generation -> its summary, its judges' analysis and its Pareto front."""
 
 from collections.abc import Sequence
-from typing import Any
 
 import pandas as pd
 from dagster import AssetExecutionContext, Config, MaterializeResult, MetadataValue, asset
@@ -112,7 +111,7 @@ def generation_saver(warehouse: WarehouseResource, era: str, judges: Sequence[st
     return save
 
 
-def era_metadata(run: EraRun, progress: EraProgress) -> dict[str, Any]:
+def era_metadata(run: EraRun, progress: EraProgress) -> dict[str, MetadataValue | str | int]:
     """The era run's metadata: its status, the generations it ran, their calls, cache hits and cost."""
     resume = run.start.resume
     return {

@@ -23,9 +23,10 @@ from eval_platform.common.gateway.core import ModelGateway, ResponseTooLong
 from eval_platform.common.gateway.http import PromptLogprobs
 from eval_platform.common.gateway.parameters import chat, sampling_parameters
 from eval_platform.common.gateway.redaction import ModelCallError, describe_error, redact
-from eval_platform.common.gateway.usage import call_record
+from eval_platform.common.gateway.usage import CallRecord, call_record
 
 __all__ = [
+    "CallRecord",
     "MemoryResponseCache",
     "ModelCallError",
     "ModelGateway",

@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Protocol
 
 from eval_engine import Chat, Completion, Sampling
 from eval_platform.common.gateway.parameters import chat, sampling_parameters
@@ -20,7 +20,7 @@ class ResponseCache(Protocol):
 
     def lookup(self, key: str) -> Completion | None: ...
 
-    def remember(self, key: str, model: str, request: dict[str, Any], completion: Completion) -> None: ...
+    def remember(self, key: str, model: str, request: Mapping[str, object], completion: Completion) -> None: ...
 
 
 @dataclass
@@ -29,22 +29,22 @@ class MemoryResponseCache:
     which `take_new` hands over (to be stored) once."""
 
     known: dict[str, Completion] = field(default_factory=dict)
-    new: dict[str, tuple[str, dict[str, Any], Completion]] = field(default_factory=dict)
+    new: dict[str, tuple[str, Mapping[str, object], Completion]] = field(default_factory=dict)
 
     def lookup(self, key: str) -> Completion | None:
         found = self.known.get(key)
         return None if found is None else replace(found, cached=True, cost_usd=0.0, attempts=0, duration_ms=0)
 
-    def remember(self, key: str, model: str, request: dict[str, Any], completion: Completion) -> None:
+    def remember(self, key: str, model: str, request: Mapping[str, object], completion: Completion) -> None:
         self.known[key] = completion
         self.new[key] = (model, request, completion)
 
-    def take_new(self) -> dict[str, tuple[str, dict[str, Any], Completion]]:
+    def take_new(self) -> dict[str, tuple[str, Mapping[str, object], Completion]]:
         new, self.new = self.new, {}
         return new
 
 
-def request_key(model: str, request: dict[str, Any]) -> str:
+def request_key(model: str, request: Mapping[str, object]) -> str:
     """The cache key of a call: its model, messages and parameters."""
     return hashlib.sha256(json.dumps([model, request], sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
@@ -60,7 +60,7 @@ class ResponseCachedModel:
     cache: ResponseCache
     _in_flight: dict[str, asyncio.Future] = field(default_factory=dict, repr=False)
 
-    def __getattr__(self, attribute: str) -> Any:
+    def __getattr__(self, attribute: str) -> object:
         return getattr(self.model, attribute)
 
     async def acomplete(

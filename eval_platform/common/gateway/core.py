@@ -8,9 +8,9 @@ import asyncio
 import contextlib
 import itertools
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, Unpack, cast
 
 from eval_engine import Completion, Sampling, api_ending
 from eval_platform.common.gateway.http import NO_KEY, PromptLogprobs, post, shared_client
@@ -20,6 +20,10 @@ from eval_platform.common.gateway.retries import CallErrors, http_errors, litell
 from eval_platform.common.gateway.usage import cost, first_token_logprobs
 from eval_platform.environment import litellm_offline, openai_api_key
 
+if TYPE_CHECKING:
+    from litellm.types.utils import ModelResponse
+
+R = TypeVar("R")  # what an attempt at a call answers
 MAX_RESPONSE_CHARS = 200_000  # far above any max_tokens the platform asks for; more is a broken provider
 
 
@@ -40,6 +44,16 @@ def _litellm():
     litellm.disable_aiohttp_transport = True
     litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banner on every failed call
     return litellm
+
+
+class CompletionOptions(TypedDict, total=False):
+    """`ModelGateway.acomplete`'s keyword arguments after the model and messages."""
+
+    max_tokens: int
+    top_logprobs: int | None
+    stop: list[str] | None
+    sampling: Sampling | None
+    sample: int
 
 
 @dataclass
@@ -74,8 +88,8 @@ class ModelGateway:
         return self._semaphores[loop]
 
     async def _call(
-        self, model: str, attempt: Callable[[dict[str, Any]], Awaitable[Any]], errors: CallErrors | None = None
-    ) -> tuple[Any, int, int]:
+        self, model: str, attempt: Callable[[dict[str, str]], Awaitable[R]], errors: CallErrors | None = None
+    ) -> tuple[R, int, int]:
         """(response, attempts, milliseconds): each attempt within the model's timeout (a response that
         never ends is cut off), retried on timeouts, connection errors, 429 (after its
         Retry-After) and 5xx (`errors`: which those are; litellm's by default). Calls go to the
@@ -102,7 +116,7 @@ class ModelGateway:
                     raise ModelCallError(error) from None
         raise AssertionError("unreachable")
 
-    def _routing(self, model: str, turn: int) -> dict[str, Any]:
+    def _routing(self, model: str, turn: int) -> dict[str, str]:
         """Where a call goes: the replica whose turn it is; an OpenAI-compatible server gets a
         placeholder key where OPENAI_API_KEY is not set, as lm-evaluation-harness sends one, since
         a local vLLM or llama.cpp server needs none but the client refuses to send a request without one."""
@@ -135,7 +149,7 @@ class ModelGateway:
         max_tokens: int,
         top_logprobs: int | None,
         stop: list[str] | None,
-        parameters: dict[str, Any],
+        parameters: Mapping[str, float],
     ) -> Completion:
         litellm = _litellm()
         extra: dict[str, Any] = dict(parameters)
@@ -145,15 +159,18 @@ class ModelGateway:
             extra["stop"] = stop
         response, attempts, milliseconds = await self._call(
             model,
-            lambda routing: litellm.acompletion(
-                model=model,
-                messages=messages,
-                max_tokens=max_tokens,
-                timeout=self.timeout_for(model),
-                num_retries=0,
-                max_retries=0,
-                **extra,
-                **routing,
+            lambda routing: cast(  # litellm's result type has the stream wrapper a call without `stream` never gets
+                "Awaitable[ModelResponse]",
+                litellm.acompletion(
+                    model=model,
+                    messages=messages,
+                    max_tokens=max_tokens,
+                    timeout=self.timeout_for(model),
+                    num_retries=0,
+                    max_retries=0,
+                    **extra,
+                    **routing,
+                ),
             ),
         )
         choice = response.choices[0]
@@ -173,7 +190,7 @@ class ModelGateway:
             raise ResponseTooLong(replace(completion, text=""), len(text))
         return completion
 
-    def complete(self, model: str, messages: list[dict[str, str]], **kwargs: Any) -> Completion:
+    def complete(self, model: str, messages: list[dict[str, str]], **kwargs: Unpack[CompletionOptions]) -> Completion:
         return asyncio.run(self.acomplete(model, messages, **kwargs))
 
     async def aprompt_logprobs(self, model: str, prompts: Sequence[list[int] | str]) -> list[PromptLogprobs]:

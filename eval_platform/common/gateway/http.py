@@ -7,16 +7,21 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eval_platform.common.gateway.redaction import MAX_ERROR_CHARS
 from eval_platform.environment import openai_api_key
 
+if TYPE_CHECKING:
+    import ssl
+
+    import httpx
+
 NO_KEY = "EMPTY"  # the key sent to an OpenAI-compatible server where none is set
 OPENAI_API_BASE = "https://api.openai.com/v1"  # where a served model's calls go without an api_base, as litellm's
-_CLIENT: contextvars.ContextVar[Any] = contextvars.ContextVar("gateway_http_client", default=None)
+_CLIENT: contextvars.ContextVar[httpx.AsyncClient | None] = contextvars.ContextVar("gateway_http_client", default=None)
 
 
 @dataclass(frozen=True)
@@ -31,7 +36,7 @@ class PromptLogprobs:
 class ServerError(RuntimeError):
     """An HTTP error status from a server, with its response (a 429's Retry-After)."""
 
-    def __init__(self, response: Any) -> None:
+    def __init__(self, response: httpx.Response) -> None:
         try:
             said = response.json()["error"]["message"]
         except (ValueError, KeyError, TypeError):
@@ -58,7 +63,9 @@ async def shared_client() -> AsyncIterator[None]:
             _CLIENT.reset(token)
 
 
-async def post(endpoint: str, body: dict[str, Any], routing: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+async def post(
+    endpoint: str, body: Mapping[str, object], routing: Mapping[str, str], timeout_s: float
+) -> dict[str, Any]:
     """One POST of `body` to an OpenAI-compatible server's `endpoint` (the replica `routing`
     names, else OpenAI's API), with the environment's OPENAI_API_KEY (or the placeholder
     `routing` gives): its JSON answer, or `ServerError` with its status and body."""
@@ -86,7 +93,7 @@ async def post(endpoint: str, body: dict[str, Any], routing: dict[str, Any], tim
 
 
 @functools.cache
-def tls() -> Any:
+def tls() -> ssl.SSLContext:
     """One TLS context for every client, with certifi's certificates as httpx's own (each client
     building its own costs milliseconds)."""
     import ssl

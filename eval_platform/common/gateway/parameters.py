@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Any
 
 from eval_engine import Sampling
 
 
-def sampling_parameters(sampling: Sampling | None, sample: int = 0) -> dict[str, Any]:
+def sampling_parameters(sampling: Sampling | None, sample: int = 0) -> dict[str, float]:
     """What a call sends to sample: `temperature` 0 for a greedy call; for sample `sample` of a
     sampled one, its temperature, the top-p, top-k and min-p it sets, and a seed of the sample's own
     (from the sampling seed and the index: providers that take a seed give each sample its draw)."""

@@ -13,7 +13,7 @@ models never mix.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -66,7 +66,7 @@ class LanguageModel(Protocol):
         """One chat answer with its tokens and cost: greedy, or sample `sample` drawn with `sampling`."""
         ...
 
-    def describe_placement(self) -> dict[str, Any]:
+    def describe_placement(self) -> Mapping[str, object]:
         """Where the model computes: `device`, `device_name`, `dtype` and (in this process) torch's
         `threads` and the engine's path for it (`engine`), for the run's environment record."""
         ...
@@ -127,9 +127,12 @@ BACKENDS.register("local/", "eval_platform.common.models:open_local_model")
 BACKENDS.register("served/", "eval_platform.common.models.served:open_served_model")
 BACKENDS.register("", "eval_platform.common.models.api_chat:open_api_model")
 LOCAL_PREFIX, SERVED_PREFIX = "local/", "served/"
+# A backend's `gateway` is the gateway's ModelGateway, which imports this module: not named here.
 
 
-def open_model(name: str, settings: ModelSettings | None = None, gateway: Any = None) -> LanguageModel:
+def open_model(
+    name: str, settings: ModelSettings | None = None, gateway: Any = None
+) -> LanguageModel:  # (the gateway builds on models)
     """The model behind a name: `local/<name, path or hub id>` runs in this process (on the
     settings' device and dtype, default the best this machine has); `served/<name>` is a model on
     the OpenAI-compatible server at the gateway's api_base; any other litellm provider string
@@ -140,7 +143,9 @@ def open_model(name: str, settings: ModelSettings | None = None, gateway: Any = 
     return BACKENDS.get(prefix)(name, settings, gateway)
 
 
-def open_local_model(name: str, settings: ModelSettings, gateway: Any = None) -> LanguageModel:
+def open_local_model(
+    name: str, settings: ModelSettings, gateway: Any = None
+) -> LanguageModel:  # (the gateway builds on models)
     """A model of the local engine on the settings' device and precision (`auto`: the best this
     machine has), its converted weights under the settings' model cache."""
     from eval_engine import detect_placement, load_local_model

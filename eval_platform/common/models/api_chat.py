@@ -13,7 +13,6 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from eval_engine import Generation, Sampling
 from eval_platform.common.gateway import ModelGateway, chat, redact
@@ -101,7 +100,7 @@ class ApiChatModel:
             sample=sample,
         )
 
-    def describe_placement(self) -> dict[str, Any]:
+    def describe_placement(self) -> dict[str, str]:
         return {"device": "api", "device_name": redact(self.gateway.api_base or self.name.split("/")[0])}
 
     def loglikelihoods(self, requests: Sequence[LoglikelihoodRequest], batch_size: int = 8) -> list[float]:

@@ -20,7 +20,7 @@ import asyncio
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from eval_engine import Generation, Sampling
 from eval_platform.common.gateway import ModelCallError, ModelGateway, PromptLogprobs, describe_error, redact
@@ -34,6 +34,9 @@ from eval_platform.common.models import (
     UnsupportedRequest,
 )
 from eval_platform.common.models.api_chat import ApiChatModel
+
+if TYPE_CHECKING:
+    from eval_engine import LocalCausalLM
 
 # A prompt whose last tokens any language model predicts: their log-probabilities must be near 0.
 CHECK_PROMPT = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16"
@@ -98,7 +101,7 @@ def check_prompt_logprobs(answer: PromptLogprobs, prompt: str, prompt_tokens: in
 class ServedCompletionsModel:
     name: str  # served/<the model's name on the server>
     gateway: ModelGateway
-    tokenizer: Any = None  # the served model's tokenizer (a LocalCausalLM's encode rules), or None
+    tokenizer: LocalCausalLM | None = None  # the served model's tokenizer (a LocalCausalLM's encode rules), or None
     skip_check: bool = False  # score without checking the server's prompt log-probabilities first
     chat: ApiChatModel = field(init=False)
     rubric_judging: str = "json"
@@ -177,7 +180,7 @@ class ServedCompletionsModel:
             for answer, (_, span) in zip(asyncio.run(every()), prompts, strict=False)
         ]
 
-    def describe_placement(self) -> dict[str, Any]:
+    def describe_placement(self) -> dict[str, str]:
         skipped = " (log-probability check skipped)" if self.skip_check else ""
         return {"device": "served", "device_name": self.server + skipped}
 

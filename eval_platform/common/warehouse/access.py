@@ -8,10 +8,10 @@ from __future__ import annotations
 import contextvars
 import functools
 import re
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeVar, cast
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol, TypeVar, cast
 
-Method = TypeVar("Method", bound=Callable[..., Any])
+Method = TypeVar("Method", bound=Callable[..., object])
 TABLE_NAMES: set[str] = set()  # every table and view of every store, to recognise a statement's tables
 _allowed: contextvars.ContextVar[frozenset[str] | None] = contextvars.ContextVar("allowed_tables", default=None)
 
@@ -22,14 +22,18 @@ class _Writing(Protocol):
     in_transaction: bool
 
     def retrying_conflicts(
-        self, method: Callable[..., Any], tables: Sequence[str], args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any: ...
+        self,
+        method: Callable[..., object],
+        tables: Sequence[str],
+        args: tuple[object, ...],
+        kwargs: Mapping[str, object],
+    ) -> object: ...
 
 
 def _access(kind: str, tables: Sequence[str]) -> Callable[[Method], Method]:
     def decorate(method: Method) -> Method:
         @functools.wraps(method)
-        def wrapper(self: _Writing, *args: Any, **kwargs: Any) -> Any:
+        def wrapper(self: _Writing, *args: object, **kwargs: object) -> object:
             outer = _allowed.get()
             token = _allowed.set(frozenset(tables) | (outer or frozenset()))
             try:
@@ -56,7 +60,7 @@ def writes(*tables: str) -> Callable[[Method], Method]:
     return _access("writes", tables)
 
 
-def table_access(method: Callable[..., Any]) -> dict[str, tuple[str, ...]]:
+def table_access(method: Callable[..., object]) -> dict[str, tuple[str, ...]]:
     """{'reads': (...), 'writes': (...)} as declared on a store method."""
     return getattr(method, "table_access", {"reads": (), "writes": ()})
 

@@ -8,7 +8,7 @@ from typing import Any
 import duckdb
 
 
-def scalar(conn: duckdb.DuckDBPyConnection, statement: str, params: Sequence[Any] = ()) -> Any:
+def scalar(conn: duckdb.DuckDBPyConnection, statement: str, params: Sequence[object] = ()) -> Any:
     """The first value of a query's first row (an aggregate's, which always has one)."""
     row = conn.execute(statement, list(params)).fetchone()
     if row is None:

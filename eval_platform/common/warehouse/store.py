@@ -76,7 +76,7 @@ class Store:
         self.lake = is_lake(conn)
         self.in_transaction = False  # a write's, which the writes it calls join
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, **kwargs: object) -> None:
         """A class that names a store (sets `name`) registers it: the warehouse creates and migrates
         its tables, and the undeclared-table check knows their names."""
         super().__init_subclass__(**kwargs)
@@ -105,26 +105,26 @@ class Store:
 
     # --- statements ---------------------------------------------------------------------------
 
-    def sql(self, statement: str, params: Sequence[Any] = ()) -> duckdb.DuckDBPyConnection:
+    def sql(self, statement: str, params: Sequence[object] = ()) -> duckdb.DuckDBPyConnection:
         """Run one statement; it may name only the tables its method declared."""
         check_declared(type(self).__name__, statement)
         return self.conn.execute(statement, list(params))
 
-    def value(self, statement: str, params: Sequence[Any] = ()) -> Any:
+    def value(self, statement: str, params: Sequence[object] = ()) -> Any:
         """The first value of the query's first row (an aggregate's, which always has one)."""
         check_declared(type(self).__name__, statement)
         return scalar(self.conn, statement, params)
 
-    def rows(self, statement: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+    def rows(self, statement: str, params: Sequence[object] = ()) -> list[dict[str, Any]]:
         """Query results as dicts with plain Python values (lists stay lists)."""
         cursor = self.sql(statement, params)
         names = [d[0] for d in cursor.description]
         return [dict(zip(names, row, strict=False)) for row in cursor.fetchall()]
 
-    def frame(self, statement: str, params: Sequence[Any] = ()) -> pd.DataFrame:
+    def frame(self, statement: str, params: Sequence[object] = ()) -> pd.DataFrame:
         return self.sql(statement, params).df()
 
-    def frame_of_rows(self, statement: str, params: Sequence[Any] = ()) -> pd.DataFrame:
+    def frame_of_rows(self, statement: str, params: Sequence[object] = ()) -> pd.DataFrame:
         """Query results as a frame of plain Python values (NULL stays None, lists stay lists)."""
         cursor = self.sql(statement, params)
         return pd.DataFrame(cursor.fetchall(), columns=[d[0] for d in cursor.description])
@@ -132,8 +132,12 @@ class Store:
     # --- writes -------------------------------------------------------------------------------
 
     def retrying_conflicts(
-        self, method: Callable[..., Any], tables: Sequence[str], args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
+        self,
+        method: Callable[..., object],
+        tables: Sequence[str],
+        args: tuple[object, ...],
+        kwargs: Mapping[str, object],
+    ) -> object:
         """Run a write in one transaction, re-running it whole when its commit conflicts with
         another writer's."""
         for attempt in range(self.commit_retries + 1):
@@ -222,13 +226,20 @@ class Store:
             raise SchemaError(f"A write to {table} does not match its columns: {'; '.join(problems)}")
 
     def replace(
-        self, table: str, frame: pd.DataFrame | None, where: str = "TRUE", params: Sequence[Any] = (), select: str = "*"
+        self,
+        table: str,
+        frame: pd.DataFrame | None,
+        where: str = "TRUE",
+        params: Sequence[object] = (),
+        select: str = "*",
     ) -> int:
         """Delete the rows matching `where`, then insert the frame (in the write's transaction)."""
         self.sql(f"DELETE FROM {table} WHERE {where}", params)
         return self.insert(table, frame, select)
 
-    def rows_frame(self, table: str, rows: Sequence[Mapping[str, Any]], **constants: Any) -> pd.DataFrame | None:
+    def rows_frame(
+        self, table: str, rows: Sequence[Mapping[str, object]], **constants: str | datetime
+    ) -> pd.DataFrame | None:
         """Rows as a frame of the table's columns (a column a row leaves out is NULL), or None."""
         if not rows:
             return None
@@ -238,7 +249,7 @@ class Store:
             raise SchemaError(f"A write to {table} does not match its columns: no such column {', '.join(unknown)}")
         return frame.reindex(columns=ddl_columns(type(self).tables[table]))
 
-    def replace_together(self, where: str, params: Sequence[Any], **frames: pd.DataFrame) -> None:
+    def replace_together(self, where: str, params: Sequence[object], **frames: pd.DataFrame) -> None:
         """Replace the rows matching `where` of every table named in `frames` with that frame (in
         the write's transaction: a partition's tables change together or not at all)."""
         for table, frame in frames.items():

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import pandas as pd
 
@@ -16,10 +16,41 @@ from eval_platform.common.warehouse import reads, writes
 from eval_platform.evolution.store.schema import GENERATION_TABLES, EvolutionSchema, judge_json_schema, judge_struct
 
 
+class EraRow(TypedDict):
+    """An era's row of `eras`."""
+
+    era: str
+    config: str  # its settings (JSON)
+    config_hash: str | None
+    compression_model: str
+    judge_panel: str  # JSON
+    population_size: int
+    status: str
+    generations_done: int | None
+    started_at: datetime | None
+    updated_at: datetime | None
+    finished_at: datetime | None
+
+
+class CachedResponse(TypedDict):
+    """A row of `response_cache`."""
+
+    key: str
+    model: str
+    request: str  # JSON
+    text: str
+    first_token_logprobs: str | None  # JSON
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cost_usd: float | None
+    first_era: str | None
+    created_at: datetime
+
+
 class EraStore(EvolutionSchema):
     @reads("eras")
-    def era_state(self, era: str) -> dict[str, Any] | None:
-        rows = self.rows("SELECT * FROM eras WHERE era = ?", [era])
+    def era_state(self, era: str) -> EraRow | None:
+        rows = cast(list[EraRow], self.rows("SELECT * FROM eras WHERE era = ?", [era]))
         return rows[0] if rows else None
 
     @writes("eras", *GENERATION_TABLES)
@@ -103,8 +134,11 @@ class EraStore(EvolutionSchema):
         return float(self.value("SELECT coalesce(sum(cost_usd), 0) FROM gateway_calls WHERE era = ?", [era]))
 
     @reads("response_cache")
-    def load_response_cache(self, models: Sequence[str]) -> list[dict[str, Any]]:
-        return self.rows("SELECT * FROM response_cache WHERE list_contains(?, model)", [list(models)])
+    def load_response_cache(self, models: Sequence[str]) -> list[CachedResponse]:
+        return cast(
+            list[CachedResponse],
+            self.rows("SELECT * FROM response_cache WHERE list_contains(?, model)", [list(models)]),
+        )
 
     @reads("judge_human_agreement")
     def load_panel_agreement(self, set_name: str, metric: str) -> list[AgreementMetric]:

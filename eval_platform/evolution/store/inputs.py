@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 
 from eval_platform.common.warehouse import reads, writes
@@ -16,7 +14,7 @@ class EvolutionInputStore(EvolutionSchema):
         self.replace_together("TRUE", [], source_paragraphs=paragraphs, paragraph_rejections=rejections)
 
     @reads("source_paragraphs")
-    def load_paragraphs(self) -> list[dict[str, Any]]:
+    def load_paragraphs(self) -> list[dict[str, str]]:
         return self.rows("SELECT paragraph_id, text FROM source_paragraphs ORDER BY paragraph_id")
 
     @writes("gene_pool")
@@ -24,5 +22,5 @@ class EvolutionInputStore(EvolutionSchema):
         self.replace_together("TRUE", [], gene_pool=genes)
 
     @reads("gene_pool")
-    def load_gene_pool(self) -> list[dict[str, Any]]:
+    def load_gene_pool(self) -> list[dict[str, str]]:
         return self.rows("SELECT tag, text FROM gene_pool ORDER BY tag, gene_index")

@@ -7,7 +7,6 @@ texts as a diff)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -107,7 +106,7 @@ class Sides:
     results: list[ResultRow]  # A's
     scores: list[tuple[str, str]]  # A's (metric, filter) pairs
 
-    def state(self, asked: Asked) -> dict[str, Any]:
+    def state(self, asked: Asked) -> dict[str, str | None]:
         """The parameters that keep a page's choices in its links."""
         return {
             "model": self.a.model,
@@ -168,7 +167,7 @@ class BenchmarkView:
     benchmark: str
     sides: Sides
     asked: Asked
-    state: dict[str, Any]
+    state: dict[str, str | None]  # the page's choices, kept in its links
     models: list[str]
     a_runs: list[Run]
     b_runs: list[Run]
@@ -267,7 +266,7 @@ class ItemView:
     task: str
     doc_id: int
     sides: Sides
-    state: dict[str, Any]
+    state: dict[str, str | None]  # the page's choices, kept in its links
     shown: list[ItemSide]
     diff: list[DiffPiece] = field(default_factory=list)
     samples: list[SampleLine] = field(default_factory=list)

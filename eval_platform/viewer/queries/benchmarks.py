@@ -13,7 +13,6 @@ import binascii
 import json
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
 
 from eval_platform.benchmarks.comparison import NO_PAIRED_TEST, compare
 from eval_platform.benchmarks.imports import IMPORTED
@@ -164,13 +163,13 @@ class SampleRow:
 
     filter: str
     prompt: str
-    arguments: Any
+    arguments: str  # each request's arguments (JSON, as DuckDB returns it: text)
     request_keys: list[str] | None
     target: str | None
-    responses: Any
-    filtered_responses: Any
-    metrics: Any
-    doc: Any
+    responses: str | None  # JSON
+    filtered_responses: str | None  # JSON
+    metrics: str  # JSON
+    doc: str | None  # JSON
     document_id: str | None
     fewshot_ids: list[str] | None
     run_id: str | None
@@ -185,7 +184,7 @@ class SampleRow:
 class StoredRow:
     request_key: str
     request_type: str
-    response: Any
+    response: str  # JSON
     ended: str | None
 
 
@@ -218,7 +217,7 @@ def _in_run(alias: str, prefix: str = "") -> str:
     )
 
 
-def _side(side: Side, prefix: str) -> dict[str, Any]:
+def _side(side: Side, prefix: str) -> dict[str, str]:
     return {f"{prefix}model": side.model, f"{prefix}settings": side.settings_key, f"{prefix}solver": side.solver}
 
 
@@ -284,7 +283,7 @@ def literal_pattern(text: str) -> str:
     return "\\Q" + text.replace("\\E", "\\E\\\\E\\Q") + "\\E"
 
 
-def _conditions(query: ItemQuery, two_sides: bool) -> tuple[list[str], dict[str, Any]]:
+def _conditions(query: ItemQuery, two_sides: bool) -> tuple[list[str], dict[str, str | int]]:
     conditions, params = [], {}
     if query.task:
         conditions.append("task = $task")
@@ -306,7 +305,7 @@ def _conditions(query: ItemQuery, two_sides: bool) -> tuple[list[str], dict[str,
     return conditions, params
 
 
-def _parameters(benchmark: str, a: Side, b: Side | None, metric: str) -> dict[str, Any]:
+def _parameters(benchmark: str, a: Side, b: Side | None, metric: str) -> dict[str, str]:
     params = {"benchmark": benchmark, "metric": metric, **_side(a, "a_"), "a_filter": a.filter}
     if b is not None:
         params.update(_side(b, "b_"), b_filter=b.filter)

@@ -1,11 +1,13 @@
 """The code location's jobs: a benchmark's inputs, a roster model's evaluation on a benchmark, a
-protocol's evaluation, the protocols and the leaderboard; an era; blind evaluation's sheet, tally and
-LLM rater; judging's sets, its panels and what they measure, and MT-Bench's grading."""
+protocol's evaluation (a job per declared protocol), the protocols and the leaderboard; an era; blind
+evaluation's sheet, tally and LLM rater; judging's sets, its panels and what they measure, and
+MT-Bench's grading."""
+
+from pathlib import Path
 
 from dagster import AssetSelection, define_asset_job
 
 from eval_platform.benchmarks.protocols import declared_protocols
-from eval_platform.environment import environment
 from eval_platform.evaluation_assets.partitions import benchmark_partitions, era_partitions, evaluation_partitions
 
 EVALUATION = AssetSelection.groups("benchmark_evaluation")
@@ -26,17 +28,22 @@ model_evaluation_job = define_asset_job(
     "comparison with its baseline and predecessor.",
 )
 
-protocol_jobs = [
-    define_asset_job(
-        name,
-        selection=EVALUATION,
-        partitions_def=evaluation_partitions,
-        config={"ops": {"benchmark_evaluation": {"config": {"protocol": name}}}},
-        description=f"{protocol.title}: launch it for a roster model on the benchmarks "
-        f"{', '.join(t.benchmark for t in protocol.tasks)} (a backfill), then run score_protocols.",
-    )
-    for name, protocol in declared_protocols(environment().protocols_dir).items()
-]
+
+def protocol_jobs(folder: Path):
+    """A job per protocol declared in `folder` (the code location reads EVAL_PROTOCOLS_DIR when it loads):
+    the evaluation job with the protocol's settings."""
+    return [
+        define_asset_job(
+            name,
+            selection=EVALUATION,
+            partitions_def=evaluation_partitions,
+            config={"ops": {"benchmark_evaluation": {"config": {"protocol": name}}}},
+            description=f"{protocol.title}: launch it for a roster model on the benchmarks "
+            f"{', '.join(t.benchmark for t in protocol.tasks)} (a backfill), then run score_protocols.",
+        )
+        for name, protocol in declared_protocols(folder).items()
+    ]
+
 
 protocol_scores_job = define_asset_job(
     "score_protocols",
@@ -99,7 +106,6 @@ mt_bench_grading_job = define_asset_job(
 JOBS = [
     benchmark_inputs_job,
     model_evaluation_job,
-    *protocol_jobs,
     protocol_scores_job,
     evolution_inputs_job,
     evolution_era_job,

@@ -1,10 +1,12 @@
-"""The code location's resources, configured in one place (`RESOURCES`): the warehouse, the model
-gateway, the model under evaluation (and how any model is opened), and the roster.
+"""The code location's resources, configured in one place (`RESOURCES`): the folders of declared
+benchmarks and protocols, the warehouse, the model gateway, the model under evaluation (and how any
+model is opened), and the roster.
 
 Every field can be set from the launchpad or a run config; their defaults come from the environment
-(eval_platform/environment.py)."""
+(eval_platform/environment.py).
 
-from __future__ import annotations
+The annotations are evaluated (no `from __future__ import annotations`): Dagster reads a resource's
+`ResourceDependency` fields from them when the class is made."""
 
 import re
 from collections.abc import Callable, Iterator
@@ -13,7 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import duckdb
-from dagster import ConfigurableResource, get_dagster_logger
+from dagster import ConfigurableResource, ResourceDependency, get_dagster_logger
 from dagster_duckdb import DuckDBResource
 from pydantic import Field, create_model
 
@@ -34,6 +36,39 @@ from eval_platform.environment import DeclarationFolders, Environment, environme
 S = TypeVar("S", bound=Store)
 WAREHOUSE_POOL = "duckdb_warehouse"  # a concurrency pool: runs' warehouse steps in turns on one file
 MEMORY_LIMIT = r"^\d+(\.\d+)?\s*[KMGT]i?B$"  # a DuckDB memory limit: 128MB, 1.5 GiB
+
+
+class DeclarationsResource(ConfigurableResource):
+    """The folders benchmarks and protocols are declared in, one YAML file each: set once (here, in
+    the launchpad or the environment), read by every resource that uses them: the roster's entries,
+    the warehouse's views, the evaluations and the leaderboard."""
+
+    benchmarks_dir: str | None = Field(
+        default=None,
+        description="The folder of benchmark declarations. Default (unset): EVAL_BENCHMARKS_DIR as the run reads it, "
+        "else data/benchmarks/.",
+    )
+    protocols_dir: str | None = Field(
+        default=None,
+        description="The folder of protocol declarations. Default (unset): EVAL_PROTOCOLS_DIR as the run reads it, "
+        "else data/protocols/.",
+    )
+
+    def folders(self) -> DeclarationFolders:
+        """Its folders: those it is configured with, else the environment's as it is now."""
+        default = environment().declaration_folders
+        return DeclarationFolders(
+            Path(self.benchmarks_dir) if self.benchmarks_dir else default.benchmarks,
+            Path(self.protocols_dir) if self.protocols_dir else default.protocols,
+        )
+
+
+def declaration_folders(declarations: object) -> DeclarationFolders:
+    """The folders of a resource's `declarations`: the configured resource's, else (none given, or
+    one still to be configured at launch) the environment's as it is now."""
+    if isinstance(declarations, DeclarationsResource):
+        return declarations.folders()
+    return environment().declaration_folders
 
 
 class WarehouseResource(DuckDBResource):
@@ -65,6 +100,8 @@ class WarehouseResource(DuckDBResource):
         "import's uncommitted rows spill to disk, so a log of any size is stored in bounded memory. A file "
         "warehouse's (a lake's connections share one DuckDB instance, limited by its connection_config).",
     )
+    # the folders its views (leaderboard_wide) are built from; unset: the environment's
+    declarations: ResourceDependency[DeclarationsResource] = None  # pyright: ignore[reportAssignmentType]
 
     @property
     def location(self) -> str:
@@ -82,7 +119,7 @@ class WarehouseResource(DuckDBResource):
             self.wait_log_interval_s,
             self.commit_retries,
             get_dagster_logger().warning,
-            declarations=settings.declaration_folders,  # the views' declarations: as the run reads them
+            declarations=declaration_folders(self.declarations),
         ) as conn:
             yield conn
 
@@ -187,7 +224,7 @@ class LanguageModelResource(_ModelSettingsConfig):  # type: ignore[misc, valid-t
         """The model under evaluation."""
         return self.open(self.settings().model, gateway)
 
-    def for_entry(self, entry: RosterEntry) -> LanguageModelResource:
+    def for_entry(self, entry: RosterEntry) -> "LanguageModelResource":
         """These settings with a roster entry's on top."""
         values = {field: getattr(self, field) for field in ModelSettings.model_fields}
         return LanguageModelResource(**{**values, **entry.model_settings()})
@@ -195,8 +232,8 @@ class LanguageModelResource(_ModelSettingsConfig):  # type: ignore[misc, valid-t
 
 class RosterResource(ConfigurableResource):
     """The roster folder, one file per model, and the imports folder, one file per evaluation made
-    elsewhere (eval_platform/benchmarks/roster.py), and the folders of the declared benchmarks and
-    protocols they name."""
+    elsewhere (eval_platform/benchmarks/roster.py), over the declared benchmarks and protocols they
+    name (the `declarations` resource's)."""
 
     directory: str | None = Field(
         default=None,
@@ -208,16 +245,8 @@ class RosterResource(ConfigurableResource):
         description="The imports folder: one YAML or JSON file per evaluation made elsewhere (an lm-evaluation-harness "
         "output folder). Default (unset): EVAL_IMPORTS_DIR as the run reads it, else data/imports/.",
     )
-    benchmarks_dir: str | None = Field(
-        default=None,
-        description="The folder of benchmark declarations. Default (unset): EVAL_BENCHMARKS_DIR as the run reads it, "
-        "else data/benchmarks/.",
-    )
-    protocols_dir: str | None = Field(
-        default=None,
-        description="The folder of protocol declarations. Default (unset): EVAL_PROTOCOLS_DIR as the run reads it, "
-        "else data/protocols/.",
-    )
+    # the folders of the benchmarks and protocols its entries name; unset: the environment's
+    declarations: ResourceDependency[DeclarationsResource] = None  # pyright: ignore[reportAssignmentType]
 
     def folder(self) -> Path:
         """Its roster folder: the one it is configured with, else the environment's at run time."""
@@ -227,19 +256,11 @@ class RosterResource(ConfigurableResource):
         """Its imports folder: the one it is configured with, else the environment's at run time."""
         return Path(self.imports_dir) if self.imports_dir else environment().imports_dir
 
-    def declaration_folders(self) -> DeclarationFolders:
-        """Its folders of declarations: those it is configured with, else the environment's."""
-        default = environment().declaration_folders
-        return DeclarationFolders(
-            Path(self.benchmarks_dir) if self.benchmarks_dir else default.benchmarks,
-            Path(self.protocols_dir) if self.protocols_dir else default.protocols,
-        )
-
     def benchmarks(self) -> dict[str, Benchmark]:
-        return declared_benchmarks(self.declaration_folders().benchmarks)
+        return declared_benchmarks(declaration_folders(self.declarations).benchmarks)
 
     def protocols(self) -> dict[str, Protocol]:
-        return declared_protocols(self.declaration_folders().protocols)
+        return declared_protocols(declaration_folders(self.declarations).protocols)
 
     def entries(self) -> dict[str, RosterEntry]:
         return load_roster(self.folder(), self.benchmarks(), self.protocols(), self.imports_folder())
@@ -259,12 +280,16 @@ def entry_gateway(entry: RosterEntry, defaults: ModelGatewayResource) -> ModelGa
     return ModelGatewayResource(**{**values, **({"api_base": entry.api_base} if entry.api_base else {})})
 
 
+# One `declarations` resource, configured at launch (every field has its default): the roster and
+# the warehouse read the folders the launchpad sets for it.
+DECLARATIONS = DeclarationsResource.configure_at_launch()
 RESOURCES = {
-    "warehouse": WarehouseResource(),
+    "declarations": DECLARATIONS,
+    "warehouse": WarehouseResource(declarations=DECLARATIONS),
     # Every asset that opens a model takes both, so the launchpad's (or a run config's) `gateway`
     # settings reach every model it opens: the one under evaluation, an era's, blind evaluation's.
     "gateway": ModelGatewayResource(),
     "evaluation_model": LanguageModelResource(),
     # The models the benchmark assets evaluate: the roster folder's entries, over evaluation_model's.
-    "roster": RosterResource(),
+    "roster": RosterResource(declarations=DECLARATIONS),
 }

@@ -81,7 +81,7 @@ def platform_side(name: str, output: Path, scratch: Path) -> dict[str, Any]:
 
     def run(assets: list, partition: Any, ops: dict | None = None) -> None:
         config = {"resources": resources, "ops": ops or {}}
-        materialize(assets, resources=defs.resources, run_config=config, partition_key=partition, instance=instance)
+        materialize(assets, resources=defs().resources, run_config=config, partition_key=partition, instance=instance)
 
     inputs = [benchmark_raw_rows, benchmark_fewshot_rows, benchmark_documents]
     run(inputs, name, {"benchmark_raw_rows": {"config": {"limit": DOCUMENTS}}})

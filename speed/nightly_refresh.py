@@ -16,7 +16,8 @@ from pathlib import Path
 
 from dagster import Definitions, build_run_status_sensor_context, build_schedule_context
 
-from eval_platform.schedules import nightly_benchmark_refresh
+from eval_platform.environment import environment
+from eval_platform.schedules import nightly_schedule
 from eval_platform.schedules.sensors import roster_evaluation_sensor
 
 
@@ -48,18 +49,21 @@ def run_night(
     roster = defs.resources["roster"]
     started = time.perf_counter()
     counts: dict[str, dict] = {}
-    for request in nightly_benchmark_refresh(build_schedule_context(instance, day, resources={"roster": roster})):
+    with build_schedule_context(instance, day, resources={"roster": roster}) as context:
+        nightly = nightly_schedule(environment())(context)
+    for request in nightly:
         if benchmarks is not None and request.partition_key not in benchmarks:
             continue
         inputs = run_request(defs, instance, "benchmark_inputs", request.partition_key, limit)
-        context = build_run_status_sensor_context(
+        with build_run_status_sensor_context(
             sensor_name="roster_evaluation_sensor",
             dagster_instance=instance,
             dagster_run=inputs.dagster_run,
             dagster_event=inputs.get_run_success_event(),
             resources={"roster": roster},
-        )
-        for evaluation in roster_evaluation_sensor(context):
+        ) as context:
+            evaluations = roster_evaluation_sensor(context)
+        for evaluation in evaluations:
             counts |= evaluation_counts(run_request(defs, instance, "model_evaluation", evaluation.partition_key))
     return counts, time.perf_counter() - started
 
@@ -77,14 +81,16 @@ def main() -> None:
     from eval_platform.definitions import defs
     from eval_platform.resources import LanguageModelResource, ModelGatewayResource, RosterResource, WarehouseResource
 
+    code_location = defs()
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--limit", type=int, help="Each benchmark's first N rows.")
     parser.add_argument("--roster", default=None, help="The roster folder (default: data/roster/).")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         night_defs = Definitions(
-            assets=list(defs.assets),
-            jobs=list(defs.jobs),
+            assets=list(code_location.assets),
+            jobs=list(code_location.jobs),
             resources={
                 "warehouse": WarehouseResource(database=str(Path(folder) / "warehouse.duckdb")),
                 "roster": RosterResource(**({"directory": args.roster} if args.roster else {})),

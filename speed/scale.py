@@ -130,7 +130,7 @@ def child(benchmark: str) -> None:
     before_bytes, wall, cpu = folder_bytes(home), time.perf_counter(), time.process_time()
     result = materialize(
         [benchmark_evaluation],
-        resources=defs.resources,
+        resources=defs().resources,
         partition_key=evaluation_key(benchmark, MODEL),
         instance=instance,
     )

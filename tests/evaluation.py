@@ -44,6 +44,7 @@ def launchpad(**resources: ConfigurableResource | None) -> dict:
                     field: getattr(resource, field)
                     for field, info in fields
                     if getattr(resource, field) != info.get_default(call_default_factory=True)
+                    and not hasattr(getattr(resource, field), "get_resource_definition")  # a resource it depends on
                 }
             }
     return config
@@ -53,7 +54,7 @@ def materialize_configured(assets, settings: dict[str, ConfigurableResource | No
     """Materialise `assets` with the code location's resources, `settings` given as the launchpad
     gives them (run config), and the op config `ops`."""
     return materialize(
-        assets, resources=defs.resources, run_config={"resources": launchpad(**settings), "ops": ops or {}}, **kwargs
+        assets, resources=defs().resources, run_config={"resources": launchpad(**settings), "ops": ops or {}}, **kwargs
     )
 
 

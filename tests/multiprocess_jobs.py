@@ -7,7 +7,7 @@ def _definitions(job):
     from eval_platform.definitions import defs
 
     return Definitions(
-        assets=list(defs.assets), asset_checks=list(defs.asset_checks), jobs=[job], resources=defs.resources
+        assets=list(defs().assets), asset_checks=list(defs().asset_checks), jobs=[job], resources=defs().resources
     )
 
 

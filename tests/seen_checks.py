@@ -17,7 +17,7 @@ def record_failed_checks(monkeypatch):
     import eval_platform.evaluation_assets.checks as made_by
     from eval_platform.definitions import defs
 
-    names = {key.name for key in defs.resolve_asset_graph().asset_check_keys}
+    names = {key.name for key in defs().resolve_asset_graph().asset_check_keys}
     make = made_by.AssetCheckResult
     record = Path(os.environ["EVAL_SEEN_CHECKS"])
 

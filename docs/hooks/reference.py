@@ -296,7 +296,8 @@ def _uses(definitions: Any) -> dict[type, list[str]]:
             keys = ", ".join(f"`{k.to_user_string()}`" for k in assets.keys)
             uses.setdefault(parameter.annotation, []).append(f"the launchpad config (`ops: ...: config:`) of {keys}")
     for key, resource in definitions.resources.items():
-        uses.setdefault(type(resource), []).append(f"the resource `{key}` (`resources: {key}: config:`)")
+        kind = getattr(resource, "resource_cls", type(resource))  # a resource configured at launch: its class
+        uses.setdefault(kind, []).append(f"the resource `{key}` (`resources: {key}: config:`)")
     return uses
 
 
@@ -307,7 +308,7 @@ def configuration_page(root: Path) -> str:
     models = settings_models(_modules())
     ordered = sorted(models, key=lambda m: (m is not Environment, models[m][0], m.__name__))
     anchors = {model: model.__name__.lower() for model in ordered}
-    uses = _uses(defs)
+    uses = _uses(defs())
     out = [
         "# Configuration",
         "",
@@ -376,13 +377,13 @@ def code_location_page(root: Path) -> str:
     out = [
         "# Code location",
         "",
-        "Generated from the code location `defs` (`eval_platform/definitions.py`) at build time:",
+        "Generated from the code location `defs()` (`eval_platform/definitions.py`) at build time:",
         "its assets by group, asset checks, jobs, schedules and sensors, and the console script.",
         "",
         "## Assets",
         "",
     ]
-    specs = sorted(defs.resolve_all_asset_specs(), key=lambda s: (s.group_name or "", s.key.to_user_string()))
+    specs = sorted(defs().resolve_all_asset_specs(), key=lambda s: (s.group_name or "", s.key.to_user_string()))
     for group, members in itertools.groupby(specs, key=lambda s: s.group_name):
         out += [f"### Group `{group}`", "", "| asset | partitions | depends on | what |", "|---|---|---|---|"]
         for spec in members:
@@ -393,25 +394,25 @@ def code_location_page(root: Path) -> str:
             )
         out.append("")
     out += ["## Asset checks", "", "| check | on | what |", "|---|---|---|"]
-    for checks in defs.asset_checks or []:
+    for checks in defs().asset_checks or []:
         for spec in checks.check_specs:
             out.append(
                 f"| `{spec.name}` | `{spec.asset_key.to_user_string()}` | "
                 f"{_cell(_relative(spec.description or '', root))} |"
             )
     out += ["", "## Jobs", "", "| job | what |", "|---|---|"]
-    for job in sorted(defs.resolve_all_job_defs(), key=lambda j: j.name):
+    for job in sorted(defs().resolve_all_job_defs(), key=lambda j: j.name):
         if not job.name.startswith("__"):
             out.append(f"| `{job.name}` | {_cell(_relative(job.description or '', root))} |")
     out += ["", "## Schedules", "", "| schedule | when | job | what |", "|---|---|---|---|"]
-    for schedule in defs.schedules or []:
+    for schedule in defs().schedules or []:
         assert isinstance(schedule, ScheduleDefinition), schedule
         out.append(
             f"| `{schedule.name}` | `{schedule.cron_schedule}` ({schedule.execution_timezone or 'UTC'}) | "
             f"`{schedule.job_name}` | {_cell(_relative(schedule.description or '', root))} |"
         )
     out += ["", "## Sensors", "", "| sensor | default | what |", "|---|---|---|"]
-    for sensor in defs.sensors or []:
+    for sensor in defs().sensors or []:
         status = getattr(sensor.default_status, "value", sensor.default_status)
         out.append(f"| `{sensor.name}` | {str(status).lower()} | {_cell(_relative(sensor.description or '', root))} |")
     main = parser()

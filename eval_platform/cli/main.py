@@ -27,7 +27,7 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Literal, overload
 
 from dagster import DagsterInstance
 
@@ -64,10 +64,10 @@ class RunOptions:
     def overrides(self, protocol: Protocol | None) -> Overrides:
         """The first `limit` rows of each benchmark; generation within `max_gen_toks` (each result's
         settings say so, kept by the evaluation plan for a generation task only); a protocol's job."""
-        evaluation: dict[str, Any] = {"limit": self.limit} if self.limit else {}
+        evaluation: dict[str, int] = {"limit": self.limit} if self.limit else {}
         if self.max_gen_toks and protocol is None:
             evaluation["max_gen_toks"] = self.max_gen_toks
-        ops: dict[str, dict[str, Any]] = {}
+        ops: dict[str, dict[str, dict[str, dict[str, int]]]] = {}  # job -> op -> its config
         if self.limit:
             ops[benchmark_inputs_job.name] = {"benchmark_raw_rows": {"config": {"limit": self.limit}}}
         if evaluation:
@@ -75,8 +75,16 @@ class RunOptions:
         return Overrides(ops, {model_evaluation_job.name: protocol.name} if protocol else {})
 
 
-def resource(name: str) -> Any:
-    return (defs.resources or {})[name]
+@overload
+def resource(name: Literal["roster"]) -> RosterResource: ...
+
+
+@overload
+def resource(name: Literal["warehouse"]) -> WarehouseResource: ...
+
+
+def resource(name: Literal["roster", "warehouse"]) -> RosterResource | WarehouseResource:
+    return (defs().resources or {})[name]
 
 
 def quiet_libraries() -> None:
@@ -125,7 +133,7 @@ def run(options: RunOptions) -> int:
         steps: Sequence[Step] = (only(runnable(protocol, declared)), SCORES)
     else:
         steps = (only(options.benchmarks), SCORES) if options.benchmarks else DEMO
-    runner = Runner(defs, Planner.of(DagsterInstance.get(), roster), options.overrides(protocol))
+    runner = Runner(defs(), Planner.of(DagsterInstance.get(), roster), options.overrides(protocol))
     succeeded = runner.walk(steps)
     if protocol:
         print_protocol(warehouse, protocol)

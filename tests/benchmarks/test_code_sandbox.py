@@ -169,7 +169,7 @@ def test_humaneval_64_runs_from_the_launchpad_only_opted_in_its_samples_scored_a
 
     root, instance = project
     settings = {"limit": 2, "repeats": 2, "max_gen_toks": 48}
-    job = defs.resolve_job_def("model_evaluation")
+    job = defs().resolve_job_def("model_evaluation")
 
     def materialise(config):
         ops = {"benchmark_evaluation": {"config": config}}

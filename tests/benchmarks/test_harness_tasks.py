@@ -95,8 +95,10 @@ def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
     root, instance = project
     instance.add_dynamic_partitions(benchmark_partitions.name, ["capitals"])
     config = launchpad(root / "warehouse.duckdb", root / "roster")
-    first = defs.resolve_job_def("model_evaluation").execute_in_process(
-        partition_key=evaluation_key("capitals", "smollm2"), instance=instance, run_config=config
+    first = (
+        defs()
+        .resolve_job_def("model_evaluation")
+        .execute_in_process(partition_key=evaluation_key("capitals", "smollm2"), instance=instance, run_config=config)
     )
     assert first.success
     metadata = {e.asset_key.path[-1]: e.materialization.metadata for e in first.get_asset_materialization_events()}[
@@ -151,8 +153,10 @@ def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
         samples["metrics"].map(lambda m: json.loads(m)["acc"]).mean()
     )
     assert acc["random_baseline"] == pytest.approx((3 * (1 / 3) + 1 / 2) / 4)
-    scored = defs.resolve_job_def("score_protocols").execute_in_process(
-        instance=instance, run_config={"resources": config["resources"]}
+    scored = (
+        defs()
+        .resolve_job_def("score_protocols")
+        .execute_in_process(instance=instance, run_config={"resources": config["resources"]})
     )
     assert scored.success
     board = {e.asset_key.path[-1]: e.materialization.metadata for e in scored.get_asset_materialization_events()}
@@ -175,8 +179,12 @@ def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
         RosterEntry(name="smollm2-bf16", model="local/smollm2-135m-instruct", dtype="bfloat16", baseline="smollm2"),
     )
     instance.add_dynamic_partitions(roster_partitions.name, ["smollm2-bf16"])
-    second = defs.resolve_job_def("model_evaluation").execute_in_process(
-        partition_key=evaluation_key("capitals", "smollm2-bf16"), instance=instance, run_config=config
+    second = (
+        defs()
+        .resolve_job_def("model_evaluation")
+        .execute_in_process(
+            partition_key=evaluation_key("capitals", "smollm2-bf16"), instance=instance, run_config=config
+        )
     )
     assert second.success
     with warehouse.store(EvaluationStore) as store:
@@ -196,8 +204,10 @@ def test_a_task_from_a_yaml_folder_materialises_the_whole_graph(project):
     assert paired["environment_differences"] == "dtype: bfloat16 vs float32"  # where each side's answers were computed
     compared = {e.asset_key.path[-1]: e.materialization.metadata for e in second.get_asset_materialization_events()}
     assert "## smollm2-bf16 (a) against smollm2 (b)" in compared["model_comparison"]["items"].value
-    again = defs.resolve_job_def("model_evaluation").execute_in_process(
-        partition_key=evaluation_key("capitals", "smollm2"), instance=instance, run_config=config
+    again = (
+        defs()
+        .resolve_job_def("model_evaluation")
+        .execute_in_process(partition_key=evaluation_key("capitals", "smollm2"), instance=instance, run_config=config)
     )
     metadata = {e.asset_key.path[-1]: e.materialization.metadata for e in again.get_asset_materialization_events()}
     counts = metadata["benchmark_evaluation"]["solvers"].value["harness (default shots)"]
@@ -243,10 +253,14 @@ def test_the_regression_watch_names_the_documents_that_flipped_on_a_harness_benc
                 "config": {"data_files": {"throwaway_capitals": {"test": str(root / rows)}}, **config}
             }
         }
-        result = defs.resolve_job_def("model_evaluation").execute_in_process(
-            partition_key=evaluation_key("capitals", "smollm2"),
-            instance=instance,
-            run_config=launchpad(root / "warehouse.duckdb", root / "roster", ops),
+        result = (
+            defs()
+            .resolve_job_def("model_evaluation")
+            .execute_in_process(
+                partition_key=evaluation_key("capitals", "smollm2"),
+                instance=instance,
+                run_config=launchpad(root / "warehouse.duckdb", root / "roster", ops),
+            )
         )
         assert result.success
         [check] = [c for c in result.get_asset_check_evaluations() if c.check_name == "accuracy_regression"]
@@ -304,14 +318,22 @@ def test_any_harness_task_runs_by_name_from_the_launchpad_on_local_files(project
         )
     )
     instance.add_dynamic_partitions(benchmark_partitions.name, ["openbookqa"])
-    result = defs.resolve_job_def("model_evaluation").execute_in_process(
-        partition_key=evaluation_key("openbookqa", "smollm2"),
-        instance=instance,
-        run_config=launchpad(
-            root / "warehouse.duckdb",
-            root / "roster",
-            {"benchmark_evaluation": {"config": {"data_files": {"openbookqa": {"test": str(root / "obqa.jsonl")}}}}},
-        ),
+    result = (
+        defs()
+        .resolve_job_def("model_evaluation")
+        .execute_in_process(
+            partition_key=evaluation_key("openbookqa", "smollm2"),
+            instance=instance,
+            run_config=launchpad(
+                root / "warehouse.duckdb",
+                root / "roster",
+                {
+                    "benchmark_evaluation": {
+                        "config": {"data_files": {"openbookqa": {"test": str(root / "obqa.jsonl")}}}
+                    }
+                },
+            ),
+        )
     )
     assert result.success
     assert {e.asset_key.path[-1] for e in result.get_asset_materialization_events()} == {
@@ -518,7 +540,8 @@ def test_a_v2_task_evaluated_with_other_shots_from_the_launchpad_is_kept_beside_
             ("score_protocols", None, {"resources": config["resources"]}),
         ):
             assert (
-                defs.resolve_job_def(job)
+                defs()
+                .resolve_job_def(job)
                 .execute_in_process(partition_key=partition, instance=instance, run_config=run_config)
                 .success
             )
@@ -630,7 +653,6 @@ def test_the_nightly_refresh_evaluates_every_roster_model_on_every_declared_benc
 
     from eval_platform.definitions import defs
     from eval_platform.resources import RosterResource
-    from eval_platform.schedules import nightly_benchmark_refresh
     from eval_platform.schedules.sensors import roster_evaluation_sensor
 
     root, _ = project
@@ -638,10 +660,10 @@ def test_the_nightly_refresh_evaluates_every_roster_model_on_every_declared_benc
     write_entry(root / "roster", RosterEntry(name="copy-only", benchmarks=("capitals_copy",)))
     roster = RosterResource(directory=str(root / "roster"))
     with instance_for_test() as instance:
-        context = build_schedule_context(
+        with build_schedule_context(
             instance=instance, scheduled_execution_time=datetime(2026, 11, 24, 2), resources={"roster": roster}
-        )
-        inputs = nightly_benchmark_refresh(context)
+        ) as context:
+            inputs = defs().resolve_schedule_def("nightly_benchmark_refresh")(context)
         assert [(r.job_name, r.partition_key) for r in inputs] == [
             ("benchmark_inputs", "capitals"),
             ("benchmark_inputs", "capitals_copy"),
@@ -649,16 +671,16 @@ def test_the_nightly_refresh_evaluates_every_roster_model_on_every_declared_benc
         assert instance.get_dynamic_partitions(benchmark_partitions.name) == ["capitals", "capitals_copy"]
         requests = []
         for request in inputs:  # each inputs run, and the evaluations the sensor requests when it succeeds
-            run = defs.resolve_job_def("benchmark_inputs").execute_in_process(
+            run = defs().resolve_job_def("benchmark_inputs").execute_in_process(
                 partition_key=request.partition_key, instance=instance,
                 run_config={"resources": {"warehouse": {"config": {"database": str(root / "w.duckdb")}}}},
             )  # fmt: skip
             assert run.success and not run.get_asset_materialization_events()  # no dataset of its own
-            sensor = build_run_status_sensor_context(
+            with build_run_status_sensor_context(
                 sensor_name="roster_evaluation_sensor", dagster_instance=instance, dagster_run=run.dagster_run,
                 dagster_event=run.get_run_success_event(), resources={"roster": roster},
-            )  # fmt: skip
-            requests += [str(r.partition_key) for r in roster_evaluation_sensor(sensor)]
+            ) as sensor:  # fmt: skip
+                requests += [str(r.partition_key) for r in roster_evaluation_sensor(sensor)]
         assert requests == ["capitals|smollm2", "capitals_copy|copy-only", "capitals_copy|smollm2"]
         assert set(instance.get_dynamic_partitions(roster_partitions.name)) == {"smollm2", "copy-only"}
 
@@ -701,8 +723,10 @@ def test_a_chat_api_answers_a_generation_task_over_http_and_a_reasoning_block_is
         patch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
         config = launchpad(root / "warehouse.duckdb", root / "roster")
         config["resources"]["gateway"] = {"config": {"api_base": server.api_base, "max_retries": 0}}
-        result = defs.resolve_job_def("model_evaluation").execute_in_process(
-            partition_key=evaluation_key("echo", "api-echo"), instance=instance, run_config=config
+        result = (
+            defs()
+            .resolve_job_def("model_evaluation")
+            .execute_in_process(partition_key=evaluation_key("echo", "api-echo"), instance=instance, run_config=config)
         )
         assert result.success and server.calls
     with WarehouseResource(database=str(root / "warehouse.duckdb")).store(EvaluationStore) as store:

@@ -314,7 +314,8 @@ def test_the_roster_sensor_evaluates_an_import_declared_and_again_when_its_files
     roster = imported_roster(tmp_path, shipped_copy)
 
     def tick(cursor=None):
-        return roster_sensor(build_sensor_context(instance=instance, resources={"roster": roster}, cursor=cursor))
+        with build_sensor_context(instance=instance, resources={"roster": roster}, cursor=cursor) as context:
+            return roster_sensor(context)
 
     first = tick()
     assert first.dynamic_partitions_requests[0].partition_keys == ["smollm2", "imported"]

@@ -188,8 +188,8 @@ def test_open_llm_leaderboard_v1_materialises_with_its_shots(warehouse, tmp_path
 
     protocol = declared_protocols(environment().protocols_dir)["open_llm_leaderboard_v1"]
     test_defs = Definitions(
-        assets=list(defs.assets),
-        jobs=list(defs.jobs),
+        assets=list(defs().assets),
+        jobs=list(defs().jobs),
         resources={
             "warehouse": warehouse,
             "evaluation_model": LanguageModelResource(max_new_tokens=8),

@@ -16,7 +16,7 @@ from eval_platform.benchmarks.roster import RosterError, evaluation_order, load_
 from eval_platform.environment import environment
 from eval_platform.evaluation_assets.benchmarks import checks
 from eval_platform.evaluation_assets.partitions import benchmark_partitions, evaluation_key, roster_partitions
-from eval_platform.resources import LanguageModelResource, ModelGatewayResource, RosterResource
+from eval_platform.resources import DeclarationsResource, LanguageModelResource, ModelGatewayResource, RosterResource
 from eval_platform.schedules.sensors import checkpoint_sensor, roster_sensor
 from speed.nightly_refresh import evaluation_counts, run_night, run_request
 from tests.conftest import PROJECT_ROOT
@@ -108,14 +108,16 @@ def test_a_name_used_twice_or_a_cycle_is_refused(tmp_path):
         evaluation_order(load_roster(tmp_path))
 
 
-def test_a_roster_resource_reads_the_declarations_in_its_own_folders(tmp_path, monkeypatch):
+def test_a_roster_resource_reads_the_declarations_in_its_declarations_folders(tmp_path, monkeypatch):
     """Its configured folders, whatever the environment's; unset, the environment's as it is now."""
     (tmp_path / "benchmarks").mkdir()
     shutil.copy(PROJECT_ROOT / "data" / "benchmarks" / "arc_easy.yaml", tmp_path / "benchmarks")
     monkeypatch.setenv("EVAL_BENCHMARKS_DIR", str(PROJECT_ROOT / "data" / "benchmarks"))
     monkeypatch.setenv("EVAL_PROTOCOLS_DIR", str(tmp_path / "no protocols"))
     roster = RosterResource(
-        benchmarks_dir=str(tmp_path / "benchmarks"), protocols_dir=str(PROJECT_ROOT / "data" / "protocols")
+        declarations=DeclarationsResource(
+            benchmarks_dir=str(tmp_path / "benchmarks"), protocols_dir=str(PROJECT_ROOT / "data" / "protocols")
+        )
     )
     assert list(roster.benchmarks()) == ["arc_easy"] and roster.benchmarks()["arc_easy"].title == "ARC-Easy"
     assert roster.protocols().keys() == PROTOCOLS.keys()
@@ -248,8 +250,8 @@ def platform(tmp_path, warehouse):
         baseline="f32",
     )
     test_defs = Definitions(
-        assets=list(defs.assets),
-        jobs=list(defs.jobs),
+        assets=list(defs().assets),
+        jobs=list(defs().jobs),
         resources={
             "warehouse": warehouse,
             "roster": roster,
@@ -314,9 +316,14 @@ def test_an_unchanged_nightly_refresh_computes_no_answer(platform):
 
 def test_the_roster_sensor_adds_partitions_and_evaluates_a_changed_entry(platform):
     test_defs, roster, _, instance, tmp_path = platform
-    first = roster_sensor(build_sensor_context(instance=instance, resources={"roster": roster}))
+
+    def tick(cursor=None):
+        with build_sensor_context(instance=instance, resources={"roster": roster}, cursor=cursor) as context:
+            return roster_sensor(context)
+
+    first = tick()
     assert first.run_requests == [] and first.dynamic_partitions_requests[0].partition_keys == ["bf16", "f32"]
-    again = roster_sensor(build_sensor_context(instance=instance, resources={"roster": roster}, cursor=first.cursor))
+    again = tick(first.cursor)
     assert again.run_requests == []
     write(
         tmp_path / "roster",
@@ -326,7 +333,7 @@ def test_the_roster_sensor_adds_partitions_and_evaluates_a_changed_entry(platfor
         benchmarks=["arc_easy"],
         batch_size=4,
     )
-    changed = roster_sensor(build_sensor_context(instance=instance, resources={"roster": roster}, cursor=again.cursor))
+    changed = tick(again.cursor)
     assert [r.partition_key for r in changed.run_requests] == [evaluation_key("arc_easy", "f32")]
     # an entry that now lists a harness task's benchmark too: both by the one job, checked as the daemon
     # checks a sensor's requests
@@ -338,12 +345,13 @@ def test_the_roster_sensor_adds_partitions_and_evaluates_a_changed_entry(platfor
         benchmarks=["arc_easy", "leaderboard_ifeval"],
         batch_size=4,
     )
-    with partition_loading_context(dynamic_partitions_store=instance):
-        both = roster_sensor.evaluate_tick(
-            build_sensor_context(
-                instance=instance, resources={"roster": roster}, cursor=changed.cursor, definitions=test_defs
-            )
-        )
+    with (
+        partition_loading_context(dynamic_partitions_store=instance),
+        build_sensor_context(
+            instance=instance, resources={"roster": roster}, cursor=changed.cursor, definitions=test_defs
+        ) as context,
+    ):
+        both = roster_sensor.evaluate_tick(context)
     assert [(r.job_name, r.partition_key) for r in both.run_requests] == [
         ("model_evaluation", evaluation_key("arc_easy", "f32")),
         ("model_evaluation", evaluation_key("leaderboard_ifeval", "f32")),
@@ -360,7 +368,8 @@ def test_a_new_checkpoint_is_evaluated_and_compared_with_its_predecessor_and_bas
     sensor = checkpoint_sensor(checkpoints, "test_checkpoint_sensor")
 
     def tick():
-        return sensor(build_sensor_context(instance=instance, resources={"roster": roster}))
+        with build_sensor_context(instance=instance, resources={"roster": roster}) as context:
+            return sensor(context)
 
     assert isinstance(tick(), SkipReason)
     instance.add_dynamic_partitions(roster_partitions.name, ["f32"])
@@ -406,3 +415,57 @@ def test_a_benchmark_declares_its_own_headline():
     )
     bbh = headline_of(BENCHMARKS["leaderboard_bbh"])  # a harness task's own shots: none declared
     assert (bbh.metric, bbh.num_fewshot) == ("acc_norm", None)
+
+
+@pytest.mark.slow
+def test_a_benchmarks_folder_set_in_the_launchpad_alone_reaches_the_jobs_the_views_and_the_leaderboard(
+    tmp_path, monkeypatch
+):
+    """A benchmark declared only in a folder the launchpad names (the environment names the project's):
+    the code location's jobs ingest and evaluate it, the leaderboard ranks it, and the warehouse's
+    wide leaderboard has its column."""
+    from eval_platform.definitions import defs
+
+    folder = tmp_path / "benchmarks"
+    (folder / "fewshot").mkdir(parents=True)
+    shutil.copy(PROJECT_ROOT / "data" / "benchmarks" / "arc_easy.yaml", folder / "science_easy.yaml")
+    shutil.copy(PROJECT_ROOT / "data" / "benchmarks" / "arc_easy.jsonl", folder)
+    shutil.copy(PROJECT_ROOT / "data" / "benchmarks" / "fewshot" / "arc_easy_train.jsonl", folder / "fewshot")
+    write(tmp_path / "roster", "smol", model="local/smollm2-135m-instruct", benchmarks=["science_easy"])
+    monkeypatch.delenv("EVAL_BENCHMARKS_DIR", raising=False)
+    assert "science_easy" not in declared_benchmarks(environment().benchmarks_dir)
+    database = tmp_path / "warehouse.duckdb"
+    launchpad = {
+        "resources": {
+            "declarations": {"config": {"benchmarks_dir": str(folder)}},
+            "roster": {"config": {"directory": str(tmp_path / "roster")}},
+            "warehouse": {"config": {"database": str(database)}},
+        }
+    }
+    limit = {"limit": 2}
+    code_location = defs()
+    with DagsterInstance.ephemeral() as instance:
+        instance.add_dynamic_partitions(benchmark_partitions.name, ["science_easy"])
+        instance.add_dynamic_partitions(roster_partitions.name, ["smol"])
+        for job, partition, ops in (
+            ("benchmark_inputs", "science_easy", {"benchmark_raw_rows": {"config": limit}}),
+            (
+                "model_evaluation",
+                str(evaluation_key("science_easy", "smol")),
+                {"benchmark_evaluation": {"config": limit}},
+            ),
+            ("score_protocols", None, {}),
+        ):
+            result = code_location.resolve_job_def(job).execute_in_process(
+                run_config={**launchpad, "ops": ops}, partition_key=partition, instance=instance
+            )
+            assert result.success, job
+    import duckdb
+
+    with duckdb.connect(str(database), read_only=True) as conn:
+        (documents,) = conn.execute("SELECT count(*) FROM documents WHERE benchmark = 'science_easy'").fetchone()
+        ranked = conn.execute("SELECT model, metric FROM leaderboard WHERE benchmark = 'science_easy'").fetchall()
+        wide = conn.execute('SELECT model, "science_easy", "science_easy measured" FROM leaderboard_wide').fetchall()
+    assert documents == 2
+    assert ranked == [("smol", "acc_norm")]
+    assert [(model, measured) for model, _, measured in wide] == [("smol", "0-shot acc_norm, first 2 documents")]

@@ -64,8 +64,10 @@ def test_sampling_from_the_launchpad_keeps_every_sample_and_reduces_them_per_ite
     config = launchpad(root / "warehouse.duckdb", root / "roster", {"benchmark_evaluation": {"config": SAMPLING}})
 
     def materialise():
-        result = defs.resolve_job_def("model_evaluation").execute_in_process(
-            partition_key=evaluation_key(TASK, "smollm2"), instance=instance, run_config=config
+        result = (
+            defs()
+            .resolve_job_def("model_evaluation")
+            .execute_in_process(partition_key=evaluation_key(TASK, "smollm2"), instance=instance, run_config=config)
         )
         assert result.success
         return next(

@@ -11,6 +11,7 @@ from sklearn.metrics import cohen_kappa_score
 
 from eval_platform.blind import sheets
 from eval_platform.blind.sheets import KEY_FILE
+from eval_platform.definitions import defs
 from eval_platform.evaluation_assets.blind.assets import (
     SHEET_FILE,
     blind_eval_answers,
@@ -20,7 +21,6 @@ from eval_platform.evaluation_assets.blind.assets import (
     blind_eval_tally,
 )
 from eval_platform.resources import RosterResource
-from eval_platform.schedules import nightly_benchmark_refresh
 from eval_platform.schedules.sensors import filled_sheet_sensor
 from tests.conftest import PROJECT_ROOT
 from tests.evaluation import materialize_configured
@@ -203,18 +203,18 @@ def test_sensor_requests_a_tally_for_a_dropped_sheet(issued, warehouse):
     instance, resources = DagsterInstance.ephemeral(), {"roster": RosterResource()}
 
     def tick(cursor: str | None):
-        return build_sensor_context(cursor=cursor, instance=instance, resources=resources)
+        with build_sensor_context(cursor=cursor, instance=instance, resources=resources) as context:
+            return sensor(context), context.cursor
 
-    first = sensor(tick(None))
+    first, _ = tick(None)
     assert isinstance(first, SkipReason)
     fill(folder, key, "alice")
-    context = tick(None)
-    request = sensor(context)
+    request, cursor = tick(None)
     assert isinstance(request, RunRequest) and request.tags["filled_sheets"] == "alice.xlsx"
     assert request.run_config["ops"]["blind_eval_scores"]["config"]["folder"] == str(folder)
-    assert isinstance(sensor(tick(context.cursor)), SkipReason)
+    assert isinstance(tick(cursor)[0], SkipReason)
     fill(folder, key, "bob")
-    again = sensor(tick(context.cursor))
+    again, _ = tick(cursor)
     assert isinstance(again, RunRequest) and again.tags["filled_sheets"] == "bob.xlsx"
     result = materialize_configured(
         [blind_eval_scores, blind_eval_tally], {"warehouse": warehouse}, again.run_config["ops"]
@@ -225,13 +225,12 @@ def test_sensor_requests_a_tally_for_a_dropped_sheet(issued, warehouse):
 def test_nightly_schedule_requests_every_benchmark_partition(tmp_path):
     declared = sorted(path.stem for path in Path("data/benchmarks").glob("*.yaml"))
     instance = DagsterInstance.local_temp(str(tmp_path))
-    requests = nightly_benchmark_refresh(
-        build_schedule_context(
-            instance,
-            scheduled_execution_time=__import__("datetime").datetime(2026, 11, 23, 2, 0),
-            resources={"roster": RosterResource()},
-        )
-    )
+    with build_schedule_context(
+        instance,
+        scheduled_execution_time=__import__("datetime").datetime(2026, 11, 23, 2, 0),
+        resources={"roster": RosterResource()},
+    ) as context:
+        requests = defs().resolve_schedule_def("nightly_benchmark_refresh")(context)
     assert sorted(r.partition_key for r in requests) == declared and len(declared) == 13
     assert all(r.run_key.endswith("2026-11-23:" + r.partition_key) for r in requests)
     assert sorted(instance.get_dynamic_partitions("benchmarks")) == declared  # keys of the dimension

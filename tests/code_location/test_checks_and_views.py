@@ -75,7 +75,7 @@ def test_every_check_defined_is_in_the_code_location_beside_an_asset_of_it():
     defined = {
         value for module in modules for value in vars(module).values() if isinstance(value, AssetChecksDefinition)
     }
-    graph = defs.resolve_asset_graph()
+    graph = defs().resolve_asset_graph()
     keys = {key for check in defined for key in check.check_keys}
     # each check written in its domain's checks.py (benchmarks 5, evolution 3, judging 4), one key each
     assert len(keys) == len(defined) == 12

@@ -352,7 +352,7 @@ def test_llmbar_figures_reproduced_names_the_figures_a_changed_verdict_moves(war
 def test_every_check_in_the_code_location_has_a_test_that_sees_it_fail(tmp_path):
     """COVERED names a test for each check the code location holds, and for no other; run alone,
     each named test produces a failed `AssetCheckResult` of its check (tests/seen_checks.py)."""
-    checks = {key.name for key in defs.resolve_asset_graph().asset_check_keys}
+    checks = {key.name for key in defs().resolve_asset_graph().asset_check_keys}
     assert len(checks) == 12 and checks == set(COVERED)
     record = tmp_path / "seen.jsonl"
     tests = sorted({f"tests/{path}::{name}" for path, name in COVERED.values()})

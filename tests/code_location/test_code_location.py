@@ -19,7 +19,7 @@ HEAVY = ["torch", "transformers", "litellm", "lm_eval", "datasets", "matplotlib"
 
 def test_definitions_load_without_heavy_imports():
     code = (
-        "import sys, time; t = time.perf_counter(); from eval_platform.definitions import defs; "
+        "import sys, time; t = time.perf_counter(); from eval_platform.definitions import defs; defs(); "
         "import json; print(json.dumps({'seconds': time.perf_counter() - t, "
         f"'heavy': [m for m in {HEAVY!r} if m in sys.modules]}}))"
     )

@@ -427,12 +427,12 @@ def test_assets_and_checks_are_grouped_by_domain():
     from eval_platform.definitions import defs
 
     domains = {}
-    for assets_def in defs.assets:
+    for assets_def in defs().assets:
         module = assets_def.op.compute_fn.decorated_fn.__module__
         (key,) = assets_def.keys
         assert module.startswith("eval_platform.evaluation_assets.") and module.endswith(".assets"), (key, module)
         domains[key] = module.split(".")[2]
-    for check in defs.asset_checks:
+    for check in defs().asset_checks:
         module = check.op.compute_fn.decorated_fn.__module__
         (check_key,) = check.check_keys
         assert module == f"eval_platform.evaluation_assets.{domains[check_key.asset_key]}.checks", (check_key, module)
@@ -550,7 +550,7 @@ def test_every_table_has_one_writer_and_deps_equal_the_table_graph():
 
     methods = store_methods()
     touched, deps = {}, {}
-    for assets_def in defs.assets:
+    for assets_def in defs().assets:
         (key,) = assets_def.keys
         name = key.path[-1]
         touched[name] = tables_touched(assets_def.op.compute_fn.decorated_fn, methods)
@@ -572,12 +572,12 @@ def test_asset_checks_read_tables_of_their_asset_or_upstream():
     from eval_platform.definitions import defs
 
     methods = store_methods()
-    graph = defs.resolve_asset_graph()
+    graph = defs().resolve_asset_graph()
     writers = {}
-    for assets_def in defs.assets:
+    for assets_def in defs().assets:
         for table in tables_touched(assets_def.op.compute_fn.decorated_fn, methods)[1]:
             writers[table] = assets_def.key
-    for check in defs.asset_checks:
+    for check in defs().asset_checks:
         (check_key,) = check.check_keys
         reads, writes = tables_touched(check.op.compute_fn.decorated_fn, methods)
         assert writes == set(), check_key

@@ -253,13 +253,15 @@ def test_the_era_sensor_adds_and_runs_eras_dropped_into_its_folder(tmp_path):
     sensor = era_sensor(tmp_path, name="test_era_sensor")
     instance = DagsterInstance.ephemeral()
     resources = {"roster": RosterResource()}
-    result = sensor(build_sensor_context(instance=instance, resources=resources))
+    with build_sensor_context(instance=instance, resources=resources) as context:
+        result = sensor(context)
     assert isinstance(result, SensorResult)
     (request,) = result.run_requests
     assert request.partition_key == "phylo-9"
     assert request.run_config["ops"]["evolution_era"]["config"]["population_size"] == 5
     assert instance.get_dynamic_partitions("eras") == ["phylo-9"]  # added by the planner
-    again = sensor(build_sensor_context(instance=instance, cursor=result.cursor, resources=resources))
+    with build_sensor_context(instance=instance, cursor=result.cursor, resources=resources) as context:
+        again = sensor(context)
     assert not isinstance(again, SensorResult)  # nothing new
 
 

@@ -133,15 +133,20 @@ def era_run(warehouse, server, era, config, instance=None):
         instance.add_dynamic_partitions("eras", [era])
     resources = {"warehouse": {"config": {"database": warehouse.database}}, "gateway": server.gateway_config()}
     assert (
-        defs.resolve_job_def("evolution_inputs")
+        defs()
+        .resolve_job_def("evolution_inputs")
         .execute_in_process(instance=instance, run_config={"resources": resources})
         .success
     )
-    return defs.resolve_job_def("prompt_evolution_era").execute_in_process(
-        partition_key=era,
-        instance=instance,
-        raise_on_error=False,
-        run_config={"resources": resources, "ops": {"evolution_era": {"config": config}}},
+    return (
+        defs()
+        .resolve_job_def("prompt_evolution_era")
+        .execute_in_process(
+            partition_key=era,
+            instance=instance,
+            raise_on_error=False,
+            run_config={"resources": resources, "ops": {"evolution_era": {"config": config}}},
+        )
     )
 
 

@@ -174,7 +174,7 @@ def judging(path: str, api_base: str, verdicts: str) -> None:
 
     (inputs, inputs_config), panel = JUDGINGS[verdicts]
     asset = getattr(assets, verdicts)
-    checks = [c for c in defs.asset_checks or [] if {k.asset_key for k in c.check_keys} == {asset.key}]
+    checks = [c for c in defs().asset_checks or [] if {k.asset_key for k in c.check_keys} == {asset.key}]
     settings = {
         "warehouse": warehouse(path),
         "gateway": ModelGatewayResource(api_base=api_base, timeout_s=CLIENT_TIMEOUT_S, max_retries=0),

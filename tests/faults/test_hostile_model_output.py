@@ -41,7 +41,8 @@ def run_era(path, server, era, panel):
     instance.add_dynamic_partitions("eras", [era])
     resources = {"warehouse": {"config": {"database": str(path)}}, "gateway": server.gateway_config()}
     assert (
-        defs.resolve_job_def("evolution_inputs")
+        defs()
+        .resolve_job_def("evolution_inputs")
         .execute_in_process(instance=instance, run_config={"resources": resources})
         .success
     )
@@ -52,10 +53,14 @@ def run_era(path, server, era, panel):
         "seed": 3,
         "judge_panel": panel,
     }
-    return defs.resolve_job_def("prompt_evolution_era").execute_in_process(
-        partition_key=era,
-        instance=instance,
-        run_config={"resources": resources, "ops": {"evolution_era": {"config": config}}},
+    return (
+        defs()
+        .resolve_job_def("prompt_evolution_era")
+        .execute_in_process(
+            partition_key=era,
+            instance=instance,
+            run_config={"resources": resources, "ops": {"evolution_era": {"config": config}}},
+        )
     )
 
 

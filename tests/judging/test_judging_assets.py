@@ -42,7 +42,7 @@ from tests.judging.test_judging_data import MT_BENCH_MODELS
 from tests.openai_stub_server import StubServer, single_rating
 
 DATA = PROJECT_ROOT / "data" / "judging"
-CHECKS = list(defs.asset_checks or [])
+CHECKS = list(defs().asset_checks or [])
 STUB_JUDGE = "openai/judge-pairwise"
 ROUNDS = 50  # bootstrap rounds here: the values are exact, only the intervals are resampled
 # The shipped sets and their items (data/judging/SOURCES.md).

@@ -191,7 +191,8 @@ def test_a_served_model_of_the_roster_reaches_its_server_and_needs_no_key(server
     instance.add_dynamic_partitions(roster_partitions.name, ["my-served-model"])  # as roster_sensor does
     instance.add_dynamic_partitions(benchmark_partitions.name, ["arc_easy"])
     assert (
-        defs.resolve_job_def("benchmark_inputs")
+        defs()
+        .resolve_job_def("benchmark_inputs")
         .execute_in_process(
             partition_key="arc_easy",
             instance=instance,
@@ -200,10 +201,14 @@ def test_a_served_model_of_the_roster_reaches_its_server_and_needs_no_key(server
         .success
     )
     before = calls(server)
-    result = defs.resolve_job_def("model_evaluation").execute_in_process(
-        partition_key=evaluation_key("arc_easy", "my-served-model"),
-        instance=instance,
-        run_config={"resources": resources, "ops": {"benchmark_evaluation": {"config": HARNESS}}},
+    result = (
+        defs()
+        .resolve_job_def("model_evaluation")
+        .execute_in_process(
+            partition_key=evaluation_key("arc_easy", "my-served-model"),
+            instance=instance,
+            run_config={"resources": resources, "ops": {"benchmark_evaluation": {"config": HARNESS}}},
+        )
     )
     assert result.success
     assert calls(server) - before >= 2  # the check and the scoring reached the entry's server

@@ -146,11 +146,11 @@ def test_the_code_location_reference_names_every_asset_check_job_schedule_and_se
     from eval_platform.definitions import defs
 
     named = code_texts((site / "reference" / "code-location" / "index.html").read_text(encoding="utf-8"))
-    expected = {spec.key.to_user_string() for spec in defs.resolve_all_asset_specs()}
-    expected |= {spec.name for checks in defs.asset_checks or [] for spec in checks.check_specs}
-    expected |= {job.name for job in defs.resolve_all_job_defs() if not job.name.startswith("__")}
-    expected |= {schedule.name for schedule in defs.schedules or []}
-    expected |= {sensor.name for sensor in defs.sensors or []}
+    expected = {spec.key.to_user_string() for spec in defs().resolve_all_asset_specs()}
+    expected |= {spec.name for checks in defs().asset_checks or [] for spec in checks.check_specs}
+    expected |= {job.name for job in defs().resolve_all_job_defs() if not job.name.startswith("__")}
+    expected |= {schedule.name for schedule in defs().schedules or []}
+    expected |= {sensor.name for sensor in defs().sensors or []}
     assert {"benchmark_evaluation", "model_comparison", "model_evaluation", "roster_sensor"} <= expected
     assert not sorted(expected - named)
 

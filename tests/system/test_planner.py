@@ -39,7 +39,6 @@ def results(database: Path) -> list[tuple]:
 def test_the_command_runs_what_the_schedule_sensors_and_automation_request(tmp_path):
     from eval_platform.definitions import defs
     from eval_platform.resources import RosterResource
-    from eval_platform.schedules import nightly_benchmark_refresh
     from eval_platform.schedules.sensors import roster_evaluation_sensor
 
     # Through the main command, in a process of its own
@@ -61,25 +60,26 @@ def test_the_command_runs_what_the_schedule_sensors_and_automation_request(tmp_p
     roster = RosterResource()
     (tmp_path / "sensors").mkdir()
     with DagsterInstance.local_temp(str(tmp_path / "sensors")) as instance:
-        tick = build_schedule_context(instance, scheduled_execution_time=datetime(2026, 11, 28, 2),
-                                      resources={"roster": roster})  # fmt: skip
-        pending = [r for r in nightly_benchmark_refresh(tick) if r.partition_key == BENCHMARK]
-        before = evaluate_automation_conditions(defs=defs, instance=instance)  # the automation sensor's last tick
+        with build_schedule_context(instance, scheduled_execution_time=datetime(2026, 11, 28, 2),
+                                    resources={"roster": roster}) as tick:  # fmt: skip
+            nightly = defs().resolve_schedule_def("nightly_benchmark_refresh")(tick)
+        pending = [r for r in nightly if r.partition_key == BENCHMARK]
+        before = evaluate_automation_conditions(defs=defs(), instance=instance)  # the automation sensor's last tick
         while pending:
             request = pending.pop(0)
-            result = defs.resolve_job_def(request.job_name).execute_in_process(
+            result = defs().resolve_job_def(request.job_name).execute_in_process(
                 partition_key=request.partition_key, instance=instance, tags=dict(request.tags),
                 run_config={**warehouse, "ops": limits[request.job_name]},
             )  # fmt: skip
             assert result.success
             if request.job_name == "benchmark_inputs":
-                context = build_run_status_sensor_context(
+                with build_run_status_sensor_context(
                     sensor_name="roster_evaluation_sensor", dagster_instance=instance,
                     dagster_run=result.dagster_run, dagster_event=result.get_run_success_event(),
                     resources={"roster": roster},
-                )  # fmt: skip
-                pending += roster_evaluation_sensor(context)
-        automation = evaluate_automation_conditions(defs=defs, instance=instance, cursor=before.cursor)
+                ) as context:  # fmt: skip
+                    pending += roster_evaluation_sensor(context)
+        automation = evaluate_automation_conditions(defs=defs(), instance=instance, cursor=before.cursor)
         requested = {key: automation.get_num_requested(AssetKey(key)) for key in ("protocol_scores", "leaderboard")}
         # what score_protocols materialises, and nothing else, though most of the grid is missing
         assert before.total_requested == 0 and requested == {"protocol_scores": 1, "leaderboard": 1}
@@ -112,10 +112,10 @@ def test_the_demos_sensor_steps_request_what_their_sensors_request(tmp_path):
     with DagsterInstance.local_temp(str(tmp_path / "home")) as instance:
         planner = Planner(instance, RosterResource(), eras, blind)
         resources = {"roster": RosterResource()}
-        era_tick = era_sensor(eras, name="test_eras")(build_sensor_context(instance=instance, resources=resources))
-        sheet_tick = filled_sheet_sensor(blind, name="test_sheets")(
-            build_sensor_context(instance=instance, resources=resources)
-        )
+        with build_sensor_context(instance=instance, resources=resources) as context:
+            era_tick = era_sensor(eras, name="test_eras")(context)
+        with build_sensor_context(instance=instance, resources=resources) as context:
+            sheet_tick = filled_sheet_sensor(blind, name="test_sheets")(context)
         demo_eras = by_title["era_config_sensor"].requests(planner)
         demo_tally = by_title["blind_eval_filled_sheet_sensor"].requests(planner)
 

@@ -45,8 +45,8 @@ def materialise_history(home: Path, warehouse: Path) -> None:
     from tests.openai_stub_server import StubServer
 
     test_defs = Definitions(
-        assets=list(defs.assets),
-        jobs=list(defs.jobs),
+        assets=list(defs().assets),
+        jobs=list(defs().jobs),
         resources={
             "warehouse": WarehouseResource(database=str(warehouse)),
             "gateway": ModelGatewayResource(),

@@ -64,7 +64,7 @@ class OneMachine:
         self.instance = DagsterInstance.ephemeral()
         self.resources = launchpad(
             warehouse=WarehouseResource(database=str(self.path)),
-            roster=defs.resources["roster"].model_copy(update={"directory": str(roster)}),
+            roster=defs().resources["roster"].model_copy(update={"directory": str(roster)}),
         )
 
     def evaluate(self, benchmarks: list[str], models: list[str]) -> None:
@@ -79,8 +79,12 @@ class OneMachine:
                 self.run("model_evaluation", evaluation_key(benchmark, model), {})
 
     def run(self, job: str, partition, config: dict) -> None:
-        result = defs.resolve_job_def(job).execute_in_process(
-            partition_key=partition, instance=self.instance, run_config={"resources": self.resources, **config}
+        result = (
+            defs()
+            .resolve_job_def(job)
+            .execute_in_process(
+                partition_key=partition, instance=self.instance, run_config={"resources": self.resources, **config}
+            )
         )
         assert result.success
 

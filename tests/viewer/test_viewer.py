@@ -142,8 +142,8 @@ def code_location(platform: Platform):
     from eval_platform.resources import LanguageModelResource, ModelGatewayResource, RosterResource, WarehouseResource
 
     return Definitions(
-        assets=list(defs.assets or []),
-        jobs=list(defs.jobs or []),
+        assets=list(defs().assets or []),
+        jobs=list(defs().jobs or []),
         resources={
             "warehouse": WarehouseResource(database=str(platform.warehouse)),
             "gateway": ModelGatewayResource(),

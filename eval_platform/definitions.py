@@ -1,6 +1,7 @@
 """The code location, `eval_platform.definitions`: every domain's assets and checks, the jobs,
 schedules and sensors, and the resources (workspace.yaml and `[tool.dagster]` load it). Nothing
-imports it but the command line (eval_platform/cli/) and the tests; they call `defs()`."""
+imports it but the command line (eval_platform/cli/), the tests, the speed scripts and the docs'
+reference; they call `defs()`."""
 
 from dagster import (
     Definitions,

@@ -335,9 +335,13 @@ def configuration_page(root: Path) -> str:
                 out += [_cell(_relative(doc, root)), ""]
             for use in uses.get(model, []):
                 out += [f"Serves as {use}.", ""]
+            depends = [name for name, info in model.model_fields.items() if "resource_dependency" in info.metadata]
+            out += [f"Reads the resource `{name}` (configured there)." for name in depends] + ([""] if depends else [])
             environment = model is Environment
             out += [f"| {'variable' if environment else 'field'} | type | default | description |", "|---|---|---|---|"]
             for name, info in model.model_fields.items():
+                if name in depends:
+                    continue
                 shown = info.alias or name
                 description = _relative(info.description or "", root)
                 out.append(

@@ -27,7 +27,7 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Literal, overload
+from typing import Literal, cast, overload
 
 from dagster import DagsterInstance
 
@@ -41,7 +41,7 @@ from eval_platform.cli.supervisor import supervise
 from eval_platform.definitions import defs
 from eval_platform.environment import environment, hub_offline
 from eval_platform.jobs import benchmark_inputs_job, model_evaluation_job
-from eval_platform.resources import RosterResource, WarehouseResource
+from eval_platform.resources import RESOURCES, RosterResource, WarehouseResource
 from eval_platform.schedules.planner import Planner
 
 
@@ -84,7 +84,8 @@ def resource(name: Literal["warehouse"]) -> WarehouseResource: ...
 
 
 def resource(name: Literal["roster", "warehouse"]) -> RosterResource | WarehouseResource:
-    return (defs().resources or {})[name]
+    """The code location's resource (its settings unset: the environment's, read when it is used)."""
+    return cast(RosterResource | WarehouseResource, RESOURCES[name])
 
 
 def quiet_libraries() -> None:

@@ -1,4 +1,6 @@
-"""Results computed once, and kept as they are computed: a benchmark's answers, a judge's verdicts.
+"""Results computed once, and kept as they are computed: a benchmark's answers, a judge's verdicts,
+an era's API answers (the gateway's response cache). The one way a run's results are reused and
+resumed.
 
 Each result has a key (`content_key` of what decides it). One whose key is stored is reused and not
 computed again. The others are computed in slices, and the computed results are kept (handed to
@@ -6,6 +8,10 @@ computed again. The others are computed in slices, and the computed results are 
 `chunk_seconds` have passed since the previous one, whichever comes first, and at the end of every
 call. So a run killed at any point loses at most the chunk under way, and its rerun reuses every
 result kept before.
+
+A caller that computes its results one at a time (an era's API calls, answered as its genetic
+algorithm asks) `find`s each first and `add`s what it computed; its chunks are kept the same way,
+and whenever it calls `flush` (an era: with each generation it saves).
 
 A slice is what one call of `compute` computes: as many as the measured rate fits in the chunk's
 time left (at least `smallest`, the batch size; at most what completes the chunk's count). After
@@ -76,10 +82,37 @@ class Keeping(Generic[R]):
     kept: int = 0
     chunks: int = 0
     needed: int = 0
+    chunk: list[tuple[str, R]] = field(default_factory=list)  # computed, not kept yet
     started: float = field(init=False)
+    chunk_started: float = field(init=False)
 
     def __post_init__(self) -> None:
-        self.started = self.clock()
+        self.started = self.chunk_started = self.clock()
+
+    def find(self, key: str, reused: Callable[[Any], R]) -> R | None:
+        """The result of `key` if this run has it or it is stored (`reused` makes what is stored a
+        result); None: it is to be computed, then `add`ed."""
+        if key not in self.results and key in self.stored:
+            self.results[key] = reused(self.stored[key])
+            self.reused += 1
+            self.needed += 1
+        return self.results.get(key)
+
+    def add(self, key: str, result: R) -> None:
+        """A result computed one at a time, held in the chunk under way (kept when full or due)."""
+        self.results[key] = result
+        self.computed += 1
+        self.needed += 1
+        self.chunk.append((key, result))
+        if len(self.chunk) >= self.chunk_size or self.clock() - self.chunk_started >= self.chunk_seconds:
+            self.flush()
+
+    def flush(self) -> None:
+        """Keep the chunk under way now."""
+        if self.chunk:
+            chunk, self.chunk = self.chunk, []
+            self._keep(chunk)
+        self.chunk_started = self.clock()
 
     def resolve(
         self,
@@ -107,25 +140,23 @@ class Keeping(Generic[R]):
     def _compute(
         self, todo: list[tuple[str, A]], compute: Callable[[list[A]], list[C]], computed: Callable[[A, C], R]
     ) -> None:
-        done, chunk, chunk_started = 0, [], self.clock()
+        done = 0
+        self.chunk_started = self.clock()
         try:
             while done < len(todo):
-                batch = todo[done : done + self._slice(len(chunk), self.clock() - chunk_started)]
+                batch = todo[done : done + self._slice(len(self.chunk), self.clock() - self.chunk_started)]
                 start = self.clock()
                 responses = compute([args for _, args in batch])
                 self.model_seconds += self.clock() - start
                 for (key, args), response in zip(batch, responses, strict=True):
                     self.results[key] = computed(args, response)
-                    chunk.append((key, self.results[key]))
+                    self.chunk.append((key, self.results[key]))
                 done += len(batch)
                 self.computed += len(batch)
-                if len(chunk) >= self.chunk_size or self.clock() - chunk_started >= self.chunk_seconds:
-                    full, chunk = chunk, []
-                    self._keep(full)
-                    chunk_started = self.clock()
+                if len(self.chunk) >= self.chunk_size or self.clock() - self.chunk_started >= self.chunk_seconds:
+                    self.flush()
         finally:  # the results computed, however the call ends (an engine's error included)
-            if chunk:
-                self._keep(chunk)
+            self.flush()
 
     def _slice(self, in_chunk: int, chunk_elapsed: float) -> int:
         """How many the next call of `compute` gets: what the rate measured so far fits in the

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, cast
 import pandas as pd
 
 from eval_engine import token_counter
-from eval_platform.common.gateway import MemoryResponseCache, ResponseCachedModel
+from eval_platform.common.gateway import AnsweredCall, KeptResponses, ResponseCachedModel
+from eval_platform.common.keeping import Keeping
 from eval_platform.common.models import Completion, LanguageModel
 from eval_platform.common.panels import AgreementMetric, agreement_weights, flag_judges
 from eval_platform.evolution.eras import EraStart, config_hash, generation_frames
@@ -143,10 +144,22 @@ class EraRun:
     judges: Sequence[str]
     weights: Mapping[str, float] | None = None
     responses: Sequence[CachedResponse] | None = None
-    cache: MemoryResponseCache | None = field(init=False)
+    cache: KeptResponses | None = field(init=False)
+    unsaved: list[tuple[str, AnsweredCall]] = field(default_factory=list, init=False)  # kept, to be saved
 
     def __post_init__(self) -> None:
-        self.cache = None if self.responses is None else MemoryResponseCache(known_responses(self.responses))
+        if self.responses is None:
+            self.cache = None
+        else:  # the cache's answers kept (handed to `unsaved`) as they come, saved with each generation
+            self.cache = KeptResponses(Keeping(stored=known_responses(self.responses), keep=self.unsaved.extend))
+
+    def take_unsaved(self) -> dict[str, AnsweredCall]:
+        """The cache's answers since the last generation was saved (none without a cache)."""
+        if self.cache is not None:
+            self.cache.keeping.flush()
+        unsaved = dict(self.unsaved)
+        self.unsaved.clear()
+        return unsaved
 
     def run(
         self,
@@ -166,7 +179,7 @@ class EraRun:
 
         def checkpoint(record: GenerationRecord) -> None:
             frames = generation_frames(era, record, self.judges, clock())
-            new = cache_rows(era, self.cache.take_new(), clock()) if self.cache else pd.DataFrame()
+            new = cache_rows(era, self.take_unsaved(), clock()) if self.cache else pd.DataFrame()
             save(record.generation, frames, new)
             progress.add(frames["gateway_calls"])
             log.info(generation_line(era, record, frames["gateway_calls"]))

@@ -1,11 +1,13 @@
-"""Answers kept as they are computed (eval_platform/benchmarks/answering.py): in chunks of a count
-or of a time, whichever comes first; answers stored before are reused and never asked; the
-answers computed before an engine's error are kept; progress is reported after each chunk."""
+"""Answers kept as they are computed (eval_platform/benchmarks/answering.py, over common/keeping.py):
+in chunks of a count or of a time, whichever comes first; answers stored before are reused and never
+asked; the answers computed before an engine's error are kept; progress is reported after each
+chunk; results computed one at a time (an era's API answers) kept the same way."""
 
 import pytest
 
 from eval_platform.benchmarks.answering import Answering
 from eval_platform.benchmarks.records import request_key
+from eval_platform.common.keeping import Keeping
 
 
 class Clock:
@@ -93,3 +95,26 @@ def test_the_answers_computed_before_an_engine_error_are_kept():
         run.answer("loglikelihood", REQUESTS, engine(clock, asked, fail_at=8))
     # chunk 1 (5 answers) was full; of chunk 2, the call of 2 before the failing one is kept too
     assert [len(chunk) for chunk in kept] == [5, 2]
+
+
+def test_results_added_one_at_a_time_are_kept_by_count_by_time_and_when_flushed():
+    """The same keeping for a caller that computes one result at a time (an era's API answers)."""
+    clock = Clock()
+    kept, reports = [], []
+    run = Keeping({"stored": 7}, keep=lambda chunk: kept.append(dict(chunk)), progress=reports.append,
+                  chunk_size=3, chunk_seconds=10.0, clock=clock)  # fmt: skip
+    assert run.find("stored", lambda value: value * 10) == 70 and run.reused == 1
+    assert run.find("new", lambda value: value) is None
+    for n in range(4):
+        run.add(f"a{n}", n)
+    assert kept == [{"a0": 0, "a1": 1, "a2": 2}]  # full at 3; a3 waits in the chunk under way
+    assert run.find("a3", lambda value: value) == 3  # found before it is kept
+    clock.now = 10.0
+    run.add("a4", 4)  # the chunk's time is up
+    assert kept[-1] == {"a3": 3, "a4": 4}
+    run.add("a5", 5)
+    run.flush()
+    run.flush()  # nothing under way: nothing kept
+    assert kept[-1] == {"a5": 5} and len(kept) == 3
+    assert "stored" not in {key for chunk in kept for key in chunk}  # a stored result is never kept again
+    assert [(r.stored, r.needed, r.computed) for r in reports] == [(4, 4, 3), (6, 6, 5), (7, 7, 6)]

@@ -81,13 +81,11 @@ def test_sampled_calls_send_their_settings_and_are_cached_apart_from_greedy_ones
     import asyncio
 
     from eval_engine import Sampling
-    from eval_platform.common.gateway import MemoryResponseCache, ModelGateway, ResponseCachedModel
+    from eval_platform.common.gateway import KeptResponses, ModelGateway, ResponseCachedModel
     from eval_platform.common.models import Chat
     from eval_platform.common.models.api_chat import ApiChatModel
 
-    model = ResponseCachedModel(
-        ApiChatModel("openai/echo", ModelGateway(api_base=server.api_base)), MemoryResponseCache()
-    )
+    model = ResponseCachedModel(ApiChatModel("openai/echo", ModelGateway(api_base=server.api_base)), KeptResponses())
     sampling = Sampling(temperature=0.6, top_p=0.95, seed=3)
     prompt = Chat("", "a question asked four ways")
 

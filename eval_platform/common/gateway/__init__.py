@@ -18,7 +18,7 @@ replicas, the concurrency limit), `retries.py` (what is retried and after how lo
 plain HTTP calls), `parameters.py` (a call's messages and sampling parameters), `cache.py` (the
 response cache), `usage.py` (each call's tokens and cost) and `redaction.py`."""
 
-from eval_platform.common.gateway.cache import MemoryResponseCache, ResponseCache, ResponseCachedModel
+from eval_platform.common.gateway.cache import AnsweredCall, KeptResponses, ResponseCache, ResponseCachedModel
 from eval_platform.common.gateway.core import ModelGateway, ResponseTooLong
 from eval_platform.common.gateway.http import PromptLogprobs
 from eval_platform.common.gateway.parameters import chat, sampling_parameters
@@ -26,8 +26,9 @@ from eval_platform.common.gateway.redaction import ModelCallError, describe_erro
 from eval_platform.common.gateway.usage import CallRecord, call_record
 
 __all__ = [
+    "AnsweredCall",
     "CallRecord",
-    "MemoryResponseCache",
+    "KeptResponses",
     "ModelCallError",
     "ModelGateway",
     "PromptLogprobs",

@@ -1,5 +1,6 @@
 """The response cache: a chat answer asked again (the same model, messages and settings, and for a
-sampled request the same sample) is the stored one, and a request under way is answered once."""
+sampled request the same sample) is the stored one, and a request under way is answered once. Its
+answers are reused and kept by the platform's one mechanism for that, `Keeping` (common/keeping.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Protocol
 
 from eval_engine import Chat, Completion, Sampling
 from eval_platform.common.gateway.parameters import chat, sampling_parameters
+from eval_platform.common.keeping import Keeping
 from eval_platform.common.models import LanguageModel
 
 
@@ -23,25 +25,23 @@ class ResponseCache(Protocol):
     def remember(self, key: str, model: str, request: Mapping[str, object], completion: Completion) -> None: ...
 
 
-@dataclass
-class MemoryResponseCache:
-    """A response cache held in memory: answers known beforehand, and those `remember`ed since,
-    which `take_new` hands over (to be stored) once."""
+AnsweredCall = tuple[str, Mapping[str, object], Completion]  # as the cache keeps it: model, request, answer
 
-    known: dict[str, Completion] = field(default_factory=dict)
-    new: dict[str, tuple[str, Mapping[str, object], Completion]] = field(default_factory=dict)
+
+@dataclass
+class KeptResponses:
+    """A response cache over a `Keeping`: the answers it holds stored (completions by request key)
+    are reused; those answered since are kept through its `keep`, a chunk at a time and whenever
+    its owner `flush`es it."""
+
+    keeping: Keeping[AnsweredCall] = field(default_factory=lambda: Keeping[AnsweredCall]())
 
     def lookup(self, key: str) -> Completion | None:
-        found = self.known.get(key)
-        return None if found is None else replace(found, cached=True, cost_usd=0.0, attempts=0, duration_ms=0)
+        found = self.keeping.find(key, lambda stored: ("", {}, stored))
+        return None if found is None else replace(found[2], cached=True, cost_usd=0.0, attempts=0, duration_ms=0)
 
     def remember(self, key: str, model: str, request: Mapping[str, object], completion: Completion) -> None:
-        self.known[key] = completion
-        self.new[key] = (model, request, completion)
-
-    def take_new(self) -> dict[str, tuple[str, Mapping[str, object], Completion]]:
-        new, self.new = self.new, {}
-        return new
+        self.keeping.add(key, (model, request, completion))
 
 
 def request_key(model: str, request: Mapping[str, object]) -> str:
